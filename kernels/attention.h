@@ -1,0 +1,72 @@
+// Fused gated multi-head attention (AlphaFold2 Alg. 7/13/14/15, BERT self-attention):
+//
+//   s[b,h,i,j] = scale · Σ_d q[b,h,i,d] k[b,h,j,d] + Σ_t bias_t[b,h,i,j]
+//   p[b,h,i,:] = softmax_j s[b,h,i,:]                      lse[b,h,i] = log Σ_j exp s[b,h,i,j]
+//   a[b,h,i,:] = Σ_j p[b,h,i,j] v[b,h,j,:]
+//   o[b,h,i,:] = sigmoid(g[b,h,i,:]) ⊙ a[b,h,i,:]           (o = a when there is no gate)
+//
+// Layout: q, g, o, a: [B, H, Lq, D]; k, v: [B, H, Lk, D] — LOGICAL shapes with arbitrary strides
+// (last-dim stride 1), so a projection output [B, L, H·D] viewed as [B, L, H, D] and permuted to
+// [B, H, L, D] is passed without a copy. Each bias_t is any tensor broadcastable to
+// [B, H, Lq, Lk] given as a 4-D view (use expand(): stride-0 dims are broadcast), e.g. AlphaFold's
+// pair bias [1, H, L, L] shared over MSA rows, the mask bias [B, 1, 1, Lk] = 1e9·(mask−1),
+// BERT's padding mask. Up to kMaxBiases biases.
+// Packed variable-length sequences (BERT packing): cu_seqlens i32 [n+1] with B = 1; row i
+// attends only to keys j in the same segment [cu[s], cu[s+1]) (segments apply to both axes).
+// dtypes: q, k, v, g, o, a, biases f32/bf16/f16 (all the same); lse f32; fp32 accumulation.
+// CPU: reference implementation (materialises one row of s at a time).
+// CUDA: FlashAttention-style tiled kernel with online softmax; never materialises s or p in the
+// forward; the backward recomputes p tile by tile from lse.
+//
+// Backward, with dO given (and dA = dO ⊙ sigmoid(g) when gated):
+//   dg = dO ⊙ a ⊙ sigmoid(g)(1 − sigmoid(g))
+//   dp = dA · vᵀ,  delta[i] = Σ_d dA[i,d] a[i,d],  ds = p ⊙ (dp − delta)
+//   dq = scale · ds · k,  dk = scale · dsᵀ · q,  dv = pᵀ · dA,
+//   dbias_t = ds summed over the broadcast (stride-0 / size-1) dims of bias_t.
+// Outputs not wanted are left undefined. dq, dk, dv, dg are overwritten; dbias_t are f32 and
+// ACCUMULATED (+=), in bias_t's own (unexpanded) shape.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace foldcore::ops {
+
+constexpr int kMaxBiases = 4;
+
+struct AttentionInputs {
+  Tensor q, k, v;
+  std::vector<Tensor> biases;  // each a 4-D view broadcastable to [B, H, Lq, Lk]
+  Tensor gate;                 // optional, [B, H, Lq, D]
+  Tensor cu_seqlens;           // optional, i32 [n+1], requires B == 1
+  float scale = 1.f;
+};
+
+// Writes o [B,H,Lq,D] and lse [B,H,Lq] f32; `a` (pre-gate output) is written when given and
+// is required for the gated backward (it may be left undefined when there is no gate).
+void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor& lse, const Tensor& a = {});
+
+struct AttentionGrads {
+  Tensor dq, dk, dv;           // same logical shapes as q, k, v
+  Tensor dgate;                // when gated
+  std::vector<Tensor> dbias;   // one per bias (undefined = not needed), f32, shape of the bias
+};
+
+// `a_or_o`: the pre-gate output a when gated, else o.
+void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const Tensor& lse, const Tensor& d_o,
+                        const AttentionGrads& grads);
+
+// AlphaFold2 global attention (Alg. 19, extra-MSA column attention), per batch b (a column):
+//   s[b,h,j] = scale · Σ_d q[b,h,d] k[b,j,d] + bias[b,j]       (q: one query per head, mean-pooled
+//   p = softmax_j s,  a[b,h,:] = Σ_j p[b,h,j] v[b,j,:]           over the sequences by the caller)
+//   o[b,j,h,:] = sigmoid(g[b,j,h,:]) ⊙ a[b,h,:]                  (k, v shared by all heads)
+// q: [B,H,D], k, v: [B,S,D], bias: [B,S] (mask bias), g, o: [B,S,H,D]; a: [B,H,D] saved.
+void global_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                              const Tensor& g, float scale, const Tensor& o, const Tensor& a);
+// Gradients for q, k, v, g (overwritten); bias gets no gradient (it is a mask).
+void global_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                               const Tensor& g, float scale, const Tensor& a, const Tensor& d_o, const Tensor& dq,
+                               const Tensor& dk, const Tensor& dv, const Tensor& dg);
+
+}  // namespace foldcore::ops

@@ -1,0 +1,53 @@
+// Elementwise ops, fused where they occur together in AlphaFold/BERT layers. All tensors
+// contiguous, same shape unless stated; f32/bf16/f16 with fp32 math. "bias" is [C] broadcast
+// over the last dim. Random masks come from Philox (core/philox.h) addressed by
+// (seed, offset, element index), so CPU and CUDA agree and the backward regenerates the mask.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace foldcore::ops {
+
+// out = a + b;  out = a * b;  out = alpha * a + beta * b.  b may be broadcast (expand()).
+void add(const Tensor& a, const Tensor& b, const Tensor& out);
+void mul(const Tensor& a, const Tensor& b, const Tensor& out);
+void axpby(float alpha, const Tensor& a, float beta, const Tensor& b, const Tensor& out);
+void scale(const Tensor& x, float s, const Tensor& out);
+
+// Activations. gelu is the exact form 0.5·x·(1 + erf(x/√2)) (BERT, MLPerf).
+//   relu'(x) = [x > 0];  gelu'(x) = Φ(x) + x·φ(x).
+void relu_forward(const Tensor& x, const Tensor& y);
+void relu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx);
+void gelu_forward(const Tensor& x, const Tensor& y);
+void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx);
+void sigmoid_forward(const Tensor& x, const Tensor& y);
+void sigmoid_backward(const Tensor& y, const Tensor& dy, const Tensor& dx);  // dx = dy·y(1−y)
+
+// Sigmoid gating: out = sigmoid(g) ⊙ x;  dx = dout ⊙ sigmoid(g),  dg = dout ⊙ x ⊙ σ(g)(1−σ(g)).
+void sigmoid_gate_forward(const Tensor& g, const Tensor& x, const Tensor& out);
+void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout, const Tensor& dg,
+                           const Tensor& dx);
+
+// Dropout with an optionally shared mask. `shared_dims` lists axes along which the mask is
+// broadcast (AlphaFold: row-wise dropout shares over axis −3 (rows of the MSA / pair), column-wise
+// over axis −2). The mask value at index i is philox_keep(seed, offset, idx') where idx' is the
+// flat index of i with the shared axes set to 0. Kept elements are scaled by 1/(1−p).
+struct DropoutArgs {
+  float p = 0.f;
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  std::vector<int> shared_dims;
+};
+
+// out = residual + dropout(x + bias).  bias (optional [C]) and residual (optional) may be
+// undefined; out may alias residual (in-place residual update).
+void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
+                                   const DropoutArgs& d, const Tensor& out);
+// dx = dropout_mask ⊙ dout / (1−p);  dbias (f32 [C], ACCUMULATED) = Σ_rows dx.
+// dresidual = dout (the caller reuses dout; nothing is written for it).
+void bias_dropout_residual_backward(const Tensor& dout, const DropoutArgs& d, const Tensor& dx,
+                                    const Tensor& dbias);
+
+}  // namespace foldcore::ops

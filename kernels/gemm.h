@@ -1,0 +1,36 @@
+// GEMM family.
+//
+//   out[b] = act( alpha * op_a(a[b]) · op_b(b[b]) + beta * out[b] + bias )      (row-major)
+//
+// op_x(X) = X or Xᵀ (trans flags). a: [..., M, K] (or [..., K, M] when trans_a), b: [..., K, N]
+// (or [..., N, K] when trans_b), out: [..., M, N]. Leading (batch) dims: out's batch dims; a or b
+// may instead be 2-D and is then shared by every batch entry (stride 0). Each operand must have
+// unit stride in its last dim and a uniform batch stride (any view that is a "strided batch").
+// bias: [N], added to every row. act: none, relu or gelu (exact erf form; see elementwise.h).
+// pre_act (optional, [..., M, N]): receives the value before the activation, for the backward.
+// dtypes: f32, bf16, f16 inputs (a, b, out, bias all the same dtype); accumulation is fp32.
+// CPU: OpenBLAS sgemm (16-bit inputs converted to fp32). CUDA: cuBLASLt with fused epilogues.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace foldcore::ops {
+
+enum class Activation { none, relu, gelu };
+
+struct GemmArgs {
+  bool trans_a = false;
+  bool trans_b = false;
+  float alpha = 1.f;
+  float beta = 0.f;
+  Tensor bias;              // optional [N]
+  Activation act = Activation::none;
+  Tensor pre_act;           // optional [..., M, N], written when act != none
+};
+
+void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmArgs& args = {});
+
+// Convenience: allocates out ([..., M, N], dtype of a, device of a) and runs gemm.
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+
+}  // namespace foldcore::ops

@@ -1,0 +1,26 @@
+#include "apps/commands.h"
+
+#include <cstdio>
+#include <exception>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace foldcore::apps {
+
+void set_action(CLI::App* sub, std::function<int()> action) {
+  sub->callback([sub, action = std::move(action)] {
+    int rc = 0;
+    try {
+      rc = action();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "foldcore %s: error: %s\n", sub->get_name().c_str(), e.what());
+      rc = 1;
+    }
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+void register_commands(CLI::App& app) { add_info_command(app); }
+
+}  // namespace foldcore::apps

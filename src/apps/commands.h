@@ -1,0 +1,20 @@
+// Subcommand registration. Each command file adds its subcommand to the CLI11 app; its action
+// runs through run_command(), which turns foldcore::Error into a message and a non-zero exit.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace foldcore::apps {
+
+void register_commands(CLI::App& app);
+
+// Subcommands defined in their own files.
+void add_info_command(CLI::App& app);
+
+// Sets the subcommand's callback to `action`; an Error or std::exception from it is printed as
+// "foldcore <name>: error: <what>" and the program exits with status 1.
+void set_action(CLI::App* sub, std::function<int()> action);
+
+}  // namespace foldcore::apps

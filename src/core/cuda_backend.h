@@ -1,0 +1,35 @@
+// Internal: the CUDA runtime entry points core needs. Implemented in core/cuda/runtime.cu when
+// the CUDA backend is built and by throwing stubs in core/no_cuda.cpp otherwise, so the rest of
+// core is plain C++ that compiles without the CUDA headers.
+#pragma once
+
+#include <cstddef>
+
+#include "core/device.h"
+
+namespace foldcore {
+class Tensor;
+namespace detail {
+int cuda_device_count_impl();
+void cuda_set_device(int index);
+void cuda_device_synchronize(int index);
+// nullptr when the device is out of memory; throws Error for other failures.
+void* cuda_malloc(size_t bytes, int index);
+void cuda_free(void* ptr, int index);
+void* cuda_stream_create(int index);
+void cuda_stream_destroy(void* stream);
+void cuda_stream_synchronize(void* stream);
+void* cuda_event_create(int index);
+void cuda_event_destroy(void* event);
+void cuda_event_record(void* event, void* stream);
+void cuda_event_synchronize(void* event);
+void cuda_stream_wait_event(void* stream, void* event);
+float cuda_event_elapsed_ms(void* start, void* end);
+// Copies `bytes` between any two devices, ordered on the current stream of the CUDA side and
+// synchronous w.r.t. the host.
+void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+// Elementwise strided copy with dtype conversion, both tensors on the same CUDA device.
+void cuda_strided_copy(const Tensor& dst, const Tensor& src);
+void cuda_fill(const Tensor& dst, double value);
+}  // namespace detail
+}  // namespace foldcore

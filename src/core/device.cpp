@@ -1,0 +1,39 @@
+#include "core/device.h"
+
+#include "core/cuda_backend.h"
+#include "core/error.h"
+
+namespace foldcore {
+
+std::string Device::str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+
+Device Device::parse(const std::string& s) {
+  if (s == "cpu") return cpu();
+  if (s == "cuda") return cuda(0);
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5) {
+    int idx = 0;
+    for (size_t i = 5; i < s.size(); ++i) {
+      FC_CHECK(s[i] >= '0' && s[i] <= '9', "bad device '", s, "' (expected cpu, cuda or cuda:N)");
+      idx = idx * 10 + (s[i] - '0');
+      FC_CHECK(idx < 1024, "bad device index in '", s, "'");
+    }
+    return cuda(idx);
+  }
+  FC_THROW("bad device '", s, "' (expected cpu, cuda or cuda:N)");
+}
+
+int cuda_device_count() {
+  if (!cuda_built()) return 0;
+  static const int n = detail::cuda_device_count_impl();
+  return n;
+}
+
+void set_device(Device d) {
+  if (d.is_cuda()) detail::cuda_set_device(d.index);
+}
+
+void synchronize(Device d) {
+  if (d.is_cuda()) detail::cuda_device_synchronize(d.index);
+}
+
+}  // namespace foldcore
