@@ -1,0 +1,74 @@
+// Benchmark helpers: timing loops (CUDA events on GPU, steady clock on CPU), peak memory, and
+// one-JSON-line-per-case output:
+//   {"bench":"attention","case":"af2_msa_row","device":"cpu","ms":1.23,"tflops":0.5,...}
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/device.h"
+#include "core/stream.h"
+#include "core/timer.h"
+
+namespace foldcore::bench {
+
+// Median milliseconds of `iters` runs of fn after `warmup` runs, timed on `dev`.
+inline double time_ms(Device dev, const std::function<void()>& fn, int warmup = 2, int iters = 5) {
+  for (int i = 0; i < warmup; ++i) fn();
+  synchronize(dev);
+  std::vector<double> t;
+  for (int i = 0; i < iters; ++i) {
+    if (dev.is_cuda()) {
+      Event a(dev), b(dev);
+      a.record();
+      fn();
+      b.record();
+      b.synchronize();
+      t.push_back(a.elapsed_ms(b));
+    } else {
+      WallTimer w;
+      fn();
+      t.push_back(w.millis());
+    }
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// A JSON object built field by field, printed on one line.
+class JsonLine {
+ public:
+  JsonLine& str(const std::string& k, const std::string& v) { return raw(k, "\"" + v + "\""); }
+  JsonLine& num(const std::string& k, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return raw(k, buf);
+  }
+  JsonLine& integer(const std::string& k, long long v) { return raw(k, std::to_string(v)); }
+  JsonLine& boolean(const std::string& k, bool v) { return raw(k, v ? "true" : "false"); }
+  void print() const {
+    std::string s = "{";
+    for (size_t i = 0; i < fields_.size(); ++i) s += (i ? ", " : "") + fields_[i];
+    s += "}";
+    std::printf("%s\n", s.c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  JsonLine& raw(const std::string& k, const std::string& v) {
+    fields_.push_back("\"" + k + "\": " + v);
+    return *this;
+  }
+  std::vector<std::string> fields_;
+};
+
+// Peak bytes of the device's default allocator since the last reset (reset before a case).
+inline size_t peak_bytes(Device dev) { return default_allocator(dev).stats().peak; }
+inline void reset_peak(Device dev) { default_allocator(dev).reset_peak(); }
+
+}  // namespace foldcore::bench
