@@ -2,6 +2,7 @@
 
 #include "core/allocator.h"
 #include "core/arena.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 
 namespace foldcore {
@@ -76,5 +77,16 @@ TEST(DefaultAllocator, CpuAlwaysThereCudaClearErrorWithoutBackend) {
   }
 }
 
+}  // namespace
+}  // namespace foldcore
+
+namespace foldcore {
+namespace {
+TEST(CpuEvent, ElapsedIsNonNegative) {
+  Event a, b;
+  a.record(Stream());
+  b.record(Stream());
+  EXPECT_GE(a.elapsed_ms(b), 0.f);
+}
 }  // namespace
 }  // namespace foldcore

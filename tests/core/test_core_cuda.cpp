@@ -1,0 +1,84 @@
+// Core runtime on a CUDA device: caching allocator accounting, strided copies with dtype
+// conversion against the CPU implementation, fills, streams and events.
+#include <gtest/gtest.h>
+
+#include "core/allocator.h"
+#include "core/random.h"
+#include "core/stream.h"
+#include "core/tensor.h"
+#include "test_util.h"
+
+namespace foldcore {
+namespace {
+
+TEST(CudaCachingAllocator, ReusesBlocksAndTracksPeak) {
+  FC_REQUIRE_CUDA();
+  CudaCachingAllocator alloc(0);
+  void* a = alloc.allocate(1000);  // rounded to 1024
+  EXPECT_EQ(alloc.stats().current, 1024u);
+  alloc.deallocate(a, 1000);
+  EXPECT_EQ(alloc.stats().current, 0u);
+  EXPECT_EQ(alloc.stats().reserved, 1024u);  // cached, not returned
+  void* b = alloc.allocate(900);              // same rounded size: the cached block comes back
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(alloc.stats().reserved, 1024u);
+  void* c = alloc.allocate(1 << 20);
+  EXPECT_EQ(alloc.stats().peak, 1024u + (1u << 20));
+  alloc.deallocate(b, 900);
+  alloc.deallocate(c, 1 << 20);
+  alloc.empty_cache();
+  EXPECT_EQ(alloc.stats().reserved, 0u);
+}
+
+TEST(CudaTensor, StridedCopyAndConversionMatchCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(11);
+  Tensor host = randn({3, 5, 7}, gen);
+  const Tensor host_perm = host.permute({2, 0, 1}).contiguous();
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    Tensor dev = host.to(Device::cuda(0));
+    Tensor perm = Tensor::empty({7, 3, 5}, dt, Device::cuda(0));
+    perm.copy_(dev.permute({2, 0, 1}));  // device strided gather + conversion
+    Tensor expect = host_perm.to(dt);    // host conversion
+    EXPECT_EQ(perm.to(Device::cpu()).to_vector(), expect.to_vector()) << dtype_name(dt);
+  }
+  // Device -> host into a strided destination.
+  Tensor dst = Tensor::zeros({7, 3}, DType::f32);
+  Tensor src = host.select(1, 2).to(Device::cuda(0));  // [3,7]
+  dst.transpose(0, 1).copy_(src);
+  const auto d = dst.to_vector(), s = host.select(1, 2).contiguous().to_vector();
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 7; ++j) EXPECT_EQ(d[j * 3 + i], s[i * 7 + j]);
+}
+
+TEST(CudaTensor, FillAndZero) {
+  FC_REQUIRE_CUDA();
+  Tensor t = Tensor::full({4, 9}, 2.5, DType::bf16, Device::cuda(0));
+  for (float v : t.to_vector()) EXPECT_EQ(v, 2.5f);
+  t.narrow(1, 2, 3).zero_();
+  const auto v = t.to_vector();
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 9; ++c) EXPECT_EQ(v[r * 9 + c], (c >= 2 && c < 5) ? 0.f : 2.5f);
+}
+
+TEST(CudaStream, EventsOrderWorkAndTime) {
+  FC_REQUIRE_CUDA();
+  const Device dev = Device::cuda(0);
+  Stream side = Stream::create(dev);
+  Tensor a = Tensor::full({1 << 20}, 1.0, DType::f32, dev);
+  Event ready(dev), start(dev), done(dev);
+  ready.record();     // the initial fill on the default stream ...
+  ready.block(side);  // ... must finish before the side stream overwrites `a`
+  {
+    StreamGuard g(side);
+    start.record();
+    a.fill_(3.0);
+    done.record();
+  }
+  done.block(current_stream(dev));  // default stream waits for the side stream
+  EXPECT_GE(start.elapsed_ms(done), 0.f);
+  EXPECT_EQ(a.to_vector()[12345], 3.f);
+}
+
+}  // namespace
+}  // namespace foldcore
