@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
-  libopenblas-dev libomp-dev zlib1g-dev
+  libopenblas-dev libopenblas-openmp-dev libomp-dev zlib1g-dev
   libhdf5-dev libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libcpp-httplib-dev
   libopenmpi-dev openmpi-bin
   librdkit-dev
