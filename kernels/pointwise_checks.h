@@ -53,7 +53,7 @@ inline void check_same_device(std::string_view op, std::string_view a_name, cons
 
 // FC_POINTWISE_DISPATCH(device, fn(args...)): calls cuda::fn(args...) for a CUDA device (after
 // making it current) and cpu::fn(args...) otherwise; a CUDA tensor in a CPU-only build is an Error.
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_POINTWISE_CUDA_READY)
+#ifdef FOLDCORE_HAVE_CUDA
 #define FC_POINTWISE_DISPATCH(dev, call) \
   do {                                   \
     if ((dev).is_cuda()) {               \

@@ -105,7 +105,7 @@ double sum_squares(const Tensor& x) {
   detail::check_float("sum_squares", "x", x);
   if (x.numel() == 0) return 0;
   if (x.device().is_cuda()) {
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_POINTWISE_CUDA_READY)
+#ifdef FOLDCORE_HAVE_CUDA
     set_device(x.device());
     return cuda::sum_squares(x);
 #else
@@ -119,7 +119,7 @@ double max_abs(const Tensor& x) {
   detail::check_float("max_abs", "x", x);
   if (x.numel() == 0) return 0;
   if (x.device().is_cuda()) {
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_POINTWISE_CUDA_READY)
+#ifdef FOLDCORE_HAVE_CUDA
     set_device(x.device());
     return cuda::max_abs(x);
 #else
