@@ -2,6 +2,8 @@
 // contiguous, same shape unless stated; f32/bf16/f16 with fp32 math. "bias" is [C] broadcast
 // over the last dim. Random masks come from Philox (core/philox.h) addressed by
 // (seed, offset, element index), so CPU and CUDA agree and the backward regenerates the mask.
+// All float operands of one call share one dtype (except dbias, f32); an output may alias an
+// input of the same shape (each element is read before it is written).
 #pragma once
 
 #include <vector>
@@ -10,7 +12,8 @@
 
 namespace foldcore::ops {
 
-// out = a + b;  out = a * b;  out = alpha * a + beta * b.  b may be broadcast (expand()).
+// out = a + b;  out = a * b;  out = alpha * a + beta * b.  b may have any strides and any shape
+// that broadcasts to a's (it is expand()ed); a and out contiguous.
 void add(const Tensor& a, const Tensor& b, const Tensor& out);
 void mul(const Tensor& a, const Tensor& b, const Tensor& out);
 void axpby(float alpha, const Tensor& a, float beta, const Tensor& b, const Tensor& out);

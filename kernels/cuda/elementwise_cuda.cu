@@ -1,0 +1,280 @@
+// CUDA elementwise family: grid-stride kernels, fp32 math, 16-bit storage. Contiguous maps load
+// and store 16-byte packs when every pointer is 16-byte aligned (4 f32 or 8 bf16/f16 per access).
+// Dropout draws one Philox block per 4 consecutive elements when the mask is not shared (the
+// block holds exactly the 4 words philox_keep would compute for them one by one).
+#include "kernels/cuda/elementwise_cuda.h"
+
+#include <cstdint>
+
+#include "core/cuda/cuda_utils.cuh"
+#include "core/philox.h"
+
+namespace foldcore::ops::cuda {
+namespace {
+
+constexpr int kBlock = 256;
+
+template <typename T> struct alignas(16) Pack {
+  static constexpr int kN = 16 / static_cast<int>(sizeof(T));
+  T v[kN];
+};
+
+template <typename T, int N> struct Ptrs {
+  const T* p[N];
+};
+
+// out[i] = T(f(x, i)) with x[j] = float(in_j[i]). out may alias an input: every element is read
+// and written by the same thread, reads first.
+template <typename T, int NIN, typename F>
+__global__ void map_kernel(int64_t n, Ptrs<T, NIN> in, T* out, bool vec, F f) {
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t start = 0;
+  if (vec) {
+    constexpr int kN = Pack<T>::kN;
+    const int64_t nv = n / kN;
+    for (int64_t v = tid; v < nv; v += stride) {
+      Pack<T> a[NIN];
+#pragma unroll
+      for (int j = 0; j < NIN; ++j) a[j] = reinterpret_cast<const Pack<T>*>(in.p[j])[v];
+      Pack<T> o;
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        float x[NIN];
+#pragma unroll
+        for (int j = 0; j < NIN; ++j) x[j] = to_f32(a[j].v[k]);
+        o.v[k] = from_f32<T>(f(x, v * kN + k));
+      }
+      reinterpret_cast<Pack<T>*>(out)[v] = o;
+    }
+    start = nv * kN;
+  }
+  for (int64_t i = start + tid; i < n; i += stride) {
+    float x[NIN];
+#pragma unroll
+    for (int j = 0; j < NIN; ++j) x[j] = to_f32(in.p[j][i]);
+    out[i] = from_f32<T>(f(x, i));
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Launches map_kernel over contiguous tensors of CUDA type T (all of out's dtype).
+template <typename T, int NIN, typename F> void launch_map(const Tensor (&ins)[NIN], const Tensor& out, F f) {
+  Ptrs<T, NIN> p{};
+  bool vec = aligned16(out.data_ptr());
+  for (int j = 0; j < NIN; ++j) {
+    p.p[j] = static_cast<const T*>(ins[j].data_ptr());
+    vec = vec && aligned16(p.p[j]);
+  }
+  const int64_t n = out.numel();
+  const int64_t work = vec ? (n + Pack<T>::kN - 1) / Pack<T>::kN : n;
+  map_kernel<T, NIN, F><<<grid_for(work, kBlock), kBlock, 0, cuda_stream_of(out.device())>>>(
+      n, p, static_cast<T*>(out.data_ptr()), vec, f);
+  FC_CUDA_CHECK_LAUNCH();
+}
+
+// ---- functors (fp32 math; same formulas as the CPU reference) ----
+struct Affine2 {  // alpha·a + beta·b + gamma·a·b
+  float alpha, beta, gamma;
+  __device__ float operator()(const float* x, int64_t) const { return alpha * x[0] + beta * x[1] + gamma * x[0] * x[1]; }
+};
+struct Scale {
+  float s;
+  __device__ float operator()(const float* x, int64_t) const { return s * x[0]; }
+};
+__device__ __forceinline__ float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
+__device__ __forceinline__ float gelu_cdf(float v) { return 0.5f * (1.0f + erff(v * 0.70710678118654752f)); }
+struct ReluFwd {
+  __device__ float operator()(const float* x, int64_t) const { return x[0] > 0.f ? x[0] : 0.f; }
+};
+struct ReluBwd {  // x[0] = x, x[1] = dy
+  __device__ float operator()(const float* x, int64_t) const { return x[0] > 0.f ? x[1] : 0.f; }
+};
+struct GeluFwd {
+  __device__ float operator()(const float* x, int64_t) const { return x[0] * gelu_cdf(x[0]); }
+};
+struct GeluBwd {  // dy · (Φ(x) + x·φ(x))
+  __device__ float operator()(const float* x, int64_t) const {
+    const float pdf = 0.39894228040143268f * expf(-0.5f * x[0] * x[0]);
+    return x[1] * (gelu_cdf(x[0]) + x[0] * pdf);
+  }
+};
+struct SigmoidFwd {
+  __device__ float operator()(const float* x, int64_t) const { return sigmoidf(x[0]); }
+};
+struct SigmoidBwd {  // x[0] = y, x[1] = dy
+  __device__ float operator()(const float* x, int64_t) const { return x[1] * x[0] * (1.f - x[0]); }
+};
+struct SigmoidGate {  // x[0] = g, x[1] = x
+  __device__ float operator()(const float* x, int64_t) const { return sigmoidf(x[0]) * x[1]; }
+};
+
+template <typename F> void unary(const Tensor& x, const Tensor& out, F f) {
+  cuda_dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor ins[1] = {x};
+    launch_map<T, 1>(ins, out, f);
+  });
+}
+template <typename F> void binary_map(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  cuda_dispatch_float(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor ins[2] = {a, b};
+    launch_map<T, 2>(ins, out, f);
+  });
+}
+
+// a, out contiguous; b strided (broadcast views have stride 0).
+template <typename T>
+__global__ void strided_binary_kernel(int64_t n, const T* a, const T* b, StridedDesc bd, T* out, Affine2 f) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float x[2] = {to_f32(a[i]), to_f32(b[bd.offset_of(i)])};
+    out[i] = from_f32<T>(f(x, i));
+  }
+}
+
+template <typename T>
+__global__ void sigmoid_gate_backward_kernel(int64_t n, const T* g, const T* x, const T* dout, T* dg, T* dx) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float s = sigmoidf(to_f32(g[i])), d = to_f32(dout[i]), xv = to_f32(x[i]);
+    dg[i] = from_f32<T>(d * xv * s * (1.f - s));
+    dx[i] = from_f32<T>(d * s);
+  }
+}
+
+// ---- dropout ----
+struct DropoutParams {
+  float p, keep_scale;
+  uint64_t seed, offset;
+  DropoutMaskDesc mask;
+};
+
+// Keep decisions for elements base..base+3 (base % 4 == 0). Unshared: one Philox block gives
+// the words of all four (philox_bits takes word idx%4 of block idx/4); shared: per element.
+__device__ __forceinline__ void keep4(const DropoutParams& d, int64_t base, bool keep[4]) {
+  if (!d.mask.shared) {
+    const uint64_t block = static_cast<uint64_t>(base) >> 2;
+    const PhiloxBlock b = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                                        static_cast<uint32_t>(d.offset), static_cast<uint32_t>(d.offset >> 32),
+                                        static_cast<uint32_t>(d.seed), static_cast<uint32_t>(d.seed >> 32));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) keep[k] = static_cast<float>(b.v[k] >> 8) * (1.0f / 16777216.0f) >= d.p;
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) keep[k] = philox_keep(d.seed, d.offset, d.mask.mask_index(base + k), d.p);
+  }
+}
+
+// out = residual + dropout(x + bias); bias/residual may be null; out may alias residual.
+template <typename T>
+__global__ void bias_dropout_residual_kernel(int64_t n, int64_t c, const T* x, const T* bias, const T* res, T* out,
+                                             DropoutParams d) {
+  const int64_t groups = (n + 3) / 4;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = g * 4;
+    bool keep[4] = {true, true, true, true};
+    if (d.p > 0.f) keep4(d, base, keep);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = base + k;
+      if (i >= n) break;
+      float v = to_f32(x[i]) + (bias ? to_f32(bias[i % c]) : 0.f);
+      if (d.p > 0.f) v = keep[k] ? v * d.keep_scale : 0.f;
+      out[i] = from_f32<T>((res ? to_f32(res[i]) : 0.f) + v);
+    }
+  }
+}
+
+template <typename T> __global__ void dropout_backward_kernel(int64_t n, const T* dout, T* dx, DropoutParams d) {
+  const int64_t groups = (n + 3) / 4;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = g * 4;
+    bool keep[4] = {true, true, true, true};
+    if (d.p > 0.f) keep4(d, base, keep);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = base + k;
+      if (i >= n) break;
+      const float v = to_f32(dout[i]);
+      dx[i] = from_f32<T>(d.p > 0.f ? (keep[k] ? v * d.keep_scale : 0.f) : v);
+    }
+  }
+}
+
+template <typename T> const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+
+}  // namespace
+
+void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out) {
+  const Affine2 f{alpha, beta, gamma};
+  if (b.is_contiguous()) {
+    binary_map(a, b, out, f);
+    return;
+  }
+  cuda_dispatch_float(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t n = out.numel();
+    strided_binary_kernel<T><<<grid_for(n, kBlock), kBlock, 0, cuda_stream_of(out.device())>>>(
+        n, static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), strided_desc(b),
+        static_cast<T*>(out.data_ptr()), f);
+    FC_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void scale(const Tensor& x, float s, const Tensor& out) { unary(x, out, Scale{s}); }
+void relu_forward(const Tensor& x, const Tensor& y) { unary(x, y, ReluFwd{}); }
+void relu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) { binary_map(x, dy, dx, ReluBwd{}); }
+void gelu_forward(const Tensor& x, const Tensor& y) { unary(x, y, GeluFwd{}); }
+void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) { binary_map(x, dy, dx, GeluBwd{}); }
+void sigmoid_forward(const Tensor& x, const Tensor& y) { unary(x, y, SigmoidFwd{}); }
+void sigmoid_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) { binary_map(y, dy, dx, SigmoidBwd{}); }
+void sigmoid_gate_forward(const Tensor& g, const Tensor& x, const Tensor& out) {
+  binary_map(g, x, out, SigmoidGate{});
+}
+
+void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout, const Tensor& dg,
+                           const Tensor& dx) {
+  cuda_dispatch_float(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t n = g.numel();
+    sigmoid_gate_backward_kernel<T><<<grid_for(n, kBlock), kBlock, 0, cuda_stream_of(g.device())>>>(
+        n, static_cast<const T*>(g.data_ptr()), static_cast<const T*>(x.data_ptr()),
+        static_cast<const T*>(dout.data_ptr()), static_cast<T*>(dg.data_ptr()), static_cast<T*>(dx.data_ptr()));
+    FC_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual, float p,
+                                   uint64_t seed, uint64_t offset, const DropoutMaskDesc& mask,
+                                   const Tensor& out) {
+  const DropoutParams d{p, dropout_scale(p), seed, offset, mask};
+  cuda_dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t n = x.numel();
+    bias_dropout_residual_kernel<T><<<grid_for((n + 3) / 4, kBlock), kBlock, 0, cuda_stream_of(x.device())>>>(
+        n, x.size(-1), static_cast<const T*>(x.data_ptr()), ptr_or_null<T>(bias), ptr_or_null<T>(residual),
+        static_cast<T*>(out.data_ptr()), d);
+    FC_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void dropout_backward(const Tensor& dout, float p, uint64_t seed, uint64_t offset, const DropoutMaskDesc& mask,
+                      const Tensor& dx) {
+  const DropoutParams d{p, dropout_scale(p), seed, offset, mask};
+  cuda_dispatch_float(dout.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t n = dout.numel();
+    dropout_backward_kernel<T><<<grid_for((n + 3) / 4, kBlock), kBlock, 0, cuda_stream_of(dout.device())>>>(
+        n, static_cast<const T*>(dout.data_ptr()), static_cast<T*>(dx.data_ptr()), d);
+    FC_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace foldcore::ops::cuda

@@ -1,0 +1,265 @@
+// CUDA reductions. Every path has a fixed summation order that depends only on the sizes
+// (grid shapes are computed from the sizes, never from the device), so results are
+// bit-reproducible run to run. fp32 accumulation.
+//   [R, K] (reduced axes lead; bias gradients): stage 1 sums row slabs of 32 columns per block
+//     into an [S, K] workspace, stage 2 sums the S slabs of each column in order.
+//   [K, R] (reduced axes trail): one block per (row, chunk) with a fixed tree, then the chunks of
+//     each row in order.
+//   anything else: one thread per output, serial over the reduced elements.
+// sum_squares / max_abs: fixed-size grid of block partials copied to the host and combined there
+// in double (synchronising).
+#include "kernels/cuda/reduce_cuda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/cuda/cuda_utils.cuh"
+
+namespace foldcore::ops::cuda {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kWarps = kBlock / 32;
+
+template <typename TO>
+__device__ __forceinline__ void store_out(TO* out, int64_t o, float sum, float scale, bool accumulate) {
+  float v = scale * sum;
+  if (accumulate) v += to_f32(out[o]);
+  out[o] = from_f32<TO>(v);
+}
+
+// Block-wide sum with a fixed tree (warp shuffles, then warp 0 over the warp totals). All
+// threads must call it; the result is valid in thread 0.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float warp_sums[kWarps];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // warp_sums may still be read by a previous call
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < kWarps ? warp_sums[threadIdx.x] : 0.f;
+  if (warp == 0) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  }
+  return v;
+}
+
+// NaN-propagating max (fmaxf would drop NaNs, hiding overflow in gradient clipping).
+__device__ __forceinline__ float nan_max(float a, float b) { return (a != a || a > b) ? a : b; }
+
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float warp_max[kWarps];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_down_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) warp_max[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < kWarps ? warp_max[threadIdx.x] : 0.f;
+  if (warp == 0) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_down_sync(0xffffffffu, v, o));
+  }
+  return v;
+}
+
+// ---- [R, K]: column sums ----
+constexpr int kColTile = 32, kRowLanes = 8;
+
+// Block (32, 8), grid (ceil(K/32), S): split s sums rows [s·rps, (s+1)·rps) of 32 columns.
+// S == 1: writes out directly; else writes ws[s·K + col].
+template <typename TX, typename TO>
+__global__ void col_sum_stage1(const TX* x, int64_t r, int64_t k, int64_t rows_per_split, float* ws, TO* out,
+                               float scale, bool accumulate) {
+  __shared__ float tile[kRowLanes][kColTile + 1];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_split;
+  const int64_t r1 = min(r, r0 + rows_per_split);
+  float acc = 0.f;
+  if (col < k)
+    for (int64_t row = r0 + threadIdx.y; row < r1; row += kRowLanes) acc += to_f32(x[row * k + col]);
+  tile[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < k) {
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < kRowLanes; ++j) s += tile[j][threadIdx.x];
+    if (gridDim.y == 1)
+      store_out(out, col, s, scale, accumulate);
+    else
+      ws[static_cast<int64_t>(blockIdx.y) * k + col] = s;
+  }
+}
+
+// out[o] (+)= scale · Σ_{s<S} ws[s·stride_s + o·stride_o], in order of s.
+template <typename TO>
+__global__ void combine_partials(const float* ws, int64_t k, int64_t splits, int64_t stride_s, int64_t stride_o,
+                                 TO* out, float scale, bool accumulate) {
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < k;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float s = 0.f;
+    for (int64_t j = 0; j < splits; ++j) s += ws[j * stride_s + o * stride_o];
+    store_out(out, o, s, scale, accumulate);
+  }
+}
+
+// ---- [K, R]: row sums; grid (K, S), block kBlock; chunk s of row o covers [s·cps, (s+1)·cps) ----
+template <typename TX, typename TO>
+__global__ void row_sum_kernel(const TX* x, int64_t r, int64_t chunk, float* ws, TO* out, float scale,
+                               bool accumulate) {
+  const int64_t o = blockIdx.x;
+  const TX* row = x + o * r;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t c1 = min(r, c0 + chunk);
+  float acc = 0.f;
+  for (int64_t j = c0 + threadIdx.x; j < c1; j += kBlock) acc += to_f32(row[j]);
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) {
+    if (gridDim.y == 1)
+      store_out(out, o, acc, scale, accumulate);
+    else
+      ws[o * gridDim.y + blockIdx.y] = acc;
+  }
+}
+
+// ---- general: one thread per output ----
+template <typename TX, typename TO>
+__global__ void general_sum_kernel(const TX* x, StridedDesc kept, StridedDesc red, int64_t k, int64_t r, TO* out,
+                                   float scale, bool accumulate) {
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < k;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const TX* base = x + kept.offset_of(o);
+    float acc = 0.f;
+    for (int64_t j = 0; j < r; ++j) acc += to_f32(base[red.offset_of(j)]);
+    store_out(out, o, acc, scale, accumulate);
+  }
+}
+
+StridedDesc desc_of(const ReduceGroup& g) {
+  StridedDesc d{};
+  d.ndim = g.ndim;
+  for (int i = 0; i < g.ndim; ++i) {
+    d.shape[i] = g.shape[i];
+    d.strides[i] = g.strides[i];
+  }
+  return d;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accumulate, const Tensor& out) {
+  const int64_t k = plan.kept.numel(), r = plan.reduced.numel();
+  cudaStream_t stream = cuda_stream_of(x.device());
+  cuda_dispatch_float(x.dtype(), [&](auto xtag) {
+    using TX = decltype(xtag);
+    cuda_dispatch_float(out.dtype(), [&](auto otag) {
+      using TO = decltype(otag);
+      const TX* px = static_cast<const TX*>(x.data_ptr());
+      TO* po = static_cast<TO*>(out.data_ptr());
+      if (plan.layout == ReducePlan::kReducedOuter && r > 0) {
+        // Row splits from R alone: ≥ 256 rows per split, at most 128 splits.
+        const int64_t splits = std::clamp<int64_t>(ceil_div(r, 256), 1, 128);
+        const int64_t rps = ceil_div(r, splits);
+        Tensor ws;
+        if (splits > 1) ws = Tensor::empty({splits, k}, DType::f32, x.device());
+        float* pws = splits > 1 ? ws.data<float>() : nullptr;
+        const dim3 grid(static_cast<unsigned>(ceil_div(k, kColTile)), static_cast<unsigned>(splits));
+        col_sum_stage1<TX, TO><<<grid, dim3(kColTile, kRowLanes), 0, stream>>>(px, r, k, rps, pws, po, scale,
+                                                                              accumulate);
+        FC_CUDA_CHECK_LAUNCH();
+        if (splits > 1) {
+          combine_partials<TO><<<grid_for(k, kBlock), kBlock, 0, stream>>>(pws, k, splits, k, 1, po, scale,
+                                                                             accumulate);
+          FC_CUDA_CHECK_LAUNCH();
+        }
+      } else if (plan.layout == ReducePlan::kReducedInner && r >= 64) {  // short rows: thread per output
+        // Chunks of ≥ 16384 elements per block, at most 64 per row (only long rows are split).
+        const int64_t splits = std::clamp<int64_t>(ceil_div(r, 16384), 1, 64);
+        const int64_t chunk = ceil_div(r, splits);
+        FC_CHECK(k < (int64_t{1} << 31), "sum: ", k, " output rows exceed the CUDA grid");
+        Tensor ws;
+        if (splits > 1) ws = Tensor::empty({k, splits}, DType::f32, x.device());
+        float* pws = splits > 1 ? ws.data<float>() : nullptr;
+        row_sum_kernel<TX, TO><<<dim3(static_cast<unsigned>(k), static_cast<unsigned>(splits)), kBlock, 0,
+                                 stream>>>(px, r, chunk, pws, po, scale, accumulate);
+        FC_CUDA_CHECK_LAUNCH();
+        if (splits > 1) {
+          combine_partials<TO><<<grid_for(k, kBlock), kBlock, 0, stream>>>(pws, k, splits, 1, splits, po, scale,
+                                                                             accumulate);
+          FC_CUDA_CHECK_LAUNCH();
+        }
+      } else {
+        general_sum_kernel<TX, TO><<<grid_for(k, kBlock), kBlock, 0, stream>>>(
+            px, desc_of(plan.kept), desc_of(plan.reduced), k, r, po, scale, accumulate);
+        FC_CUDA_CHECK_LAUNCH();
+      }
+    });
+  });
+}
+
+namespace {
+
+// Per-block partial Σ x² (kSquares) or max |x| over a grid-stride range; contiguous or strided x.
+enum class Stat { kSquares, kMaxAbs };
+
+template <typename T, Stat S, bool kContig>
+__global__ void stat_partials(const T* x, StridedDesc d, int64_t n, float* partials) {
+  float acc = 0.f;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = to_f32(x[kContig ? i : d.offset_of(i)]);
+    if constexpr (S == Stat::kSquares)
+      acc += v * v;
+    else
+      acc = nan_max(acc, fabsf(v));
+  }
+  if constexpr (S == Stat::kSquares)
+    acc = block_sum(acc);
+  else
+    acc = block_max(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+template <Stat S> std::vector<float> stat_partials_host(const Tensor& x) {
+  const int64_t n = x.numel();
+  // Grid from n alone (≥ 8 elements per thread, at most 1024 blocks): deterministic partials.
+  const int64_t blocks = std::clamp<int64_t>(ceil_div(n, kBlock * 8), 1, 1024);
+  Tensor partials = Tensor::empty({blocks}, DType::f32, x.device());
+  cudaStream_t stream = cuda_stream_of(x.device());
+  const StridedDesc d = strided_desc(x);
+  cuda_dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data_ptr());
+    if (x.is_contiguous())
+      stat_partials<T, S, true><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(px, d, n, partials.data<float>());
+    else
+      stat_partials<T, S, false><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(px, d, n, partials.data<float>());
+    FC_CUDA_CHECK_LAUNCH();
+  });
+  return partials.to_vector();  // synchronous copy, ordered after the kernel on the same stream
+}
+
+}  // namespace
+
+double sum_squares(const Tensor& x) {
+  double s = 0;
+  for (float v : stat_partials_host<Stat::kSquares>(x)) s += v;
+  return s;
+}
+
+double max_abs(const Tensor& x) {
+  double m = 0;
+  for (float v : stat_partials_host<Stat::kMaxAbs>(x)) {
+    if (std::isnan(v)) return std::numeric_limits<double>::quiet_NaN();
+    m = std::max(m, static_cast<double>(v));
+  }
+  return m;
+}
+
+}  // namespace foldcore::ops::cuda

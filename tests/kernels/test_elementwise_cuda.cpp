@@ -1,0 +1,134 @@
+// CUDA vs CPU for kernels/elementwise.h, f32 and bf16.
+// Tolerances: both backends compute in fp32 from identical stored inputs and round once on
+// store, so they differ only by the ulps of expf/erff between libm and CUDA math: f32 atol 1e-6
+// rtol 1e-5; bf16 one rounding flip (2^-8 relative) → rtol 1e-2, atol 1e-5.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/random.h"
+#include "kernels/elementwise.h"
+#include "test_util.h"
+
+namespace foldcore {
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+double atol_for(DType t) { return t == DType::f32 ? 1e-6 : 1e-5; }
+double rtol_for(DType t) { return t == DType::f32 ? 1e-5 : 1e-2; }
+
+// Random tensor in dtype t on the CPU (so both backends see the same stored values).
+Tensor rnd(const Shape& s, Generator& gen, DType t, float std = 1.f) { return randn(s, gen, 0, std).to(t); }
+Tensor like(const Tensor& t, Device d) { return Tensor::empty(t.shape(), t.dtype(), d); }
+
+const std::vector<Shape> kShapes = {{1}, {7}, {1027}, {3, 5, 333}};
+
+TEST(ElementwiseCuda, BinaryAndScaleMatchCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(101);
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (const Shape& s : kShapes) {
+      Tensor a = rnd(s, gen, t), b = rnd(s, gen, t);
+      Tensor ga = a.to(kGpu), gb = b.to(kGpu);
+      Tensor c = like(a, Device::cpu()), g = like(a, kGpu);
+      ops::add(a, b, c), ops::add(ga, gb, g);
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+      ops::mul(a, b, c), ops::mul(ga, gb, g);
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+      ops::axpby(0.3f, a, -1.7f, b, c), ops::axpby(0.3f, ga, -1.7f, gb, g);
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+      ops::scale(a, 2.5f, c), ops::scale(ga, 2.5f, g);
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+    }
+    // Broadcast and strided b, and a misaligned (offset 1) contiguous a for the scalar path.
+    const Shape s{4, 9, 33};
+    Tensor a = rnd({4 * 9 * 33 + 1}, gen, t).narrow(0, 1, 4 * 9 * 33).view(s);
+    Tensor b = rnd({9, 1}, gen, t), bt = rnd({33, 9, 4}, gen, t);
+    Tensor ga = rnd({4 * 9 * 33 + 1}, gen, t).to(kGpu).narrow(0, 1, 4 * 9 * 33).view(s);
+    ga.copy_(a);
+    Tensor c = like(a, Device::cpu()), g = like(a, kGpu);
+    ops::add(a, b, c), ops::add(ga, b.to(kGpu), g);
+    FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+    ops::mul(a, bt.permute({2, 1, 0}), c), ops::mul(ga, bt.to(kGpu).permute({2, 1, 0}), g);
+    FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+    ops::scale(ga, 3.f, ga);  // in place
+    ops::scale(a, 3.f, c);
+    FC_EXPECT_CLOSE(ga.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+  }
+}
+
+TEST(ElementwiseCuda, ActivationsAndGateMatchCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(102);
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (const Shape& s : kShapes) {
+      Tensor x = rnd(s, gen, t, 2.f), dy = rnd(s, gen, t);
+      Tensor gx = x.to(kGpu), gdy = dy.to(kGpu);
+      Tensor c = like(x, Device::cpu()), g = like(x, kGpu);
+      using Fwd = void (*)(const Tensor&, const Tensor&);
+      using Bwd = void (*)(const Tensor&, const Tensor&, const Tensor&);
+      for (Fwd f : {Fwd(ops::relu_forward), Fwd(ops::gelu_forward), Fwd(ops::sigmoid_forward)}) {
+        f(x, c), f(gx, g);
+        FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+      }
+      for (Bwd f : {Bwd(ops::relu_backward), Bwd(ops::gelu_backward), Bwd(ops::sigmoid_backward),
+                    Bwd(ops::sigmoid_gate_forward)}) {
+        f(x, dy, c), f(gx, gdy, g);
+        FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+      }
+      Tensor dout = rnd(s, gen, t);
+      Tensor cdg = like(x, Device::cpu()), cdx = like(x, Device::cpu()), gdg = like(x, kGpu), gdx = like(x, kGpu);
+      ops::sigmoid_gate_backward(x, dy, dout, cdg, cdx);
+      ops::sigmoid_gate_backward(gx, gdy, dout.to(kGpu), gdg, gdx);
+      FC_EXPECT_CLOSE(gdg.to(Device::cpu()), cdg, atol_for(t), rtol_for(t));
+      FC_EXPECT_CLOSE(gdx.to(Device::cpu()), cdx, atol_for(t), rtol_for(t));
+    }
+  }
+}
+
+TEST(DropoutCuda, MasksAreBitIdenticalToCpu) {
+  FC_REQUIRE_CUDA();
+  // Odd total size (n % 4 != 0) so the last Philox group is partial; a seed and an offset with
+  // high 32-bit words set.
+  const Shape s{5, 7, 37};
+  for (const auto& shared : std::vector<std::vector<int>>{{}, {-3}, {-2}, {0, -1}}) {
+    for (float p : {0.1f, 0.5f}) {
+      const ops::DropoutArgs d{p, 0x123456789abcULL, (1ULL << 33) + 17, shared};
+      Tensor ones = Tensor::full(s, 1.0, DType::f32);
+      Tensor c = like(ones, Device::cpu()), g = like(ones, kGpu);
+      ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), d, c);
+      ops::bias_dropout_residual_forward(ones.to(kGpu), Tensor(), Tensor(), d, g);
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 0, 0);  // 0 or 1/(1-p): bit for bit
+      Tensor cdx = like(ones, Device::cpu()), gdx = like(ones, kGpu);
+      ops::bias_dropout_residual_backward(ones, d, cdx, Tensor());
+      ops::bias_dropout_residual_backward(ones.to(kGpu), d, gdx, Tensor());
+      FC_EXPECT_CLOSE(gdx.to(Device::cpu()), cdx, 0, 0);
+    }
+  }
+}
+
+TEST(DropoutCuda, ForwardBackwardMatchCpuAndInPlace) {
+  FC_REQUIRE_CUDA();
+  Generator gen(103);
+  const Shape s{3, 6, 129};
+  const ops::DropoutArgs d{0.2f, 7, 11, {-3}};
+  for (DType t : {DType::f32, DType::bf16}) {
+    Tensor x = rnd(s, gen, t), bias = rnd({129}, gen, t), res = rnd(s, gen, t), dout = rnd(s, gen, t);
+    Tensor c = like(x, Device::cpu());
+    ops::bias_dropout_residual_forward(x, bias, res, d, c);
+    Tensor gres = res.to(kGpu);
+    ops::bias_dropout_residual_forward(x.to(kGpu), bias.to(kGpu), gres, d, gres);  // in place
+    FC_EXPECT_CLOSE(gres.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+    Tensor cdx = like(x, Device::cpu()), gdx = like(x, kGpu);
+    Tensor cdb = Tensor::full({129}, 0.5, DType::f32), gdb = Tensor::full({129}, 0.5, DType::f32, kGpu);
+    ops::bias_dropout_residual_backward(dout, d, cdx, cdb);
+    ops::bias_dropout_residual_backward(dout.to(kGpu), d, gdx, gdb);
+    FC_EXPECT_CLOSE(gdx.to(Device::cpu()), cdx, atol_for(t), rtol_for(t));
+    // dbias: fp32 sums of 18 identical inputs in a different order: 1e-5.
+    FC_EXPECT_CLOSE(gdb.to(Device::cpu()), cdb, 1e-5, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace foldcore

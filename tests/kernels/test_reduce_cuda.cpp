@@ -1,0 +1,117 @@
+// CUDA vs CPU for kernels/reduce.h, f32 and bf16, and run-to-run determinism.
+// Tolerance: the CPU sums in double, CUDA in fp32 (trees / row slabs); for N(0,1) data the fp32
+// error grows at most like R·2^-24·Σ|x| and in practice far less, so atol = 1e-6·R + 1e-5 with
+// rtol 1e-5 (f32 out) or 1e-2 (bf16 out: one rounding of the result, 2^-8, may flip).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/random.h"
+#include "kernels/reduce.h"
+#include "test_util.h"
+
+namespace foldcore {
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+Shape kept_shape(const Tensor& x, const std::vector<int>& axes) {
+  std::vector<bool> red(x.dim(), false);
+  for (int a : axes) red[a < 0 ? a + x.dim() : a] = true;
+  Shape s;
+  for (int a = 0; a < x.dim(); ++a)
+    if (!red[a]) s.push_back(x.size(a));
+  return s;
+}
+
+struct Case {
+  Shape shape;
+  std::vector<int> axes;
+};
+
+// Covers the [R,K] two-stage path (with and without splits), the [K,R] path (short rows, long
+// rows, split rows, all axes), and the general path.
+const std::vector<Case> kCases = {
+    {{1000, 37}, {0}},   {{100, 37}, {0}},      {{7, 5, 33}, {0, 1}},   {{37, 200}, {1}},
+    {{3, 20000}, {1}},   {{70001}, {0}},        {{5, 300, 7}, {1}},     {{4, 9, 6, 5}, {0, 2}},
+    {{11, 3}, {1}},      {{6, 7, 8}, {}},       {{6, 7, 8}, {0, 1, 2}},
+};
+
+TEST(ReduceCuda, SumMatchesCpuAllPathsAndIsDeterministic) {
+  FC_REQUIRE_CUDA();
+  Generator gen(201);
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (const Case& cs : kCases) {
+      Tensor x = randn(cs.shape, gen).to(t);
+      Tensor gx = x.to(kGpu);
+      int64_t r = 1;
+      for (int a : cs.axes) r *= x.size(a);
+      const Shape ks = kept_shape(x, cs.axes);
+      Tensor c = Tensor::empty(ks, t), g = Tensor::empty(ks, t, kGpu), g2 = Tensor::empty(ks, t, kGpu);
+      ops::sum(x, cs.axes, c);
+      ops::sum(gx, cs.axes, g);
+      ops::sum(gx, cs.axes, g2);
+      const double rtol = t == DType::f32 ? 1e-5 : 1e-2;
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 1e-6 * r + 1e-5, rtol);
+      FC_EXPECT_CLOSE(g2.to(Device::cpu()), g.to(Device::cpu()), 0, 0);  // deterministic
+      // accumulate and mean (f32 outputs from t inputs)
+      Tensor ca = Tensor::full(ks, 1.0, DType::f32), ga = Tensor::full(ks, 1.0, DType::f32, kGpu);
+      ops::sum(x, cs.axes, ca, true);
+      ops::sum(gx, cs.axes, ga, true);
+      FC_EXPECT_CLOSE(ga.to(Device::cpu()), ca, 1e-6 * r + 1e-5, 1e-5);
+      if (r > 0 && !cs.axes.empty()) {
+        Tensor cm = Tensor::empty(ks, DType::f32), gm = Tensor::empty(ks, DType::f32, kGpu);
+        ops::mean(x, cs.axes, cm);
+        ops::mean(gx, cs.axes, gm);
+        FC_EXPECT_CLOSE(gm.to(Device::cpu()), cm, 1e-6, 1e-5);
+      }
+    }
+  }
+}
+
+TEST(ReduceCuda, StridedInputAndSumRows) {
+  FC_REQUIRE_CUDA();
+  Generator gen(202);
+  Tensor base = randn({40, 6, 50}, gen);
+  Tensor x = base.permute({2, 0, 1});  // [50,40,6] non-contiguous
+  Tensor gx = base.to(kGpu).permute({2, 0, 1});
+  Tensor c = Tensor::empty({40}, DType::f32), g = Tensor::empty({40}, DType::f32, kGpu);
+  ops::sum(x, {0, 2}, c);
+  ops::sum(gx, {0, 2}, g);
+  FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 1e-6 * 300 + 1e-5, 1e-5);
+  for (DType t : {DType::f32, DType::bf16}) {
+    Tensor rows = randn({33, 129, 65}, gen).to(t);
+    Tensor cb = Tensor::full({65}, 0.25, DType::f32), gb = Tensor::full({65}, 0.25, DType::f32, kGpu);
+    ops::sum_rows_accumulate(rows, cb);
+    ops::sum_rows_accumulate(rows.to(kGpu), gb);
+    FC_EXPECT_CLOSE(gb.to(Device::cpu()), cb, 1e-6 * 33 * 129 + 1e-5, 1e-5);
+  }
+}
+
+TEST(ReduceCuda, SumSquaresAndMaxAbs) {
+  FC_REQUIRE_CUDA();
+  Generator gen(203);
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (const Shape& s : std::vector<Shape>{{1}, {1027}, {300, 999}}) {
+      Tensor x = randn(s, gen, 0, 2).to(t);
+      Tensor gx = x.to(kGpu);
+      const double ss = ops::sum_squares(x);
+      // fp32 per-thread partials combined in double: relative 1e-5.
+      EXPECT_NEAR(ops::sum_squares(gx), ss, 1e-5 * ss);
+      EXPECT_EQ(ops::sum_squares(gx), ops::sum_squares(gx));  // deterministic
+      EXPECT_EQ(ops::max_abs(gx), ops::max_abs(x));           // max is exact
+    }
+  }
+  Tensor m = randn({64, 33}, gen);
+  EXPECT_NEAR(ops::sum_squares(m.to(kGpu).transpose(0, 1)), ops::sum_squares(m), 1e-5 * ops::sum_squares(m));
+  std::vector<float> v = m.to_vector();
+  v[100] = std::numeric_limits<float>::quiet_NaN();
+  Tensor nan = Tensor::from_vector(v, {64, 33}, DType::f32, kGpu);
+  EXPECT_TRUE(std::isnan(ops::max_abs(nan)));
+  EXPECT_TRUE(std::isnan(ops::sum_squares(nan)));
+}
+
+}  // namespace
+}  // namespace foldcore
