@@ -5,6 +5,9 @@
 #include <limits>
 
 #include "kernels/cpu/optim_cpu.h"
+#ifdef FOLDCORE_HAVE_CUDA
+#include "kernels/cuda/optim_cuda.h"
+#endif
 
 namespace foldcore::ops {
 
@@ -70,9 +73,11 @@ void check_step(const char* op, int64_t step, float beta1, float beta2) {
            ", ", beta2);
 }
 
+#ifndef FOLDCORE_HAVE_CUDA
 [[noreturn]] void no_cuda(const char* op) {
   FC_THROW(op, ": CUDA tensor given but this build has no CUDA backend");
 }
+#endif
 
 }  // namespace
 
@@ -88,7 +93,11 @@ void adam_step(const Tensor& params, const Tensor& grads, const Tensor& m, const
   check_step("adam_step", a.step, a.beta1, a.beta2);
   if (params.numel() == 0) return;
   if (params.device().is_cpu()) return cpu::adam_step(params, grads, m, v, a, segments);
+#ifdef FOLDCORE_HAVE_CUDA
+  cuda::adam_step(params, grads, m, v, a, segments);
+#else
   no_cuda("adam_step");
+#endif
 }
 
 void lamb_step(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const LambArgs& a,
@@ -105,14 +114,22 @@ void lamb_step(const Tensor& params, const Tensor& grads, const Tensor& m, const
            "segment)");
   if (segments.num_chunks() == 0) return;
   if (params.device().is_cpu()) return cpu::lamb_step(params, grads, m, v, a, segments);
+#ifdef FOLDCORE_HAVE_CUDA
+  cuda::lamb_step(params, grads, m, v, a, segments);
+#else
   no_cuda("lamb_step");
+#endif
 }
 
 double global_grad_norm(const Tensor& grads) {
   check_flat("global_grad_norm", "grads", grads, grads);
   if (grads.numel() == 0) return 0.0;
   if (grads.device().is_cpu()) return cpu::global_grad_norm(grads);
+#ifdef FOLDCORE_HAVE_CUDA
+  return cuda::global_grad_norm(grads);
+#else
   no_cuda("global_grad_norm");
+#endif
 }
 
 float clip_scale(double grad_norm, float max_norm) {
@@ -128,7 +145,11 @@ void ema_update(const Tensor& ema, const Tensor& params, float decay) {
   FC_CHECK(decay >= 0.f && decay <= 1.f, "ema_update: decay must be in [0, 1], got ", decay);
   if (params.numel() == 0) return;
   if (params.device().is_cpu()) return cpu::ema_update(ema, params, decay);
+#ifdef FOLDCORE_HAVE_CUDA
+  cuda::ema_update(ema, params, decay);
+#else
   no_cuda("ema_update");
+#endif
 }
 
 }  // namespace foldcore::ops

@@ -3,6 +3,7 @@
 // depend on the number of threads.
 #include "kernels/cpu/optim_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
