@@ -8,9 +8,9 @@ PACKAGES=(
   libopenblas-dev libopenblas-openmp-dev libomp-dev zlib1g-dev
   libhdf5-dev libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libcpp-httplib-dev
   libopenmpi-dev openmpi-bin
-  librdkit-dev
+  librdkit-dev libboost-dev
   googletest libgtest-dev libgmock-dev
-  hmmer hhsuite kalign
+  hmmer hhsuite kalign mmseqs2
   clang libclang-rt-14-dev
 )
 
