@@ -3,9 +3,13 @@
 //   bench_attention [--device cpu|cuda] [--full]
 // Default: small shapes on the CPU; --full: AF2 N_res 256 (B = 256 rows, H = 8, L = 256) and BERT
 // (B = 8, H = 16, L = 512). FLOPs: 4·B·H·Lq·Lk·D forward, 2.5× that for the backward.
-// TODO(attention): the naive materialising baseline (s = q·kᵀ batched GEMM, softmax, p·v) needs
-// ops::gemm/ops::softmax_forward from the dense branch; it is not measured yet.
+// Each case also runs a naive baseline in the same process, the way an eager framework computes
+// attention (PyTorch eager: matmul + softmax + matmul): s = scale·q·kᵀ materialised by a batched
+// GEMM, biases added, softmax, a = p·v, gate; its backward materialises dp and ds. The
+// "speedup" and "memory_ratio" fields are naive ÷ fused for time and peak memory.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <string>
 
@@ -14,6 +18,10 @@
 #include "core/random.h"
 #include "core/tensor.h"
 #include "kernels/attention.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
 
 using namespace foldcore;
 
@@ -23,6 +31,62 @@ struct Shape5 {
   const char* name;
   int64_t B, H, L, D;
   bool alphafold;  // pair bias + mask + gate; else padding mask only
+};
+
+// The materialising baseline. Buffers are allocated inside each call, as an eager framework does.
+struct Naive {
+  const Shape5& s;
+  const ops::AttentionInputs& in;
+  Tensor p, a;  // saved for the backward
+
+  Tensor forward() {
+    const int64_t BH = s.B * s.H;
+    Tensor sc = Tensor::empty({s.B, s.H, s.L, s.L}, in.q.dtype(), in.q.device());
+    ops::GemmArgs ga;
+    ga.trans_b = true;
+    ga.alpha = in.scale;
+    ops::gemm(in.q.view({BH, s.L, s.D}), in.k.view({BH, s.L, s.D}), sc.view({BH, s.L, s.L}), ga);
+    for (const Tensor& b : in.biases) ops::add(sc, b.expand(sc.shape()), sc);
+    p = Tensor::empty(sc.shape(), sc.dtype(), sc.device());
+    ops::softmax_forward(sc, p);
+    sc = Tensor();
+    a = Tensor::empty(in.q.shape(), in.q.dtype(), in.q.device());
+    ops::gemm(p.view({BH, s.L, s.L}), in.v.view({BH, s.L, s.D}), a.view({BH, s.L, s.D}));
+    if (!in.gate.defined()) return a;
+    Tensor o = Tensor::empty(a.shape(), a.dtype(), a.device());
+    ops::sigmoid_gate_forward(in.gate, a, o);
+    return o;
+  }
+
+  void backward(const Tensor& d_o, const ops::AttentionGrads& g) {
+    const int64_t BH = s.B * s.H;
+    const Device dev = d_o.device();
+    const DType dt = d_o.dtype();
+    Tensor dA = d_o;
+    if (in.gate.defined()) {
+      dA = Tensor::empty(d_o.shape(), dt, dev);
+      ops::sigmoid_gate_backward(in.gate, a, d_o, g.dgate, dA);
+    }
+    Tensor dp = Tensor::empty(p.shape(), dt, dev);
+    ops::GemmArgs nt;
+    nt.trans_b = true;
+    ops::gemm(dA.view({BH, s.L, s.D}), in.v.view({BH, s.L, s.D}), dp.view({BH, s.L, s.L}), nt);
+    Tensor ds = Tensor::empty(p.shape(), dt, dev);
+    ops::softmax_backward(p, dp, ds);
+    dp = Tensor();
+    ops::GemmArgs nn;
+    nn.alpha = in.scale;
+    ops::gemm(ds.view({BH, s.L, s.L}), in.k.view({BH, s.L, s.D}), g.dq.view({BH, s.L, s.D}), nn);
+    ops::GemmArgs tn;
+    tn.trans_a = true;
+    tn.alpha = in.scale;
+    ops::gemm(ds.view({BH, s.L, s.L}), in.q.view({BH, s.L, s.D}), g.dk.view({BH, s.L, s.D}), tn);
+    ops::GemmArgs tv;
+    tv.trans_a = true;
+    ops::gemm(p.view({BH, s.L, s.L}), dA.view({BH, s.L, s.D}), g.dv.view({BH, s.L, s.D}), tv);
+    // The trainable pair bias [1, H, L, L] gets Σ_b ds; the mask bias gets no gradient.
+    if (s.alphafold) ops::sum(ds, {0}, g.dbias[0].view({s.H, s.L, s.L}), /*accumulate=*/true);
+  }
 };
 
 void run_case(const Shape5& s, Device dev, DType dt) {
@@ -47,7 +111,8 @@ void run_case(const Shape5& s, Device dev, DType dt) {
   for (const Tensor& b : in.biases) g.dbias.push_back(Tensor::zeros(b.shape(), DType::f32, dev));
 
   const double flops_fwd = 4.0 * s.B * s.H * s.L * s.L * s.D;
-  auto report = [&](const char* pass, double ms, double flops) {
+  auto report = [&](const std::string& pass, double ms, double flops, double naive_ms, size_t peak,
+                    size_t naive_peak) {
     bench::JsonLine()
         .str("bench", "attention")
         .str("case", std::string(s.name) + "_" + pass)
@@ -59,19 +124,36 @@ void run_case(const Shape5& s, Device dev, DType dt) {
         .integer("D", s.D)
         .num("ms", ms)
         .num("tflops", flops / (ms * 1e-3) / 1e12)
-        .integer("peak_bytes", static_cast<long long>(bench::peak_bytes(dev)))
+        .integer("peak_bytes", static_cast<long long>(peak))
+        .num("naive_ms", naive_ms)
+        .integer("naive_peak_bytes", static_cast<long long>(naive_peak))
+        .num("speedup", naive_ms / ms)
+        .num("memory_ratio", static_cast<double>(naive_peak) / static_cast<double>(std::max<size_t>(peak, 1)))
         .print();
   };
   const int iters = dev.is_cuda() ? 20 : 3;
-  bench::reset_peak(dev);
-  report("fwd", bench::time_ms(dev, [&] { ops::attention_forward(in, o, lse, a); }, 2, iters), flops_fwd);
-  bench::reset_peak(dev);
-  report("fwd_bwd",
-         bench::time_ms(dev, [&] {
-           ops::attention_forward(in, o, lse, a);
-           ops::attention_backward(in, s.alphafold ? a : o, lse, d_o, g);
-         }, 2, iters),
-         3.5 * flops_fwd);
+  Naive naive{s, in, {}, {}};
+  auto measure = [&](const std::function<void()>& fn, double* ms, size_t* peak) {
+    bench::reset_peak(dev);
+    *ms = bench::time_ms(dev, fn, 2, iters);
+    *peak = bench::peak_bytes(dev);
+  };
+  double ms, nms;
+  size_t peak, npeak;
+  measure([&] { ops::attention_forward(in, o, lse, a); }, &ms, &peak);
+  measure([&] { naive.forward(); naive.p = Tensor(); naive.a = Tensor(); }, &nms, &npeak);
+  report("fwd", ms, flops_fwd, nms, peak, npeak);
+  measure([&] {
+    ops::attention_forward(in, o, lse, a);
+    ops::attention_backward(in, s.alphafold ? a : o, lse, d_o, g);
+  }, &ms, &peak);
+  measure([&] {
+    naive.forward();
+    naive.backward(d_o, g);
+    naive.p = Tensor();
+    naive.a = Tensor();
+  }, &nms, &npeak);
+  report("fwd_bwd", ms, 3.5 * flops_fwd, nms, peak, npeak);
 }
 
 }  // namespace
