@@ -7,12 +7,15 @@
 //
 // Layout: q, g, o, a: [B, H, Lq, D]; k, v: [B, H, Lk, D] — LOGICAL shapes with arbitrary strides
 // (last-dim stride 1), so a projection output [B, L, H·D] viewed as [B, L, H, D] and permuted to
-// [B, H, L, D] is passed without a copy. Each bias_t is any tensor broadcastable to
-// [B, H, Lq, Lk] given as a 4-D view (use expand(): stride-0 dims are broadcast), e.g. AlphaFold's
-// pair bias [1, H, L, L] shared over MSA rows, the mask bias [B, 1, 1, Lk] = 1e9·(mask−1),
-// BERT's padding mask. Up to kMaxBiases biases.
-// Packed variable-length sequences (BERT packing): cu_seqlens i32 [n+1] with B = 1; row i
-// attends only to keys j in the same segment [cu[s], cu[s+1]) (segments apply to both axes).
+// [B, H, L, D] is passed without a copy.
+// Biases: up to kMaxBiases 4-D tensors, each dim either the full extent of [B, H, Lq, Lk] or 1
+// (a size-1 dim is broadcast; any strides; an expand()ed view with stride 0 also works in the
+// forward). Pass biases UN-EXPANDED (e.g. AlphaFold's pair bias [1, H, L, L] shared over MSA rows,
+// the mask bias [B, 1, 1, Lk] = 1e9·(mask−1), BERT's padding mask [B, 1, 1, L]) so that the
+// gradient has the bias's natural shape.
+// Packed variable-length sequences (BERT packing): cu_seqlens i32 [n+1] with B = 1 and Lq = Lk,
+// cu[0] = 0 ≤ cu[1] ≤ … ≤ cu[n] = L; row i attends only to keys j in its own segment
+// [cu[s], cu[s+1]) (segments apply to both axes).
 // dtypes: q, k, v, g, o, a, biases f32/bf16/f16 (all the same); lse f32; fp32 accumulation.
 // CPU: reference implementation (materialises one row of s at a time).
 // CUDA: FlashAttention-style tiled kernel with online softmax; never materialises s or p in the
@@ -22,9 +25,14 @@
 //   dg = dO ⊙ a ⊙ sigmoid(g)(1 − sigmoid(g))
 //   dp = dA · vᵀ,  delta[i] = Σ_d dA[i,d] a[i,d],  ds = p ⊙ (dp − delta)
 //   dq = scale · ds · k,  dk = scale · dsᵀ · q,  dv = pᵀ · dA,
-//   dbias_t = ds summed over the broadcast (stride-0 / size-1) dims of bias_t.
-// Outputs not wanted are left undefined. dq, dk, dv, dg are overwritten; dbias_t are f32 and
-// ACCUMULATED (+=), in bias_t's own (unexpanded) shape.
+//   dbias_t = ds summed over the size-1 dims of dbias_t.
+// Outputs not wanted are left undefined. dq, dk, dv, dg are overwritten; dbias_t are f32 4-D
+// tensors (any strides), each dim the full extent or 1 — normally bias_t's own un-expanded shape —
+// and are ACCUMULATED (+=). CPU: deterministic. CUDA: dbias elements shared by several CTAs
+// (dims of size 1 in b, h or j) are accumulated with fp32 atomicAdd (order not deterministic);
+// sums over i are done inside a CTA in a fixed order.
+// A row whose scores are all −inf (possible only with −inf biases) gives a = 0, lse = −inf and
+// zero gradients. CUDA supports head dims 8, 16, 32, 64 (others: Error).
 #pragma once
 
 #include <vector>
@@ -61,7 +69,8 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
 //   s[b,h,j] = scale · Σ_d q[b,h,d] k[b,j,d] + bias[b,j]       (q: one query per head, mean-pooled
 //   p = softmax_j s,  a[b,h,:] = Σ_j p[b,h,j] v[b,j,:]           over the sequences by the caller)
 //   o[b,j,h,:] = sigmoid(g[b,j,h,:]) ⊙ a[b,h,:]                  (k, v shared by all heads)
-// q: [B,H,D], k, v: [B,S,D], bias: [B,S] (mask bias), g, o: [B,S,H,D]; a: [B,H,D] saved.
+// q: [B,H,D], k, v: [B,S,D], bias: [B,S] (mask bias; may be undefined = 0), g, o: [B,S,H,D]
+// (strided, last-dim stride 1); a: [B,H,D] saved (written by the forward). Same dtype for all.
 void global_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
                               const Tensor& g, float scale, const Tensor& o, const Tensor& a);
 // Gradients for q, k, v, g (overwritten); bias gets no gradient (it is a mask).

@@ -1,8 +1,13 @@
 // Gather / embedding, its scatter-add backward, and one-hot.
 //   out[r,:] = table[idx[r], :]                       (idx i32/i64 [rows...], table [V, C])
-//   dtable[idx[r], :] += dout[r,:]                    (dtable f32, ACCUMULATED; atomic on CUDA)
+//   dtable[idx[r], :] += dout[r,:]                    (dtable f32, ACCUMULATED)
 //   onehot[r, c] = [idx[r] == c]                      (out [rows..., C] float; idx outside [0,C) → zeros)
-// An index outside [0, V) is an Error on CPU and is clamped-then-reported via a device flag on CUDA.
+// table/out/dout: contiguous, out and dout of table's dtype (dout any float dtype).
+// An index outside [0, V) is an Error naming the index and its position. On CUDA the kernel
+// clamps it (no out-of-bounds access), records it in a device flag, and the op then synchronises
+// to read the flag and throw: embedding_forward/backward are the only ops of this family that
+// synchronise. The CUDA backward sorts the indices (stable radix sort) and sums each index's rows
+// in row order, so dtable is deterministic (no atomics).
 #pragma once
 
 #include "core/tensor.h"

@@ -1,4 +1,5 @@
-// Reductions (fp32 accumulation).
+// Reductions (fp32 accumulation on CUDA, double on the CPU reference; fixed summation order on
+// both backends, so results are run-to-run deterministic).
 #pragma once
 
 #include <vector>
@@ -7,16 +8,19 @@
 
 namespace foldcore::ops {
 
-// out = Σ over `axes` of x, keeping the other axes in order (out has x.dim() − |axes| dims, or
-// [1]... when all are reduced use shape {}), out dtype any float. accumulate: out += instead of =.
+// out = Σ over `axes` of x, keeping the other axes in order. x: any float dtype and strides.
+// out: contiguous, any float dtype, shape = x's shape without `axes` (shape {} or [1] when all
+// are reduced) or, keepdim-style, x's shape with `axes` set to 1. Negative axes allowed, repeats
+// are an Error. accumulate: out += instead of =.
 void sum(const Tensor& x, const std::vector<int>& axes, const Tensor& out, bool accumulate = false);
-// Σ over all but the last dim: x [rows..., C] → out [C] (bias gradients). out f32 accumulated.
+// Σ over all but the last dim: x [rows..., C] (contiguous) → out [C] (bias gradients).
+// out f32 accumulated.
 void sum_rows_accumulate(const Tensor& x, const Tensor& out);
-// Mean over `axes` (AlphaFold's mean-pooled query, outer-product-mean normalisation).
+// Mean over `axes` (AlphaFold's mean-pooled query, outer-product-mean normalisation); out as in sum.
 void mean(const Tensor& x, const std::vector<int>& axes, const Tensor& out);
 // Σ x² over all elements, returned as double on the host (synchronising): gradient norms.
 double sum_squares(const Tensor& x);
-// Max |x| over all elements (host).
+// Max |x| over all elements (host, synchronising). NaN anywhere gives NaN; 0 for an empty x.
 double max_abs(const Tensor& x);
 
 }  // namespace foldcore::ops

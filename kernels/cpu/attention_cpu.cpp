@@ -1,0 +1,284 @@
+// CPU reference for fused gated attention and AlphaFold2 global attention.
+// Readable rather than fast: OpenMP over (b, h); one row of scores s[b,h,i,:] at a time in fp32.
+#include "kernels/cpu/attention_cpu.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace foldcore::ops::cpu {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+
+// Element strides of a [B,H,L,D] view (D stride is 1 by contract).
+struct Rows {
+  char* base = nullptr;
+  int64_t sb = 0, sh = 0, sl = 0;
+  size_t esize = 0;
+  Rows() = default;
+  explicit Rows(const Tensor& t)
+      : base(t.defined() ? static_cast<char*>(t.data_ptr()) : nullptr),
+        sb(t.defined() ? t.stride(0) : 0),
+        sh(t.defined() ? t.stride(1) : 0),
+        sl(t.defined() ? t.stride(2) : 0),
+        esize(dtype_size(t.dtype())) {}
+  template <typename T> T* row(int64_t b, int64_t h, int64_t i) const {
+    return reinterpret_cast<T*>(base + (b * sb + h * sh + i * sl) * static_cast<int64_t>(esize));
+  }
+};
+
+// A bias (or dbias) broadcast to [B,H,Lq,Lk]: size-1 dims get stride 0, so indexing with the
+// full coordinates reads the broadcast value (or, for dbias, sums into the reduced element).
+struct Broadcast4 {
+  char* base = nullptr;
+  int64_t s[4] = {0, 0, 0, 0};
+  size_t esize = 0;
+  explicit Broadcast4(const Tensor& t) : base(static_cast<char*>(t.data_ptr())), esize(dtype_size(t.dtype())) {
+    for (int d = 0; d < 4; ++d) s[d] = t.size(d) == 1 ? 0 : t.stride(d);
+  }
+  template <typename T> T* at(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return reinterpret_cast<T*>(base + (b * s[0] + h * s[1] + i * s[2] + j * s[3]) * static_cast<int64_t>(esize));
+  }
+  bool shared_over_bh(int64_t B, int64_t H) const { return (s[0] == 0 && B > 1) || (s[1] == 0 && H > 1); }
+};
+
+// Key range [lo, hi) that query row i attends to.
+struct Segments {
+  std::vector<int32_t> cu;  // empty: one segment covering all keys
+  int64_t Lk = 0;
+  void range(int64_t i, int64_t& lo, int64_t& hi) const {
+    if (cu.empty()) {
+      lo = 0;
+      hi = Lk;
+      return;
+    }
+    const auto it = std::upper_bound(cu.begin(), cu.end(), static_cast<int32_t>(i));  // cu[s] <= i < cu[s+1]
+    hi = *it;
+    lo = *(it - 1);
+  }
+};
+
+Segments make_segments(const AttentionInputs& in) {
+  Segments seg;
+  seg.Lk = in.k.size(2);
+  if (in.cu_seqlens.defined()) {
+    const int32_t* c = in.cu_seqlens.data<int32_t>();
+    seg.cu.assign(c, c + in.cu_seqlens.size(0));
+  }
+  return seg;
+}
+
+// Converts a [L, D] slice (row stride `sl`) to contiguous fp32.
+template <typename T> void load_rows(const Rows& r, int64_t b, int64_t h, int64_t L, int64_t D, std::vector<float>& out) {
+  out.resize(static_cast<size_t>(L * D));
+  for (int64_t j = 0; j < L; ++j) {
+    const T* src = r.row<T>(b, h, j);
+    for (int64_t d = 0; d < D; ++d) out[j * D + d] = static_cast<float>(src[d]);
+  }
+}
+
+// s[j] = scale q·k_j + Σ_t bias_t[b,h,i,j] for j in [lo, hi); returns max_j s[j].
+template <typename T>
+float score_row(const float* qi, const std::vector<float>& kf, const std::vector<Broadcast4>& biases, float scale,
+                int64_t b, int64_t h, int64_t i, int64_t lo, int64_t hi, int64_t D, std::vector<float>& s) {
+  float mx = kNegInf;
+  for (int64_t j = lo; j < hi; ++j) {
+    const float* kj = &kf[j * D];
+    float dot = 0.f;
+    for (int64_t d = 0; d < D; ++d) dot += qi[d] * kj[d];
+    float v = scale * dot;
+    for (const Broadcast4& bt : biases) v += static_cast<float>(*bt.at<const T>(b, h, i, j));
+    s[j] = v;
+    mx = std::max(mx, v);
+  }
+  return mx;
+}
+
+template <typename T> void forward_impl(const AttentionInputs& in, const Tensor& o, const Tensor& lse, const Tensor& a) {
+  const int64_t B = in.q.size(0), H = in.q.size(1), Lq = in.q.size(2), D = in.q.size(3), Lk = in.k.size(2);
+  const Rows qr(in.q), kr(in.k), vr(in.v), gr(in.gate), orr(o), ar(a);
+  std::vector<Broadcast4> biases;
+  for (const Tensor& t : in.biases) biases.emplace_back(t);
+  const Segments seg = make_segments(in);
+  const bool gated = in.gate.defined();
+  float* lse_p = lse.data<float>();
+  const int64_t ls0 = lse.stride(0), ls1 = lse.stride(1), ls2 = lse.stride(2);
+
+#pragma omp parallel
+  {
+    std::vector<float> kf, vf, s(static_cast<size_t>(Lk)), qi(static_cast<size_t>(D)), acc(static_cast<size_t>(D));
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      load_rows<T>(kr, b, h, Lk, D, kf);
+      load_rows<T>(vr, b, h, Lk, D, vf);
+      for (int64_t i = 0; i < Lq; ++i) {
+        const T* qrow = qr.row<const T>(b, h, i);
+        for (int64_t d = 0; d < D; ++d) qi[d] = static_cast<float>(qrow[d]);
+        int64_t lo, hi;
+        seg.range(i, lo, hi);
+        const float mx = score_row<T>(qi.data(), kf, biases, in.scale, b, h, i, lo, hi, D, s);
+        std::fill(acc.begin(), acc.end(), 0.f);
+        float sum = 0.f;
+        if (mx != kNegInf) {  // all −inf (or empty): a = 0, lse = −inf
+          for (int64_t j = lo; j < hi; ++j) {
+            const float p = std::exp(s[j] - mx);
+            sum += p;
+            for (int64_t d = 0; d < D; ++d) acc[d] += p * vf[j * D + d];
+          }
+        }
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        lse_p[b * ls0 + h * ls1 + i * ls2] = sum > 0.f ? mx + std::log(sum) : kNegInf;
+        T* orow = orr.row<T>(b, h, i);
+        T* arow = a.defined() ? ar.row<T>(b, h, i) : nullptr;
+        const T* grow = gated ? gr.row<const T>(b, h, i) : nullptr;
+        for (int64_t d = 0; d < D; ++d) {
+          const float av = acc[d] * inv;
+          if (arow) arow[d] = T(av);
+          orow[d] = T(gated ? av * sigmoid(static_cast<float>(grow[d])) : av);
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void backward_impl(const AttentionInputs& in, const Tensor& a_or_o, const Tensor& lse, const Tensor& d_o,
+                   const AttentionGrads& grads) {
+  const int64_t B = in.q.size(0), H = in.q.size(1), Lq = in.q.size(2), D = in.q.size(3), Lk = in.k.size(2);
+  const Rows qr(in.q), kr(in.k), vr(in.v), gr(in.gate), ar(a_or_o), dor(d_o);
+  const Rows dqr(grads.dq), dkr(grads.dk), dvr(grads.dv), dgr(grads.dgate);
+  std::vector<Broadcast4> biases;
+  for (const Tensor& t : in.biases) biases.emplace_back(t);
+  const Segments seg = make_segments(in);
+  const bool gated = in.gate.defined();
+  const float* lse_p = lse.data<float>();
+  const int64_t ls0 = lse.stride(0), ls1 = lse.stride(1), ls2 = lse.stride(2);
+
+  // dbias targets. A dbias shared between (b, h) pairs (size 1 in b or h) gets one private
+  // contiguous fp32 copy per thread, summed in thread order afterwards (deterministic); the
+  // others are owned by exactly one (b, h) and accumulate in place.
+  struct DbiasTarget {
+    int t;
+    Tensor db;
+    bool shared;
+  };
+  std::vector<DbiasTarget> targets;
+  for (size_t t = 0; t < grads.dbias.size(); ++t) {
+    if (!grads.dbias[t].defined()) continue;
+    targets.push_back({static_cast<int>(t), grads.dbias[t], Broadcast4(grads.dbias[t]).shared_over_bh(B, H)});
+  }
+  const int n_threads = omp_get_max_threads();
+  std::vector<std::vector<Tensor>> privates(targets.size());
+  for (size_t u = 0; u < targets.size(); ++u)
+    if (targets[u].shared)
+      for (int th = 0; th < n_threads; ++th) privates[u].push_back(Tensor::zeros(targets[u].db.shape(), DType::f32));
+
+#pragma omp parallel num_threads(n_threads)
+  {
+    const int th = omp_get_thread_num();
+    std::vector<Broadcast4> dbias;  // this thread's view of each target
+    for (size_t u = 0; u < targets.size(); ++u) dbias.emplace_back(targets[u].shared ? privates[u][th] : targets[u].db);
+    std::vector<float> kf, vf, s(static_cast<size_t>(Lk)), qi(static_cast<size_t>(D)), da(static_cast<size_t>(D)),
+        dqi(static_cast<size_t>(D)), dk(static_cast<size_t>(Lk * D)), dv(static_cast<size_t>(Lk * D));
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      load_rows<T>(kr, b, h, Lk, D, kf);
+      load_rows<T>(vr, b, h, Lk, D, vf);
+      std::fill(dk.begin(), dk.end(), 0.f);
+      std::fill(dv.begin(), dv.end(), 0.f);
+      for (int64_t i = 0; i < Lq; ++i) {
+        const T* qrow = qr.row<const T>(b, h, i);
+        const T* arow = ar.row<const T>(b, h, i);
+        const T* dorow = dor.row<const T>(b, h, i);
+        const T* grow = gated ? gr.row<const T>(b, h, i) : nullptr;
+        // dA = dO ⊙ σ(g); dg = dO ⊙ a ⊙ σ(g)(1 − σ(g)); delta = Σ_d dA a.
+        float delta = 0.f;
+        for (int64_t d = 0; d < D; ++d) {
+          qi[d] = static_cast<float>(qrow[d]);
+          const float dov = static_cast<float>(dorow[d]), av = static_cast<float>(arow[d]);
+          float sg = 1.f;
+          if (gated) {
+            sg = sigmoid(static_cast<float>(grow[d]));
+            if (grads.dgate.defined()) dgr.row<T>(b, h, i)[d] = T(dov * av * sg * (1.f - sg));
+          }
+          da[d] = dov * sg;
+          delta += da[d] * av;
+        }
+        int64_t lo, hi;
+        seg.range(i, lo, hi);
+        const float lse_i = lse_p[b * ls0 + h * ls1 + i * ls2];
+        score_row<T>(qi.data(), kf, biases, in.scale, b, h, i, lo, hi, D, s);
+        std::fill(dqi.begin(), dqi.end(), 0.f);
+        for (int64_t j = lo; j < hi; ++j) {
+          const float p = lse_i == kNegInf ? 0.f : std::exp(s[j] - lse_i);
+          float dp = 0.f;
+          for (int64_t d = 0; d < D; ++d) dp += da[d] * vf[j * D + d];
+          const float ds = p * (dp - delta);
+          for (int64_t d = 0; d < D; ++d) {
+            dqi[d] += ds * kf[j * D + d];
+            dk[j * D + d] += ds * qi[d];
+            dv[j * D + d] += p * da[d];
+          }
+          for (const Broadcast4& db : dbias) *db.at<float>(b, h, i, j) += ds;
+        }
+        if (grads.dq.defined()) {
+          T* dq = dqr.row<T>(b, h, i);
+          for (int64_t d = 0; d < D; ++d) dq[d] = T(in.scale * dqi[d]);
+        }
+      }
+      for (int64_t j = 0; j < Lk; ++j) {
+        if (grads.dk.defined()) {
+          T* row = dkr.row<T>(b, h, j);
+          for (int64_t d = 0; d < D; ++d) row[d] = T(in.scale * dk[j * D + d]);
+        }
+        if (grads.dv.defined()) {
+          T* row = dvr.row<T>(b, h, j);
+          for (int64_t d = 0; d < D; ++d) row[d] = T(dv[j * D + d]);
+        }
+      }
+    }
+  }
+  // Deterministic reduction of the private copies, in thread order.
+  for (size_t u = 0; u < targets.size(); ++u) {
+    if (!targets[u].shared) continue;
+    const Tensor& db = targets[u].db;
+    const int64_t n = db.numel();
+    Tensor sum = Tensor::zeros(db.shape(), DType::f32);
+    float* sp = sum.data<float>();
+    for (const Tensor& p : privates[u]) {
+      const float* pp = p.data<float>();
+      for (int64_t e = 0; e < n; ++e) sp[e] += pp[e];
+    }
+    // db += sum, through db's strides.
+    const Broadcast4 dst(db);
+    for (int64_t e = 0; e < n; ++e) {
+      int64_t c[4], r = e;
+      for (int d = 3; d >= 0; --d) {
+        c[d] = r % db.size(d);
+        r /= db.size(d);
+      }
+      *dst.at<float>(c[0], c[1], c[2], c[3]) += sp[e];
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor& lse, const Tensor& a) {
+  dispatch_float(in.q.dtype(), [&](auto tag) { forward_impl<decltype(tag)>(in, o, lse, a); });
+}
+
+void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const Tensor& lse, const Tensor& d_o,
+                        const AttentionGrads& grads) {
+  dispatch_float(in.q.dtype(), [&](auto tag) { backward_impl<decltype(tag)>(in, a_or_o, lse, d_o, grads); });
+}
+
+}  // namespace foldcore::ops::cpu

@@ -1,0 +1,157 @@
+// CPU reference for the elementwise family: plain loops over contiguous storage, fp32 math,
+// 16-bit types converted on load/store. OpenMP splits the flat index range.
+#include "kernels/cpu/elementwise_cpu.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/philox.h"
+
+namespace foldcore::ops::cpu {
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;  // below this OpenMP overhead dominates
+
+template <typename T> inline float ld(const T* p, int64_t i) { return static_cast<float>(p[i]); }
+template <typename T> inline void st(T* p, int64_t i, float v) { p[i] = T(v); }
+
+// out[i] = f(i) for a contiguous `out` of the float dtype T (f returns float).
+template <typename T, typename F> void fill_map(const Tensor& out, F&& f) {
+  T* o = static_cast<T*>(out.data_ptr());
+  const int64_t n = out.numel();
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) st(o, i, f(i));
+}
+
+// Element offset of flat row-major index i in a strided tensor of the same shape.
+inline int64_t strided_offset(const Tensor& t, int64_t i) {
+  int64_t off = 0;
+  for (int a = t.dim() - 1; a >= 0; --a) {
+    off += (i % t.size(a)) * t.stride(a);
+    i /= t.size(a);
+  }
+  return off;
+}
+
+inline float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+// gelu'(x) = Φ(x) + x·φ(x)
+inline float gelu_grad(float x) {
+  const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
+  const float pdf = 0.39894228040143268f * std::exp(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out) {
+  dispatch_float(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = static_cast<const T*>(a.data_ptr());
+    const T* pb = static_cast<const T*>(b.data_ptr());
+    const bool bc = b.is_contiguous();
+    fill_map<T>(out, [&](int64_t i) {
+      const float x = ld(pa, i);
+      const float y = ld(pb, bc ? i : strided_offset(b, i));
+      return alpha * x + beta * y + gamma * x * y;
+    });
+  });
+}
+
+void scale(const Tensor& x, float s, const Tensor& out) {
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data_ptr());
+    fill_map<T>(out, [&](int64_t i) { return s * ld(px, i); });
+  });
+}
+
+// Unary/binary activation bodies: each reads its inputs (same dtype T) at i and writes out[i].
+#define FC_EW_UNARY(NAME, IN, OUT, EXPR)                                  \
+  void NAME(const Tensor& IN, const Tensor& OUT) {                        \
+    dispatch_float(IN.dtype(), [&](auto tag) {                            \
+      using T = decltype(tag);                                            \
+      const T* p0 = static_cast<const T*>(IN.data_ptr());                 \
+      fill_map<T>(OUT, [&](int64_t i) {                                   \
+        const float v = ld(p0, i);                                        \
+        return EXPR;                                                      \
+      });                                                                 \
+    });                                                                   \
+  }
+#define FC_EW_BINARY(NAME, IN0, IN1, OUT, EXPR)                           \
+  void NAME(const Tensor& IN0, const Tensor& IN1, const Tensor& OUT) {    \
+    dispatch_float(IN0.dtype(), [&](auto tag) {                           \
+      using T = decltype(tag);                                            \
+      const T* p0 = static_cast<const T*>(IN0.data_ptr());                \
+      const T* p1 = static_cast<const T*>(IN1.data_ptr());                \
+      fill_map<T>(OUT, [&](int64_t i) {                                   \
+        const float v = ld(p0, i), w = ld(p1, i);                         \
+        return EXPR;                                                      \
+      });                                                                 \
+    });                                                                   \
+  }
+
+FC_EW_UNARY(relu_forward, x, y, v > 0.f ? v : 0.f)
+FC_EW_BINARY(relu_backward, x, dy, dx, v > 0.f ? w : 0.f)
+FC_EW_UNARY(gelu_forward, x, y, gelu(v))
+FC_EW_BINARY(gelu_backward, x, dy, dx, w * gelu_grad(v))
+FC_EW_UNARY(sigmoid_forward, x, y, sigmoid(v))
+FC_EW_BINARY(sigmoid_backward, y, dy, dx, w * v * (1.f - v))
+FC_EW_BINARY(sigmoid_gate_forward, g, x, out, sigmoid(v) * w)
+
+#undef FC_EW_UNARY
+#undef FC_EW_BINARY
+
+void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout, const Tensor& dg,
+                           const Tensor& dx) {
+  dispatch_float(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pg = static_cast<const T*>(g.data_ptr());
+    const T* px = static_cast<const T*>(x.data_ptr());
+    const T* pd = static_cast<const T*>(dout.data_ptr());
+    T* pdg = static_cast<T*>(dg.data_ptr());
+    T* pdx = static_cast<T*>(dx.data_ptr());
+    const int64_t n = g.numel();
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) {
+      const float s = sigmoid(ld(pg, i)), d = ld(pd, i), xv = ld(px, i);
+      st(pdg, i, d * xv * s * (1.f - s));
+      st(pdx, i, d * s);
+    }
+  });
+}
+
+void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual, float p,
+                                   uint64_t seed, uint64_t offset, const DropoutMaskDesc& mask,
+                                   const Tensor& out) {
+  const int64_t c = x.size(-1);
+  const float keep_scale = dropout_scale(p);
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data_ptr());
+    const T* pb = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+    // out may alias residual: each element reads residual[i] before writing out[i].
+    const T* pr = residual.defined() ? static_cast<const T*>(residual.data_ptr()) : nullptr;
+    fill_map<T>(out, [&](int64_t i) {
+      float v = ld(px, i) + (pb ? ld(pb, i % c) : 0.f);
+      if (p > 0.f) v = philox_keep(seed, offset, mask.mask_index(i), p) ? v * keep_scale : 0.f;
+      return (pr ? ld(pr, i) : 0.f) + v;
+    });
+  });
+}
+
+void dropout_backward(const Tensor& dout, float p, uint64_t seed, uint64_t offset, const DropoutMaskDesc& mask,
+                      const Tensor& dx) {
+  const float keep_scale = dropout_scale(p);
+  dispatch_float(dout.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pd = static_cast<const T*>(dout.data_ptr());
+    fill_map<T>(dx, [&](int64_t i) {
+      const float v = ld(pd, i);
+      if (p <= 0.f) return v;
+      return philox_keep(seed, offset, mask.mask_index(i), p) ? v * keep_scale : 0.f;
+    });
+  });
+}
+
+}  // namespace foldcore::ops::cpu

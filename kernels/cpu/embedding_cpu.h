@@ -1,0 +1,13 @@
+// CPU reference implementations of kernels/embedding.h (shapes validated by the dispatcher;
+// index ranges are checked here).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace foldcore::ops::cpu {
+
+void embedding_forward(const Tensor& table, const Tensor& idx, const Tensor& out);
+void embedding_backward(const Tensor& dout, const Tensor& idx, const Tensor& dtable);
+void one_hot(const Tensor& idx, int64_t num_classes, const Tensor& out);
+
+}  // namespace foldcore::ops::cpu

@@ -1,0 +1,157 @@
+// CPU GEMM: OpenBLAS sgemm (or a blocked fallback) per batch entry, 16-bit operands converted to
+// fp32 scratch, then one epilogue pass: t = acc + bias; pre_act = t; out = act(t).
+#include "kernels/cpu/gemm_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.h"
+#ifdef FOLDCORE_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+namespace foldcore::ops::cpu {
+namespace {
+
+// Below this many multiply-adds per GEMM a batched call runs the batch entries in parallel
+// (OpenMP) with a single-threaded fallback GEMM each: threading inside one small GEMM costs more
+// than it saves, and calling a threaded BLAS from inside an OpenMP region would oversubscribe.
+constexpr int64_t kSmallGemmMacs = 64 * 64 * 64;
+
+// Fallback tile sizes: a kKc×kNc panel of op(B) (64 KiB of fp32) stays in L2 while every row of
+// the current row block streams through it.
+constexpr int64_t kMc = 32, kKc = 128, kNc = 128;
+
+void sgemm_fallback(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, bool parallel) {
+  const int64_t row_blocks = (m + kMc - 1) / kMc;
+#pragma omp parallel for schedule(static) if (parallel && row_blocks > 1)
+  for (int64_t rb = 0; rb < row_blocks; ++rb) {
+    const int64_t i0 = rb * kMc, i1 = std::min(m, i0 + kMc);
+    for (int64_t i = i0; i < i1; ++i) {
+      float* ci = c + i * ldc;
+      if (beta == 0.f)
+        std::fill(ci, ci + n, 0.f);
+      else if (beta != 1.f)
+        for (int64_t j = 0; j < n; ++j) ci[j] *= beta;
+    }
+    std::vector<float> panel(static_cast<size_t>(kKc * kNc));
+    for (int64_t j0 = 0; j0 < n; j0 += kNc) {
+      const int64_t nj = std::min(kNc, n - j0);
+      for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+        const int64_t np = std::min(kKc, k - p0);
+        // Pack op(B)[p0:p0+np, j0:j0+nj] row-major so the inner loop is unit stride.
+        for (int64_t p = 0; p < np; ++p)
+          for (int64_t j = 0; j < nj; ++j)
+            panel[p * nj + j] = trans_b ? b[(j0 + j) * ldb + p0 + p] : b[(p0 + p) * ldb + j0 + j];
+        for (int64_t i = i0; i < i1; ++i) {
+          float* ci = c + i * ldc + j0;
+          for (int64_t p = 0; p < np; ++p) {
+            const float aip = alpha * (trans_a ? a[(p0 + p) * lda + i] : a[i * lda + p0 + p]);
+            const float* bp = panel.data() + p * nj;
+            for (int64_t j = 0; j < nj; ++j) ci[j] += aip * bp[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+inline float gelu_exact(float x) { return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f)); }
+
+inline float activate(Activation act, float x) {
+  switch (act) {
+    case Activation::relu: return x > 0.f ? x : 0.f;
+    case Activation::gelu: return gelu_exact(x);
+    case Activation::none: break;
+  }
+  return x;
+}
+
+template <typename T> inline float load(const T* p, int64_t i) { return static_cast<float>(p[i]); }
+
+// Copies a rows×cols row-major T matrix (leading dim ld) into dense fp32.
+template <typename T> void to_f32(const T* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = static_cast<float>(src[r * ld + c]);
+}
+
+// One batch entry: everything in fp32, then the epilogue writes T.
+template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool parallel) {
+  const T* a = static_cast<const T*>(p.a.ptr) + bi * p.a.batch_stride;
+  const T* b = static_cast<const T*>(p.b.ptr) + bi * p.b.batch_stride;
+  T* out = static_cast<T*>(p.out.ptr) + bi * p.out.batch_stride;
+  T* pre = p.pre_act.ptr ? static_cast<T*>(p.pre_act.ptr) + bi * p.pre_act.batch_stride : nullptr;
+  const T* bias = static_cast<const T*>(p.bias);
+  const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
+  const int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
+
+  const float *af, *bf;
+  int64_t lda, ldb, ldc;
+  float* cf;
+  std::vector<float> sa, sb, sc;
+  if constexpr (std::is_same_v<T, float>) {
+    af = a, lda = p.a.ld, bf = b, ldb = p.b.ld, cf = out, ldc = p.out.ld;
+  } else {
+    sa.resize(static_cast<size_t>(a_rows * a_cols));
+    sb.resize(static_cast<size_t>(b_rows * b_cols));
+    sc.resize(static_cast<size_t>(p.m * p.n));
+    to_f32(a, a_rows, a_cols, p.a.ld, sa.data());
+    to_f32(b, b_rows, b_cols, p.b.ld, sb.data());
+    if (p.beta != 0.f) to_f32(out, p.m, p.n, p.out.ld, sc.data());
+    af = sa.data(), lda = std::max<int64_t>(a_cols, 1), bf = sb.data(), ldb = std::max<int64_t>(b_cols, 1);
+    cf = sc.data(), ldc = p.n;
+  }
+  sgemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, af, lda, bf, ldb, p.beta, cf, ldc, parallel, false);
+
+  const bool epilogue = bias || pre || p.act != Activation::none || !std::is_same_v<T, float>;
+  if (!epilogue) return;
+#pragma omp parallel for schedule(static) if (parallel && p.m * p.n > 16384)
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < p.n; ++j) {
+      float t = cf[i * ldc + j];
+      if (bias) t += load(bias, j);
+      if (pre) pre[i * p.pre_act.ld + j] = T(t);
+      out[i * p.out.ld + j] = T(activate(p.act, t));
+    }
+  }
+}
+
+template <typename T> void gemm_typed(const GemmProblem& p) {
+  const bool small = p.m * p.n * p.k <= kSmallGemmMacs;
+  if (p.batch > 1 && small) {
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t bi = 0; bi < p.batch; ++bi) gemm_one<T>(p, bi, false);
+  } else {
+    for (int64_t bi = 0; bi < p.batch; ++bi) gemm_one<T>(p, bi, true);
+  }
+}
+
+}  // namespace
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, bool parallel, bool force_fallback) {
+  if (m == 0 || n == 0) return;
+#ifdef FOLDCORE_HAVE_BLAS
+  // Inside a batch-parallel region BLAS would start its own threads: use the serial fallback for
+  // those (they are small by construction, see kSmallGemmMacs).
+  if (!force_fallback && parallel) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+                static_cast<int>(std::max<int64_t>(lda, 1)), b, static_cast<int>(std::max<int64_t>(ldb, 1)), beta, c,
+                static_cast<int>(ldc));
+    return;
+  }
+#endif
+  sgemm_fallback(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, parallel);
+}
+
+void gemm(const GemmProblem& p) {
+  FC_CHECK(p.m < (1ll << 31) && p.n < (1ll << 31) && p.k < (1ll << 31), "gemm (cpu): dims ", p.m, "x", p.n, "x",
+           p.k, " exceed the BLAS int range");
+  dispatch_float(p.dtype, [&](auto tag) { gemm_typed<decltype(tag)>(p); });
+}
+
+}  // namespace foldcore::ops::cpu

@@ -1,0 +1,17 @@
+// CPU backend of the GEMM family (kernels/gemm.h).
+#pragma once
+
+#include "kernels/gemm_problem.h"
+
+namespace foldcore::ops::cpu {
+
+void gemm(const GemmProblem& p);
+
+// C = alpha·op(A)·op(B) + beta·C on fp32 row-major matrices (beta == 0: C is not read, so NaNs
+// in it do not propagate, as in BLAS). Uses OpenBLAS when built with it unless `force_fallback`;
+// the fallback is a cache-blocked loop nest, OpenMP over row blocks when `parallel`.
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, bool parallel = true,
+           bool force_fallback = false);
+
+}  // namespace foldcore::ops::cpu

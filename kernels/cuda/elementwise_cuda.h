@@ -1,0 +1,33 @@
+// CUDA implementations of kernels/elementwise.h (arguments validated by the dispatcher;
+// launched on cuda_stream_of(device), never synchronising).
+#pragma once
+
+#include "core/tensor.h"
+#include "kernels/dropout_mask.h"
+#include "kernels/elementwise.h"
+
+namespace foldcore::ops::cuda {
+
+// out = alpha·a + beta·b + gamma·a·b covers add (1,1,0), mul (0,0,1) and axpby (α,β,0).
+// a, out contiguous; b has a's shape with any strides (broadcast = stride 0).
+void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out);
+void scale(const Tensor& x, float s, const Tensor& out);
+
+void relu_forward(const Tensor& x, const Tensor& y);
+void relu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx);
+void gelu_forward(const Tensor& x, const Tensor& y);
+void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx);
+void sigmoid_forward(const Tensor& x, const Tensor& y);
+void sigmoid_backward(const Tensor& y, const Tensor& dy, const Tensor& dx);
+void sigmoid_gate_forward(const Tensor& g, const Tensor& x, const Tensor& out);
+void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout, const Tensor& dg,
+                           const Tensor& dx);
+
+void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual, float p,
+                                   uint64_t seed, uint64_t offset, const DropoutMaskDesc& mask,
+                                   const Tensor& out);
+// dx only; the dispatcher adds Σ_rows dx into dbias.
+void dropout_backward(const Tensor& dout, float p, uint64_t seed, uint64_t offset, const DropoutMaskDesc& mask,
+                      const Tensor& dx);
+
+}  // namespace foldcore::ops::cuda

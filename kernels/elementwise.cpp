@@ -1,0 +1,178 @@
+// Validation and backend dispatch for kernels/elementwise.h.
+#include "kernels/elementwise.h"
+
+#include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cuda/elementwise_cuda.h"
+#include "kernels/dropout_mask.h"
+#include "kernels/pointwise_checks.h"
+#include "kernels/reduce.h"
+
+namespace foldcore::ops {
+
+using detail::check_contiguous;
+using detail::check_float;
+using detail::check_like;
+
+DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int>& shared_dims) {
+  DropoutMaskDesc d;
+  d.ndim = shape.size();
+  bool shared[kMaxDims] = {};
+  for (int a : shared_dims) {
+    FC_CHECK(a >= -d.ndim && a < d.ndim, "dropout: shared axis ", a, " out of range for shape ", shape.str());
+    shared[a < 0 ? a + d.ndim : a] = true;
+  }
+  int64_t stride = 1;
+  for (int a = d.ndim - 1; a >= 0; --a) {
+    d.shape[a] = shape[a];
+    d.mstride[a] = shared[a] ? 0 : stride;
+    d.shared = d.shared || shared[a];
+    stride *= shape[a];
+  }
+  return d;
+}
+
+namespace {
+
+// a, out: contiguous, same shape/dtype/device; b: broadcast to a's shape (any strides).
+Tensor check_binary(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_float(op, "a", a);
+  check_float(op, "b", b);
+  check_contiguous(op, "a", a);
+  check_like(op, "a", a, "out", out);
+  check_contiguous(op, "out", out);
+  FC_CHECK(b.dtype() == a.dtype(), op, ": b ", b.str(), " must have the dtype of a ", a.str());
+  detail::check_same_device(op, "a", a, "b", b);
+  if (b.shape() == a.shape()) return b;
+  return with_context(std::string(op) + ": b " + b.str() + " does not broadcast to a " + a.str(),
+                      [&] { return b.expand(a.shape()); });
+}
+
+void check_unary(std::string_view op, const Tensor& x, const Tensor& y) {
+  check_float(op, "x", x);
+  check_contiguous(op, "x", x);
+  check_like(op, "x", x, "out", y);
+  check_contiguous(op, "out", y);
+}
+
+void check_grad3(std::string_view op, const char* n0, const Tensor& t0, const char* n1, const Tensor& t1,
+                 const char* n2, const Tensor& t2) {
+  check_float(op, n0, t0);
+  check_contiguous(op, n0, t0);
+  check_like(op, n0, t0, n1, t1);
+  check_contiguous(op, n1, t1);
+  check_like(op, n0, t0, n2, t2);
+  check_contiguous(op, n2, t2);
+}
+
+void check_dropout_p(std::string_view op, float p) {
+  FC_CHECK(p >= 0.f && p < 1.f, op, ": dropout rate p=", p, " must be in [0, 1)");
+}
+
+}  // namespace
+
+void add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const Tensor bb = check_binary("add", a, b, out);
+  if (a.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(a.device(), binary(1.f, a, 1.f, bb, 0.f, out));
+}
+
+void mul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const Tensor bb = check_binary("mul", a, b, out);
+  if (a.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(a.device(), binary(0.f, a, 0.f, bb, 1.f, out));
+}
+
+void axpby(float alpha, const Tensor& a, float beta, const Tensor& b, const Tensor& out) {
+  const Tensor bb = check_binary("axpby", a, b, out);
+  if (a.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(a.device(), binary(alpha, a, beta, bb, 0.f, out));
+}
+
+void scale(const Tensor& x, float s, const Tensor& out) {
+  check_unary("scale", x, out);
+  if (x.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(x.device(), scale(x, s, out));
+}
+
+#define FC_EW_FWD(NAME)                                 \
+  void NAME(const Tensor& x, const Tensor& y) {         \
+    check_unary(#NAME, x, y);                           \
+    if (x.numel() == 0) return;                         \
+    FC_POINTWISE_DISPATCH(x.device(), NAME(x, y));      \
+  }
+#define FC_EW_BWD(NAME, IN)                                        \
+  void NAME(const Tensor& IN, const Tensor& dy, const Tensor& dx) { \
+    check_grad3(#NAME, #IN, IN, "dy", dy, "dx", dx);                \
+    if (IN.numel() == 0) return;                                    \
+    FC_POINTWISE_DISPATCH(IN.device(), NAME(IN, dy, dx));           \
+  }
+
+FC_EW_FWD(relu_forward)
+FC_EW_FWD(gelu_forward)
+FC_EW_FWD(sigmoid_forward)
+FC_EW_BWD(relu_backward, x)
+FC_EW_BWD(gelu_backward, x)
+FC_EW_BWD(sigmoid_backward, y)
+
+#undef FC_EW_FWD
+#undef FC_EW_BWD
+
+void sigmoid_gate_forward(const Tensor& g, const Tensor& x, const Tensor& out) {
+  check_grad3("sigmoid_gate_forward", "g", g, "x", x, "out", out);
+  if (g.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(g.device(), sigmoid_gate_forward(g, x, out));
+}
+
+void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout, const Tensor& dg,
+                           const Tensor& dx) {
+  constexpr std::string_view op = "sigmoid_gate_backward";
+  check_grad3(op, "g", g, "x", x, "dout", dout);
+  check_like(op, "g", g, "dg", dg);
+  check_contiguous(op, "dg", dg);
+  check_like(op, "g", g, "dx", dx);
+  check_contiguous(op, "dx", dx);
+  if (g.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(g.device(), sigmoid_gate_backward(g, x, dout, dg, dx));
+}
+
+void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
+                                   const DropoutArgs& d, const Tensor& out) {
+  constexpr std::string_view op = "bias_dropout_residual_forward";
+  check_unary(op, x, out);
+  FC_CHECK(x.dim() >= 1, op, ": x must have at least one dim, got ", x.str());
+  check_dropout_p(op, d.p);
+  if (bias.defined()) {
+    FC_CHECK(bias.dim() == 1 && bias.size(0) == x.size(-1) && bias.dtype() == x.dtype() &&
+                 bias.device() == x.device() && bias.is_contiguous(),
+             op, ": bias ", bias.str(), " must be contiguous [", x.size(-1), "] with the dtype/device of x ",
+             x.str());
+  }
+  if (residual.defined()) {
+    check_like(op, "x", x, "residual", residual);
+    check_contiguous(op, "residual", residual);
+  }
+  const DropoutMaskDesc mask = make_dropout_mask_desc(x.shape(), d.shared_dims);
+  if (x.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(x.device(),
+                        bias_dropout_residual_forward(x, bias, residual, d.p, d.seed, d.offset, mask, out));
+}
+
+void bias_dropout_residual_backward(const Tensor& dout, const DropoutArgs& d, const Tensor& dx,
+                                    const Tensor& dbias) {
+  constexpr std::string_view op = "bias_dropout_residual_backward";
+  check_unary(op, dout, dx);
+  FC_CHECK(dout.dim() >= 1, op, ": dout must have at least one dim, got ", dout.str());
+  check_dropout_p(op, d.p);
+  if (dbias.defined()) {
+    FC_CHECK(dbias.dim() == 1 && dbias.size(0) == dout.size(-1) && dbias.dtype() == DType::f32 &&
+                 dbias.device() == dout.device() && dbias.is_contiguous(),
+             op, ": dbias ", dbias.str(), " must be contiguous f32 [", dout.size(-1), "] on the device of dout ",
+             dout.str());
+  }
+  const DropoutMaskDesc mask = make_dropout_mask_desc(dout.shape(), d.shared_dims);
+  if (dout.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(dout.device(), dropout_backward(dout, d.p, d.seed, d.offset, mask, dx));
+  if (dbias.defined()) sum_rows_accumulate(dx, dbias);
+}
+
+}  // namespace foldcore::ops

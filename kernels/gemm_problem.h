@@ -1,0 +1,34 @@
+// Internal to the GEMM family: one GEMM call normalised to raw pointers, leading dimensions and
+// batch strides (all in elements, row-major). Produced by the dispatcher in kernels/gemm.cpp after
+// validation, consumed by the CPU and CUDA backends, so neither re-derives layouts from Tensors.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/gemm.h"
+
+namespace foldcore::ops {
+
+// A batch of row-major matrices: element (b, r, c) lives at ptr[b*batch_stride + r*ld + c].
+// batch_stride 0 means the matrix is shared by every batch entry.
+struct MatrixRef {
+  void* ptr = nullptr;
+  int64_t ld = 0;
+  int64_t batch_stride = 0;
+};
+
+struct GemmProblem {
+  DType dtype = DType::f32;  // of a, b, out, bias, pre_act
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.f, beta = 0.f;
+  Activation act = Activation::none;
+  MatrixRef a;        // [m, k] or, trans_a, [k, m]
+  MatrixRef b;        // [k, n] or, trans_b, [n, k]
+  MatrixRef out;      // [m, n]
+  MatrixRef pre_act;  // [m, n]; ptr null when not requested
+  const void* bias = nullptr;  // [n] contiguous, or null
+};
+
+}  // namespace foldcore::ops

@@ -1,0 +1,132 @@
+// Validation, reduction planning and backend dispatch for kernels/reduce.h.
+#include "kernels/reduce.h"
+
+#include <string>
+
+#include "kernels/cpu/reduce_cpu.h"
+#include "kernels/cuda/reduce_cuda.h"
+#include "kernels/pointwise_checks.h"
+#include "kernels/reduce_plan.h"
+
+namespace foldcore::ops {
+
+namespace {
+
+// Appends (size, stride) to g, merging with the previous entry when the two are contiguous with
+// each other (prev.stride == size·stride), so that the linear order is preserved.
+void push_axis(ReduceGroup& g, int64_t size, int64_t stride) {
+  if (size == 1) return;
+  if (g.ndim > 0 && g.strides[g.ndim - 1] == size * stride) {
+    g.shape[g.ndim - 1] *= size;
+    g.strides[g.ndim - 1] = stride;
+    return;
+  }
+  g.shape[g.ndim] = size;
+  g.strides[g.ndim] = stride;
+  ++g.ndim;
+}
+
+}  // namespace
+
+ReducePlan make_reduce_plan(const Tensor& x, const std::vector<bool>& is_reduced) {
+  ReducePlan p;
+  for (int a = 0; a < x.dim(); ++a) push_axis(is_reduced[a] ? p.reduced : p.kept, x.size(a), x.stride(a));
+  const int64_t k = p.kept.numel(), r = p.reduced.numel();
+  const bool kept_unit = p.kept.ndim == 0 || (p.kept.ndim == 1 && p.kept.strides[0] == 1);
+  const bool red_unit = p.reduced.ndim == 0 || (p.reduced.ndim == 1 && p.reduced.strides[0] == 1);
+  if (red_unit && (p.kept.ndim == 0 || (p.kept.ndim == 1 && p.kept.strides[0] == r))) {
+    p.layout = ReducePlan::kReducedInner;
+  } else if (kept_unit && p.reduced.ndim == 1 && p.reduced.strides[0] == k) {
+    p.layout = ReducePlan::kReducedOuter;
+  }
+  return p;
+}
+
+namespace {
+
+// Validates x/axes/out for sum and mean and returns the plan.
+ReducePlan plan_for(std::string_view op, const Tensor& x, const std::vector<int>& axes, const Tensor& out) {
+  detail::check_float(op, "x", x);
+  detail::check_float(op, "out", out);
+  detail::check_contiguous(op, "out", out);
+  detail::check_same_device(op, "x", x, "out", out);
+  std::vector<bool> is_reduced(x.dim(), false);
+  for (int a : axes) {
+    FC_CHECK(a >= -x.dim() && a < x.dim(), op, ": axis ", a, " out of range for x ", x.str());
+    const int n = a < 0 ? a + x.dim() : a;
+    FC_CHECK(!is_reduced[n], op, ": axis ", a, " repeated for x ", x.str());
+    is_reduced[n] = true;
+  }
+  Shape kept, keepdim;
+  for (int a = 0; a < x.dim(); ++a) {
+    if (!is_reduced[a]) kept.push_back(x.size(a));
+    keepdim.push_back(is_reduced[a] ? 1 : x.size(a));
+  }
+  const bool all = kept.empty();
+  FC_CHECK(out.shape() == kept || out.shape() == keepdim || (all && out.numel() == 1), op, ": out ", out.str(),
+           " must have shape ", kept.str(), " or ", keepdim.str(), " for x ", x.str(), " reduced over ",
+           axes.size(), " axes");
+  return make_reduce_plan(x, is_reduced);
+}
+
+}  // namespace
+
+void sum(const Tensor& x, const std::vector<int>& axes, const Tensor& out, bool accumulate) {
+  const ReducePlan plan = plan_for("sum", x, axes, out);
+  if (out.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(x.device(), reduce_sum(x, plan, 1.f, accumulate, out));
+}
+
+void mean(const Tensor& x, const std::vector<int>& axes, const Tensor& out) {
+  const ReducePlan plan = plan_for("mean", x, axes, out);
+  if (out.numel() == 0) return;
+  const int64_t r = plan.reduced.numel();
+  FC_CHECK(r > 0, "mean: reducing an empty set of elements of x ", x.str());
+  FC_POINTWISE_DISPATCH(x.device(), reduce_sum(x, plan, static_cast<float>(1.0 / static_cast<double>(r)), false, out));
+}
+
+void sum_rows_accumulate(const Tensor& x, const Tensor& out) {
+  constexpr std::string_view op = "sum_rows_accumulate";
+  detail::check_float(op, "x", x);
+  detail::check_contiguous(op, "x", x);
+  FC_CHECK(x.dim() >= 1, op, ": x must have at least one dim, got ", x.str());
+  detail::check_defined(op, "out", out);
+  FC_CHECK(out.dim() == 1 && out.size(0) == x.size(-1) && out.dtype() == DType::f32 && out.is_contiguous(), op,
+           ": out ", out.str(), " must be contiguous f32 [", x.size(-1), "] for x ", x.str());
+  detail::check_same_device(op, "x", x, "out", out);
+  if (out.numel() == 0) return;
+  std::vector<bool> is_reduced(x.dim(), true);
+  is_reduced.back() = false;
+  const ReducePlan plan = make_reduce_plan(x, is_reduced);
+  FC_POINTWISE_DISPATCH(x.device(), reduce_sum(x, plan, 1.f, true, out));
+}
+
+double sum_squares(const Tensor& x) {
+  detail::check_float("sum_squares", "x", x);
+  if (x.numel() == 0) return 0;
+  if (x.device().is_cuda()) {
+#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_POINTWISE_CUDA_READY)
+    set_device(x.device());
+    return cuda::sum_squares(x);
+#else
+    FC_THROW("sum_squares: this build has no CUDA backend; x is ", x.str());
+#endif
+  }
+  return cpu::sum_squares(x);
+}
+
+double max_abs(const Tensor& x) {
+  detail::check_float("max_abs", "x", x);
+  if (x.numel() == 0) return 0;
+  if (x.device().is_cuda()) {
+#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_POINTWISE_CUDA_READY)
+    set_device(x.device());
+    return cuda::max_abs(x);
+#else
+    FC_THROW("max_abs: this build has no CUDA backend; x is ", x.str());
+#endif
+  }
+  return cpu::max_abs(x);
+}
+
+}  // namespace foldcore::ops

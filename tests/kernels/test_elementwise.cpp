@@ -1,0 +1,288 @@
+// CPU reference of kernels/elementwise.h against naive math and finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/philox.h"
+#include "core/random.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+#include "test_util.h"
+
+namespace foldcore {
+namespace {
+
+using testing::all_close;
+using testing::check_gradient;
+using testing::weighted_sum;
+
+// Coordinates of flat row-major index i in `shape`.
+std::vector<int64_t> unravel(int64_t i, const Shape& shape) {
+  std::vector<int64_t> c(shape.size());
+  for (int a = shape.size() - 1; a >= 0; --a) {
+    c[a] = i % shape[a];
+    i /= shape[a];
+  }
+  return c;
+}
+
+// Random values pushed at least 0.05 away from 0, so that relu's kink is never within the
+// finite-difference step.
+Tensor away_from_zero(const Shape& shape, Generator& gen) {
+  std::vector<float> v = randn(shape, gen).to_vector();
+  for (float& x : v) x = x >= 0 ? x + 0.05f : x - 0.05f;
+  return Tensor::from_vector(v, shape);
+}
+
+const std::vector<Shape> kShapes = {{1}, {7}, {3, 5}, {2, 3, 17}, {4, 1, 9, 5}};
+
+TEST(Elementwise, AddMulAxpbyScaleMatchNaive) {
+  Generator gen(11);
+  for (const Shape& s : kShapes) {
+    Tensor a = randn(s, gen), b = randn(s, gen), out = Tensor::empty(s, DType::f32);
+    const auto av = a.to_vector(), bv = b.to_vector();
+    std::vector<float> e(av.size());
+    ops::add(a, b, out);
+    for (size_t i = 0; i < e.size(); ++i) e[i] = av[i] + bv[i];
+    FC_EXPECT_CLOSE(out, Tensor::from_vector(e, s), 0, 0);
+    ops::mul(a, b, out);
+    for (size_t i = 0; i < e.size(); ++i) e[i] = av[i] * bv[i];
+    FC_EXPECT_CLOSE(out, Tensor::from_vector(e, s), 0, 0);
+    ops::axpby(0.5f, a, -2.f, b, out);
+    for (size_t i = 0; i < e.size(); ++i) e[i] = 0.5f * av[i] + -2.f * bv[i];
+    FC_EXPECT_CLOSE(out, Tensor::from_vector(e, s), 1e-6, 1e-6);
+    ops::scale(a, 3.f, out);
+    for (size_t i = 0; i < e.size(); ++i) e[i] = 3.f * av[i];
+    FC_EXPECT_CLOSE(out, Tensor::from_vector(e, s), 0, 0);
+  }
+}
+
+TEST(Elementwise, BroadcastAndStridedB) {
+  Generator gen(12);
+  const Shape s{3, 5, 7};
+  Tensor a = randn(s, gen);
+  const auto av = a.to_vector();
+  Tensor out = Tensor::empty(s, DType::f32);
+  // b [5,1] broadcast over axes 0 and 2 (given un-expanded: the op expands it).
+  Tensor b = randn({5, 1}, gen);
+  const auto bv = b.to_vector();
+  ops::add(a, b, out);
+  auto ov = out.to_vector();
+  for (int64_t i = 0; i < s.product(); ++i) EXPECT_EQ(ov[i], av[i] + bv[unravel(i, s)[1]]) << i;
+  // Same, pre-expanded.
+  ops::mul(a, b.expand(s), out);
+  ov = out.to_vector();
+  for (int64_t i = 0; i < s.product(); ++i) EXPECT_EQ(ov[i], av[i] * bv[unravel(i, s)[1]]) << i;
+  // b a transposed (non-contiguous) view.
+  Tensor bt_src = randn({7, 5, 3}, gen);
+  Tensor bt = bt_src.permute({2, 1, 0});
+  ops::axpby(2.f, a, 1.f, bt, out);
+  FC_EXPECT_CLOSE(out, Tensor::from_vector([&] {
+                    std::vector<float> e(av.size());
+                    const auto tv = bt.contiguous().to_vector();
+                    for (size_t i = 0; i < e.size(); ++i) e[i] = 2.f * av[i] + tv[i];
+                    return e;
+                  }(), s),
+                  1e-6, 1e-6);
+  EXPECT_THROW(ops::add(a, randn({4}, gen), out), Error);
+  EXPECT_THROW(ops::add(a, b, Tensor::empty({3, 5}, DType::f32)), Error);
+  EXPECT_THROW(ops::add(a, b.to(DType::bf16), out), Error);
+}
+
+TEST(Elementwise, Bf16StorageRoundsOnceFromFp32Math) {
+  Generator gen(13);
+  Tensor a = randn({5, 33}, gen, 0, 1, DType::bf16), b = randn({5, 33}, gen, 0, 1, DType::bf16);
+  Tensor out = Tensor::empty({5, 33}, DType::bf16);
+  ops::axpby(0.3f, a, 0.7f, b, out);
+  const auto av = a.to_vector(), bv = b.to_vector(), ov = out.to_vector();
+  for (size_t i = 0; i < av.size(); ++i)
+    EXPECT_EQ(ov[i], static_cast<float>(bf16(0.3f * av[i] + 0.7f * bv[i]))) << i;
+}
+
+TEST(Elementwise, ActivationsForwardMatchNaive) {
+  Generator gen(14);
+  for (const Shape& s : kShapes) {
+    Tensor x = randn(s, gen, 0, 2), y = Tensor::empty(s, DType::f32);
+    const auto xv = x.to_vector();
+    std::vector<float> relu(xv.size()), gelu(xv.size()), sig(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const double v = xv[i];
+      relu[i] = static_cast<float>(v > 0 ? v : 0);
+      gelu[i] = static_cast<float>(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+      sig[i] = static_cast<float>(1 / (1 + std::exp(-v)));
+    }
+    ops::relu_forward(x, y);
+    FC_EXPECT_CLOSE(y, Tensor::from_vector(relu, s), 0, 0);
+    ops::gelu_forward(x, y);
+    FC_EXPECT_CLOSE(y, Tensor::from_vector(gelu, s), 1e-6, 1e-5);
+    ops::sigmoid_forward(x, y);
+    FC_EXPECT_CLOSE(y, Tensor::from_vector(sig, s), 1e-6, 1e-5);
+  }
+}
+
+// Finite-difference tolerances: loss = Σ w·f(x) in f32 with |loss| ~ 10, eps = 1e-3: the
+// central difference has truncation error eps²·|f'''|/6 ~ 1e-7 and rounding error
+// ~ 1e-6·10/2e-3 ~ 5e-3 worst case, hence atol 1e-2 and rtol 1e-2.
+constexpr double kEps = 1e-3, kAtol = 1e-2, kRtol = 1e-2;
+
+TEST(Elementwise, ActivationBackwardMatchesFiniteDifferences) {
+  Generator gen(15);
+  const Shape s{3, 7, 5};
+  Tensor x = away_from_zero(s, gen), w = randn(s, gen), y = Tensor::empty(s, DType::f32);
+  Tensor dx = Tensor::empty(s, DType::f32);
+  auto loss_of = [&](void (*fwd)(const Tensor&, const Tensor&)) {
+    return [&, fwd] {
+      fwd(x, y);
+      return weighted_sum(y, w);
+    };
+  };
+  ops::relu_backward(x, w, dx);
+  check_gradient(loss_of(ops::relu_forward), x, dx, kEps, kAtol, kRtol);
+  ops::gelu_backward(x, w, dx);
+  check_gradient(loss_of(ops::gelu_forward), x, dx, kEps, kAtol, kRtol);
+  ops::sigmoid_forward(x, y);
+  ops::sigmoid_backward(y.clone(), w, dx);
+  check_gradient(loss_of(ops::sigmoid_forward), x, dx, kEps, kAtol, kRtol);
+}
+
+TEST(Elementwise, SigmoidGateForwardBackward) {
+  Generator gen(16);
+  const Shape s{4, 3, 11};
+  Tensor g = randn(s, gen), x = randn(s, gen), w = randn(s, gen), out = Tensor::empty(s, DType::f32);
+  ops::sigmoid_gate_forward(g, x, out);
+  const auto gv = g.to_vector(), xv = x.to_vector();
+  std::vector<float> e(gv.size());
+  for (size_t i = 0; i < e.size(); ++i) e[i] = static_cast<float>(xv[i] / (1 + std::exp(-double(gv[i]))));
+  FC_EXPECT_CLOSE(out, Tensor::from_vector(e, s), 1e-6, 1e-5);
+  Tensor dg = Tensor::empty(s, DType::f32), dx = Tensor::empty(s, DType::f32);
+  ops::sigmoid_gate_backward(g, x, w, dg, dx);
+  auto loss = [&] {
+    ops::sigmoid_gate_forward(g, x, out);
+    return weighted_sum(out, w);
+  };
+  check_gradient(loss, g, dg, kEps, kAtol, kRtol);
+  check_gradient(loss, x, dx, kEps, kAtol, kRtol);
+}
+
+// The mask computed independently of the op: coordinates with the shared axes zeroed, re-flattened.
+std::vector<bool> naive_mask(const Shape& s, const ops::DropoutArgs& d) {
+  std::vector<bool> shared(s.size(), false);
+  for (int a : d.shared_dims) shared[a < 0 ? a + s.size() : a] = true;
+  std::vector<bool> m(s.product());
+  for (int64_t i = 0; i < s.product(); ++i) {
+    auto c = unravel(i, s);
+    int64_t idx = 0;
+    for (int a = 0; a < s.size(); ++a) idx = idx * s[a] + (shared[a] ? 0 : c[a]);
+    m[i] = philox_keep(d.seed, d.offset, idx, d.p);
+  }
+  return m;
+}
+
+TEST(Dropout, ForwardMatchesNaiveWithBiasResidualAndSharedDims) {
+  Generator gen(17);
+  for (const auto& shared : std::vector<std::vector<int>>{{}, {-3}, {-2}, {0, 2}}) {
+    const Shape s{3, 6, 13};
+    ops::DropoutArgs d{0.25f, 99, 5, shared};
+    Tensor x = randn(s, gen), bias = randn({13}, gen), res = randn(s, gen), out = Tensor::empty(s, DType::f32);
+    ops::bias_dropout_residual_forward(x, bias, res, d, out);
+    const auto xv = x.to_vector(), bv = bias.to_vector(), rv = res.to_vector();
+    const auto m = naive_mask(s, d);
+    std::vector<float> e(xv.size());
+    for (size_t i = 0; i < e.size(); ++i) e[i] = rv[i] + (m[i] ? (xv[i] + bv[i % 13]) / 0.75f : 0.f);
+    FC_EXPECT_CLOSE(out, Tensor::from_vector(e, s), 1e-6, 1e-6);
+  }
+}
+
+TEST(Dropout, ZeroRateIsIdentityAndOptionalOperands) {
+  Generator gen(18);
+  const Shape s{5, 9};
+  Tensor x = randn(s, gen), bias = randn({9}, gen), out = Tensor::empty(s, DType::f32);
+  ops::bias_dropout_residual_forward(x, Tensor(), Tensor(), ops::DropoutArgs{}, out);
+  FC_EXPECT_CLOSE(out, x, 0, 0);
+  ops::bias_dropout_residual_forward(x, bias, x, ops::DropoutArgs{}, out);
+  const auto xv = x.to_vector(), bv = bias.to_vector(), ov = out.to_vector();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(ov[i], xv[i] + (xv[i] + bv[i % 9]));
+  EXPECT_THROW(ops::bias_dropout_residual_forward(x, bias, Tensor(), ops::DropoutArgs{1.f, 0, 0, {}}, out), Error);
+  EXPECT_THROW(ops::bias_dropout_residual_forward(x, bias, Tensor(), ops::DropoutArgs{0.1f, 0, 0, {2}}, out),
+               Error);
+  EXPECT_THROW(ops::bias_dropout_residual_forward(x, randn({8}, gen), Tensor(), ops::DropoutArgs{}, out), Error);
+}
+
+TEST(Dropout, KeepRateAndSharedAxesAreConstant) {
+  const Shape s{16, 32, 40};
+  Tensor ones = Tensor::full(s, 1.0, DType::f32), out = Tensor::empty(s, DType::f32);
+  for (float p : {0.1f, 0.5f}) {
+    ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), ops::DropoutArgs{p, 3, 0, {}}, out);
+    int64_t kept = 0;
+    for (float v : out.to_vector()) kept += v != 0.f;
+    // n = 20480: the kept fraction has std ≤ 0.0035; 0.02 is > 5 sigma.
+    EXPECT_NEAR(static_cast<double>(kept) / s.product(), 1 - p, 0.02) << "p=" << p;
+  }
+  // Row-wise (shared over axis -3) and column-wise (shared over -2) masks.
+  for (int axis : {-3, -2}) {
+    ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), ops::DropoutArgs{0.4f, 3, 1, {axis}}, out);
+    const auto ov = out.to_vector();
+    const int a = axis + 3;
+    int64_t varying = 0;
+    for (int64_t i = 0; i < s.product(); ++i) {
+      auto c = unravel(i, s);
+      c[a] = 0;
+      const int64_t j = (c[0] * s[1] + c[1]) * s[2] + c[2];
+      EXPECT_EQ(ov[i], ov[j]) << "axis " << axis << " index " << i;
+      varying += ov[i] != ov[0];
+    }
+    EXPECT_GT(varying, 0);  // the mask is not trivially constant
+  }
+}
+
+TEST(Dropout, BackwardUsesTheForwardMaskAndAccumulatesDbias) {
+  Generator gen(19);
+  const Shape s{4, 7, 9};
+  const ops::DropoutArgs d{0.3f, 1234, 77, {-2}};
+  Tensor ones = Tensor::full(s, 1.0, DType::f32), mask = Tensor::empty(s, DType::f32);
+  ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), d, mask);  // mask/(1-p)
+  Tensor dout = randn(s, gen), dx = Tensor::empty(s, DType::f32);
+  Tensor dbias = Tensor::full({9}, 1.0, DType::f32);
+  ops::bias_dropout_residual_backward(dout, d, dx, dbias);
+  const auto mv = mask.to_vector(), dv = dout.to_vector(), dxv = dx.to_vector();
+  std::vector<double> db(9, 1.0);
+  for (size_t i = 0; i < dv.size(); ++i) {
+    EXPECT_EQ(dxv[i], mv[i] != 0.f ? dv[i] * (1 / 0.7f) : 0.f) << i;
+    db[i % 9] += dxv[i];
+  }
+  const auto dbv = dbias.to_vector();
+  for (int c = 0; c < 9; ++c) EXPECT_NEAR(dbv[c], db[c], 1e-5) << c;
+}
+
+TEST(Dropout, BackwardMatchesFiniteDifferences) {
+  Generator gen(20);
+  const Shape s{3, 5, 8};
+  const ops::DropoutArgs d{0.2f, 42, 3, {}};
+  Tensor x = randn(s, gen), bias = randn({8}, gen), res = randn(s, gen), w = randn(s, gen);
+  Tensor out = Tensor::empty(s, DType::f32), dx = Tensor::empty(s, DType::f32);
+  Tensor dbias = Tensor::zeros({8}, DType::f32);
+  ops::bias_dropout_residual_backward(w, d, dx, dbias);
+  auto loss = [&] {
+    ops::bias_dropout_residual_forward(x, bias, res, d, out);
+    return weighted_sum(out, w);
+  };
+  // The op is linear in x and bias, so the central difference is exact up to f32 rounding of
+  // the loss (~1e-6·|loss|/eps); same tolerances as above.
+  check_gradient(loss, x, dx, kEps, kAtol, kRtol);
+  check_gradient(loss, bias, dbias, kEps, kAtol, kRtol);
+}
+
+TEST(Dropout, InPlaceResidualMatchesOutOfPlace) {
+  Generator gen(21);
+  const Shape s{6, 11};
+  const ops::DropoutArgs d{0.5f, 8, 2, {0}};
+  Tensor x = randn(s, gen), bias = randn({11}, gen), res = randn(s, gen);
+  Tensor expect = Tensor::empty(s, DType::f32);
+  ops::bias_dropout_residual_forward(x, bias, res, d, expect);
+  ops::bias_dropout_residual_forward(x, bias, res, d, res);  // out aliases residual
+  FC_EXPECT_CLOSE(res, expect, 0, 0);
+}
+
+}  // namespace
+}  // namespace foldcore

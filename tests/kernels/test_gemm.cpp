@@ -1,0 +1,256 @@
+// CPU GEMM vs naive triple loops (double accumulation), and a Linear layer's gemm-based backward
+// vs finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/random.h"
+#include "kernels/cpu/gemm_cpu.h"
+#include "kernels/gemm.h"
+#include "test_util.h"
+
+namespace foldcore {
+namespace {
+
+using ops::Activation;
+using ops::GemmArgs;
+
+double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+
+// Naive reference for one [batch..., M, N] output given dense (contiguous) operands; shared
+// operands are 2-D. Inputs are read as floats (16-bit inputs were already rounded by storage).
+std::vector<float> naive_gemm(const Tensor& a, const Tensor& b, const Tensor& out0, const GemmArgs& g,
+                              std::vector<float>* pre = nullptr) {
+  const auto av = a.contiguous().to_vector(), bv = b.contiguous().to_vector(), ov = out0.to_vector();
+  const std::vector<float> biasv = g.bias.defined() ? g.bias.to_vector() : std::vector<float>{};
+  const int64_t m = out0.size(-2), n = out0.size(-1), k = g.trans_a ? a.size(-2) : a.size(-1);
+  const int64_t batch = out0.numel() / std::max<int64_t>(m * n, 1);
+  const int64_t sa = a.dim() == 2 ? 0 : m * k, sb = b.dim() == 2 ? 0 : k * n;
+  std::vector<float> res(ov.size());
+  if (pre) pre->assign(ov.size(), 0.f);
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double x = g.trans_a ? av[bi * sa + p * m + i] : av[bi * sa + i * k + p];
+          const double y = g.trans_b ? bv[bi * sb + j * k + p] : bv[bi * sb + p * n + j];
+          acc += x * y;
+        }
+        const int64_t o = (bi * m + i) * n + j;
+        double t = g.alpha * acc + (g.beta != 0 ? g.beta * ov[o] : 0.0) + (biasv.empty() ? 0.0 : biasv[j]);
+        if (pre) (*pre)[o] = static_cast<float>(t);
+        if (g.act == Activation::relu) t = t > 0 ? t : 0;
+        if (g.act == Activation::gelu) t = gelu_ref(t);
+        res[o] = static_cast<float>(t);
+      }
+  return res;
+}
+
+Shape mat_shape(const Shape& batch, int64_t r, int64_t c) {
+  Shape s = batch;
+  s.push_back(r);
+  s.push_back(c);
+  return s;
+}
+
+struct Case {
+  Shape batch;
+  int64_t m, n, k;
+  bool ta, tb, a_shared, b_shared;
+};
+
+void run_case(const Case& c, DType dt, const GemmArgs& base, Generator& gen, double atol, double rtol) {
+  const Shape ab = c.a_shared ? Shape{} : c.batch, bb = c.b_shared ? Shape{} : c.batch;
+  Tensor a = randn(mat_shape(ab, c.ta ? c.k : c.m, c.ta ? c.m : c.k), gen, 0, 1, dt);
+  Tensor b = randn(mat_shape(bb, c.tb ? c.n : c.k, c.tb ? c.k : c.n), gen, 0, 1, dt);
+  Tensor out = randn(mat_shape(c.batch, c.m, c.n), gen, 0, 1, dt);
+  GemmArgs g = base;
+  g.trans_a = c.ta;
+  g.trans_b = c.tb;
+  if (g.bias.defined()) g.bias = randn({c.n}, gen, 0, 1, dt);
+  Tensor pre;
+  if (g.act != Activation::none) g.pre_act = pre = Tensor::zeros(out.shape(), dt);
+  std::vector<float> pre_ref;
+  const auto ref = naive_gemm(a, b, out, g, &pre_ref);
+  ops::gemm(a, b, out, g);
+  const std::string what = "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+                           " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " batch=" + c.batch.str();
+  SCOPED_TRACE(what);
+  FC_EXPECT_CLOSE(out, Tensor::from_vector(ref, out.shape()), atol, rtol);
+  if (pre.defined()) FC_EXPECT_CLOSE(pre, Tensor::from_vector(pre_ref, out.shape()), atol, rtol);
+}
+
+// f32: the only error is fp32 rounding of K-term dot products of N(0,1) values (|acc| ≲ 3√K),
+// i.e. ~K·2⁻²⁴·√K ≪ 1e-4 for K ≤ 65.
+constexpr double kF32Tol = 1e-4;
+// bf16 storage: inputs are exact in both paths; the output is rounded to 8 mantissa bits
+// (relative 2⁻⁸ ≈ 4e-3), so 1e-2 relative plus a small absolute term for values near 0.
+constexpr double kBf16Rtol = 1e-2, kBf16Atol = 2e-2;
+
+TEST(Gemm, RandomShapesAllTransposesF32) {
+  Generator gen(11);
+  const int64_t sizes[] = {1, 7, 33, 65};
+  int i = 0;
+  for (int64_t m : sizes)
+    for (int64_t n : sizes)
+      for (int64_t k : sizes) {
+        if ((++i) % 3 != 0 && !(m == 65 && n == 65 && k == 65)) continue;  // a third of the grid keeps it fast
+        for (int t = 0; t < 4; ++t) {
+          GemmArgs g;
+          g.alpha = 0.75f;
+          g.beta = (t % 2) ? 0.5f : 0.f;
+          run_case({{}, m, n, k, (t & 1) != 0, (t & 2) != 0, false, false}, DType::f32, g, gen, kF32Tol, kF32Tol);
+        }
+      }
+}
+
+TEST(Gemm, BatchedAndSharedOperands) {
+  Generator gen(12);
+  GemmArgs g;
+  g.beta = 1.f;
+  // Shared b (Linear over leading dims), shared a, both batched; small per-GEMM sizes take the
+  // OpenMP-over-batch path, 65³ the per-GEMM threaded one.
+  run_case({{2, 3}, 7, 33, 5, false, true, false, true}, DType::f32, g, gen, kF32Tol, kF32Tol);
+  run_case({{4}, 33, 7, 65, true, false, true, false}, DType::f32, g, gen, kF32Tol, kF32Tol);
+  run_case({{5}, 1, 65, 7, false, false, false, false}, DType::f32, g, gen, kF32Tol, kF32Tol);
+  run_case({{2}, 65, 65, 65, true, true, false, false}, DType::f32, g, gen, kF32Tol, kF32Tol);
+  run_case({{40}, 7, 9, 5, false, false, false, false}, DType::f32, g, gen, kF32Tol, kF32Tol);
+}
+
+TEST(Gemm, EpiloguesBiasReluGeluWithPreAct) {
+  Generator gen(13);
+  for (Activation act : {Activation::none, Activation::relu, Activation::gelu}) {
+    GemmArgs g;
+    g.bias = Tensor::zeros({1}, DType::f32);  // placeholder: run_case draws a [n] bias
+    g.act = act;
+    g.beta = act == Activation::relu ? 0.25f : 0.f;
+    run_case({{3}, 33, 7, 65, false, true, false, true}, DType::f32, g, gen, kF32Tol, kF32Tol);
+    run_case({{}, 1, 65, 7, true, false, false, false}, DType::f32, g, gen, kF32Tol, kF32Tol);
+  }
+}
+
+TEST(Gemm, SixteenBitInputs) {
+  Generator gen(14);
+  for (DType dt : {DType::bf16, DType::f16}) {
+    GemmArgs g;
+    g.bias = Tensor::zeros({1}, dt);
+    g.act = Activation::gelu;
+    g.beta = 0.5f;
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    // f16 has 11 mantissa bits, tighter than bf16; the bf16 bound covers both.
+    run_case({{2}, 33, 65, 7, false, false, false, false}, dt, g, gen, kBf16Atol, kBf16Rtol);
+    run_case({{3}, 7, 33, 65, true, true, false, true}, dt, g, gen, kBf16Atol, kBf16Rtol);
+    run_case({{}, 65, 1, 33, false, true, false, false}, dt, GemmArgs{}, gen, kBf16Atol, kBf16Rtol);
+  }
+}
+
+TEST(Gemm, StridedViewsAndRejectedLayouts) {
+  Generator gen(15);
+  // Row-strided views (ld > cols) are accepted directly.
+  Tensor big_a = randn({9, 40}, gen), big_b = randn({40, 50}, gen);
+  Tensor a = big_a.narrow(1, 3, 33);  // [9, 33], ld 40
+  Tensor b = big_b.narrow(0, 2, 33).narrow(1, 5, 17);  // [33, 17], ld 50
+  Tensor out = Tensor::zeros({9, 17}, DType::f32);
+  ops::gemm(a, b, out);
+  FC_EXPECT_CLOSE(out, Tensor::from_vector(naive_gemm(a, b, out, {}), out.shape()), kF32Tol, kF32Tol);
+  // A transposed view has a non-unit last stride: rejected with a message (use trans_a instead).
+  EXPECT_THROW(ops::gemm(big_a.transpose(0, 1).narrow(1, 0, 9), randn({9, 4}, gen), Tensor::zeros({40, 4}, DType::f32)),
+               Error);
+  // Shape mismatch, dtype mismatch, broadcast output.
+  EXPECT_THROW(ops::gemm(randn({3, 4}, gen), randn({5, 6}, gen), Tensor::zeros({3, 6}, DType::f32)), Error);
+  EXPECT_THROW(ops::gemm(randn({3, 4}, gen), randn({4, 6}, gen, 0, 1, DType::bf16), Tensor::zeros({3, 6}, DType::f32)),
+               Error);
+  Tensor bcast = Tensor::zeros({1, 3, 6}, DType::f32).expand({2, 3, 6});
+  EXPECT_THROW(ops::gemm(randn({2, 3, 4}, gen), randn({4, 6}, gen), bcast), Error);
+  EXPECT_THROW(ops::gemm(randn({2, 3, 4}, gen), randn({3, 4, 6}, gen), Tensor::zeros({2, 3, 6}, DType::f32)), Error);
+}
+
+TEST(Gemm, MatmulAllocatesBatchedOutput) {
+  Generator gen(16);
+  Tensor a = randn({2, 5, 7}, gen), w = randn({3, 7}, gen);
+  Tensor y = ops::matmul(a, w, false, true);
+  EXPECT_EQ(y.shape(), (Shape{2, 5, 3}));
+  GemmArgs g;
+  g.trans_b = true;
+  FC_EXPECT_CLOSE(y, Tensor::from_vector(naive_gemm(a, w, Tensor::zeros({2, 5, 3}, DType::f32), g), y.shape()),
+                  kF32Tol, kF32Tol);
+}
+
+TEST(Gemm, BlockedFallbackMatchesNaive) {
+  // The no-BLAS path, forced, across several cache blocks (kMc=32, kKc=kNc=128) and odd edges.
+  Generator gen(17);
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    const int64_t m = 70, n = 150, k = 140;
+    Tensor a = randn(ta ? Shape{k, m} : Shape{m, k}, gen), b = randn(tb ? Shape{n, k} : Shape{k, n}, gen);
+    Tensor c = randn({m, n}, gen);
+    GemmArgs g;
+    g.trans_a = ta;
+    g.trans_b = tb;
+    g.alpha = 1.5f;
+    g.beta = -0.5f;
+    const auto ref = naive_gemm(a, b, c, g);
+    ops::cpu::sgemm(ta, tb, m, n, k, g.alpha, a.data<float>(), a.size(1), b.data<float>(), b.size(1), g.beta,
+                    c.data<float>(), n, /*parallel=*/t < 2, /*force_fallback=*/true);
+    // K = 140: fp32 dot products of N(0,1) terms, error ≲ 140·2⁻²⁴·12 ≈ 1e-4.
+    FC_EXPECT_CLOSE(c, Tensor::from_vector(ref, c.shape()), 3e-4, 1e-4);
+  }
+}
+
+// A Linear+GELU layer y = gelu(x·Wᵀ + b) over [2, 3, K] inputs, its backward written with gemm:
+//   dpre = dy ⊙ gelu'(pre)      dx = dpre · W      dW += dpreᵀ · x (beta = 1)      db += Σ_rows dpre
+TEST(Gemm, LinearGeluBackwardMatchesFiniteDifferences) {
+  Generator gen(18);
+  const int64_t k = 5, n = 4;
+  Tensor x = randn({2, 3, k}, gen), w = randn({n, k}, gen, 0, 0.5f), b = randn({n}, gen);
+  Tensor dy = randn({2, 3, n}, gen);  // dloss/dy for loss = Σ y ⊙ dy
+  auto forward = [&](Tensor* pre_out) {
+    Tensor y = Tensor::zeros({2, 3, n}, DType::f32), pre = Tensor::zeros({2, 3, n}, DType::f32);
+    GemmArgs g;
+    g.trans_b = true;
+    g.bias = b;
+    g.act = Activation::gelu;
+    g.pre_act = pre;
+    ops::gemm(x, w, y, g);
+    if (pre_out) *pre_out = pre;
+    return y;
+  };
+  auto loss = [&] { return testing::weighted_sum(forward(nullptr), dy); };
+
+  Tensor pre;
+  forward(&pre);
+  std::vector<float> dpre_v = dy.to_vector();
+  const auto pv = pre.to_vector();
+  for (size_t i = 0; i < pv.size(); ++i) {
+    const double z = pv[i];
+    const double dg = 0.5 * (1 + std::erf(z / std::sqrt(2.0))) + z * std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI);
+    dpre_v[i] = static_cast<float>(dpre_v[i] * dg);
+  }
+  Tensor dpre = Tensor::from_vector(dpre_v, {2, 3, n});
+  Tensor dx = Tensor::zeros(x.shape(), DType::f32);
+  ops::gemm(dpre, w, dx);  // [2,3,n]·[n,k]
+  // dW accumulates: start from a known value and check the increment.
+  Tensor dw = Tensor::full({n, k}, 0.25, DType::f32);
+  GemmArgs acc;
+  acc.trans_a = true;
+  acc.beta = 1.f;
+  ops::gemm(dpre.view({6, n}), x.view({6, k}), dw, acc);  // [n,6]·[6,k]
+  std::vector<float> dwv = dw.to_vector();
+  for (float& v : dwv) v -= 0.25f;
+  Tensor dw_inc = Tensor::from_vector(dwv, {n, k});
+  // db via gemm with a ones row: [1,6]·[6,n].
+  Tensor db = Tensor::zeros({1, n}, DType::f32);
+  ops::gemm(Tensor::full({1, 6}, 1.0, DType::f32), dpre.view({6, n}), db);
+
+  // Central differences with eps = 1e-2 in f32: truncation ~eps²·|gelu'''|·|w|² ≈ 1e-4 and
+  // rounding ~1e-7·|loss|/eps ≈ 1e-5, so atol 2e-3 / rtol 1e-2 leaves margin without hiding a
+  // wrong term (those are O(0.1–1)).
+  testing::check_gradient(loss, x, dx, 1e-2, 2e-3, 1e-2);
+  testing::check_gradient(loss, w, dw_inc, 1e-2, 2e-3, 1e-2);
+  testing::check_gradient(loss, b, db.view({n}), 1e-2, 2e-3, 1e-2);
+}
+
+}  // namespace
+}  // namespace foldcore

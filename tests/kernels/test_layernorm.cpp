@@ -1,0 +1,131 @@
+// CPU LayerNorm vs naive double-precision math, and backward vs finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/random.h"
+#include "kernels/layernorm.h"
+#include "test_util.h"
+
+namespace foldcore {
+namespace {
+
+struct Naive {
+  std::vector<float> y, mean, rstd, dx, dgamma, dbeta;
+};
+
+Naive naive_layernorm(const std::vector<float>& x, const std::vector<float>& g, const std::vector<float>& b,
+                      const std::vector<float>& dy, int64_t rows, int64_t c, double eps) {
+  Naive n;
+  n.y.resize(rows * c);
+  n.dx.resize(rows * c);
+  n.dgamma.assign(c, 0.f);
+  n.dbeta.assign(c, 0.f);
+  std::vector<double> dg(c, 0), db(c, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < c; ++j) mu += x[r * c + j];
+    mu /= c;
+    for (int64_t j = 0; j < c; ++j) var += (x[r * c + j] - mu) * (x[r * c + j] - mu);
+    const double rs = 1 / std::sqrt(var / c + eps);
+    n.mean.push_back(static_cast<float>(mu));
+    n.rstd.push_back(static_cast<float>(rs));
+    double sg = 0, sgx = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      const double xh = (x[r * c + j] - mu) * rs;
+      n.y[r * c + j] = static_cast<float>(xh * g[j] + b[j]);
+      const double gh = dy[r * c + j] * g[j];
+      sg += gh;
+      sgx += gh * xh;
+      dg[j] += dy[r * c + j] * xh;
+      db[j] += dy[r * c + j];
+    }
+    for (int64_t j = 0; j < c; ++j) {
+      const double xh = (x[r * c + j] - mu) * rs;
+      n.dx[r * c + j] = static_cast<float>(rs * (dy[r * c + j] * g[j] - sg / c - xh * sgx / c));
+    }
+  }
+  for (int64_t j = 0; j < c; ++j) n.dgamma[j] = static_cast<float>(dg[j]), n.dbeta[j] = static_cast<float>(db[j]);
+  return n;
+}
+
+void run(const Shape& shape, DType dt, Generator& gen, double atol, double rtol) {
+  const int64_t c = shape.back(), rows = shape.product() / c;
+  // Offset mean and non-unit scale so the statistics matter.
+  Tensor x = randn(shape, gen, 0.5f, 2.f, dt), dy = randn(shape, gen, 0, 1, dt);
+  Tensor gamma = randn({c}, gen, 1.f, 0.3f), beta = randn({c}, gen);
+  Tensor y = Tensor::zeros(shape, dt), dx = Tensor::zeros(shape, dt);
+  Tensor mean = Tensor::zeros({rows}, DType::f32), rstd = Tensor::zeros({rows}, DType::f32);
+  Tensor dgamma = Tensor::full({c}, 1.0, DType::f32), dbeta = Tensor::full({c}, -1.0, DType::f32);
+  const float eps = 1e-5f;
+  ops::layernorm_forward(x, gamma, beta, eps, y, mean, rstd);
+  ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+  const Naive n = naive_layernorm(x.to_vector(), gamma.to_vector(), beta.to_vector(), dy.to_vector(), rows, c, eps);
+  std::vector<float> dg0(n.dgamma), db0(n.dbeta);
+  for (auto& v : dg0) v += 1.f;  // accumulated onto the initial 1 / -1
+  for (auto& v : db0) v -= 1.f;
+  SCOPED_TRACE(shape.str() + " " + std::string(dtype_name(dt)));
+  FC_EXPECT_CLOSE(y, Tensor::from_vector(n.y, shape), atol, rtol);
+  FC_EXPECT_CLOSE(mean, Tensor::from_vector(n.mean, {rows}), 1e-5, 1e-5);
+  FC_EXPECT_CLOSE(rstd, Tensor::from_vector(n.rstd, {rows}), 1e-5, 1e-4);
+  FC_EXPECT_CLOSE(dx, Tensor::from_vector(n.dx, shape), atol, rtol);
+  // dgamma/dbeta sum `rows` terms in fp32: allow rows·2⁻²⁴-ish relative drift on top.
+  FC_EXPECT_CLOSE(dgamma, Tensor::from_vector(dg0, {c}), 1e-4 * rows, 1e-4);
+  FC_EXPECT_CLOSE(dbeta, Tensor::from_vector(db0, {c}), 1e-4 * rows, 1e-4);
+}
+
+TEST(LayerNorm, ForwardBackwardMatchNaiveF32) {
+  Generator gen(21);
+  // fp32 two-pass statistics on |x| ≲ 10: errors ~1e-6 relative.
+  for (const Shape& s : {Shape{1, 1}, Shape{7, 33}, Shape{2, 3, 65}, Shape{5, 1}, Shape{33, 7}, Shape{4, 256}})
+    run(s, DType::f32, gen, 1e-4, 1e-4);
+}
+
+TEST(LayerNorm, SixteenBitStorage) {
+  Generator gen(22);
+  // The naive reference reads the same rounded inputs; only the bf16/f16 output rounding
+  // (2⁻⁸ / 2⁻¹¹ relative) differs, and |y|, |dx| are O(1–5).
+  for (DType dt : {DType::bf16, DType::f16}) {
+    run({7, 65}, dt, gen, 2e-2, 1e-2);
+    run({3, 2, 33}, dt, gen, 2e-2, 1e-2);
+  }
+}
+
+TEST(LayerNorm, RejectsBadShapes) {
+  Generator gen(23);
+  Tensor x = randn({4, 8}, gen), y = Tensor::zeros({4, 8}, DType::f32);
+  Tensor g = Tensor::full({8}, 1.0, DType::f32), b = Tensor::zeros({8}, DType::f32);
+  Tensor mean = Tensor::zeros({4}, DType::f32), rstd = Tensor::zeros({4}, DType::f32);
+  EXPECT_THROW(ops::layernorm_forward(x, Tensor::zeros({7}, DType::f32), b, 1e-5f, y, mean, rstd), Error);
+  EXPECT_THROW(ops::layernorm_forward(x, g, b, 1e-5f, Tensor::zeros({4, 8}, DType::bf16), mean, rstd), Error);
+  EXPECT_THROW(ops::layernorm_forward(x, g, b, 1e-5f, y, Tensor::zeros({3}, DType::f32), rstd), Error);
+  EXPECT_THROW(ops::layernorm_forward(x.transpose(0, 1), g, b, 1e-5f, y, mean, rstd), Error);
+  EXPECT_THROW(ops::layernorm_backward(y, x, g, mean, rstd, y, Tensor{}, b), Error);
+}
+
+// loss = Σ y ⊙ w; checks dx, dgamma, dbeta against central differences.
+TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
+  Generator gen(24);
+  const int64_t rows = 3, c = 7;
+  Tensor x = randn({rows, c}, gen, 0.3f, 1.5f), gamma = randn({c}, gen, 1.f, 0.3f), beta = randn({c}, gen);
+  Tensor w = randn({rows, c}, gen);
+  Tensor y = Tensor::zeros({rows, c}, DType::f32);
+  Tensor mean = Tensor::zeros({rows}, DType::f32), rstd = Tensor::zeros({rows}, DType::f32);
+  auto loss = [&] {
+    ops::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
+    return testing::weighted_sum(y, w);
+  };
+  loss();
+  Tensor dx = Tensor::zeros({rows, c}, DType::f32);
+  Tensor dgamma = Tensor::zeros({c}, DType::f32), dbeta = Tensor::zeros({c}, DType::f32);
+  ops::layernorm_backward(w, x, gamma, mean, rstd, dx, dgamma, dbeta);
+  // eps = 1e-2 on O(1) inputs: LayerNorm is smooth (rstd ≈ 0.7), truncation error ~eps² ≈ 1e-4;
+  // f32 rounding of a loss of ~10 is ~1e-6/eps = 1e-4. A wrong term would be O(0.1).
+  testing::check_gradient(loss, x, dx, 1e-2, 2e-3, 1e-2);
+  testing::check_gradient(loss, gamma, dgamma, 1e-2, 2e-3, 1e-2);
+  testing::check_gradient(loss, beta, dbeta, 1e-2, 2e-3, 1e-2);
+}
+
+}  // namespace
+}  // namespace foldcore

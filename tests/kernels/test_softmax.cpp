@@ -1,0 +1,181 @@
+// CPU softmax / softmax cross-entropy vs naive double math, and gradients vs finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/random.h"
+#include "kernels/softmax.h"
+#include "test_util.h"
+
+namespace foldcore {
+namespace {
+
+std::vector<double> naive_softmax_row(const float* x, int64_t c) {
+  double m = -INFINITY;
+  for (int64_t j = 0; j < c; ++j) m = std::max(m, static_cast<double>(x[j]));
+  std::vector<double> p(c);
+  double s = 0;
+  for (int64_t j = 0; j < c; ++j) s += (p[j] = std::exp(x[j] - m));
+  for (auto& v : p) v /= s;
+  return p;
+}
+
+TEST(Softmax, ForwardBackwardMatchNaive) {
+  Generator gen(31);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (const Shape& s : {Shape{1, 1}, Shape{7, 33}, Shape{2, 3, 65}, Shape{5, 1}, Shape{3, 1000}}) {
+      const int64_t c = s.back(), rows = s.product() / c;
+      Tensor x = randn(s, gen, 0, 3, dt), dy = randn(s, gen, 0, 1, dt);
+      Tensor y = Tensor::zeros(s, dt), dx = Tensor::zeros(s, dt);
+      ops::softmax_forward(x, y);
+      ops::softmax_backward(y, dy, dx);
+      const auto xv = x.to_vector(), yv = y.to_vector(), dyv = dy.to_vector();
+      std::vector<float> yref(xv.size()), dxref(xv.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto p = naive_softmax_row(xv.data() + r * c, c);
+        // The backward reference uses the op's own (stored, possibly rounded) y, as autograd does.
+        double dot = 0;
+        for (int64_t j = 0; j < c; ++j) dot += static_cast<double>(dyv[r * c + j]) * yv[r * c + j];
+        for (int64_t j = 0; j < c; ++j) {
+          yref[r * c + j] = static_cast<float>(p[j]);
+          dxref[r * c + j] = static_cast<float>(yv[r * c + j] * (dyv[r * c + j] - dot));
+        }
+      }
+      SCOPED_TRACE(s.str() + " " + std::string(dtype_name(dt)));
+      // f32: exp/sum rounding ~1e-6 relative. 16-bit: output rounding 2⁻⁸ relative (bf16).
+      const double tol = dt == DType::f32 ? 1e-5 : 1e-2;
+      FC_EXPECT_CLOSE(y, Tensor::from_vector(yref, s), tol * 1e-1, tol);
+      FC_EXPECT_CLOSE(dx, Tensor::from_vector(dxref, s), tol * 1e-1, tol);
+    }
+}
+
+TEST(Softmax, BackwardMatchesFiniteDifferences) {
+  Generator gen(32);
+  Tensor x = randn({4, 9}, gen, 0, 2), w = randn({4, 9}, gen);
+  Tensor y = Tensor::zeros({4, 9}, DType::f32);
+  auto loss = [&] {
+    ops::softmax_forward(x, y);
+    return testing::weighted_sum(y, w);
+  };
+  loss();
+  Tensor dx = Tensor::zeros({4, 9}, DType::f32);
+  ops::softmax_backward(y, w, dx);
+  // Softmax outputs are ≤ 1 and smooth: eps=1e-2 gives truncation ~1e-5, rounding ~1e-5.
+  testing::check_gradient(loss, x, dx, 1e-2, 5e-4, 1e-2);
+}
+
+struct CeRef {
+  std::vector<float> loss, grad;
+};
+
+// targets: soft [rows, c] or empty; labels: used when targets is empty.
+CeRef naive_ce(const std::vector<float>& x, const std::vector<int64_t>& labels, const std::vector<float>& targets,
+               const std::vector<float>& weights, float dscale, int64_t rows, int64_t c) {
+  CeRef r;
+  r.loss.assign(rows, 0.f);
+  r.grad.assign(rows * c, 0.f);
+  for (int64_t i = 0; i < rows; ++i) {
+    std::vector<double> t(c, 0);
+    if (targets.empty()) {
+      if (labels[i] < 0) continue;
+      t[labels[i]] = 1;
+    } else {
+      for (int64_t j = 0; j < c; ++j) t[j] = targets[i * c + j];
+    }
+    const double w = weights.empty() ? 1 : weights[i];
+    const auto p = naive_softmax_row(x.data() + i * c, c);
+    double l = 0, st = 0;
+    for (int64_t j = 0; j < c; ++j) l -= t[j] * std::log(p[j]), st += t[j];
+    r.loss[i] = static_cast<float>(w * l);
+    for (int64_t j = 0; j < c; ++j) r.grad[i * c + j] = static_cast<float>(w * dscale * (p[j] * st - t[j]));
+  }
+  return r;
+}
+
+TEST(CrossEntropy, HardLabelsWithIgnoreAndWeights) {
+  Generator gen(33);
+  for (DType dt : {DType::f32, DType::bf16})
+    for (DType lt : {DType::i32, DType::i64}) {
+      const int64_t rows = 9, c = 33;
+      Tensor x = randn({3, 3, c}, gen, 0, 2, dt);
+      std::vector<int64_t> lab = {0, 5, -1, 32, 7, -100, 1, 2, 31};
+      Tensor labels = Tensor::from_vector_i64(lab, {rows}, lt);
+      Tensor weights = rand_uniform({rows}, gen, 0.5f, 2.f);
+      Tensor loss = Tensor::zeros({rows}, DType::f32), dl = Tensor::full({3, 3, c}, 7.0, dt);
+      ops::CrossEntropyArgs args;
+      args.labels = labels;
+      args.weights = weights;
+      args.dscale = 0.125f;
+      ops::softmax_cross_entropy(x, args, loss, dl);
+      const CeRef r = naive_ce(x.to_vector(), lab, {}, weights.to_vector(), 0.125f, rows, c);
+      SCOPED_TRACE(std::string(dtype_name(dt)));
+      const double tol = dt == DType::f32 ? 1e-5 : 1e-2;  // bf16: dlogits rounding 2⁻⁸
+      FC_EXPECT_CLOSE(loss, Tensor::from_vector(r.loss, {rows}), 1e-4, 1e-5);
+      FC_EXPECT_CLOSE(dl, Tensor::from_vector(r.grad, {3, 3, c}), tol * 1e-1, tol);
+      // Forward only leaves nothing else to write.
+      Tensor loss2 = Tensor::zeros({rows}, DType::f32);
+      ops::softmax_cross_entropy(x, args, loss2);
+      FC_EXPECT_CLOSE(loss2, loss, 0, 0);
+    }
+}
+
+TEST(CrossEntropy, SoftTargetsUnnormalised) {
+  Generator gen(34);
+  const int64_t rows = 7, c = 65;
+  Tensor x = randn({rows, c}, gen, 0, 2);
+  // Targets in [0,1) that do not sum to 1: exercises the Σt·lse term.
+  Tensor t = rand_uniform({rows, c}, gen, 0.f, 0.05f);
+  Tensor loss = Tensor::zeros({rows}, DType::f32), dl = Tensor::zeros({rows, c}, DType::f32);
+  ops::CrossEntropyArgs args;
+  args.targets = t;
+  ops::softmax_cross_entropy(x, args, loss, dl);
+  const CeRef r = naive_ce(x.to_vector(), {}, t.to_vector(), {}, 1.f, rows, c);
+  FC_EXPECT_CLOSE(loss, Tensor::from_vector(r.loss, {rows}), 1e-4, 1e-5);
+  FC_EXPECT_CLOSE(dl, Tensor::from_vector(r.grad, {rows, c}), 1e-6, 1e-5);
+  // bf16 logits with f32 targets are allowed.
+  Tensor xb = x.to(DType::bf16), dlb = Tensor::zeros({rows, c}, DType::bf16);
+  ops::softmax_cross_entropy(xb, args, loss, dlb);
+  const CeRef rb = naive_ce(xb.to_vector(), {}, t.to_vector(), {}, 1.f, rows, c);
+  FC_EXPECT_CLOSE(loss, Tensor::from_vector(rb.loss, {rows}), 1e-4, 1e-5);
+  FC_EXPECT_CLOSE(dlb, Tensor::from_vector(rb.grad, {rows, c}), 1e-4, 1e-2);
+}
+
+TEST(CrossEntropy, GradientMatchesFiniteDifferences) {
+  Generator gen(35);
+  const int64_t rows = 4, c = 6;
+  Tensor x = randn({rows, c}, gen, 0, 2), t = rand_uniform({rows, c}, gen, 0.f, 0.4f);
+  Tensor weights = rand_uniform({rows}, gen, 0.5f, 2.f);
+  Tensor loss = Tensor::zeros({rows}, DType::f32);
+  ops::CrossEntropyArgs args;
+  args.targets = t;
+  args.weights = weights;
+  auto total = [&] {
+    ops::softmax_cross_entropy(x, args, loss);
+    return testing::weighted_sum(loss, Tensor::full({rows}, 1.0, DType::f32));
+  };
+  Tensor dl = Tensor::zeros({rows, c}, DType::f32);
+  ops::softmax_cross_entropy(x, args, loss, dl);
+  // dlogits = d(Σ loss)/dx with dscale = 1. lse is smooth; eps=1e-2: error ~1e-5.
+  testing::check_gradient(total, x, dl, 1e-2, 5e-4, 1e-2);
+}
+
+TEST(CrossEntropy, RejectsBadArguments) {
+  Generator gen(36);
+  Tensor x = randn({4, 5}, gen), loss = Tensor::zeros({4}, DType::f32);
+  ops::CrossEntropyArgs both;
+  both.labels = Tensor::from_vector_i64({0, 1, 2, 3}, {4});
+  both.targets = Tensor::zeros({4, 5}, DType::f32);
+  EXPECT_THROW(ops::softmax_cross_entropy(x, both, loss), Error);
+  EXPECT_THROW(ops::softmax_cross_entropy(x, ops::CrossEntropyArgs{}, loss), Error);
+  ops::CrossEntropyArgs out_of_range;
+  out_of_range.labels = Tensor::from_vector_i64({0, 1, 5, 3}, {4});
+  EXPECT_THROW(ops::softmax_cross_entropy(x, out_of_range, loss), Error);
+  ops::CrossEntropyArgs short_labels;
+  short_labels.labels = Tensor::from_vector_i64({0, 1, 2}, {3});
+  EXPECT_THROW(ops::softmax_cross_entropy(x, short_labels, loss), Error);
+  EXPECT_THROW(ops::softmax_forward(x, Tensor::zeros({4, 6}, DType::f32)), Error);
+}
+
+}  // namespace
+}  // namespace foldcore
