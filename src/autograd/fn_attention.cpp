@@ -74,7 +74,7 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, cons
              ")");
     FC_CHECK(broadcast_shapes(bias.shape(), full) == full, "attention: bias ", bias.shape().str(),
              " does not broadcast to ", full.str());
-    in.biases.push_back(prep(bias).expand(full));
+    in.biases.push_back(prep(bias));  // un-expanded: dbias then has the bias's own shape
   }
   in.cu_seqlens = cu_seqlens;
   in.scale = scale;
@@ -101,13 +101,14 @@ Variable global_attention(const Variable& q, const Variable& k, const Variable& 
            q.shape().str(), " [B,H,D], k ", k.shape().str(), ", v ", v.shape().str(), " [B,S,D], gate ",
            gate.shape().str(), " [B,S,H,D]");
   const int64_t b = q.size(0), h = q.size(1), d = q.size(2), s = k.size(1);
-  FC_CHECK(k.size(0) == b && k.size(2) == d && gate.shape() == Shape({b, s, h, d}) && bias.shape() == Shape({b, s}),
+  FC_CHECK(k.size(0) == b && k.size(2) == d && gate.shape() == Shape({b, s, h, d}) &&
+               (!bias.defined() || bias.shape() == Shape({b, s})),
            "global_attention: inconsistent shapes q ", q.shape().str(), ", k ", k.shape().str(), ", gate ",
-           gate.shape().str(), ", bias ", bias.shape().str());
+           gate.shape().str(), ", bias ", bias.defined() ? bias.shape().str() : "none");
   const DType cd = detail::gemm_dtype(q.dtype());
   const Tensor qv = q.value().to(cd).contiguous(), kv = k.value().to(cd).contiguous();
   const Tensor vv = v.value().to(cd).contiguous(), gv = gate.value().to(cd).contiguous();
-  const Tensor bv = bias.to(cd).contiguous();
+  const Tensor bv = bias.defined() ? bias.to(cd).contiguous() : Tensor();
   Tensor o = Tensor::empty({b, s, h, d}, cd, q.device());
   Tensor a = Tensor::empty({b, h, d}, cd, q.device());
   ops::global_attention_forward(qv, kv, vv, bv, gv, scale, o, a);

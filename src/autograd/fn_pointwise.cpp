@@ -143,8 +143,9 @@ Variable add(const Variable& a0, const Variable& b0) {
   const Variable a = cast(a0, dt), b = cast(b0, dt);
   FC_CHECK(broadcast_shapes(a.shape(), b.shape()) == a.shape(), "add: b ", b.shape().str(),
            " does not broadcast to a ", a.shape().str());
-  Tensor out = empty_like(a.value());
-  ops::add(a.value(), b.value().expand(a.shape()), out);
+  const Tensor av = a.value().contiguous();
+  Tensor out = empty_like(av);
+  ops::add(av, b.value().expand(a.shape()), out);
   auto fn = std::make_unique<AddFn>();
   fn->b_shape = b.shape();
   return record1("add", std::move(fn), {a, b}, out);
@@ -155,11 +156,12 @@ Variable mul(const Variable& a0, const Variable& b0) {
   const Variable a = cast(a0, dt), b = cast(b0, dt);
   FC_CHECK(broadcast_shapes(a.shape(), b.shape()) == a.shape(), "mul: b ", b.shape().str(),
            " does not broadcast to a ", a.shape().str());
-  Tensor out = empty_like(a.value());
-  ops::mul(a.value(), b.value().expand(a.shape()), out);
+  const Tensor av = a.value().contiguous();
+  Tensor out = empty_like(av);
+  ops::mul(av, b.value().expand(a.shape()), out);
   if (!any_requires_grad({a, b})) return Variable(out);
   auto fn = std::make_unique<MulFn>();
-  if (b.requires_grad()) fn->a = a.value();
+  if (b.requires_grad()) fn->a = av;
   if (a.requires_grad()) fn->b = b.value();
   fn->b_shape = b.shape();
   return record1("mul", std::move(fn), {a, b}, out);
