@@ -32,7 +32,7 @@
 // (dims of size 1 in b, h or j) are accumulated with fp32 atomicAdd (order not deterministic);
 // sums over i are done inside a CTA in a fixed order.
 // A row whose scores are all −inf (possible only with −inf biases) gives a = 0, lse = −inf and
-// zero gradients. CUDA supports head dims 8, 16, 32, 64 (others: Error).
+// zero gradients. CUDA: head dims D ≤ 64 (padded with zeros to 16, 32 or 64; larger D: Error).
 #pragma once
 
 #include <vector>

@@ -4,7 +4,7 @@
 
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm_problem.h"
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_DENSE_CUDA_TODO)
+#ifdef FOLDCORE_HAVE_CUDA
 #include "kernels/cuda/gemm_cuda.h"
 #endif
 
@@ -27,7 +27,7 @@ MatrixRef matrix_ref(const Tensor& t, const char* name, bool writable) {
            " must have unit stride in its last dim (make it contiguous)");
   MatrixRef r;
   r.ptr = t.data_ptr();
-  r.ld = rows <= 1 ? std::max<int64_t>(cols, 1) : t.stride(-2);
+  r.ld = (rows <= 1 || cols == 0) ? std::max<int64_t>(cols, 1) : t.stride(-2);
   FC_CHECK(r.ld >= std::max<int64_t>(cols, 1), "gemm: ", name, " ", t.str(), " has row stride ", r.ld,
            " smaller than its row length ", cols);
   // Collapse batch dims from the innermost outwards: each non-unit dim must step by exactly the
@@ -107,7 +107,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmArgs& a
   if (out.device().is_cpu()) {
     cpu::gemm(p);
   } else {
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_DENSE_CUDA_TODO)
+#ifdef FOLDCORE_HAVE_CUDA
     cuda::gemm(p, out.device());
 #else
     FC_THROW("gemm: tensor on ", out.device().str(), " but this build has no CUDA backend");

@@ -2,7 +2,7 @@
 #include "kernels/layernorm.h"
 
 #include "kernels/cpu/layernorm_cpu.h"
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_DENSE_CUDA_TODO)
+#ifdef FOLDCORE_HAVE_CUDA
 #include "kernels/cuda/layernorm_cuda.h"
 #endif
 
@@ -51,7 +51,7 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   if (x.device().is_cpu()) {
     cpu::layernorm_forward(x, gamma, beta, eps, y, mean, rstd, rows, c);
   } else {
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_DENSE_CUDA_TODO)
+#ifdef FOLDCORE_HAVE_CUDA
     cuda::layernorm_forward(x, gamma, beta, eps, y, mean, rstd, rows, c);
 #else
     FC_THROW("layernorm_forward: tensor on ", x.device().str(), " but this build has no CUDA backend");
@@ -73,7 +73,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   if (x.device().is_cpu()) {
     cpu::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, c);
   } else {
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_DENSE_CUDA_TODO)
+#ifdef FOLDCORE_HAVE_CUDA
     cuda::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, c);
 #else
     FC_THROW("layernorm_backward: tensor on ", x.device().str(), " but this build has no CUDA backend");

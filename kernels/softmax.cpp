@@ -2,7 +2,7 @@
 #include "kernels/softmax.h"
 
 #include "kernels/cpu/softmax_cpu.h"
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_DENSE_CUDA_TODO)
+#ifdef FOLDCORE_HAVE_CUDA
 #include "kernels/cuda/softmax_cuda.h"
 #endif
 
@@ -32,7 +32,7 @@ void softmax_forward(const Tensor& x, const Tensor& y) {
   if (x.device().is_cpu()) {
     cpu::softmax_forward(x, y, rows, c);
   } else {
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_DENSE_CUDA_TODO)
+#ifdef FOLDCORE_HAVE_CUDA
     cuda::softmax_forward(x, y, rows, c);
 #else
     FC_THROW("softmax_forward: tensor on ", x.device().str(), " but this build has no CUDA backend");
@@ -49,7 +49,7 @@ void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
   if (y.device().is_cpu()) {
     cpu::softmax_backward(y, dy, dx, rows, c);
   } else {
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_DENSE_CUDA_TODO)
+#ifdef FOLDCORE_HAVE_CUDA
     cuda::softmax_backward(y, dy, dx, rows, c);
 #else
     FC_THROW("softmax_backward: tensor on ", y.device().str(), " but this build has no CUDA backend");
@@ -89,7 +89,7 @@ void softmax_cross_entropy(const Tensor& logits, const CrossEntropyArgs& args, c
   if (dev.is_cpu()) {
     cpu::softmax_cross_entropy(logits, args, loss, dlogits, rows, c);
   } else {
-#if defined(FOLDCORE_HAVE_CUDA) && defined(FOLDCORE_DENSE_CUDA_TODO)
+#ifdef FOLDCORE_HAVE_CUDA
     cuda::softmax_cross_entropy(logits, args, loss, dlogits, rows, c);
 #else
     FC_THROW(op, ": tensor on ", dev.str(), " but this build has no CUDA backend");

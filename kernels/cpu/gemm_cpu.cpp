@@ -18,7 +18,16 @@ namespace {
 // Below this many multiply-adds per GEMM a batched call runs the batch entries in parallel
 // (OpenMP) with a single-threaded fallback GEMM each: threading inside one small GEMM costs more
 // than it saves, and calling a threaded BLAS from inside an OpenMP region would oversubscribe.
-constexpr int64_t kSmallGemmMacs = 64 * 64 * 64;
+constexpr int64_t kSmallGemmMacs = 32 * 32 * 32;
+
+// With OpenBLAS (pthreads build) our conversions and epilogue run serially: an OpenMP region
+// between BLAS calls leaves its worker threads spin-waiting, and they then starve OpenBLAS's own
+// threads (measured 10-20x slowdowns on 2 cores; OMP_WAIT_POLICY=passive also avoids it).
+#ifdef FOLDCORE_HAVE_BLAS
+constexpr bool kThreadedEpilogue = false;
+#else
+constexpr bool kThreadedEpilogue = true;
+#endif
 
 // Fallback tile sizes: a kKc×kNc panel of op(B) (64 KiB of fp32) stays in L2 while every row of
 // the current row block streams through it.
@@ -108,7 +117,7 @@ template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool paral
 
   const bool epilogue = bias || pre || p.act != Activation::none || !std::is_same_v<T, float>;
   if (!epilogue) return;
-#pragma omp parallel for schedule(static) if (parallel && p.m * p.n > 16384)
+#pragma omp parallel for schedule(static) if (kThreadedEpilogue && parallel && p.m * p.n > 16384)
   for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t j = 0; j < p.n; ++j) {
       float t = cf[i * ldc + j];

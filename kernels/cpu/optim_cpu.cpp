@@ -12,6 +12,10 @@ namespace foldcore::ops::cpu {
 
 using detail::MomentCoeffs;
 
+// Below this many elements a parallel region costs more than it saves (and on a loaded machine
+// idle-spinning threads cost far more): run serially.
+constexpr int64_t kParallelMin = 1 << 15;
+
 void adam_step(const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, const AdamArgs& a,
                const SegmentTable& segments) {
   const MomentCoeffs c =
@@ -24,13 +28,13 @@ void adam_step(const Tensor& params, const Tensor& grads, const Tensor& m, const
   const bool decoupled = a.decoupled;
   if (segments.empty()) {
     const int64_t n = params.numel();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
     for (int64_t i = 0; i < n; ++i) detail::adam_element(p[i], g[i], mm[i], vv[i], c, lr, wd, decoupled);
     return;
   }
   const int64_t* chunks = segments.chunks().data<int64_t>();
   const int64_t nc = segments.num_chunks();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (segments.numel() >= kParallelMin)
   for (int64_t k = 0; k < nc; ++k) {
     const int64_t* ch = chunks + 4 * k;
     const float w = ch[3] ? wd : 0.f;
@@ -53,7 +57,7 @@ void lamb_step(const Tensor& params, const Tensor& grads, const Tensor& m, const
 
   // Pass 1: moments, and per-chunk partial ‖p‖², ‖u‖² with u = m̂/(√v̂+eps) + wd_s·p.
   std::vector<double> partial(static_cast<size_t>(2 * nc), 0.0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (segments.numel() >= kParallelMin)
   for (int64_t k = 0; k < nc; ++k) {
     const int64_t* ch = chunks + 4 * k;
     const float wd = ch[3] ? a.weight_decay : 0.f;
@@ -77,7 +81,7 @@ void lamb_step(const Tensor& params, const Tensor& grads, const Tensor& m, const
     ratio[s] = detail::lamb_trust_ratio(pp, uu);
   }
   // Pass 3: p −= lr·r_s·u, u recomputed from the updated moments and the old p.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (segments.numel() >= kParallelMin)
   for (int64_t k = 0; k < nc; ++k) {
     const int64_t* ch = chunks + 4 * k;
     const float wd = ch[3] ? a.weight_decay : 0.f;
@@ -95,7 +99,7 @@ double global_grad_norm(const Tensor& grads) {
   const int64_t chunk = SegmentTable::kChunk;
   const int64_t nc = (n + chunk - 1) / chunk;
   std::vector<double> partial(static_cast<size_t>(nc), 0.0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t k = 0; k < nc; ++k) {
     const int64_t end = std::min(n, (k + 1) * chunk);
     double s = 0;
@@ -112,7 +116,7 @@ void ema_update(const Tensor& ema, const Tensor& params, float decay) {
   const float* p = params.data<float>();
   const int64_t n = ema.numel();
   const float keep = decay, take = 1.f - decay;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) e[i] = keep * e[i] + take * p[i];
 }
 

@@ -146,6 +146,17 @@ TEST(Gemm, SixteenBitInputs) {
   }
 }
 
+TEST(Gemm, EmptyInnerDimension) {
+  // K = 0: the product is empty; out = act(beta·out + bias).
+  Generator gen(19);
+  GemmArgs g;
+  g.beta = 0.5f;
+  g.bias = Tensor::zeros({1}, DType::f32);
+  g.act = Activation::relu;
+  run_case({{2}, 5, 9, 0, false, false, false, false}, DType::f32, g, gen, kF32Tol, kF32Tol);
+  run_case({{}, 5, 9, 0, true, true, false, false}, DType::bf16, g, gen, kBf16Atol, kBf16Rtol);
+}
+
 TEST(Gemm, StridedViewsAndRejectedLayouts) {
   Generator gen(15);
   // Row-strided views (ld > cols) are accepted directly.

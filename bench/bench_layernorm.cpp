@@ -1,0 +1,85 @@
+// LayerNorm benchmarks at AlphaFold / BERT shapes: forward and backward GB/s (bytes that must
+// move: x read + y written; dy, x read + dx written), with the ratio to a same-size device copy
+// measured in the same run (the bandwidth roofline). One JSON line per case.
+//   bench_layernorm [--device cpu|cuda] [--quick|--full]
+#include <cstring>
+#include <string>
+
+#include "bench/bench_util.h"
+#include "core/random.h"
+#include "kernels/layernorm.h"
+
+namespace foldcore {
+namespace {
+
+struct Case {
+  const char* name;
+  int64_t rows, c;
+};
+
+void run_case(const Case& k, DType dt, Device dev, int iters) {
+  Generator gen(3);
+  bench::reset_peak(dev);
+  Tensor x = randn({k.rows, k.c}, gen, 0, 1, dt, dev), dy = randn({k.rows, k.c}, gen, 0, 1, dt, dev);
+  Tensor gamma = randn({k.c}, gen, 1, 0.1f, DType::f32, dev), beta = randn({k.c}, gen, 0, 0.1f, DType::f32, dev);
+  Tensor y = Tensor::empty(x.shape(), dt, dev), dx = Tensor::empty(x.shape(), dt, dev);
+  Tensor mean = Tensor::empty({k.rows}, DType::f32, dev), rstd = Tensor::empty({k.rows}, DType::f32, dev);
+  Tensor dgamma = Tensor::zeros({k.c}, DType::f32, dev), dbeta = Tensor::zeros({k.c}, DType::f32, dev);
+  const double tensor_bytes = static_cast<double>(x.nbytes());
+  const double copy_ms = bench::time_ms(dev, [&] { y.copy_(x); }, 1, iters);
+  const double copy_gbs = 2 * tensor_bytes / (copy_ms * 1e6);
+  const double fwd_ms =
+      bench::time_ms(dev, [&] { ops::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd); }, 1, iters);
+  const double bwd_ms = bench::time_ms(
+      dev, [&] { ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta); }, 1, iters);
+  const size_t peak = bench::peak_bytes(dev);
+  for (int pass = 0; pass < 2; ++pass) {
+    const double ms = pass == 0 ? fwd_ms : bwd_ms;
+    const double gbs = (pass == 0 ? 2 : 3) * tensor_bytes / (ms * 1e6);
+    bench::JsonLine()
+        .str("bench", "layernorm")
+        .str("case", std::string(k.name) + (pass == 0 ? "_fwd" : "_bwd"))
+        .str("device", dev.str())
+        .str("dtype", std::string(dtype_name(dt)))
+        .integer("rows", k.rows)
+        .integer("c", k.c)
+        .num("ms", ms)
+        .num("gbs", gbs)
+        .num("copy_gbs", copy_gbs)
+        .num("ratio_to_copy", gbs / copy_gbs)
+        .integer("peak_bytes", static_cast<long long>(peak))
+        .print();
+  }
+}
+
+}  // namespace
+}  // namespace foldcore
+
+int main(int argc, char** argv) {
+  using namespace foldcore;
+  Device dev = Device::cpu();
+  bool full = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = Device::parse(argv[++i]);
+    else if (!std::strcmp(argv[i], "--full")) full = true;
+    else if (!std::strcmp(argv[i], "--quick")) full = false;
+  }
+  try {
+    if (dev.is_cuda()) FC_CHECK(cuda_available(), "bench_layernorm: --device cuda but no CUDA device is usable");
+    const bool big = full || dev.is_cuda();
+    // AlphaFold pair [N_res², c_z=128] and MSA [N_seq·N_res, c_m=256] (N_res 256, N_seq 512);
+    // BERT-Large [B·512, 1024] with B = 8. --quick shrinks the row counts for the CPU.
+    const Case cases[] = {
+        {"af2_pair", big ? 256 * 256 : 64 * 64, 128},
+        {"af2_msa", big ? 512 * 256 : 64 * 256, 256},
+        {"bert", big ? 8 * 512 : 2 * 512, 1024},
+    };
+    const int iters = dev.is_cuda() ? 20 : 5;
+    for (DType dt : {DType::f32, DType::bf16})
+      for (const auto& k : cases) run_case(k, dt, dev, iters);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_layernorm: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,282 @@
+// FlashAttention-2-style backward.
+//  1. preprocess (one warp per row): dA = dO ⊙ σ(g), delta[i] = Σ_d dA·a, dg = dO ⊙ a ⊙ σ(1−σ).
+//  2. main kernel: one CTA per (key tile of 64, h, b). K, V stay in shared memory; for every query
+//     tile that can see these keys: recompute S = Q Kᵀ and p = exp(scale·S + Σbias − lse),
+//     dP = dA Vᵀ, dS = p ⊙ (dP − delta); dV += Pᵀ dA and dK += dSᵀ Q accumulate in shared fp32;
+//     dQ += dS K goes to an fp32 scratch with atomicAdd; dbias is written per tile (sums over
+//     query rows kept per column in registers and written once at the end).
+//  3. dq scratch → dq (dtype, strides) with the scale applied.
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_cuda.h"
+
+namespace foldcore::ops::cuda {
+namespace detail {
+namespace {
+
+template <typename T> __global__ void attention_bwd_pre_kernel(const AttnParams p, const T* a, int64_t a0, int64_t a1, int64_t a2) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= static_cast<int64_t>(p.B) * p.H * p.Lq) return;
+  const int i = static_cast<int>(row % p.Lq), h = static_cast<int>((row / p.Lq) % p.H), b = static_cast<int>(row / p.Lq / p.H);
+  const T* dor = static_cast<const T*>(p.d_o) + b * p.do_s[0] + h * p.do_s[1] + i * p.do_s[2];
+  const T* ar = a + b * a0 + h * a1 + i * a2;
+  float delta = 0.f;
+  for (int d = lane; d < p.D; d += 32) {
+    const float dov = to_f32(dor[d]), av = to_f32(ar[d]);
+    float sg = 1.f;
+    if (p.g) {
+      sg = sigmoidf_(to_f32(static_cast<const T*>(p.g)[b * p.g_s[0] + h * p.g_s[1] + i * p.g_s[2] + d]));
+      if (p.dg)
+        static_cast<T*>(p.dg)[b * p.dg_s[0] + h * p.dg_s[1] + i * p.dg_s[2] + d] = from_f32<T>(dov * av * sg * (1.f - sg));
+    }
+    delta += dov * sg * av;
+  }
+  delta = warp_sum(delta);
+  if (lane == 0) p.delta[row] = delta;
+}
+
+template <typename T, int Dp> struct BwdLayout {
+  static constexpr int kLdT = ld_tile<T>(Dp);
+  static constexpr int kLdS = kBlockN + 4;
+  static constexpr bool kSeparateP = !std::is_same_v<T, float>;  // f32: P, dS overwrite S, dP in place
+  static constexpr int kLdP = kSeparateP ? kBlockN + 8 : kLdS;
+  static constexpr int kLdO = Dp + 4;
+  static constexpr size_t kTileT = sizeof(T) * kBlockM * kLdT;  // kBlockM == kBlockN
+  static constexpr size_t kQ = 0, kDA = kQ + kTileT, kK = kDA + kTileT, kV = kK + kTileT;
+  static constexpr size_t kS = kV + kTileT;
+  static constexpr size_t kDP = kS + sizeof(float) * kBlockM * kLdS;
+  static constexpr size_t kP = kDP + sizeof(float) * kBlockM * kLdS;
+  static constexpr size_t kDS = kP + (kSeparateP ? sizeof(T) * kBlockM * kLdP : 0);
+  static constexpr size_t kDK = kDS + (kSeparateP ? sizeof(T) * kBlockM * kLdP : 0);
+  static constexpr size_t kDV = kDK + sizeof(float) * kBlockN * kLdO;
+  static constexpr size_t kDQ = kDV + sizeof(float) * kBlockN * kLdO;
+  static constexpr size_t kRows = kDQ + sizeof(float) * kBlockM * kLdO;  // lse, delta, lo, hi
+  static constexpr size_t kPart = kRows + 4 * sizeof(float) * kBlockM;
+  static constexpr size_t kBytes = kPart + sizeof(float) * 2 * kMaxBiases * kBlockN;
+};
+static_assert(kBlockM == kBlockN, "the backward layout assumes square tiles");
+static_assert(kThreads == 2 * kBlockN, "the dS pass maps two threads to each key column");
+
+template <typename T, int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_kernel(const AttnParams p) {
+  using L = BwdLayout<T, Dp>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sq = reinterpret_cast<T*>(smem + L::kQ);
+  T* sda = reinterpret_cast<T*>(smem + L::kDA);
+  T* sk = reinterpret_cast<T*>(smem + L::kK);
+  T* sv = reinterpret_cast<T*>(smem + L::kV);
+  float* ss = reinterpret_cast<float*>(smem + L::kS);
+  float* sdp = reinterpret_cast<float*>(smem + L::kDP);
+  T* sp = reinterpret_cast<T*>(smem + (L::kSeparateP ? L::kP : L::kS));
+  T* sds = reinterpret_cast<T*>(smem + (L::kSeparateP ? L::kDS : L::kDP));
+  float* sdk = reinterpret_cast<float*>(smem + L::kDK);
+  float* sdv = reinterpret_cast<float*>(smem + L::kDV);
+  float* sdq = reinterpret_cast<float*>(smem + L::kDQ);
+  float* s_lse = reinterpret_cast<float*>(smem + L::kRows);
+  float* s_delta = s_lse + kBlockM;
+  int* row_lo = reinterpret_cast<int*>(s_delta + kBlockM);
+  int* row_hi = row_lo + kBlockM;
+  float* part = reinterpret_cast<float*>(smem + L::kPart);  // [2][kMaxBiases][kBlockN]
+
+  const int j0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x;
+  const T* q = static_cast<const T*>(p.q) + b * p.q_s[0] + h * p.q_s[1];
+  const T* k = static_cast<const T*>(p.k) + b * p.k_s[0] + h * p.k_s[1];
+  const T* v = static_cast<const T*>(p.v) + b * p.v_s[0] + h * p.v_s[1];
+  const T* dO = static_cast<const T*>(p.d_o) + b * p.do_s[0] + h * p.do_s[1];
+  const T* g = p.g ? static_cast<const T*>(p.g) + b * p.g_s[0] + h * p.g_s[1] : nullptr;
+  const int64_t bh_row = (static_cast<int64_t>(b) * p.H + h) * p.Lq;  // first row of (b,h) in delta/dq_acc
+
+  const int j_last = min(j0 + kBlockN, p.Lk) - 1;
+  int i_begin = 0, i_end = p.Lq;
+  if (p.cu) {  // segments are symmetric: the queries that see keys [j0, j_last] are these
+    int lo, hi;
+    segment_of(p.cu, p.n_seg, j0, i_begin, hi);
+    segment_of(p.cu, p.n_seg, j_last, lo, i_end);
+  }
+  load_tile<kBlockN, Dp>(sk, L::kLdT, k, p.k_s[2], j0, p.Lk, p.D);
+  load_tile<kBlockN, Dp>(sv, L::kLdT, v, p.v_s[2], j0, p.Lk, p.D);
+  for (int idx = tid; idx < kBlockN * L::kLdO; idx += kThreads) sdk[idx] = sdv[idx] = 0.f;
+
+  const int jj = tid % kBlockN, half = tid / kBlockN, j = j0 + jj;  // dS pass: thread ↔ column
+  float colsum[kMaxBiases] = {0.f, 0.f, 0.f, 0.f};
+
+  for (int i0 = i_begin; i0 < i_end; i0 += kBlockM) {
+    for (int r = tid; r < kBlockM; r += kThreads) {
+      const int i = i0 + r;
+      int lo = 0, hi = 0;
+      float l = 0.f, dl = 0.f;
+      if (i < i_end) {
+        if (p.cu) segment_of(p.cu, p.n_seg, i, lo, hi);
+        else hi = p.Lk;
+        l = p.lse[b * p.lse_s[0] + h * p.lse_s[1] + i * p.lse_s[2]];
+        dl = p.delta[bh_row + i];
+        if (l == -INFINITY) hi = lo;  // fully masked row: no gradient
+      }
+      row_lo[r] = lo;
+      row_hi[r] = hi;
+      s_lse[r] = l;
+      s_delta[r] = dl;
+    }
+    load_tile<kBlockM, Dp>(sq, L::kLdT, q, p.q_s[2], i0, i_end, p.D);
+    for (int idx = tid; idx < kBlockM * Dp; idx += kThreads) {  // dA = dO ⊙ σ(g)
+      const int r = idx / Dp, c = idx % Dp, i = i0 + r;
+      float val = 0.f;
+      if (i < i_end && c < p.D) {
+        val = to_f32(dO[static_cast<int64_t>(i) * p.do_s[2] + c]);
+        if (g) val *= sigmoidf_(to_f32(g[static_cast<int64_t>(i) * p.g_s[2] + c]));
+      }
+      sda[r * L::kLdT + c] = from_f32<T>(val);
+    }
+    __syncthreads();
+    smem_gemm<kBlockM, kBlockN, Dp, false, true, false>(sq, L::kLdT, sk, L::kLdT, ss, L::kLdS);    // S = Q Kᵀ
+    smem_gemm<kBlockM, kBlockN, Dp, false, true, false>(sda, L::kLdT, sv, L::kLdT, sdp, L::kLdS);  // dP = dA Vᵀ
+    __syncthreads();
+    for (int r = half; r < kBlockM; r += 2) {
+      const int i = i0 + r;
+      float pv = 0.f, ds = 0.f;
+      const bool valid = j < p.Lk && j >= row_lo[r] && j < row_hi[r];
+      if (valid) {
+        pv = __expf(ss[r * L::kLdS + jj] * p.scale + bias_sum<T>(p, b, h, i, j) - s_lse[r]);
+        ds = pv * (sdp[r * L::kLdS + jj] - s_delta[r]);
+#pragma unroll
+        for (int t = 0; t < kMaxBiases; ++t) {
+          const DbiasDesc& db = p.dbias[t];
+          if (!db.ptr) continue;
+          if (db.sum_i) {
+            colsum[t] += ds;
+          } else {
+            float* e = db.ptr + b * db.s[0] + h * db.s[1] + i * db.s[2] + j * db.s[3];
+            if (db.shared) atomicAdd(e, ds);
+            else *e += ds;
+          }
+        }
+      }
+      sp[r * L::kLdP + jj] = from_f32<T>(pv);
+      sds[r * L::kLdP + jj] = from_f32<T>(ds);
+    }
+    __syncthreads();
+    smem_gemm<kBlockN, Dp, kBlockM, true, false, true>(sp, L::kLdP, sda, L::kLdT, sdv, L::kLdO);   // dV += Pᵀ dA
+    smem_gemm<kBlockN, Dp, kBlockM, true, false, true>(sds, L::kLdP, sq, L::kLdT, sdk, L::kLdO);   // dK += dSᵀ Q
+    if (p.dq_acc) smem_gemm<kBlockM, Dp, kBlockN, false, false, false>(sds, L::kLdP, sk, L::kLdT, sdq, L::kLdO);  // dQ
+    __syncthreads();
+    if (p.dq_acc) {
+      for (int idx = tid; idx < kBlockM * Dp; idx += kThreads) {
+        const int r = idx / Dp, c = idx % Dp, i = i0 + r;
+        if (i < i_end && c < p.D) atomicAdd(p.dq_acc + (bh_row + i) * p.D + c, p.scale * sdq[r * L::kLdO + c]);
+      }
+    }
+    __syncthreads();
+  }
+
+  // dK = scale · Σ dSᵀ Q, dV = Σ Pᵀ dA.
+  for (int idx = tid; idx < kBlockN * Dp; idx += kThreads) {
+    const int r = idx / Dp, c = idx % Dp, jr = j0 + r;
+    if (jr >= p.Lk || c >= p.D) continue;
+    if (p.dk)
+      static_cast<T*>(p.dk)[b * p.dk_s[0] + h * p.dk_s[1] + jr * p.dk_s[2] + c] = from_f32<T>(p.scale * sdk[r * L::kLdO + c]);
+    if (p.dv)
+      static_cast<T*>(p.dv)[b * p.dv_s[0] + h * p.dv_s[1] + jr * p.dv_s[2] + c] = from_f32<T>(sdv[r * L::kLdO + c]);
+  }
+  // dbias summed over query rows: combine the two row halves in a fixed order, then write.
+#pragma unroll
+  for (int t = 0; t < kMaxBiases; ++t) part[(half * kMaxBiases + t) * kBlockN + jj] = colsum[t];
+  __syncthreads();
+  if (half == 0 && j < p.Lk) {
+#pragma unroll
+    for (int t = 0; t < kMaxBiases; ++t) {
+      const DbiasDesc& db = p.dbias[t];
+      if (!db.ptr || !db.sum_i) continue;
+      const float total = part[t * kBlockN + jj] + part[(kMaxBiases + t) * kBlockN + jj];
+      float* e = db.ptr + b * db.s[0] + h * db.s[1] + j * db.s[3];
+      if (db.shared) atomicAdd(e, total);
+      else *e += total;
+    }
+  }
+}
+
+template <typename T> __global__ void dq_convert_kernel(const float* acc, T* dq, int H, int Lq, int D, int64_t s0, int64_t s1, int64_t s2, int64_t n) {
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t d = idx % D, i = (idx / D) % Lq, h = (idx / D / Lq) % H, b = idx / D / Lq / H;
+    dq[b * s0 + h * s1 + i * s2 + d] = from_f32<T>(acc[idx]);
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const Tensor& lse, const Tensor& d_o,
+                        const AttentionGrads& grads) {
+  using namespace detail;
+  AttnParams p = make_params(in);
+  if (p.B == 0 || p.H == 0 || p.Lq == 0 || p.Lk == 0) {
+    if (grads.dq.defined()) Tensor(grads.dq).zero_();
+    if (grads.dk.defined()) Tensor(grads.dk).zero_();
+    if (grads.dv.defined()) Tensor(grads.dv).zero_();
+    if (grads.dgate.defined()) Tensor(grads.dgate).zero_();
+    return;
+  }
+  FC_CHECK(p.H <= 65535 && p.B <= 65535, "attention_backward (CUDA): B and H must be <= 65535, got B = ", p.B,
+           ", H = ", p.H);
+  const Device dev = in.q.device();
+  set_device(dev);
+  const cudaStream_t stream = cuda_stream_of(dev);
+  p.lse = lse.data<float>();
+  for (int d = 0; d < 3; ++d) {
+    p.lse_s[d] = lse.stride(d);
+    p.do_s[d] = d_o.stride(d);
+  }
+  p.d_o = d_o.data_ptr();
+  auto set3 = [](const Tensor& t, void*& ptr, int64_t* s) {
+    if (!t.defined()) return;
+    ptr = t.data_ptr();
+    for (int d = 0; d < 3; ++d) s[d] = t.stride(d);
+  };
+  set3(grads.dk, p.dk, p.dk_s);
+  set3(grads.dv, p.dv, p.dv_s);
+  set3(grads.dgate, p.dg, p.dg_s);
+  const int64_t rows = static_cast<int64_t>(p.B) * p.H * p.Lq;
+  Tensor delta = Tensor::empty({rows}, DType::f32, dev);
+  p.delta = delta.data<float>();
+  Tensor dq_acc;
+  if (grads.dq.defined()) {
+    dq_acc = Tensor::empty({rows * p.D}, DType::f32, dev);
+    FC_CUDA_CHECK(cudaMemsetAsync(dq_acc.data_ptr(), 0, dq_acc.nbytes(), stream));
+    p.dq_acc = dq_acc.data<float>();
+  }
+  for (size_t t = 0; t < grads.dbias.size(); ++t) {
+    const Tensor& db = grads.dbias[t];
+    if (!db.defined()) continue;
+    DbiasDesc& d = p.dbias[t];
+    d.ptr = db.data<float>();
+    for (int a = 0; a < 4; ++a) d.s[a] = db.size(a) == 1 ? 0 : db.stride(a);
+    d.sum_i = db.size(2) == 1;
+    // Another CTA (other b or h) or another thread of this CTA (other j) adds to the same element.
+    d.shared = (db.size(0) == 1 && p.B > 1) || (db.size(1) == 1 && p.H > 1) || (db.size(3) == 1 && p.Lk > 1);
+  }
+
+  cuda_dispatch_float(in.q.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const int warps_per_block = 8;
+    attention_bwd_pre_kernel<T><<<static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), 32 * warps_per_block, 0, stream>>>(
+        p, static_cast<const T*>(a_or_o.data_ptr()), a_or_o.stride(0), a_or_o.stride(1), a_or_o.stride(2));
+    FC_CUDA_CHECK_LAUNCH();
+    dispatch_head_dim(p.D, "attention_backward (CUDA)", [&](auto dp) {
+      constexpr int Dp = decltype(dp)::value;
+      const size_t bytes = BwdLayout<T, Dp>::kBytes;
+      auto kernel = attention_bwd_kernel<T, Dp>;
+      FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+      const dim3 grid((p.Lk + kBlockN - 1) / kBlockN, p.H, p.B);
+      kernel<<<grid, kThreads, bytes, stream>>>(p);
+      FC_CUDA_CHECK_LAUNCH();
+    });
+    if (grads.dq.defined()) {
+      const int64_t n = rows * p.D;
+      dq_convert_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(p.dq_acc, static_cast<T*>(grads.dq.data_ptr()), p.H, p.Lq, p.D,
+                                                                grads.dq.stride(0), grads.dq.stride(1), grads.dq.stride(2), n);
+      FC_CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+}  // namespace foldcore::ops::cuda

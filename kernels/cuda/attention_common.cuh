@@ -1,0 +1,155 @@
+// Shared pieces of the CUDA attention kernels: the params struct (explicit strides), tile
+// geometry, tile loads, segment lookup, warp reductions, and a shared-memory tile GEMM that uses
+// tensor cores (WMMA m16n16k16, fp32 accumulate) for bf16/f16 and plain FMA for f32.
+#pragma once
+
+#include <mma.h>
+
+#include <type_traits>
+
+#include "core/cuda/cuda_utils.cuh"
+#include "kernels/attention.h"
+
+namespace foldcore::ops::cuda::detail {
+
+constexpr int kThreads = 128;  // 4 warps per CTA
+constexpr int kWarps = kThreads / 32;
+constexpr int kBlockM = 64;  // query rows per tile
+constexpr int kBlockN = 64;  // key rows per tile
+
+struct BiasDesc {
+  const void* ptr = nullptr;
+  int64_t s[4] = {0, 0, 0, 0};  // stride 0 on broadcast (size-1) dims
+};
+
+struct DbiasDesc {
+  float* ptr = nullptr;          // nullptr: gradient not wanted
+  int64_t s[4] = {0, 0, 0, 0};   // stride 0 on reduced (size-1) dims
+  bool sum_i = false;            // reduced over query rows: summed inside the CTA first
+  bool shared = false;           // element also written by other CTAs/threads: atomicAdd
+};
+
+struct AttnParams {
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr;
+  void *o = nullptr, *a = nullptr;
+  float* lse = nullptr;
+  int64_t q_s[3]{}, k_s[3]{}, v_s[3]{}, g_s[3]{}, o_s[3]{}, a_s[3]{}, lse_s[3]{};
+  int B = 0, H = 0, Lq = 0, Lk = 0, D = 0;
+  float scale = 1.f;
+  int n_bias = 0;
+  BiasDesc bias[kMaxBiases];
+  const int* cu = nullptr;  // cu_seqlens (B == 1), or nullptr
+  int n_seg = 0;
+  // backward only
+  const void* d_o = nullptr;
+  int64_t do_s[3]{};
+  void *dk = nullptr, *dv = nullptr, *dg = nullptr;
+  int64_t dk_s[3]{}, dv_s[3]{}, dg_s[3]{};
+  float* dq_acc = nullptr;  // [B,H,Lq,D] contiguous f32 scratch, or nullptr (dq not wanted)
+  float* delta = nullptr;   // [B,H,Lq] contiguous f32: Σ_d dA·a
+  DbiasDesc dbias[kMaxBiases];
+};
+
+// Head dims are padded to a multiple of 16 (the WMMA k) with zeros.
+constexpr int padded_dim(int d) { return d <= 16 ? 16 : (d + 15) / 16 * 16; }
+
+template <typename T> constexpr int ld_tile(int dp) { return dp + (sizeof(T) == 4 ? 4 : 8); }
+
+// Segment [lo, hi) of row i: the s with cu[s] <= i < cu[s+1] (binary search over cu[0..n_seg]).
+__device__ __forceinline__ void segment_of(const int* cu, int n_seg, int i, int& lo, int& hi) {
+  int a = 0, b = n_seg + 1;  // first index with cu[idx] > i
+  while (a < b) {
+    const int mid = (a + b) >> 1;
+    if (cu[mid] <= i) a = mid + 1; else b = mid;
+  }
+  a = a < 1 ? 1 : (a > n_seg ? n_seg : a);  // malformed cu: stay in bounds
+  lo = cu[a - 1];
+  hi = cu[a];
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + __expf(-x)); }
+
+// Rows [r0, r0 + R) of a [L, D] slice (row stride rs) into smem [R][ld]; rows >= rend and
+// columns >= D are zero.
+template <int R, int Dp, typename T>
+__device__ __forceinline__ void load_tile(T* dst, int ld, const T* base, int64_t rs, int r0, int rend, int D) {
+  for (int idx = threadIdx.x; idx < R * Dp; idx += kThreads) {
+    const int r = idx / Dp, c = idx % Dp;
+    T v = from_f32<T>(0.f);
+    if (r0 + r < rend && c < D) v = base[static_cast<int64_t>(r0 + r) * rs + c];
+    dst[r * ld + c] = v;
+  }
+}
+
+// C[M×N] (+)= op(A)·op(B) over K, all in shared memory; op(A)[m][k] = TA ? A[k·lda+m] : A[m·lda+k],
+// op(B)[k][n] = TB ? B[n·ldb+k] : B[k·ldb+n]. All threads of the CTA call it.
+template <int M, int N, int K, bool TA, bool TB, bool Acc, typename T>
+__device__ __forceinline__ void smem_gemm(const T* A, int lda, const T* B, int ldb, float* C, int ldc) {
+  static_assert(M % 16 == 0 && N % 16 == 0 && K % 16 == 0, "tile dims must be multiples of 16");
+  if constexpr (std::is_same_v<T, float>) {
+    for (int idx = threadIdx.x; idx < M * N; idx += kThreads) {
+      const int m = idx / N, n = idx % N;
+      float acc = Acc ? C[m * ldc + n] : 0.f;
+#pragma unroll 8
+      for (int kk = 0; kk < K; ++kk) {
+        const float av = TA ? A[kk * lda + m] : A[m * lda + kk];
+        const float bv = TB ? B[n * ldb + kk] : B[kk * ldb + n];
+        acc = fmaf(av, bv, acc);
+      }
+      C[m * ldc + n] = acc;
+    }
+  } else {
+    namespace wmma = nvcuda::wmma;
+    using LA = std::conditional_t<TA, wmma::col_major, wmma::row_major>;
+    using LB = std::conditional_t<TB, wmma::col_major, wmma::row_major>;
+    constexpr int TN = N / 16;
+    const int warp = threadIdx.x / 32;
+    for (int t = warp; t < (M / 16) * TN; t += kWarps) {
+      const int m0 = (t / TN) * 16, n0 = (t % TN) * 16;
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+      if constexpr (Acc) wmma::load_matrix_sync(c, C + m0 * ldc + n0, ldc, wmma::mem_row_major);
+      else wmma::fill_fragment(c, 0.f);
+#pragma unroll
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, LA> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, LB> fb;
+        wmma::load_matrix_sync(fa, TA ? A + k0 * lda + m0 : A + m0 * lda + k0, lda);
+        wmma::load_matrix_sync(fb, TB ? B + n0 * ldb + k0 : B + k0 * ldb + n0, ldb);
+        wmma::mma_sync(c, fa, fb, c);
+      }
+      wmma::store_matrix_sync(C + m0 * ldc + n0, c, ldc, wmma::mem_row_major);
+    }
+  }
+}
+
+// Bias sum Σ_t bias_t[b,h,i,j] (biases have the kernel's element type T).
+template <typename T>
+__device__ __forceinline__ float bias_sum(const AttnParams& p, int b, int h, int i, int j) {
+  float s = 0.f;
+  for (int t = 0; t < p.n_bias; ++t) {
+    const BiasDesc& d = p.bias[t];
+    s += to_f32(static_cast<const T*>(d.ptr)[b * d.s[0] + h * d.s[1] + i * d.s[2] + j * d.s[3]]);
+  }
+  return s;
+}
+
+// Fills the parts of AttnParams common to forward and backward.
+AttnParams make_params(const AttentionInputs& in);
+
+// Runs f(std::integral_constant<int, Dp>) for the supported head dims; otherwise throws.
+template <typename F> void dispatch_head_dim(int D, const char* op, F&& f) {
+  if (D <= 16) return f(std::integral_constant<int, 16>{});
+  if (D <= 32) return f(std::integral_constant<int, 32>{});
+  if (D <= 64) return f(std::integral_constant<int, 64>{});
+  FC_THROW(op, ": CUDA kernel supports head dims up to 64 (instantiated 16, 32, 64 after padding), got D = ", D);
+}
+
+}  // namespace foldcore::ops::cuda::detail

@@ -1,0 +1,174 @@
+// CUDA attention vs the CPU reference, f32 and bf16, forward and backward (incl. dbias), at
+// AlphaFold (pair bias, mask bias, gate, D = 32) and BERT (padding mask or packed, D = 64) shapes,
+// plus odd sizes and strided views; global attention likewise.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/random.h"
+#include "core/tensor.h"
+#include "kernels/attention.h"
+#include "test_util.h"
+
+namespace foldcore {
+namespace {
+
+using ops::AttentionGrads;
+using ops::AttentionInputs;
+
+// |cuda − cpu| ≤ tol·max|cpu| + tol·|cpu|. f32: tol 1e-3 (different summation order and fast
+// exp on the GPU; errors ~1e-5 of the row scale). bf16: tol 2e-2 — the GPU rounds P and dA to
+// bf16 (rel. 2^-9) before the tensor-core products and rounds outputs to bf16, while the CPU
+// reference keeps them in fp32; sums over ≤ 130 keys of such terms stay within ~1e-2.
+void expect_close(const Tensor& got, const Tensor& ref, double tol, const char* what) {
+  const auto r = ref.to_vector();
+  double mx = 0;
+  for (float x : r) mx = std::max(mx, static_cast<double>(std::fabs(x)));
+  const auto res = testing::all_close(got.to(Device::cpu()).to(DType::f32), ref.to(DType::f32), tol * mx + 1e-6, tol);
+  EXPECT_TRUE(res.ok) << what << ": " << res.message;
+}
+
+struct Setup {
+  int64_t B, H, Lq, Lk, D;
+  bool gated, pair_bias, mask_bias, full_bias, strided;
+  std::vector<int64_t> cu;
+};
+
+AttentionInputs make(const Setup& s, DType dt, Device dev, uint64_t seed) {
+  Generator gen(seed);
+  AttentionInputs in;
+  auto act = [&](int64_t L) {
+    if (!s.strided) return randn({s.B, s.H, L, s.D}, gen).to(dt).to(dev);
+    return randn({s.B, L, s.H, s.D}, gen).to(dt).to(dev).permute({0, 2, 1, 3});  // [B,L,H,D] projection layout
+  };
+  in.q = act(s.Lq);
+  in.k = act(s.Lk);
+  in.v = act(s.Lk);
+  if (s.gated) in.gate = act(s.Lq);
+  if (s.pair_bias) in.biases.push_back(randn({1, s.H, s.Lq, s.Lk}, gen).to(dt).to(dev));
+  if (s.mask_bias) {
+    auto m = rand_uniform({s.B, 1, 1, s.Lk}, gen).to_vector();
+    for (size_t j = 0; j < m.size(); ++j) m[j] = (m[j] < 0.2f && j % s.Lk != 0) ? -1e9f : 0.f;
+    in.biases.push_back(Tensor::from_vector(m, {s.B, 1, 1, s.Lk}, dt, dev));
+  }
+  if (s.full_bias) in.biases.push_back(randn({s.B, s.H, s.Lq, s.Lk}, gen, 0, 0.5f).to(dt).to(dev));
+  if (!s.cu.empty())
+    in.cu_seqlens = Tensor::from_vector_i64(s.cu, {static_cast<int64_t>(s.cu.size())}, DType::i32, dev);
+  in.scale = 1.f / std::sqrt(static_cast<float>(s.D));
+  return in;
+}
+
+struct Result {
+  Tensor o, a, lse;
+  AttentionGrads grads;
+};
+
+Result run(const AttentionInputs& in, const Tensor& d_o) {
+  const Device dev = in.q.device();
+  const DType dt = in.q.dtype();
+  Result r;
+  r.o = Tensor::empty(in.q.shape(), dt, dev);
+  r.a = Tensor::empty(in.q.shape(), dt, dev);
+  r.lse = Tensor::empty({in.q.size(0), in.q.size(1), in.q.size(2)}, DType::f32, dev);
+  ops::attention_forward(in, r.o, r.lse, r.a);
+  r.grads.dq = Tensor::empty(in.q.shape(), dt, dev);
+  r.grads.dk = Tensor::empty(in.k.shape(), dt, dev);
+  r.grads.dv = Tensor::empty(in.v.shape(), dt, dev);
+  if (in.gate.defined()) r.grads.dgate = Tensor::empty(in.q.shape(), dt, dev);
+  for (const Tensor& b : in.biases) r.grads.dbias.push_back(Tensor::full(b.shape(), 0.25, DType::f32, dev));  // +=
+  ops::attention_backward(in, in.gate.defined() ? r.a : r.o, r.lse, d_o, r.grads);
+  synchronize(dev);
+  return r;
+}
+
+void compare(const Setup& s, DType dt) {
+  const double tol = dt == DType::f32 ? 1e-3 : 2e-2;
+  const AttentionInputs gpu = make(s, dt, Device::cuda(), 7);
+  const AttentionInputs cpu = make(s, dt, Device::cpu(), 7);
+  Generator gen(8);
+  const Tensor w = randn(gpu.q.shape(), gen).to(dt);
+  const Result rg = run(gpu, w.to(Device::cuda())), rc = run(cpu, w);
+  expect_close(rg.o, rc.o, tol, "o");
+  expect_close(rg.a, rc.a, tol, "a");
+  expect_close(rg.lse, rc.lse, tol, "lse");
+  expect_close(rg.grads.dq, rc.grads.dq, tol, "dq");
+  expect_close(rg.grads.dk, rc.grads.dk, tol, "dk");
+  expect_close(rg.grads.dv, rc.grads.dv, tol, "dv");
+  if (s.gated) expect_close(rg.grads.dgate, rc.grads.dgate, tol, "dgate");
+  for (size_t t = 0; t < rc.grads.dbias.size(); ++t) expect_close(rg.grads.dbias[t], rc.grads.dbias[t], tol, "dbias");
+}
+
+class AttentionCuda : public ::testing::TestWithParam<DType> {};
+
+TEST_P(AttentionCuda, AlphaFoldShapes) {
+  FC_REQUIRE_CUDA();
+  for (int64_t L : {64, 130}) {
+    SCOPED_TRACE(L);
+    compare({8, 8, L, L, 32, true, true, true, false, false, {}}, GetParam());
+  }
+}
+
+TEST_P(AttentionCuda, BertPaddingMask) {
+  FC_REQUIRE_CUDA();
+  compare({2, 16, 128, 128, 64, false, false, true, false, true, {}}, GetParam());
+}
+
+TEST_P(AttentionCuda, BertPacked) {
+  FC_REQUIRE_CUDA();
+  compare({1, 4, 128, 128, 64, false, false, false, false, false, {0, 37, 37, 100, 128}}, GetParam());
+  compare({1, 2, 200, 200, 64, true, true, false, false, false, {0, 70, 71, 200}}, GetParam());
+}
+
+TEST_P(AttentionCuda, OddShapesFullBiasAndPaddedHeadDims) {
+  FC_REQUIRE_CUDA();
+  compare({2, 3, 17, 33, 8, true, false, false, true, true, {}}, GetParam());
+  compare({3, 2, 1, 65, 20, false, true, true, false, false, {}}, GetParam());
+  compare({1, 1, 129, 1, 16, true, true, false, true, false, {}}, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionCuda, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(AttentionCudaErrors, HeadDimAbove64IsAnError) {
+  FC_REQUIRE_CUDA();
+  const AttentionInputs in = make({1, 1, 8, 8, 80, false, false, false, false, false, {}}, DType::f32, Device::cuda(), 1);
+  Tensor o = Tensor::empty(in.q.shape(), DType::f32, Device::cuda());
+  Tensor lse = Tensor::empty({1, 1, 8}, DType::f32, Device::cuda());
+  EXPECT_THROW(ops::attention_forward(in, o, lse), Error);
+}
+
+class GlobalAttentionCuda : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GlobalAttentionCuda, MatchesCpu) {
+  FC_REQUIRE_CUDA();
+  const DType dt = GetParam();
+  const double tol = dt == DType::f32 ? 1e-3 : 2e-2;
+  for (int64_t S : {7, 300}) {
+    SCOPED_TRACE(S);
+    const int64_t B = 5, H = 8, D = 8;
+    Generator gen(41);
+    const Tensor q = randn({B, H, D}, gen).to(dt), k = randn({B, S, D}, gen).to(dt), v = randn({B, S, D}, gen).to(dt);
+    const Tensor g = randn({B, S, H, D}, gen).to(dt), bias = randn({B, S}, gen).to(dt), w = randn({B, S, H, D}, gen).to(dt);
+    auto run_global = [&](Device dev) {
+      std::vector<Tensor> r = {Tensor::empty({B, S, H, D}, dt, dev), Tensor::empty({B, H, D}, dt, dev),
+                               Tensor::empty({B, H, D}, dt, dev),    Tensor::empty({B, S, D}, dt, dev),
+                               Tensor::empty({B, S, D}, dt, dev),    Tensor::empty({B, S, H, D}, dt, dev)};
+      const Tensor qd = q.to(dev), kd = k.to(dev), vd = v.to(dev), bd = bias.to(dev), gd = g.to(dev);
+      ops::global_attention_forward(qd, kd, vd, bd, gd, 0.35f, r[0], r[1]);
+      ops::global_attention_backward(qd, kd, vd, bd, gd, 0.35f, r[1], w.to(dev), r[2], r[3], r[4], r[5]);
+      synchronize(dev);
+      return r;
+    };
+    const auto rg = run_global(Device::cuda()), rc = run_global(Device::cpu());
+    const char* names[] = {"o", "a", "dq", "dk", "dv", "dg"};
+    for (int t = 0; t < 6; ++t) expect_close(rg[t], rc[t], tol, names[t]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GlobalAttentionCuda, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace foldcore

@@ -1,0 +1,124 @@
+// CUDA GEMM (cuBLASLt) vs the CPU reference, f32 and bf16. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include "core/random.h"
+#include "kernels/gemm.h"
+#include "test_util.h"
+
+namespace foldcore {
+namespace {
+
+using ops::Activation;
+using ops::GemmArgs;
+
+// f32: both backends accumulate in plain fp32 (no TF32 on CUDA); only the summation order
+// differs, ~K·2⁻²⁴ relative on dot products of N(0,1) terms: 1e-4 covers K ≤ 300 with margin.
+constexpr double kF32Atol = 2e-4, kF32Rtol = 1e-4;
+// bf16: same rounded inputs, fp32 accumulation on both sides; outputs are rounded to bf16
+// (2⁻⁸ ≈ 4e-3 relative), and with an activation on CUDA the value is rounded twice (pre_act / D
+// in bf16, then act) where the CPU rounds once: up to ~2 bf16 ulps, hence 2e-2.
+constexpr double kBf16Atol = 2e-2, kBf16Rtol = 2e-2;
+
+Shape mat(const Shape& batch, int64_t r, int64_t c) {
+  Shape s = batch;
+  s.push_back(r);
+  s.push_back(c);
+  return s;
+}
+
+struct Case {
+  Shape batch;
+  int64_t m, n, k;
+  bool ta, tb, a_shared, b_shared;
+  Activation act;
+  bool bias, pre;
+  float alpha, beta;
+};
+
+void compare(const Case& c, DType dt, uint64_t seed) {
+  Generator gen(seed);
+  const Shape ab = c.a_shared ? Shape{} : c.batch, bb = c.b_shared ? Shape{} : c.batch;
+  Tensor a = randn(mat(ab, c.ta ? c.k : c.m, c.ta ? c.m : c.k), gen, 0, 1, dt);
+  Tensor b = randn(mat(bb, c.tb ? c.n : c.k, c.tb ? c.k : c.n), gen, 0, 1, dt);
+  Tensor out = randn(mat(c.batch, c.m, c.n), gen, 0, 1, dt);
+  Tensor bias = randn({c.n}, gen, 0, 1, dt);
+  auto run = [&](Device dev, Tensor* pre_out) {
+    Tensor o = out.to(dev).clone();
+    GemmArgs g;
+    g.trans_a = c.ta;
+    g.trans_b = c.tb;
+    g.alpha = c.alpha;
+    g.beta = c.beta;
+    g.act = c.act;
+    if (c.bias) g.bias = bias.to(dev);
+    if (c.pre) g.pre_act = Tensor::zeros(out.shape(), dt, dev);
+    ops::gemm(a.to(dev), b.to(dev), o, g);
+    if (c.pre) *pre_out = g.pre_act.to(Device::cpu());
+    return o.to(Device::cpu());
+  };
+  Tensor pre_cpu, pre_gpu;
+  Tensor ref = run(Device::cpu(), &pre_cpu);
+  Tensor got = run(Device::cuda(), &pre_gpu);
+  SCOPED_TRACE("batch=" + c.batch.str() + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+               " k=" + std::to_string(c.k) + " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " " +
+               std::string(dtype_name(dt)));
+  const double atol = dt == DType::f32 ? kF32Atol : kBf16Atol, rtol = dt == DType::f32 ? kF32Rtol : kBf16Rtol;
+  FC_EXPECT_CLOSE(got, ref, atol, rtol);
+  if (c.pre) FC_EXPECT_CLOSE(pre_gpu, pre_cpu, atol, rtol);
+}
+
+const Case kCases[] = {
+    // plain, all transposes, odd sizes
+    {{}, 7, 33, 65, false, false, false, false, Activation::none, false, false, 1.f, 0.f},
+    {{}, 65, 7, 33, true, false, false, false, Activation::none, false, false, 0.5f, 1.f},
+    {{}, 33, 65, 7, false, true, false, false, Activation::none, false, false, 1.f, -0.5f},
+    {{}, 1, 257, 129, true, true, false, false, Activation::none, false, false, 2.f, 0.f},
+    // Linear over leading dims (shared b, folded into one GEMM) with fused epilogues
+    {{2, 3}, 33, 65, 64, false, true, false, true, Activation::none, true, false, 1.f, 0.f},
+    {{4}, 17, 64, 48, false, true, false, true, Activation::relu, true, false, 1.f, 0.f},
+    {{4}, 17, 64, 48, false, true, false, true, Activation::relu, true, true, 1.f, 0.5f},
+    {{3}, 33, 96, 40, false, true, false, true, Activation::gelu, true, true, 1.f, 0.f},
+    {{3}, 33, 96, 40, false, false, false, true, Activation::gelu, false, false, 1.f, 0.f},
+    // strided batches: both batched, shared a (batch stride 0), shared b with trans_a (no fold)
+    {{5}, 64, 64, 64, false, false, false, false, Activation::none, false, false, 1.f, 0.f},
+    {{2, 2}, 7, 33, 65, true, true, false, false, Activation::none, true, false, 1.f, 1.f},
+    {{6}, 16, 33, 24, false, false, true, false, Activation::none, false, false, 1.f, 0.f},
+    {{3}, 16, 33, 24, true, false, false, true, Activation::gelu, true, true, 1.f, 0.f},
+    // K = 0: only beta·out + bias and the activation
+    {{2}, 5, 9, 0, false, false, false, false, Activation::relu, true, true, 1.f, 0.5f},
+};
+
+TEST(GemmCuda, MatchesCpuF32) {
+  FC_REQUIRE_CUDA();
+  uint64_t seed = 100;
+  for (const Case& c : kCases) compare(c, DType::f32, seed++);
+}
+
+TEST(GemmCuda, MatchesCpuBf16) {
+  FC_REQUIRE_CUDA();
+  uint64_t seed = 200;
+  for (const Case& c : kCases) compare(c, DType::bf16, seed++);
+}
+
+TEST(GemmCuda, MatchesCpuF16) {
+  FC_REQUIRE_CUDA();
+  uint64_t seed = 300;
+  // f16 has 11 mantissa bits; the bf16 tolerance is loose enough for it.
+  for (const Case& c : kCases) compare(c, DType::f16, seed++);
+}
+
+TEST(GemmCuda, RowStridedViewsAndMatmul) {
+  FC_REQUIRE_CUDA();
+  Generator gen(400);
+  Tensor big = randn({3, 20, 48}, gen);
+  Tensor a = big.narrow(2, 8, 33);  // [3, 20, 33], ld 48, batch stride 960
+  Tensor w = randn({17, 33}, gen);
+  Tensor ref = ops::matmul(a, w, false, true);
+  Tensor got = ops::matmul(a.to(Device::cuda()).contiguous().narrow(2, 0, 33), w.to(Device::cuda()), false, true);
+  Tensor got2 = ops::matmul(big.to(Device::cuda()).narrow(2, 8, 33), w.to(Device::cuda()), false, true);
+  FC_EXPECT_CLOSE(got.to(Device::cpu()), ref, kF32Atol, kF32Rtol);
+  FC_EXPECT_CLOSE(got2.to(Device::cpu()), ref, kF32Atol, kF32Rtol);
+}
+
+}  // namespace
+}  // namespace foldcore
