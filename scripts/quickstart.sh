@@ -7,3 +7,6 @@ scripts/setup.sh
 scripts/build.sh
 mkdir -p out
 build/foldcore info
+# Transformer-core smoke training: one JSON line per 25 steps, then a summary; fails unless the
+# loss falls at least 10x.
+build/foldcore smoke --steps 150 --seed 0 --device cpu --precision fp32

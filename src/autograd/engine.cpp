@@ -1,0 +1,176 @@
+#include "autograd/engine.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "kernels/elementwise.h"
+
+namespace foldcore::autograd {
+
+void accumulate_into(const Tensor& dst, const Tensor& src) {
+  FC_CHECK(dst.shape() == src.shape(), "autograd: gradient of shape ", src.shape().str(),
+           " accumulated into one of shape ", dst.shape().str());
+  const Tensor s = src.dtype() == dst.dtype() ? src : src.to(dst.dtype());
+  ops::add(dst, s, dst);
+}
+
+bool BackwardCtx::needs_grad(int i) const {
+  return i >= 0 && i < static_cast<int>(node_->inputs.size()) && node_->inputs[static_cast<size_t>(i)].active();
+}
+
+Tensor& BackwardCtx::slot_of(int i) {
+  FC_CHECK(needs_grad(i), "autograd: '", node_->name, "' wrote a gradient for input ", i,
+           " which does not require one");
+  const Edge& e = node_->inputs[static_cast<size_t>(i)];
+  if (e.leaf) return e.leaf->grad;
+  auto& vec = (*pending_)[e.node.get()];
+  if (vec.empty()) vec.resize(e.node->outputs.size());
+  return vec[static_cast<size_t>(e.index)];
+}
+
+Tensor BackwardCtx::accumulate_grad(int i, std::optional<DType> dtype) {
+  const TensorMeta& m = node_->inputs[static_cast<size_t>(i)].meta;
+  const DType dt = dtype.value_or(m.dtype);
+  Tensor& s = slot_of(i);
+  if (!s.defined()) {
+    s = Tensor::zeros(m.shape, m.dtype, m.device);
+  }
+  // Direct accumulation into the existing gradient, unless it was handed out in this same
+  // backward as an overwrite target (the kernel order would then decide the result).
+  const bool handed_as_new = std::find(new_slots_.begin(), new_slots_.end(), &s) != new_slots_.end();
+  if (s.dtype() == dt && s.is_contiguous() && !handed_as_new) return s;
+  Tensor tmp = Tensor::zeros(m.shape, dt, m.device);
+  deferred_.push_back({&s, tmp, m.dtype});
+  return tmp;
+}
+
+Tensor BackwardCtx::new_grad(int i, std::optional<DType> dtype) {
+  const TensorMeta& m = node_->inputs[static_cast<size_t>(i)].meta;
+  const DType dt = dtype.value_or(m.dtype);
+  Tensor& s = slot_of(i);
+  if (!s.defined() && dt == m.dtype) {
+    s = Tensor::empty(m.shape, dt, m.device);
+    new_slots_.push_back(&s);
+    return s;
+  }
+  Tensor tmp = Tensor::empty(m.shape, dt, m.device);
+  deferred_.push_back({&s, tmp, m.dtype});
+  return tmp;
+}
+
+void BackwardCtx::put_grad(int i, const Tensor& g) {
+  const TensorMeta& m = node_->inputs[static_cast<size_t>(i)].meta;
+  FC_CHECK(g.shape() == m.shape, "autograd: '", node_->name, "' produced a gradient of shape ", g.shape().str(),
+           " for input ", i, " of shape ", m.shape.str());
+  const Tensor c = g.contiguous();
+  Tensor& s = slot_of(i);
+  if (!s.defined() && c.dtype() == m.dtype) {
+    s = c;
+    new_slots_.push_back(&s);  // not to be accumulated into by a later request of this node
+    return;
+  }
+  deferred_.push_back({&s, c, m.dtype});
+}
+
+void BackwardCtx::finish() {
+  for (Pending& p : deferred_) {
+    if (!p.slot->defined()) {
+      *p.slot = p.tmp.dtype() == p.dtype ? p.tmp : p.tmp.to(p.dtype);
+    } else {
+      accumulate_into(*p.slot, p.tmp);
+    }
+  }
+  deferred_.clear();
+  new_slots_.clear();
+}
+
+class Engine {
+ public:
+  void run(const std::vector<Variable>& roots, const std::vector<Tensor>& grads) {
+    FC_CHECK(grads.empty() || grads.size() == roots.size(), "autograd::backward: ", grads.size(), " grads for ",
+             roots.size(), " roots");
+    std::vector<std::shared_ptr<Node>> nodes;
+    std::unordered_set<const Node*> seen;
+    std::vector<std::shared_ptr<Node>> stack;
+    for (size_t r = 0; r < roots.size(); ++r) {
+      const Variable& root = roots[r];
+      FC_CHECK(root.requires_grad(), "autograd::backward: root ", r, " does not require grad");
+      Tensor g = grads.empty() ? Tensor() : grads[r];
+      if (!g.defined()) {
+        FC_CHECK(root.numel() == 1, "autograd::backward: root ", r, " of shape ", root.shape().str(),
+                 " is not a scalar; pass its gradient");
+        g = Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
+      }
+      FC_CHECK(g.shape() == root.shape(), "autograd::backward: grad ", g.shape().str(), " for root ",
+               root.shape().str());
+      if (root.is_leaf()) {
+        Tensor& lg = root.impl()->grad;
+        if (!lg.defined()) {
+          lg = g.to(root.dtype()).clone();
+        } else {
+          accumulate_into(lg, g.contiguous());
+        }
+        continue;
+      }
+      auto& vec = pending_[root.node().get()];
+      if (vec.empty()) vec.resize(root.node()->outputs.size());
+      Tensor& slot = vec[static_cast<size_t>(root.output_index())];
+      if (!slot.defined()) {
+        slot = g.to(root.dtype()).clone();
+      } else {
+        accumulate_into(slot, g.contiguous());
+      }
+      if (seen.insert(root.node().get()).second) stack.push_back(root.node());
+    }
+    while (!stack.empty()) {
+      std::shared_ptr<Node> n = std::move(stack.back());
+      stack.pop_back();
+      for (const Edge& e : n->inputs)
+        if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node);
+      nodes.push_back(std::move(n));
+    }
+    std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
+
+    // Functions record nothing while running their backward (a recompute segment re-enables
+    // grad mode itself for its nested forward).
+    NoGradGuard no_grad;
+    for (const std::shared_ptr<Node>& n : nodes) {
+      auto it = pending_.find(n.get());
+      if (it == pending_.end()) {
+        n->fn.reset();  // not on a path that received a gradient
+        continue;
+      }
+      FC_CHECK(n->fn != nullptr, "autograd: backward through '", n->name,
+               "' a second time: its saved tensors were freed after the first backward");
+      BackwardCtx ctx;
+      ctx.node_ = n.get();
+      ctx.pending_ = &pending_;
+      ctx.grad_outputs_ = std::move(it->second);
+      pending_.erase(it);
+      ctx.grad_outputs_.resize(n->outputs.size());
+      for (size_t i = 0; i < n->outputs.size(); ++i) {
+        const TensorMeta& m = n->outputs[i];
+        Tensor& g = ctx.grad_outputs_[i];
+        if (!g.defined()) {
+          g = Tensor::zeros(m.shape, m.dtype, m.device);
+        } else if (g.dtype() != m.dtype) {
+          g = g.to(m.dtype);
+        }
+      }
+      with_context(std::string("in the backward of '") + n->name + "'", [&] { n->fn->backward(ctx); });
+      ctx.finish();
+      n->fn.reset();  // frees the saved tensors now
+    }
+  }
+
+ private:
+  std::unordered_map<const Node*, std::vector<Tensor>> pending_;
+};
+
+void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads) {
+  Engine engine;
+  engine.run(roots, grads);
+}
+
+}  // namespace foldcore::autograd

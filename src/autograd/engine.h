@@ -1,0 +1,59 @@
+// The backward pass.
+//
+// backward(roots, grads): collects the nodes reachable from the roots, runs them in reverse
+// creation order (a valid topological order: an op's inputs exist before it runs), sums the
+// gradients of multi-use values, accumulates into leaves' `grad` (parameters: the flat fp32
+// buffer), and destroys each node's Function (its saved tensors) right after its backward.
+// Calling backward twice through the same nodes is an Error (the saved tensors are gone).
+// Reentrant: recompute segments run a nested backward from inside a node's backward.
+#pragma once
+
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/variable.h"
+
+namespace foldcore::autograd {
+
+// Handed to Function::backward: the output grads and the destinations of the input grads.
+class BackwardCtx {
+ public:
+  // Grad of output i: contiguous, the output's shape and dtype (zeros if it got none).
+  const Tensor& grad_output(int i) const { return grad_outputs_[static_cast<size_t>(i)]; }
+  // Whether input i needs a gradient (grad mode was on, and it requires grad).
+  bool needs_grad(int i) const;
+  // A buffer of input i's shape (dtype `dtype`, default the input's) to ACCUMULATE (+=) into:
+  // the existing gradient when it has that dtype (a parameter's flat-buffer slice, or the sum
+  // so far of a multi-use activation), else a zeroed buffer routed on afterwards.
+  Tensor accumulate_grad(int i, std::optional<DType> dtype = std::nullopt);
+  // A fresh contiguous uninitialised buffer of input i's shape for kernels that OVERWRITE.
+  Tensor new_grad(int i, std::optional<DType> dtype = std::nullopt);
+  // Hands over a computed gradient of input i (input's shape; any float dtype; made contiguous).
+  // The ctx takes it over: the caller must not pass the same storage twice.
+  void put_grad(int i, const Tensor& g);
+
+ private:
+  friend class Engine;
+  struct Pending {
+    Tensor* slot = nullptr;  // where the input's gradient lives (pending map entry or leaf grad)
+    Tensor tmp;              // to be accumulated into *slot after the backward
+    DType dtype = DType::f32;  // the slot's dtype (the input's)
+  };
+  Tensor& slot_of(int i);
+  void finish();  // accumulates the deferred temporaries
+  std::vector<const Tensor*> new_slots_;
+  const Node* node_ = nullptr;
+  std::vector<Tensor> grad_outputs_;
+  std::unordered_map<const Node*, std::vector<Tensor>>* pending_ = nullptr;
+  std::vector<Pending> deferred_;
+};
+
+// Backpropagates `grads` (default: ones, for scalar roots) from `roots`.
+void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads = {});
+inline void backward(const Variable& root) { backward(std::vector<Variable>{root}); }
+
+// dst += src, converting src's dtype (dst, src contiguous, same shape). Used by the engine.
+void accumulate_into(const Tensor& dst, const Tensor& src);
+
+}  // namespace foldcore::autograd

@@ -1,0 +1,127 @@
+// Attention Functions over the fused kernels in kernels/attention.h.
+// The autograd layout is [B, L, H, D] (a projection output [B, L, H·D] viewed per head); the
+// kernels get [B, H, L, D] permuted views of the same memory, so no transposes are copied, and
+// the gradients come out contiguous in the [B, L, H, D] layout the projections' backward wants.
+#include "autograd/function_util.h"
+#include "autograd/functions.h"
+#include "kernels/attention.h"
+
+namespace foldcore::autograd {
+namespace {
+
+Tensor bhld(const Tensor& t) { return t.permute({0, 2, 1, 3}); }  // [B,L,H,D] <-> [B,H,L,D]
+
+struct AttentionFn final : Function {
+  ops::AttentionInputs in;  // kernel layout views of the saved compute-dtype inputs
+  Tensor a_or_o, lse;
+  DType cd = DType::f32;
+  int n_bias = 0;
+
+  void backward(BackwardCtx& ctx) override {
+    const Tensor d_o = bhld(ctx.grad_output(0));
+    ops::AttentionGrads g;
+    // Every present input gets a destination: the kernel computes dq/dk/dv together anyway.
+    g.dq = bhld(detail::new_grad_or_scratch(ctx, 0, bhld(in.q), cd));
+    g.dk = bhld(detail::new_grad_or_scratch(ctx, 1, bhld(in.k), cd));
+    g.dv = bhld(detail::new_grad_or_scratch(ctx, 2, bhld(in.v), cd));
+    if (in.gate.defined()) g.dgate = bhld(detail::new_grad_or_scratch(ctx, 3, bhld(in.gate), cd));
+    for (int t = 0; t < n_bias; ++t)
+      g.dbias.push_back(ctx.needs_grad(4 + t) ? ctx.accumulate_grad(4 + t, DType::f32) : Tensor());
+    ops::attention_backward(in, a_or_o, lse, d_o, g);
+  }
+};
+
+struct GlobalAttentionFn final : Function {
+  Tensor q, k, v, bias, g, a;
+  float scale = 1.f;
+  void backward(BackwardCtx& ctx) override {
+    const Tensor dq = detail::new_grad_or_scratch(ctx, 0, q, q.dtype());
+    const Tensor dk = detail::new_grad_or_scratch(ctx, 1, k, k.dtype());
+    const Tensor dv = detail::new_grad_or_scratch(ctx, 2, v, v.dtype());
+    const Tensor dg = detail::new_grad_or_scratch(ctx, 3, g, g.dtype());
+    ops::global_attention_backward(q, k, v, bias, g, scale, a, ctx.grad_output(0), dq, dk, dv, dg);
+  }
+};
+
+}  // namespace
+
+Variable attention(const Variable& q, const Variable& k, const Variable& v, const std::vector<Variable>& biases,
+                   const Variable& gate, const Tensor& cu_seqlens, float scale) {
+  FC_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "attention: q ", q.shape().str(), ", k ", k.shape().str(),
+           ", v ", v.shape().str(), " must be [B, L, H, D]");
+  FC_CHECK(k.shape() == v.shape() && q.size(0) == k.size(0) && q.size(2) == k.size(2) && q.size(3) == k.size(3),
+           "attention: q ", q.shape().str(), ", k ", k.shape().str(), ", v ", v.shape().str(), " are inconsistent");
+  FC_CHECK(!gate.defined() || gate.shape() == q.shape(), "attention: gate ", gate.shape().str(), " vs q ",
+           q.shape().str());
+  FC_CHECK(static_cast<int>(biases.size()) <= ops::kMaxBiases, "attention: ", biases.size(), " biases (max ",
+           ops::kMaxBiases, ")");
+  const int64_t b = q.size(0), lq = q.size(1), h = q.size(2), d = q.size(3), lk = k.size(1);
+  const DType cd = detail::gemm_dtype(q.dtype());
+  // Inputs whose last dim is not unit-stride (or in another dtype) are copied once.
+  auto prep = [&](const Variable& x) {
+    Tensor t = x.value().to(cd);
+    if (t.stride(-1) != 1) t = t.contiguous();
+    return t;
+  };
+  ops::AttentionInputs in;
+  in.q = bhld(prep(q));
+  in.k = bhld(prep(k));
+  in.v = bhld(prep(v));
+  if (gate.defined()) in.gate = bhld(prep(gate));
+  const Shape full{b, h, lq, lk};
+  for (const Variable& bias : biases) {
+    FC_CHECK(bias.dim() == 4, "attention: bias ", bias.shape().str(), " must be 4-D (broadcastable to ", full.str(),
+             ")");
+    FC_CHECK(broadcast_shapes(bias.shape(), full) == full, "attention: bias ", bias.shape().str(),
+             " does not broadcast to ", full.str());
+    in.biases.push_back(prep(bias));  // un-expanded: dbias then has the bias's own shape
+  }
+  in.cu_seqlens = cu_seqlens;
+  in.scale = scale;
+  std::vector<Variable> inputs{q, k, v, gate};
+  inputs.insert(inputs.end(), biases.begin(), biases.end());
+  const bool rg = any_requires_grad(inputs);
+  Tensor o = Tensor::empty({b, lq, h, d}, cd, q.device());
+  Tensor lse = Tensor::empty({b, h, lq}, DType::f32, q.device());
+  Tensor a = (rg && gate.defined()) ? Tensor::empty({b, lq, h, d}, cd, q.device()) : Tensor();
+  ops::attention_forward(in, bhld(o), lse, a.defined() ? bhld(a) : Tensor());
+  if (!rg) return Variable(o);
+  auto fn = std::make_unique<AttentionFn>();
+  fn->in = std::move(in);
+  fn->a_or_o = gate.defined() ? bhld(a) : bhld(o);
+  fn->lse = lse;
+  fn->cd = cd;
+  fn->n_bias = static_cast<int>(biases.size());
+  return record1("attention", std::move(fn), inputs, o);
+}
+
+Variable global_attention(const Variable& q, const Variable& k, const Variable& v, const Tensor& bias,
+                          const Variable& gate, float scale) {
+  FC_CHECK(q.dim() == 3 && k.dim() == 3 && k.shape() == v.shape() && gate.dim() == 4, "global_attention: q ",
+           q.shape().str(), " [B,H,D], k ", k.shape().str(), ", v ", v.shape().str(), " [B,S,D], gate ",
+           gate.shape().str(), " [B,S,H,D]");
+  const int64_t b = q.size(0), h = q.size(1), d = q.size(2), s = k.size(1);
+  FC_CHECK(k.size(0) == b && k.size(2) == d && gate.shape() == Shape({b, s, h, d}) &&
+               (!bias.defined() || bias.shape() == Shape({b, s})),
+           "global_attention: inconsistent shapes q ", q.shape().str(), ", k ", k.shape().str(), ", gate ",
+           gate.shape().str(), ", bias ", bias.defined() ? bias.shape().str() : "none");
+  const DType cd = detail::gemm_dtype(q.dtype());
+  const Tensor qv = q.value().to(cd).contiguous(), kv = k.value().to(cd).contiguous();
+  const Tensor vv = v.value().to(cd).contiguous(), gv = gate.value().to(cd).contiguous();
+  const Tensor bv = bias.defined() ? bias.to(cd).contiguous() : Tensor();
+  Tensor o = Tensor::empty({b, s, h, d}, cd, q.device());
+  Tensor a = Tensor::empty({b, h, d}, cd, q.device());
+  ops::global_attention_forward(qv, kv, vv, bv, gv, scale, o, a);
+  if (!any_requires_grad({q, k, v, gate})) return Variable(o);
+  auto fn = std::make_unique<GlobalAttentionFn>();
+  fn->q = qv;
+  fn->k = kv;
+  fn->v = vv;
+  fn->bias = bv;
+  fn->g = gv;
+  fn->a = a;
+  fn->scale = scale;
+  return record1("global_attention", std::move(fn), {q, k, v, gate}, o);
+}
+
+}  // namespace foldcore::autograd

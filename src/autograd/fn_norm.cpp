@@ -1,0 +1,118 @@
+// LayerNorm, softmax and softmax cross-entropy Functions (fp32 statistics).
+#include <vector>
+
+#include "autograd/function_util.h"
+#include "autograd/functions.h"
+#include "kernels/elementwise.h"
+#include "kernels/layernorm.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+
+namespace foldcore::autograd {
+namespace {
+
+struct LayerNormFn final : Function {
+  Tensor x, gamma, mean, rstd;
+  void backward(BackwardCtx& ctx) override {
+    const Tensor dx = detail::new_grad_or_scratch(ctx, 0, x, x.dtype());
+    const Tensor dgamma = detail::acc_grad_or_scratch(ctx, 1, gamma, DType::f32);
+    const Tensor dbeta = detail::acc_grad_or_scratch(ctx, 2, gamma, DType::f32);
+    ops::layernorm_backward(ctx.grad_output(0), x, gamma, mean, rstd, dx, dgamma, dbeta);
+  }
+};
+
+struct SoftmaxFn final : Function {
+  Tensor y;
+  void backward(BackwardCtx& ctx) override { ops::softmax_backward(y, ctx.grad_output(0), ctx.new_grad(0)); }
+};
+
+struct CrossEntropyFn final : Function {
+  Tensor dlogits;  // already scaled by 1/denominator in the fused forward
+  void backward(BackwardCtx& ctx) override {
+    const Tensor& dl = ctx.grad_output(0);  // scalar
+    const Tensor dx = ctx.new_grad(0);
+    const Tensor dlc = dl.dtype() == dlogits.dtype() ? dl : dl.to(dlogits.dtype());
+    ops::mul(dlogits.view(dx.shape()), dlc.expand(dx.shape()), dx);
+  }
+};
+
+// Σ_r w[r] over the rows that count (hard labels: label >= 0), on the host.
+double default_denominator(const CrossEntropyOptions& opt, int64_t rows) {
+  std::vector<float> w;
+  if (opt.weights.defined()) w = opt.weights.to_vector();
+  double d = 0;
+  if (opt.labels.defined()) {
+    const std::vector<int64_t> lab = opt.labels.to_vector_i64();
+    for (size_t r = 0; r < lab.size(); ++r)
+      if (lab[r] >= 0) d += w.empty() ? 1.0 : w[r];
+  } else {
+    for (int64_t r = 0; r < rows; ++r) d += w.empty() ? 1.0 : w[static_cast<size_t>(r)];
+  }
+  return d;
+}
+
+}  // namespace
+
+Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps) {
+  const int64_t c = x.size(-1);
+  FC_CHECK(gamma.shape() == Shape({c}) && beta.shape() == Shape({c}), "layer_norm: gamma ", gamma.shape().str(),
+           ", beta ", beta.shape().str(), " for x ", x.shape().str());
+  const Tensor xv = x.value().contiguous();
+  const Tensor gv = gamma.value().to(DType::f32), bv = beta.value().to(DType::f32);
+  Tensor y = detail::empty_like(xv);
+  const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
+  const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
+  ops::layernorm_forward(xv, gv, bv, eps, y, mean, rstd);
+  if (!any_requires_grad({x, gamma, beta})) return Variable(y);
+  auto fn = std::make_unique<LayerNormFn>();
+  fn->x = xv;
+  fn->gamma = gv;
+  fn->mean = mean;
+  fn->rstd = rstd;
+  return record1("layer_norm", std::move(fn), {x, gamma, beta}, y);
+}
+
+Variable softmax(const Variable& x) {
+  const Tensor xv = x.value().contiguous();
+  Tensor y = detail::empty_like(xv);
+  ops::softmax_forward(xv, y);
+  if (!any_requires_grad({x})) return Variable(y);
+  auto fn = std::make_unique<SoftmaxFn>();
+  fn->y = y;
+  return record1("softmax", std::move(fn), {x}, y);
+}
+
+Variable softmax_cross_entropy(const Variable& logits, const CrossEntropyOptions& opt) {
+  FC_CHECK(opt.labels.defined() != opt.targets.defined(),
+           "softmax_cross_entropy: give exactly one of labels and targets");
+  const int64_t c = logits.size(-1), rows = logits.numel() / c;
+  const Tensor x = logits.value().contiguous().view({rows, c});
+  ops::CrossEntropyArgs a;
+  if (opt.labels.defined()) {
+    FC_CHECK(opt.labels.numel() == rows, "softmax_cross_entropy: ", opt.labels.numel(), " labels for logits ",
+             logits.shape().str());
+    a.labels = opt.labels.reshape({rows});
+  } else {
+    FC_CHECK(opt.targets.numel() == rows * c, "softmax_cross_entropy: targets ", opt.targets.shape().str(),
+             " for logits ", logits.shape().str());
+    a.targets = opt.targets.reshape({rows, c});
+  }
+  if (opt.weights.defined()) a.weights = opt.weights.reshape({rows});
+  const double denom = opt.denominator > 0 ? opt.denominator : default_denominator(opt, rows);
+  // An empty batch (everything ignored) gives loss 0 with zero gradient, not NaN.
+  const float inv = denom > 0 ? static_cast<float>(1.0 / denom) : 0.f;
+  a.dscale = inv;
+  const bool rg = any_requires_grad({logits});
+  const Tensor loss_rows = Tensor::empty({rows}, DType::f32, x.device());
+  Tensor dlogits = rg ? detail::empty_like(x) : Tensor();
+  ops::softmax_cross_entropy(x, a, loss_rows, dlogits);
+  Tensor loss = Tensor::empty({}, DType::f32, x.device());
+  ops::sum(loss_rows, {0}, loss);
+  ops::scale(loss, inv, loss);
+  if (!rg) return Variable(loss);
+  auto fn = std::make_unique<CrossEntropyFn>();
+  fn->dlogits = dlogits;
+  return record1("softmax_cross_entropy", std::move(fn), {logits}, loss);
+}
+
+}  // namespace foldcore::autograd

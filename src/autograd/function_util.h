@@ -1,0 +1,32 @@
+// Helpers shared by the Function implementations (internal to src/autograd).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/variable.h"
+
+namespace foldcore::autograd::detail {
+
+inline Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+inline Tensor empty_like(const Tensor& t, DType dt) { return Tensor::empty(t.shape(), dt, t.device()); }
+
+// The gradient destination for input i when it is needed, else a scratch buffer (kernels that
+// write several gradients at once need every output).
+inline Tensor new_grad_or_scratch(BackwardCtx& ctx, int i, const Tensor& like, DType dt) {
+  return ctx.needs_grad(i) ? ctx.new_grad(i, dt) : Tensor::empty(like.shape(), dt, like.device());
+}
+inline Tensor acc_grad_or_scratch(BackwardCtx& ctx, int i, const Tensor& like, DType dt) {
+  return ctx.needs_grad(i) ? ctx.accumulate_grad(i, dt) : Tensor::zeros(like.shape(), dt, like.device());
+}
+
+// Σ of `g` (a gradient of a broadcast result) over the axes that `shape` broadcast along, so the
+// result has `shape` (NumPy broadcasting: leading axes, and size-1 axes).
+Tensor sum_to_shape(const Tensor& g, const Shape& shape);
+
+// The GEMM compute dtype: the autocast dtype when set, else `own`.
+inline DType gemm_dtype(DType own) { return autocast_dtype().value_or(own); }
+
+}  // namespace foldcore::autograd::detail

@@ -1,0 +1,95 @@
+// Differentiable ops: thin wrappers over kernels/*.h that record a graph node (when grad mode is
+// on and an input requires grad) whose backward calls the op's backward kernels.
+// Shapes in comments; "…" = any leading dims. Float inputs of an op must share a dtype unless
+// stated; binary pointwise ops promote mixed float dtypes to the wider one (f32) via cast().
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "core/philox.h"
+#include "kernels/gemm.h"
+
+namespace foldcore::autograd {
+
+// ---------------------------------------------------------------- dtype
+// y = x in dtype `dtype` (identity when equal); the gradient is cast back.
+Variable cast(const Variable& x, DType dtype);
+
+// ---------------------------------------------------------------- GEMM (autocast)
+// y[…, out] = act(x[…, in] · w[in, out] + b[out]); b optional. Under autocast x, w, b are cast
+// to the autocast dtype for the GEMM; the weight/bias grads go to their fp32 master buffers.
+Variable linear(const Variable& x, const Variable& w, const Variable& b = {},
+                ops::Activation act = ops::Activation::none);
+// c[…, M, N] = op(a)[…, M, K] · op(b)[…, K, N]; b may be 2-D (shared by every batch entry).
+Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false);
+
+// ---------------------------------------------------------------- normalisation, softmax, loss
+// LayerNorm over the last dim; gamma, beta f32 [C]; statistics in fp32; y has x's dtype.
+Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps = 1e-5f);
+Variable softmax(const Variable& x);  // over the last dim
+
+struct CrossEntropyOptions {
+  Tensor labels;   // hard labels i32/i64 [rows]; < 0 = ignored
+  Tensor targets;  // or soft targets [rows…, C]
+  Tensor weights;  // optional f32 [rows]
+  // Denominator of the mean; <= 0: Σ_r w[r] over the non-ignored rows (computed on the host).
+  double denominator = 0;
+};
+// Scalar (shape {}) f32 mean loss Σ_r loss[r] / denominator; logits [rows…, C].
+Variable softmax_cross_entropy(const Variable& logits, const CrossEntropyOptions& opt);
+
+// ---------------------------------------------------------------- attention (autocast)
+// Gated multi-head attention (kernels/attention.h), in the layout projections produce:
+// q, gate: [B, Lq, H, D]; k, v: [B, Lk, H, D] (views of [B, L, H·D] linear outputs);
+// biases: 4-D Variables broadcastable to [B, H, Lq, Lk] (pair bias [1,H,Lq,Lk], mask bias
+// [B,1,1,Lk], …; gradients flow to those that require them); cu_seqlens i32 [n+1] (B == 1).
+// Returns o [B, Lq, H, D] = sigmoid(gate) ⊙ Σ_j softmax_j(scale·q·k + Σ biases) v.
+Variable attention(const Variable& q, const Variable& k, const Variable& v, const std::vector<Variable>& biases = {},
+                   const Variable& gate = {}, const Tensor& cu_seqlens = {}, float scale = 1.f);
+// AF2 Alg. 19: q [B,H,D], k, v [B,S,D], bias [B,S] (no grad), gate [B,S,H,D] → o [B,S,H,D].
+Variable global_attention(const Variable& q, const Variable& k, const Variable& v, const Tensor& bias,
+                          const Variable& gate, float scale);
+
+// ---------------------------------------------------------------- pointwise
+Variable add(const Variable& a, const Variable& b);  // b may broadcast to a's shape
+Variable mul(const Variable& a, const Variable& b);  // b may broadcast to a's shape
+Variable scale(const Variable& x, float s);
+Variable relu(const Variable& x);
+Variable gelu(const Variable& x);
+Variable sigmoid(const Variable& x);
+Variable sigmoid_gate(const Variable& g, const Variable& x);  // sigmoid(g) ⊙ x
+
+// Dropout randomness: rate p, the generator the mask stream offset is reserved from, and the
+// axes along which the mask is shared (AF2 row-wise: {-3}, column-wise: {-2}). gen == nullptr or
+// p == 0 means identity (eval).
+struct DropoutSpec {
+  float p = 0.f;
+  Generator* gen = nullptr;
+  std::vector<int> shared_dims;
+};
+Variable dropout(const Variable& x, const DropoutSpec& d);
+// out = residual + dropout(x + bias); bias [C] and residual optional. With `in_place`, out is
+// written into residual's storage when that is safe: nothing else (in particular no saved tensor
+// of any backward) refers to residual's storage, and residual is not a leaf that needs grad.
+Variable bias_dropout_residual(const Variable& x, const Variable& bias, const Variable& residual,
+                               const DropoutSpec& d, bool in_place = false);
+
+// ---------------------------------------------------------------- gather
+Variable embedding(const Variable& table, const Tensor& idx);  // table [V, C], idx […] → […, C]
+Tensor one_hot(const Tensor& idx, int64_t num_classes, DType dtype = DType::f32);  // no grad
+
+// ---------------------------------------------------------------- views and reductions
+// Views share storage with x; their backward copies the grad into a (zero) grad of x's shape.
+Variable reshape(const Variable& x, const Shape& shape);
+Variable permute(const Variable& x, const std::vector<int>& order);
+Variable transpose(const Variable& x, int a, int b);
+Variable narrow(const Variable& x, int axis, int64_t start, int64_t length);
+Variable unsqueeze(const Variable& x, int axis);
+Variable contiguous(const Variable& x);
+Variable sum(const Variable& x, const std::vector<int>& axes);
+Variable mean(const Variable& x, const std::vector<int>& axes);
+Variable concat(const std::vector<Variable>& xs, int axis);
+
+}  // namespace foldcore::autograd

@@ -1,0 +1,147 @@
+#include "nn/attention.h"
+
+#include <cmath>
+
+namespace foldcore::nn {
+namespace {
+
+LinearOptions proj(Init init, bool bias) {
+  LinearOptions o;
+  o.init = init;
+  o.bias = bias;
+  return o;
+}
+
+Shape with_last(const Shape& s, int64_t last) {
+  Shape r = s;
+  r[r.size() - 1] = last;
+  return r;
+}
+
+}  // namespace
+
+AttentionOptions AttentionOptions::alphafold(int64_t c_q, int64_t c_kv, int64_t heads, int64_t head_dim,
+                                             int64_t c_out) {
+  AttentionOptions o;
+  o.c_q = c_q;
+  o.c_kv = c_kv;
+  o.num_heads = heads;
+  o.head_dim = head_dim;
+  o.c_out = c_out;
+  return o;
+}
+
+AttentionOptions AttentionOptions::bert(int64_t d_model, int64_t heads) {
+  AttentionOptions o;
+  o.c_q = o.c_kv = o.c_out = d_model;
+  o.num_heads = heads;
+  o.head_dim = d_model / heads;
+  o.gating = false;
+  o.qkv_bias = true;
+  o.qkv_init = o.output_init = Init::bert;
+  return o;
+}
+
+static AttentionOptions resolved(AttentionOptions o) {
+  if (o.c_kv == 0) o.c_kv = o.c_q;
+  if (o.c_out == 0) o.c_out = o.c_q;
+  FC_CHECK(o.c_q > 0 && o.num_heads > 0 && o.head_dim > 0, "Attention: c_q ", o.c_q, ", heads ", o.num_heads,
+           ", head_dim ", o.head_dim, " must be positive");
+  return o;
+}
+
+Attention::Attention(Scope scope, const AttentionOptions& options)
+    : Module(std::move(scope)),
+      opt_(resolved(options)),
+      q_(child_scope("q"), opt_.c_q, opt_.num_heads * opt_.head_dim, proj(opt_.qkv_init, opt_.qkv_bias)),
+      k_(child_scope("k"), opt_.c_kv, opt_.num_heads * opt_.head_dim, proj(opt_.qkv_init, opt_.qkv_bias)),
+      v_(child_scope("v"), opt_.c_kv, opt_.num_heads * opt_.head_dim, proj(opt_.qkv_init, opt_.qkv_bias)),
+      gate_(opt_.gating ? std::make_unique<Linear>(child_scope("gate"), opt_.c_q, opt_.num_heads * opt_.head_dim,
+                                                   proj(Init::gating, true))
+                        : nullptr),
+      output_(child_scope("output"), opt_.num_heads * opt_.head_dim, opt_.c_out, proj(opt_.output_init, true)) {
+  register_child(q_);
+  register_child(k_);
+  register_child(v_);
+  if (gate_) register_child(*gate_);
+  register_child(output_);
+}
+
+Variable Attention::heads(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
+                          const Tensor& cu_seqlens) const {
+  FC_CHECK(q_data.dim() >= 2 && kv_data.dim() == q_data.dim() && q_data.size(-1) == opt_.c_q &&
+               kv_data.size(-1) == opt_.c_kv,
+           "Attention '", path(), "': q_data ", q_data.shape().str(), " kv_data ", kv_data.shape().str(),
+           " (expected [..., L, ", opt_.c_q, "] and [..., L, ", opt_.c_kv, "])");
+  const int64_t lq = q_data.size(-2), lk = kv_data.size(-2);
+  const int64_t b = q_data.numel() / (lq * opt_.c_q);
+  const int64_t h = opt_.num_heads, d = opt_.head_dim;
+  // [B, L, H·d] projections viewed per head: the attention op takes [B, L, H, d] directly.
+  const Variable q = autograd::reshape(q_.forward(q_data), {b, lq, h, d});
+  const Variable k = autograd::reshape(k_.forward(kv_data), {b, lk, h, d});
+  const Variable v = autograd::reshape(v_.forward(kv_data), {b, lk, h, d});
+  const Variable g = gate_ ? autograd::reshape(gate_->forward(q_data), {b, lq, h, d}) : Variable();
+  // AF2 scales q by 1/√d before q·kᵀ; the kernel applies the same factor to the scores.
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const Variable o = autograd::attention(q, k, v, biases, g, cu_seqlens, scale);
+  return autograd::reshape(o, with_last(q_data.shape(), h * d));
+}
+
+Variable Attention::forward(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
+                            const Tensor& cu_seqlens) const {
+  return output_.forward(heads(q_data, kv_data, biases, cu_seqlens));
+}
+
+Variable Attention::forward_no_output_bias(const Variable& q_data, const Variable& kv_data,
+                                           const std::vector<Variable>& biases, const Tensor& cu_seqlens) const {
+  return output_.forward_no_bias(heads(q_data, kv_data, biases, cu_seqlens));
+}
+
+GlobalAttention::GlobalAttention(Scope scope, int64_t c_in, int64_t num_heads, int64_t head_dim, int64_t c_out)
+    : Module(std::move(scope)),
+      c_in_(c_in),
+      heads_(num_heads),
+      dim_(head_dim),
+      c_out_(c_out > 0 ? c_out : c_in),
+      q_(child_scope("q"), c_in, num_heads * head_dim, proj(Init::glorot, false)),
+      k_(child_scope("k"), c_in, head_dim, proj(Init::glorot, false)),
+      v_(child_scope("v"), c_in, head_dim, proj(Init::glorot, false)),
+      gate_(child_scope("gate"), c_in, num_heads * head_dim, proj(Init::gating, true)),
+      output_(child_scope("output"), num_heads * head_dim, c_out_, proj(Init::final, true)) {
+  register_child(q_);
+  register_child(k_);
+  register_child(v_);
+  register_child(gate_);
+  register_child(output_);
+}
+
+Variable GlobalAttention::forward(const Variable& m, const Tensor& mask) const {
+  FC_CHECK(m.dim() >= 2 && m.size(-1) == c_in_ && mask.numel() * c_in_ == m.numel(), "GlobalAttention '", path(),
+           "': m ", m.shape().str(), ", mask ", mask.shape().str(), " (expected [..., S, ", c_in_, "] and [..., S])");
+  const int64_t s = m.size(-2), b = m.numel() / (s * c_in_);
+  const Variable m3 = autograd::reshape(m, {b, s, c_in_});
+  // Masked mean over the sequences (Alg. 19 line 2) as a batched [1, S]·[S, c] product with
+  // weights mask/(Σ mask + 1e-10), and the mask bias 1e9·(mask − 1); both from the (small) mask.
+  const std::vector<float> mv = mask.to_vector();
+  std::vector<float> w(mv.size()), bias(mv.size());
+  for (int64_t i = 0; i < b; ++i) {
+    double total = 0;
+    for (int64_t j = 0; j < s; ++j) total += mv[static_cast<size_t>(i * s + j)];
+    for (int64_t j = 0; j < s; ++j) {
+      const size_t k = static_cast<size_t>(i * s + j);
+      w[k] = static_cast<float>(mv[k] / (total + 1e-10));
+      bias[k] = 1e9f * (mv[k] - 1.f);
+    }
+  }
+  const Variable wv(Tensor::from_vector(w, {b, 1, s}, DType::f32, m.device()));
+  const Tensor bias_t = Tensor::from_vector(bias, {b, s}, DType::f32, m.device());
+  const Variable q_avg = autograd::reshape(autograd::matmul(wv, m3), {b, c_in_});
+  const Variable q = autograd::reshape(q_.forward(q_avg), {b, heads_, dim_});
+  const Variable k = k_.forward(m3), v = v_.forward(m3);
+  const Variable g = autograd::reshape(gate_.forward(m3), {b, s, heads_, dim_});
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim_)));
+  const Variable o = autograd::global_attention(q, k, v, bias_t, g, scale);
+  return output_.forward(autograd::reshape(o, with_last(m.shape(), heads_ * dim_)));
+}
+
+}  // namespace foldcore::nn

@@ -1,0 +1,60 @@
+// Gated multi-head attention (AF2 Alg. 7; BERT self-attention) and global attention (AF2 Alg. 19).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/layers.h"
+
+namespace foldcore::nn {
+
+struct AttentionOptions {
+  int64_t c_q = 0, c_kv = 0;  // input channels of the query / key-value data (c_kv 0: = c_q)
+  int64_t num_heads = 1, head_dim = 0;
+  int64_t c_out = 0;          // 0: = c_q
+  bool gating = true;         // AF2: sigmoid gate from the query data; BERT: false
+  bool qkv_bias = false;      // AF2: false; BERT: true
+  Init qkv_init = Init::glorot, output_init = Init::final;  // AF2's; BERT: bert / bert
+
+  static AttentionOptions alphafold(int64_t c_q, int64_t c_kv, int64_t heads, int64_t head_dim, int64_t c_out);
+  static AttentionOptions bert(int64_t d_model, int64_t heads);
+};
+
+// q = x_q·Wq, k = x_kv·Wk, v = x_kv·Wv per head; o = gate ⊙ softmax(q·kᵀ/√d + Σ biases)·v;
+// out = o·Wo + bo. Children: q, k, v, gate (when gating), output.
+class Attention : public Module {
+ public:
+  Attention(Scope scope, const AttentionOptions& options);
+  // q_data [..., Lq, c_q], kv_data [..., Lk, c_kv] (the leading dims flattened into B);
+  // biases: 4-D, broadcastable to [B, H, Lq, Lk]; cu_seqlens for packed sequences (B = 1).
+  // Returns [..., Lq, c_out].
+  Variable forward(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases = {},
+                   const Tensor& cu_seqlens = {}) const;
+  // The same without the output bias, for a fused bias+dropout+residual consumer.
+  Variable forward_no_output_bias(const Variable& q_data, const Variable& kv_data,
+                                  const std::vector<Variable>& biases = {}, const Tensor& cu_seqlens = {}) const;
+  const Linear& output() const { return output_; }
+  const AttentionOptions& options() const { return opt_; }
+
+ private:
+  Variable heads(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
+                 const Tensor& cu_seqlens) const;  // [..., Lq, H·d] before the output projection
+  AttentionOptions opt_;
+  Linear q_, k_, v_;
+  std::unique_ptr<Linear> gate_;
+  Linear output_;
+};
+
+// AF2 Alg. 19 (extra-MSA column attention): one mean-pooled query per head, keys and values shared
+// by the heads, per-sequence gates. m [..., S, c_in], mask [..., S] (1 = present) → [..., S, c_out].
+class GlobalAttention : public Module {
+ public:
+  GlobalAttention(Scope scope, int64_t c_in, int64_t num_heads, int64_t head_dim, int64_t c_out = 0);
+  Variable forward(const Variable& m, const Tensor& mask) const;
+
+ private:
+  int64_t c_in_, heads_, dim_, c_out_;
+  Linear q_, k_, v_, gate_, output_;
+};
+
+}  // namespace foldcore::nn

@@ -1,0 +1,74 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "core/random.h"
+
+namespace foldcore::nn {
+namespace {
+
+Tensor init_weight(Init init, int64_t in, int64_t out, Generator* g) {
+  const Shape s{in, out};
+  if (init == Init::gating || init == Init::final) return Tensor();  // zeros
+  Generator& gen = *g;
+  switch (init) {
+    case Init::lecun: return trunc_normal(s, gen, static_cast<float>(std::sqrt(1.0 / static_cast<double>(in))));
+    case Init::relu: return trunc_normal(s, gen, static_cast<float>(std::sqrt(2.0 / static_cast<double>(in))));
+    case Init::glorot: {
+      const float lim = static_cast<float>(std::sqrt(6.0 / static_cast<double>(in + out)));
+      return rand_uniform(s, gen, -lim, lim);
+    }
+    case Init::bert: return trunc_normal(s, gen, 0.02f);
+    case Init::gating:
+    case Init::final: return Tensor();  // zeros
+  }
+  return Tensor();
+}
+
+}  // namespace
+
+Linear::Linear(Scope scope, int64_t in, int64_t out, LinearOptions options)
+    : Module(std::move(scope)), in_(in), out_(out), opt_(options) {
+  FC_CHECK(in > 0 && out > 0, "Linear '", path(), "': bad size ", in, " -> ", out);
+  FC_CHECK(this->scope().init_rng != nullptr || options.init == Init::gating || options.init == Init::final,
+           "Linear '", path(), "': the Scope has no init_rng");
+  weight_ = add_parameter("weight", {in, out}, true,
+                          init_weight(options.init, in, out, this->scope().init_rng));
+  if (options.bias) {
+    const Tensor b = options.init == Init::gating ? Tensor::full({out}, 1.0, DType::f32) : Tensor();
+    bias_ = add_parameter("bias", {out}, false, b);
+  }
+}
+
+Variable Linear::forward(const Variable& x) const { return autograd::linear(x, weight_, bias_, opt_.act); }
+
+Variable Linear::forward_no_bias(const Variable& x) const { return autograd::linear(x, weight_); }
+
+LayerNorm::LayerNorm(Scope scope, int64_t c, float eps) : Module(std::move(scope)), eps_(eps) {
+  scale_ = add_parameter("scale", {c}, false, Tensor::full({c}, 1.0, DType::f32));
+  offset_ = add_parameter("offset", {c}, false);
+}
+
+Variable LayerNorm::forward(const Variable& x) const { return autograd::layer_norm(x, scale_, offset_, eps_); }
+
+Dropout::Dropout(Scope scope, float p, std::vector<int> shared_dims)
+    : Module(std::move(scope)), p_(p), shared_dims_(std::move(shared_dims)) {
+  FC_CHECK(p >= 0.f && p < 1.f, "Dropout '", path(), "': rate ", p, " outside [0, 1)");
+}
+
+autograd::DropoutSpec Dropout::spec() const {
+  autograd::DropoutSpec d;
+  if (training() && p_ > 0.f && scope().rng != nullptr) {
+    d.p = p_;
+    d.gen = scope().rng;
+    d.shared_dims = shared_dims_;
+  }
+  return d;
+}
+
+Variable Dropout::forward(const Variable& x) const {
+  const autograd::DropoutSpec d = spec();
+  return d.p > 0.f ? autograd::dropout(x, d) : x;
+}
+
+}  // namespace foldcore::nn

@@ -1,0 +1,71 @@
+// Basic layers: Linear (AlphaFold2 initialisers), LayerNorm, Dropout (incl. shared masks).
+#pragma once
+
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "nn/module.h"
+
+namespace foldcore::nn {
+
+// AlphaFold2's initialisers (suppl. 1.11.4) plus BERT's:
+//   lecun  ('default'): truncated normal, std √(1/fan_in)      relu: truncated normal, std √(2/fan_in)
+//   glorot: uniform ±√(6/(fan_in+fan_out))                    gating: w = 0, b = 1
+//   final : w = 0, b = 0                                       bert: truncated normal, std 0.02
+// (The std is that of the truncated distribution, as in AF2, whose haiku initialiser divides by
+// 0.8796, the std of N(0,1) truncated to ±2.)
+enum class Init { lecun, relu, glorot, gating, final, bert };
+
+struct LinearOptions {
+  Init init = Init::lecun;
+  bool bias = true;
+  ops::Activation act = ops::Activation::none;  // fused GEMM epilogue
+};
+
+// y[…, out] = act(x[…, in]·W + b), W [in, out] (AF2's layout), parameters "<path>/weight", "/bias".
+class Linear : public Module {
+ public:
+  Linear(Scope scope, int64_t in, int64_t out, LinearOptions options = {});
+  Variable forward(const Variable& x) const;
+  // x·W only (no bias, no activation): for consumers that fuse the bias (bias+dropout+residual).
+  Variable forward_no_bias(const Variable& x) const;
+  const Variable& weight() const { return weight_; }
+  const Variable& bias() const { return bias_; }  // undefined when built without bias
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+ private:
+  int64_t in_, out_;
+  LinearOptions opt_;
+  Variable weight_, bias_;
+};
+
+// LayerNorm over the last dim; parameters "<path>/scale" (ones) and "/offset" (zeros) as in AF2.
+class LayerNorm : public Module {
+ public:
+  LayerNorm(Scope scope, int64_t c, float eps = 1e-5f);
+  Variable forward(const Variable& x) const;
+  const Variable& scale() const { return scale_; }
+  const Variable& offset() const { return offset_; }
+
+ private:
+  float eps_;
+  Variable scale_, offset_;
+};
+
+// Dropout with rate p; shared_dims share the mask along those axes (AF2 row-wise dropout on an
+// MSA/pair activation [.., N, M, C]: {-3}; column-wise: {-2}). Identity in eval mode or when the
+// scope has no rng.
+class Dropout : public Module {
+ public:
+  Dropout(Scope scope, float p, std::vector<int> shared_dims = {});
+  Variable forward(const Variable& x) const;
+  // The spec to pass to fused consumers (bias_dropout_residual); p = 0 in eval mode.
+  autograd::DropoutSpec spec() const;
+
+ private:
+  float p_;
+  std::vector<int> shared_dims_;
+};
+
+}  // namespace foldcore::nn

@@ -1,0 +1,173 @@
+// Every autograd Function's backward (through the engine) against finite differences.
+#include <cmath>
+
+#include "grad_check.h"
+#include "kernels/gemm.h"
+
+namespace foldcore::autograd {
+namespace {
+
+using testing::expect_grads_match_fd;
+using testing::randn_away;
+
+TEST(AutogradFunctions, LinearEpilogues) {
+  Generator g(1);
+  for (ops::Activation act : {ops::Activation::none, ops::Activation::relu, ops::Activation::gelu}) {
+    SCOPED_TRACE(static_cast<int>(act));
+    expect_grads_match_fd([act](const auto& v) { return linear(v[0], v[1], v[2], act); },
+                          {randn_away({2, 3, 5}, g), randn({5, 7}, g, 0, 0.5f), randn({7}, g)});
+  }
+  expect_grads_match_fd([](const auto& v) { return linear(v[0], v[1]); }, {randn({4, 3}, g), randn({3, 2}, g)});
+}
+
+TEST(AutogradFunctions, MatmulTransposesAndSharedOperand) {
+  Generator g(2);
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      SCOPED_TRACE(std::to_string(ta) + std::to_string(tb));
+      const Tensor a = ta ? randn({2, 5, 3}, g) : randn({2, 3, 5}, g);
+      const Tensor b = tb ? randn({2, 4, 5}, g) : randn({2, 5, 4}, g);
+      expect_grads_match_fd([=](const auto& v) { return matmul(v[0], v[1], ta, tb); }, {a, b});
+    }
+  // b 2-D, shared by the batch: its gradient sums over the batch.
+  expect_grads_match_fd([](const auto& v) { return matmul(v[0], v[1]); }, {randn({3, 2, 5}, g), randn({5, 3}, g)});
+}
+
+TEST(AutogradFunctions, LayerNormSoftmax) {
+  Generator g(3);
+  expect_grads_match_fd([](const auto& v) { return layer_norm(v[0], v[1], v[2]); },
+                        {randn({3, 7}, g), randn({7}, g), randn({7}, g)});
+  expect_grads_match_fd([](const auto& v) { return softmax(v[0]); }, {randn({4, 6}, g)});
+}
+
+TEST(AutogradFunctions, CrossEntropyHardSoftWeighted) {
+  Generator g(4);
+  CrossEntropyOptions hard;
+  hard.labels = Tensor::from_vector_i64({2, -1, 0, 4, 1, 3}, {2, 3});
+  hard.weights = Tensor::from_vector({1.f, 2.f, 0.5f, 1.f, 1.5f, 1.f}, {6});
+  expect_grads_match_fd([&](const auto& v) { return softmax_cross_entropy(v[0], hard); }, {randn({2, 3, 5}, g)});
+  CrossEntropyOptions soft;
+  soft.targets = softmax(Variable(randn({4, 5}, g))).value();
+  expect_grads_match_fd([&](const auto& v) { return softmax_cross_entropy(v[0], soft); }, {randn({4, 5}, g)});
+  // Mean over the non-ignored rows: 2 rows, one ignored → loss = loss of the other row.
+  CrossEntropyOptions one;
+  one.labels = Tensor::from_vector_i64({1, -1}, {2});
+  const Tensor x = Tensor::from_vector({0.f, 0.f, 5.f, 1.f}, {2, 2});
+  EXPECT_NEAR(softmax_cross_entropy(Variable(x), one).value().item(), std::log(2.0), 1e-6);
+}
+
+TEST(AutogradFunctions, GatedAttentionWithBiases) {
+  Generator g(5);
+  const int64_t b = 2, l = 5, h = 2, d = 3;
+  // Mask bias [B,1,1,L] without gradient: last key of batch 1 masked.
+  std::vector<float> mask(static_cast<size_t>(b * l), 0.f);
+  mask[static_cast<size_t>(b * l - 1)] = -1e9f;
+  const Tensor mask_bias = Tensor::from_vector(mask, {b, 1, 1, l});
+  expect_grads_match_fd(
+      [&](const auto& v) {
+        return attention(v[0], v[1], v[2], {v[4], Variable(mask_bias)}, v[3], {}, 0.5f);
+      },
+      {randn({b, l, h, d}, g), randn({b, l, h, d}, g), randn({b, l, h, d}, g), randn({b, l, h, d}, g),
+       randn({1, h, l, l}, g)});
+}
+
+TEST(AutogradFunctions, AttentionFromProjectionViewsAndPackedSequences) {
+  Generator g(6);
+  // q/k/v as views of one [1, L, 3·H·D] projection (strided, no copy), packed segments.
+  const Tensor cu = Tensor::from_vector_i64({0, 2, 5}, {3}, DType::i32);
+  expect_grads_match_fd(
+      [&](const auto& v) {
+        Variable qkv = reshape(v[0], {1, 5, 3, 2, 2});
+        auto part = [&](int i) { return reshape(narrow(qkv, 2, i, 1), {1, 5, 2, 2}); };
+        return attention(part(0), part(1), part(2), {}, {}, cu, 0.7f);
+      },
+      {randn({1, 5, 12}, g)});
+}
+
+TEST(AutogradFunctions, GlobalAttention) {
+  Generator g(7);
+  const Tensor bias = Tensor::from_vector({0, 0, -1e9f, 0, 0, 0, 0, 0}, {2, 4});
+  expect_grads_match_fd([&](const auto& v) { return global_attention(v[0], v[1], v[2], bias, v[3], 0.5f); },
+                        {randn({2, 3, 2}, g), randn({2, 4, 2}, g), randn({2, 4, 2}, g), randn({2, 4, 3, 2}, g)});
+}
+
+TEST(AutogradFunctions, Pointwise) {
+  Generator g(8);
+  expect_grads_match_fd([](const auto& v) { return add(v[0], v[1]); }, {randn({3, 4}, g), randn({4}, g)});
+  expect_grads_match_fd([](const auto& v) { return mul(v[0], v[1]); }, {randn({2, 3, 4}, g), randn({3, 1}, g)});
+  expect_grads_match_fd([](const auto& v) { return scale(v[0], -1.5f); }, {randn({5}, g)});
+  expect_grads_match_fd([](const auto& v) { return relu(v[0]); }, {randn_away({3, 5}, g)});
+  expect_grads_match_fd([](const auto& v) { return gelu(v[0]); }, {randn({3, 5}, g)});
+  expect_grads_match_fd([](const auto& v) { return sigmoid(v[0]); }, {randn({3, 5}, g)});
+  expect_grads_match_fd([](const auto& v) { return sigmoid_gate(v[0], v[1]); }, {randn({3, 5}, g), randn({3, 5}, g)});
+}
+
+TEST(AutogradFunctions, DropoutSharedMaskAndBiasResidual) {
+  Generator g(9);
+  // A fresh generator per evaluation: every FD evaluation draws the same mask.
+  expect_grads_match_fd(
+      [](const auto& v) {
+        Generator rng(3);
+        return bias_dropout_residual(v[0], v[1], v[2], DropoutSpec{0.3f, &rng, {-3}});
+      },
+      {randn({3, 4, 5}, g), randn({5}, g), randn({3, 4, 5}, g)});
+  // Row-shared mask: identical along axis -3.
+  Generator rng(4);
+  const Tensor y = dropout(Variable(Tensor::full({4, 3, 6}, 1.0, DType::f32)), DropoutSpec{0.5f, &rng, {-3}}).value();
+  const std::vector<float> yv = y.to_vector();
+  int dropped = 0;
+  for (int i = 0; i < 18; ++i) {
+    for (int r = 1; r < 4; ++r) EXPECT_EQ(yv[static_cast<size_t>(i)], yv[static_cast<size_t>(r * 18 + i)]);
+    dropped += yv[static_cast<size_t>(i)] == 0.f;
+  }
+  EXPECT_GT(dropped, 0);
+  EXPECT_LT(dropped, 18);
+}
+
+TEST(AutogradFunctions, EmbeddingAndOneHot) {
+  Generator g(10);
+  const Tensor idx = Tensor::from_vector_i64({1, 3, 1, 0}, {2, 2});
+  expect_grads_match_fd([&](const auto& v) { return embedding(v[0], idx); }, {randn({4, 3}, g)});
+  const std::vector<float> oh = one_hot(idx, 4).to_vector();
+  EXPECT_EQ(oh.size(), 16u);
+  EXPECT_EQ(oh[1], 1.f);
+  EXPECT_EQ(oh[4 + 3], 1.f);
+  EXPECT_EQ(oh[4 + 2], 0.f);
+}
+
+TEST(AutogradFunctions, ViewsReductionsConcat) {
+  Generator g(11);
+  const Tensor x = randn({2, 3, 4}, g);
+  expect_grads_match_fd([](const auto& v) { return reshape(v[0], {6, 4}); }, {x});
+  expect_grads_match_fd([](const auto& v) { return contiguous(permute(v[0], {2, 0, 1})); }, {x});
+  expect_grads_match_fd([](const auto& v) { return transpose(v[0], 0, 2); }, {x});
+  expect_grads_match_fd([](const auto& v) { return narrow(v[0], 2, 1, 2); }, {x});
+  expect_grads_match_fd([](const auto& v) { return unsqueeze(v[0], 1); }, {x});
+  expect_grads_match_fd([](const auto& v) { return sum(v[0], {0, 2}); }, {x});
+  expect_grads_match_fd([](const auto& v) { return mean(v[0], {-1}); }, {x});
+  expect_grads_match_fd([](const auto& v) { return concat({v[0], v[1]}, 1); }, {x, randn({2, 2, 4}, g)});
+  // The same input used by two views of itself.
+  expect_grads_match_fd([](const auto& v) { return add(narrow(v[0], 1, 0, 2), narrow(v[0], 1, 1, 2)); }, {x});
+}
+
+TEST(AutogradFunctions, CastRoundTripsGradients) {
+  const Tensor x = Tensor::from_vector({1.f, 2.f, 3.f}, {3});
+  Variable v(x, true);
+  Variable y = cast(cast(v, DType::bf16), DType::f32);
+  backward({y}, {Tensor::from_vector({0.5f, 1.f, 2.f}, {3})});
+  EXPECT_EQ(v.grad().to_vector(), (std::vector<float>{0.5f, 1.f, 2.f}));  // exact in bf16
+}
+
+TEST(AutogradFunctions, BadShapesAreClearErrors) {
+  Variable x(Tensor::zeros({2, 3}, DType::f32)), w(Tensor::zeros({4, 5}, DType::f32));
+  try {
+    linear(x, w);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(add(x, Variable(Tensor::zeros({4}, DType::f32))), Error);
+}
+
+}  // namespace
+}  // namespace foldcore::autograd
