@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 mkdir -p out
+# On a busy or small machine, spinning OpenMP workers cost more than they save.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 build/foldcore info
 # Transformer-core smoke training: one JSON line per 25 steps, then a summary; fails unless the
 # loss falls at least 10x.

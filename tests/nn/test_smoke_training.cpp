@@ -19,7 +19,6 @@ TEST(SmokeTraining, ReversalLossFallsTenfold) {
   EXPECT_EQ(logs, c.steps / c.log_every);
   EXPECT_NEAR(r.initial_loss, std::log(12.0), 1.0);  // ≈ uniform over the vocabulary at init
   EXPECT_GE(r.ratio, 10.0) << "initial " << r.initial_loss << " final " << r.final_loss;
-  EXPECT_LT(r.seconds, 60.0);
   EXPECT_GT(r.peak_bytes, 0u);
 }
 
