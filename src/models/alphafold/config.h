@@ -1,0 +1,94 @@
+// AlphaFold2 monomer model configuration. Defaults are model_1_ptm at full size (AlphaFold2
+// config.py, CONFIG + CONFIG_DIFFS). Every dimension is read from configs/model/<preset>.yaml
+// (config_yaml.cpp), so small test configs run through the same code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace foldcore::af2 {
+
+// One gated attention block: num_head heads of width head_dim (AF2: key_dim / num_head).
+struct AttentionConfig {
+  int64_t num_head = 8;
+  int64_t head_dim = 32;
+  bool gating = true;
+  float dropout = 0.f;
+};
+
+struct EvoformerBlockConfig {
+  int64_t c_m = 256;  // msa_channel (extra MSA stack: 64)
+  int64_t c_z = 128;  // pair_channel
+  AttentionConfig msa_row{8, 32, true, 0.15f};      // row attention with pair bias
+  AttentionConfig msa_column{8, 32, true, 0.f};     // column attention (global in the extra stack)
+  int64_t msa_transition_factor = 4;
+  int64_t opm_channels = 32;                        // outer product mean c
+  int64_t tri_mul_channels = 128;                   // triangle multiplication intermediate
+  float tri_mul_dropout = 0.25f;
+  AttentionConfig tri_att{4, 32, true, 0.25f};      // triangle attention start/end
+  int64_t pair_transition_factor = 4;
+  bool global_column_attention = false;             // true in the extra-MSA stack
+};
+
+struct TemplateConfig {
+  bool enabled = true;
+  bool embed_torsion_angles = true;
+  int64_t max_templates = 4;
+  int64_t c_t = 64;
+  int64_t num_pair_blocks = 2;
+  AttentionConfig tri_att{4, 16, true, 0.25f};
+  int64_t tri_mul_channels = 64;
+  int64_t pair_transition_factor = 2;
+  AttentionConfig pointwise_att{4, 16, false, 0.f};  // template pointwise attention (key/value dim 64)
+  float dgram_min_bin = 3.25f, dgram_max_bin = 50.75f;
+  int64_t dgram_num_bins = 39;
+  bool use_template_unit_vector = false;
+};
+
+struct StructureModuleConfig {
+  int64_t c_s = 384;
+  int64_t c_z = 128;
+  int64_t num_layers = 8;          // shared weights
+  int64_t num_head = 12;
+  int64_t num_scalar_qk = 16, num_scalar_v = 16;
+  int64_t num_point_qk = 4, num_point_v = 8;
+  int64_t num_transition_layers = 3;
+  float position_scale = 10.f;     // Å per internal unit
+  int64_t sidechain_channels = 128;
+  int64_t sidechain_residual_blocks = 2;
+  float dropout = 0.1f;
+};
+
+struct HeadsConfig {
+  int64_t distogram_bins = 64;
+  float distogram_first_break = 2.3125f, distogram_last_break = 21.6875f;
+  int64_t masked_msa_outputs = 23;
+  int64_t lddt_bins = 50, lddt_channels = 128;
+  bool ptm = true;                 // predicted aligned error + pTM head
+  int64_t pae_bins = 64;
+  float pae_max_error_bin = 31.f;
+};
+
+struct Af2Config {
+  std::string preset = "model_1_ptm";
+  int64_t target_feat_dim = 22;
+  int64_t msa_feat_dim = 49;
+  int64_t c_m = 256, c_z = 128, c_s = 384, c_e = 64;
+  int64_t max_relative_feature = 32;
+  float recycle_min_bin = 3.25f, recycle_max_bin = 20.75f;
+  int64_t recycle_num_bins = 15;
+  int64_t num_evoformer_blocks = 48;
+  int64_t num_extra_msa_blocks = 4;
+  EvoformerBlockConfig evoformer;  // c_m 256
+  EvoformerBlockConfig extra_msa{64, 128, {8, 8, true, 0.15f}, {8, 8, true, 0.f}, 4, 32, 128, 0.25f, {4, 32, true, 0.25f}, 4, true};
+  TemplateConfig templates;
+  StructureModuleConfig structure;
+  HeadsConfig heads;
+  int64_t num_recycles = 3;
+  int64_t max_msa_clusters = 512;
+  int64_t max_extra_msa = 5120;
+  bool reduce_msa_clusters_by_max_templates = true;
+  int64_t chunk_size = 0;          // 0: no chunking
+};
+
+}  // namespace foldcore::af2
