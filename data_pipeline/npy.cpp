@@ -1,5 +1,5 @@
 // .npy header parsing/serialisation and host-array <-> Tensor conversion. The .npz container is in
-// npz.cpp.
+// npy_zip.cpp.
 #include "data_pipeline/npy.h"
 
 #include <algorithm>
