@@ -61,7 +61,7 @@ Msa read_a3m(LineReader& reader, size_t max_sequences) {
     if (!have_record) reader.fail("A3M sequence data before the first '>' header");
     for (size_t i = 0; i < t.size(); ++i) {
       const char c = t[i];
-      if (!std::isalpha(static_cast<unsigned char>(c)) && c != '-' && c != '.')
+      if (!is_ascii_letter(c) && c != '-' && c != '.')
         reader.fail(std::string("invalid A3M character '") + (std::isprint(static_cast<unsigned char>(c)) ? c : '?') +
                     "' at column " + std::to_string(i + 1 + static_cast<size_t>(t.data() - line.data())));
     }

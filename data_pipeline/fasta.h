@@ -43,6 +43,9 @@ std::vector<FastaRecord> read_fasta(LineReader& reader, const FastaOptions& opti
 std::string format_fasta(const std::vector<FastaRecord>& records, int line_width = 80);
 void write_fasta(const std::string& path, const std::vector<FastaRecord>& records, int line_width = 80);
 
+// ASCII letter test without the locale lookup of std::isalpha (hot in the MSA parsers).
+inline bool is_ascii_letter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
 // Trims ASCII whitespace from both ends.
 std::string_view trim(std::string_view s);
 

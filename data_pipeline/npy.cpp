@@ -1,5 +1,5 @@
 // .npy header parsing/serialisation and host-array <-> Tensor conversion. The .npz container is in
-// npz.cpp.
+// npy_zip.cpp.
 #include "data_pipeline/npy.h"
 
 #include <algorithm>
@@ -90,6 +90,7 @@ struct ParsedDescr {
 
 ParsedDescr parse_descr(const std::string& d, const std::string& what) {
   if (d == "bool" || d == "?" || d == "|b1") return {NpyDType::boolean(), false};
+  if (d == "O" || (d.size() >= 2 && d[1] == 'O')) fail(what, "object arrays (pickled Python objects) are not supported");
   if (d.size() < 3) fail(what, "unsupported dtype descr '" + d + "'");
   const char order = d[0];
   const char kind = d[1];
@@ -108,7 +109,6 @@ ParsedDescr parse_descr(const std::string& d, const std::string& what) {
     case 'u': ok = size == 1 || size == 2 || size == 4 || size == 8; break;
     case 'b': ok = size == 1; break;
     case 'S': ok = size >= 1 && size <= kMaxBytesItemsize; break;
-    case 'O': fail(what, "object arrays (pickled Python objects) are not supported");
     case 'U': fail(what, "unicode string arrays ('" + d + "') are not supported; use bytes ('S')");
     default: break;
   }

@@ -56,7 +56,7 @@ StockholmAlignment read_stockholm_alignment(LineReader& reader, size_t max_seque
     const std::string_view name = first_token(t, seq);
     if (seq.empty()) reader.fail("sequence line without aligned text (expected '<name> <sequence>')");
     for (const char c : seq) {
-      if (!std::isalpha(static_cast<unsigned char>(c)) && !is_gap(c))
+      if (!is_ascii_letter(c) && !is_gap(c))
         reader.fail(std::string("invalid character '") + (std::isprint(static_cast<unsigned char>(c)) ? c : '?') +
                     "' in the aligned sequence of '" + std::string(name) + "'");
     }
