@@ -233,6 +233,13 @@ std::string to_mmcif(const Structure& s, const MmcifWriteOptions& options) {
   loop_header(out, "struct_asym", {"id", "entity_id"});
   for (const OutChain& c : p.chains) out += cif_value(c.label) + " " + cif_value(c.entity) + "\n";
 
+  if (!s.modified_residues.empty() && !s.entities.empty()) {
+    loop_header(out, "pdbx_struct_mod_residue", {"id", "label_asym_id", "label_seq_id", "label_comp_id", "parent_comp_id"});
+    int k = 0;
+    for (const ModifiedResidue& mr : s.modified_residues)
+      appendf(out, "%d %s %d %s %s\n", ++k, cif_value(mr.label_asym_id).c_str(), mr.label_seq_id,
+              cif_value(mr.comp_id).c_str(), mr.parent_comp_id.empty() ? "?" : cif_value(mr.parent_comp_id).c_str());
+  }
   loop_header(out, "atom_site",
               {"group_PDB", "id", "type_symbol", "label_atom_id", "label_alt_id", "label_comp_id", "label_asym_id",
                "label_entity_id", "label_seq_id", "pdbx_PDB_ins_code", "Cartn_x", "Cartn_y", "Cartn_z", "occupancy",

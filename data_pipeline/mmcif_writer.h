@@ -1,7 +1,8 @@
 // Structure → minimal, valid mmCIF (the subset AlphaFold's protein.to_mmcif writes, without the
 // ModelCIF bookkeeping): data_<id>, _entry, optional metadata (_exptl, _refine resolution,
 // _pdbx_database_status / _pdbx_audit_revision_history dates), _entity, _entity_poly (type and
-// canonical one-letter code), _entity_poly_seq, _struct_asym, the _atom_site loop and,
+// canonical one-letter code), _entity_poly_seq, _struct_asym, _pdbx_struct_mod_residue (when
+// known), the _atom_site loop and,
 // optionally, the ModelCIF pLDDT tables (_ma_qa_metric, _ma_qa_metric_local: one value per
 // polymer residue, taken from the residue's first atom B-factor).
 //
