@@ -298,15 +298,7 @@ void read_atoms(const CifBlock& b, const ReadOptions& opt, Structure& s) {
       res->ins_code = ins_code;
       res->hetero = field(*t, r, c.group) == "HETATM";
     }
-    // Alternative locations (or duplicate names): one atom per name survives.
-    Atom* dup = nullptr;
-    for (Atom& a : res->atoms)
-      if (a.name == atom.name) dup = &a;
-    if (dup) {
-      if (opt.alt_loc == AltLocPolicy::kHighestOccupancy && atom.occupancy > dup->occupancy) *dup = std::move(atom);
-    } else {
-      res->atoms.push_back(std::move(atom));
-    }
+    add_atom(*res, std::move(atom), opt.alt_loc);  // alternative locations: one atom per name
     any = true;
   }
   if (!any) fail_at(b, first_line, "no atoms in model " + std::to_string(model));

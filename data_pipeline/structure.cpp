@@ -1,6 +1,12 @@
 #include "data_pipeline/structure.h"
 
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <string_view>
 
 #include "core/error.h"
@@ -153,6 +159,35 @@ void set_per_residue_b_factors(Structure& s, std::span<const float> values) {
       for (Atom& a : r.atoms) a.b_factor = values[k];
       ++k;
     }
+}
+
+void add_atom(Residue& residue, Atom atom, AltLocPolicy policy) {
+  for (Atom& a : residue.atoms)
+    if (a.name == atom.name) {
+      if (policy == AltLocPolicy::kHighestOccupancy && atom.occupancy > a.occupancy) a = std::move(atom);
+      return;
+    }
+  residue.atoms.push_back(std::move(atom));
+}
+
+void write_text_file_atomic(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) FC_THROW(path, ": cannot create temporary file ", tmp);
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out) {
+      out.close();
+      std::remove(tmp.c_str());
+      FC_THROW(path, ": write failed (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    FC_THROW(path, ": cannot rename temporary file into place (", why, ")");
+  }
 }
 
 std::string element_from_atom_name(const std::string& padded_name_4) {

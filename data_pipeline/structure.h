@@ -164,6 +164,14 @@ std::vector<int> missing_seqres_positions(const Chain& chain);
 // observed residue over all chains in order. Throws if the count differs from num_residues().
 void set_per_residue_b_factors(Structure& s, std::span<const float> values);
 
+// Adds `atom` to `residue`, resolving alternative locations: when an atom of the same name is
+// already there, keeps the one `policy` prefers (readers call this for every atom record).
+void add_atom(Residue& residue, Atom atom, AltLocPolicy policy);
+
+// Writes `content` to `path` atomically: a temporary file in the same folder, then rename, so a
+// failure never leaves a half-written file. Throws foldcore::Error naming the path.
+void write_text_file_atomic(const std::string& path, const std::string& content);
+
 // Upper-cased element symbol guessed from an atom name when the element column is empty
 // (PDB convention: a name starting in column 13 is a two-letter element, e.g. "FE  ").
 std::string element_from_atom_name(const std::string& padded_name_4);
