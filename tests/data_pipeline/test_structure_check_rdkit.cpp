@@ -6,6 +6,7 @@
 #include <string>
 
 #include "data_pipeline/mmcif_parser.h"
+#include "data_pipeline/pdb_reader.h"
 #include "data_pipeline/structure_check.h"
 #include "test_util.h"
 
@@ -63,12 +64,41 @@ TEST(StructureCheck, RealStructureIsAllLWithFewOutliers) {
   EXPECT_TRUE(r.warnings.empty());
 }
 
-TEST(StructureCheck, CysteineIsRInAnotherEntry) {
-  // 2q2k (X-ray, 3.0 Angstrom) holds cysteines? If not, the check still has to be all-L.
-  const StructureCheckReport r = check_structure(load("2q2k"));
+TEST(StructureCheck, CysteinesAreRAndNonProteinChainsAreIgnored) {
+  // 4i6p (X-ray, 2.9 Angstrom) has cysteines: L-cysteine is R by CIP (SG outranks C').
+  const StructureCheckReport r = check_structure(load("4i6p"));
   EXPECT_EQ(r.count(Chirality::kD), 0);
-  EXPECT_GT(r.count(Chirality::kL), 100);
-  EXPECT_EQ(r.chains_checked, 2);
+  int cys = 0;
+  for (const ResidueCheck& c : r.residues)
+    if (c.parent == "CYS" && c.chirality == Chirality::kL) {
+      EXPECT_EQ(c.ca_cip, "R");
+      ++cys;
+    }
+  EXPECT_GE(cys, 1);
+  // 2q2k is a protein-DNA complex: the DNA residues are not amino acids and are skipped.
+  const StructureCheckReport dna = check_structure(load("2q2k"));
+  EXPECT_EQ(dna.count(Chirality::kD), 0);
+  EXPECT_GT(dna.count(Chirality::kL), 50);
+  EXPECT_GT(dna.ignored_residues, 0);
+}
+
+TEST(StructureCheck, LegacyPdbFileAndModifiedResidues) {
+  // glucagon (1GCN, PDB format) is all L; 4zey's selenomethionines are checked as MET.
+  const StructureCheckReport r =
+      check_structure(read_pdb(foldcore::testing::shared_dir() + "/data/pdb/glucagon.pdb"));
+  EXPECT_EQ(r.residues.size(), 29u);
+  EXPECT_EQ(r.count(Chirality::kD), 0);
+  EXPECT_GE(r.count(Chirality::kL), 26);
+  const StructureCheckReport m = check_structure(load("4zey"));
+  int mse = 0;
+  for (const ResidueCheck& c : m.residues)
+    if (c.name == "MSE") {
+      EXPECT_EQ(c.parent, "MET");
+      EXPECT_EQ(c.chirality, Chirality::kL);
+      EXPECT_TRUE(c.missing_atoms.empty());  // only the backbone is compared for modified residues
+      ++mse;
+    }
+  EXPECT_GE(mse, 1);
 }
 
 TEST(StructureCheck, MirrorImageIsAllD) {
