@@ -24,6 +24,7 @@ void set_action(CLI::App* sub, std::function<int()> action) {
 void register_commands(CLI::App& app) {
   add_info_command(app);
   add_smoke_command(app);
+  add_check_command(app);
 }
 
 }  // namespace foldcore::apps
