@@ -1,7 +1,5 @@
 #include "data_pipeline/cif_tokenizer.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -10,104 +8,6 @@
 
 namespace foldcore::data {
 namespace {
-
-// Reads a plain or gzip file in large chunks through zlib (gzread passes plain files through)
-// and splits it into lines.
-class GzLineSource final : public LineSource {
- public:
-  explicit GzLineSource(const std::string& path) : path_(path) {
-    file_ = gzopen(path.c_str(), "rb");
-    if (!file_) FC_THROW(path, ": cannot open file (", std::strerror(errno), ")");
-    gzbuffer(file_, 1 << 18);
-    buf_.resize(1 << 18);
-  }
-  ~GzLineSource() override {
-    if (file_) gzclose(file_);
-  }
-  GzLineSource(const GzLineSource&) = delete;
-  GzLineSource& operator=(const GzLineSource&) = delete;
-
-  bool next_line(std::string& line) override {
-    line.clear();
-    for (;;) {
-      if (pos_ == len_ && !fill()) {
-        if (line.empty() && !partial_) return false;
-        partial_ = false;
-        strip_cr(line);
-        return true;
-      }
-      const char* start = buf_.data() + pos_;
-      const void* nl = std::memchr(start, '\n', len_ - pos_);
-      if (nl) {
-        const size_t n = static_cast<const char*>(nl) - start;
-        line.append(start, n);
-        pos_ += n + 1;
-        consumed_ += n + 1;
-        partial_ = false;
-        strip_cr(line);
-        return true;
-      }
-      line.append(start, len_ - pos_);
-      consumed_ += len_ - pos_;
-      pos_ = len_;
-      partial_ = true;
-    }
-  }
-  uint64_t bytes_read() const override { return consumed_; }
-
- private:
-  static void strip_cr(std::string& line) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-  }
-  bool fill() {
-    if (eof_) return false;
-    const int n = gzread(file_, buf_.data(), static_cast<unsigned>(buf_.size()));
-    if (n < 0 || (n == 0 && !gzeof(file_))) {
-      int err = 0;
-      const char* msg = gzerror(file_, &err);
-      FC_THROW(path_, ": read error after ", consumed_, " bytes (", msg ? msg : "unknown", ")");
-    }
-    if (n == 0) {
-      // zlib reports a gzip stream cut short as Z_BUF_ERROR at the end.
-      int err = 0;
-      const char* msg = gzerror(file_, &err);
-      if (err != Z_OK && err != Z_STREAM_END)
-        FC_THROW(path_, ": truncated or corrupt gzip data after ", consumed_, " bytes (", msg, ")");
-      eof_ = true;
-      return false;
-    }
-    pos_ = 0;
-    len_ = static_cast<size_t>(n);
-    return true;
-  }
-
-  std::string path_;
-  gzFile file_ = nullptr;
-  std::string buf_;
-  size_t pos_ = 0, len_ = 0;
-  uint64_t consumed_ = 0;
-  bool eof_ = false;
-  bool partial_ = false;  // a last line without '\n' is pending
-};
-
-class StringLineSource final : public LineSource {
- public:
-  explicit StringLineSource(std::string text) : text_(std::move(text)) {}
-  bool next_line(std::string& line) override {
-    if (pos_ >= text_.size()) return false;
-    const size_t nl = text_.find('\n', pos_);
-    const size_t end = nl == std::string::npos ? text_.size() : nl;
-    line.assign(text_, pos_, end - pos_);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    pos_ = nl == std::string::npos ? text_.size() : nl + 1;
-    return true;
-  }
-  uint64_t bytes_read() const override { return pos_; }
-
- private:
-  std::string text_;
-  size_t pos_ = 0;
-};
 
 inline bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f'; }
 
@@ -126,33 +26,14 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
-std::unique_ptr<LineSource> open_line_source(const std::string& path) {
-  return std::make_unique<GzLineSource>(path);
-}
-
-std::unique_ptr<LineSource> string_line_source(std::string text) {
-  return std::make_unique<StringLineSource>(std::move(text));
-}
-
-std::string read_text_file(const std::string& path) {
-  GzLineSource src(path);
-  std::string out, line;
-  while (src.next_line(line)) {
-    out += line;
-    out += '\n';
-  }
-  return out;
-}
-
-CifTokenizer::CifTokenizer(std::unique_ptr<LineSource> source, std::string name)
-    : source_(std::move(source)), name_(std::move(name)) {}
+CifTokenizer::CifTokenizer(LineReader reader) : reader_(std::move(reader)), name_(reader_.name()) {}
 
 CifTokenizer CifTokenizer::open_file(const std::string& path) {
-  return CifTokenizer(open_line_source(path), path);
+  return CifTokenizer(LineReader(path));
 }
 
 CifTokenizer CifTokenizer::from_string(std::string text, std::string name) {
-  return CifTokenizer(string_line_source(std::move(text)), std::move(name));
+  return CifTokenizer(LineReader::from_string(std::move(text), std::move(name)));
 }
 
 void CifTokenizer::fail(int line, const std::string& message) const {
@@ -160,7 +41,7 @@ void CifTokenizer::fail(int line, const std::string& message) const {
 }
 
 bool CifTokenizer::advance_line() {
-  if (!source_->next_line(line_)) {
+  if (!reader_.next(line_)) {
     have_line_ = false;
     return false;
   }

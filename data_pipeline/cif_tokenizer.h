@@ -7,9 +7,8 @@
 // is the text between, newlines kept). Unquoted `?` (unknown) and `.` (inapplicable) are nulls;
 // quoted "?" is the literal string. `#` at the start of a token begins a comment.
 //
-// Input is streamed line by line from a plain or gzip file (zlib reads both transparently; this
-// file carries its own minimal reader so the structure code doesn't depend on the parsers'
-// text_reader.h). Every error is a foldcore::Error "<file>:<line>: <reason>".
+// Input is streamed line by line from a plain or gzip file through data_pipeline/text_reader.h.
+// Every error is a foldcore::Error "<file>:<line>: <reason>".
 #pragma once
 
 #include <cstdint>
@@ -19,22 +18,9 @@
 #include <string_view>
 #include <vector>
 
+#include "data_pipeline/text_reader.h"
+
 namespace foldcore::data {
-
-// Lines of a plain or gzip-compressed file, or of an in-memory string.
-class LineSource {
- public:
-  virtual ~LineSource() = default;
-  // Next line without its '\n' (and a trailing '\r'); false at the end of input.
-  virtual bool next_line(std::string& line) = 0;
-  // Bytes consumed so far (uncompressed), for throughput and error offsets.
-  virtual uint64_t bytes_read() const = 0;
-};
-std::unique_ptr<LineSource> open_line_source(const std::string& path);
-std::unique_ptr<LineSource> string_line_source(std::string text);
-
-// Whole (decompressed) contents of a plain or gzip file.
-std::string read_text_file(const std::string& path);
 
 struct CifToken {
   enum class Kind { kDataBlock, kLoop, kTag, kValue, kSave, kGlobal, kStop };
@@ -47,7 +33,7 @@ struct CifToken {
 
 class CifTokenizer {
  public:
-  CifTokenizer(std::unique_ptr<LineSource> source, std::string name);
+  explicit CifTokenizer(LineReader reader);
   static CifTokenizer open_file(const std::string& path);
   static CifTokenizer from_string(std::string text, std::string name);
 
@@ -58,14 +44,13 @@ class CifTokenizer {
 
   const std::string& name() const { return name_; }
   int line() const { return line_no_; }
-  uint64_t bytes_read() const { return source_->bytes_read(); }
   // Throws foldcore::Error("<name>:<line>: <message>").
   [[noreturn]] void fail(int line, const std::string& message) const;
 
  private:
   bool advance_line();
 
-  std::unique_ptr<LineSource> source_;
+  LineReader reader_;
   std::string name_;
   std::string line_;
   size_t pos_ = 0;

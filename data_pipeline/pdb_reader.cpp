@@ -24,12 +24,12 @@ std::string_view trim(std::string_view s) {
 
 class PdbParser {
  public:
-  PdbParser(std::unique_ptr<LineSource> src, std::string name, const ReadOptions& opt)
+  PdbParser(LineReader src, std::string name, const ReadOptions& opt)
       : src_(std::move(src)), name_(std::move(name)), opt_(opt) {}
 
   Structure run() {
     std::string line;
-    while (src_->next_line(line)) {
+    while (src_.next(line)) {
       ++line_no_;
       const std::string_view rec = trim(cols(line, 1, 6));
       if (rec == "ATOM" || rec == "HETATM") {
@@ -155,7 +155,7 @@ class PdbParser {
     add_atom(*res, std::move(a), opt_.alt_loc);
   }
 
-  std::unique_ptr<LineSource> src_;
+  LineReader src_;
   std::string name_;
   ReadOptions opt_;
   Structure s_;
@@ -170,11 +170,11 @@ class PdbParser {
 }  // namespace
 
 Structure read_pdb(const std::string& path, const ReadOptions& options) {
-  return PdbParser(open_line_source(path), path, options).run();
+  return PdbParser(LineReader(path), path, options).run();
 }
 
 Structure parse_pdb(std::string text, const std::string& name, const ReadOptions& options) {
-  return PdbParser(string_line_source(std::move(text)), name, options).run();
+  return PdbParser(LineReader::from_string(std::move(text), name), name, options).run();
 }
 
 }  // namespace foldcore::data
