@@ -201,8 +201,9 @@ TemplateFeatures extract_features(const Structure& s, const std::string& pdb_id,
   auto [found, offset] = find_template_in_chains(chains, chain_id, templ);
   std::string used_chain = chain_id;
   if (found != nullptr) {
+    // The hit sequence sits at `offset` in this chain's seqres; mapping values index the hit
+    // sequence, whose letters are the output (as in AlphaFold).
     used_chain = found->auth_id;
-    templ = found->seqres;
   } else {
     note = "the exact sequence " + templ + " was not found in " + pdb_id + "_" + chain_id +
            "; realigned the template to the actual sequence";
