@@ -122,6 +122,27 @@ void check_databases(const Search& s, const MsaSearchOptions& o) {
   throw Error(msg);
 }
 
+// Every tool that will run is looked up before the first one starts (a missing hhblits should not
+// surface after hours of jackhmmer): "<tool> not found in PATH; install <package>".
+void check_tools(const Search& s, const MsaSearchOptions& o) {
+  const auto need = [&](const std::string& binary, const char* name, const char* package, const char* output) {
+    if (!s.reuse(output)) require_program(binary.empty() ? name : binary, std::string("install ") + package);
+  };
+  if (o.use_mmseqs) {
+    need(o.mmseqs_binary, "mmseqs", "mmseqs2", "mmseqs_hits.a3m");
+  } else {
+    need(o.jackhmmer_binary, "jackhmmer", "hmmer", "uniref90_hits.sto");
+    need(o.jackhmmer_binary, "jackhmmer", "hmmer", "mgnify_hits.sto");
+    if (o.db_preset == DbPreset::kFullDbs) need(o.hhblits_binary, "hhblits", "hhsuite", "bfd_uniref_hits.a3m");
+    if (o.db_preset == DbPreset::kReducedDbs) need(o.jackhmmer_binary, "jackhmmer", "hmmer", "small_bfd_hits.sto");
+  }
+  if (o.template_searcher == TemplateSearcher::kHhsearch) need(o.hhsearch_binary, "hhsearch", "hhsuite", "pdb70_hits.hhr");
+  if (o.template_searcher == TemplateSearcher::kHmmsearch) {
+    need(o.hmmbuild_binary, "hmmbuild", "hmmer", "pdb_hits.sto");
+    need(o.hmmsearch_binary, "hmmsearch", "hmmer", "pdb_hits.sto");
+  }
+}
+
 // hhsearch on `query_a3m_text` into pdb70_hits.hhr (or reused).
 void hhsearch_templates(Search& s, const std::string& query_a3m_text, const std::string& scratch_dir) {
   const std::string name = "pdb70_hits.hhr";
@@ -246,6 +267,7 @@ MsaSearchResult run_msa_search(const std::string& query_fasta, const std::string
     result.msa_dir = msa_dir;
     Search s(options, msa_dir, result);
     check_databases(s, options);
+    check_tools(s, options);
     std::error_code ec;
     fs::create_directories(msa_dir, ec);
     if (!fs::is_directory(msa_dir)) FC_THROW("cannot create the output folder ", msa_dir, ": ", ec.message());

@@ -190,6 +190,20 @@ TEST(MsaSearch, MissingDatabasesAndBadQueries) {
   EXPECT_CONTAINS(e2, "pdb_seqres ");
   EXPECT_EQ(e2.find("pdb70"), std::string::npos);
 
+  // A missing tool is reported before any other tool runs.
+  {
+    const SearchTestData& data = search_test_data();
+    MsaSearchOptions t = tiny_options();
+    t.db_preset = DbPreset::kReducedDbs;
+    t.template_searcher = TemplateSearcher::kHmmsearch;
+    t.databases.small_bfd = t.databases.pdb_seqres = data.uniref90();  // present: only the tool is missing
+    data.mgnify();
+    fs::create_directories(out.path() + "/bin");
+    t.hmmsearch_binary = out.path() + "/bin/hmmsearch";
+    const std::string e3 = error_of([&] { run_msa_search(d.query_fasta, out.path() + "/msas3", t); });
+    EXPECT_CONTAINS(e3, out.path() + "/bin/hmmsearch is not an executable file; install hmmer");
+    EXPECT_FALSE(fs::exists(out.path() + "/msas3"));
+  }
   write_file_atomic(out.file("two.fasta"), ">a\nACDEFGHIK\n>b\nACDEFGHIK\n");
   EXPECT_CONTAINS(error_of([&] { run_msa_search(out.file("two.fasta"), out.path() + "/msas", o); }),
                   "expected exactly one sequence in " + out.file("two.fasta") + " (found 2)");
