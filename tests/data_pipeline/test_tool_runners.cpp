@@ -170,6 +170,25 @@ TEST(ToolRunners, MissingToolMissingDatabaseAndFailedRun) {
   EXPECT_EQ(std::distance(fs::directory_iterator(out.path()), fs::directory_iterator()), 1);
 }
 
+TEST(ToolRunners, TimeoutKillsAHangingToolAndLeavesNoOutput) {
+  const SearchTestData& d = search_test_data();
+  TempDir out("fc_timeout");
+  // A stand-in "jackhmmer" that starts writing its -A output ($4) and then hangs.
+  const std::string fake = out.file("jackhmmer");
+  write_file_atomic(fake, "#!/bin/sh\necho partial > \"$4\"\nexec sleep 30\n");
+  fs::permissions(fake, fs::perms::owner_all);
+  JackhmmerOptions o;
+  o.tool.binary = fake;
+  o.tool.timeout_s = 0.3;
+  o.database_path = d.uniref90();
+  const std::string e = error_of([&] { run_jackhmmer(o, d.query_fasta, out.file("hits.sto")); });
+  EXPECT_CONTAINS(e, "failed (timed out after 0.3 s and was killed)");
+  EXPECT_FALSE(fs::exists(out.file("hits.sto")));
+  EXPECT_EQ(std::distance(fs::directory_iterator(out.path()), fs::directory_iterator()), 1);  // only the script
+  for (const auto& entry : fs::directory_iterator(out.path()))
+    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+}
+
 TEST(ToolRunners, HhblitsBuildsAnMsaFromATinyHhsuiteDatabase) {
   REQUIRE_TOOL("hhblits");
   const SearchTestData& d = search_test_data();
