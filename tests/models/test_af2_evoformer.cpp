@@ -209,6 +209,21 @@ TEST(Af2Evoformer, ChunkedEqualsWhole) {
                 m.r("evo_tri_att_end_update"), "evo_tri_att_end_update chunk 6");
 }
 
+// The stack (with its in-place residual adds on its own intermediates) equals the blocks applied one
+// by one through the public forward, bit for bit, and leaves its inputs untouched.
+TEST(Af2Evoformer, StackEqualsBlocksInSequence) {
+  const RefModel& m = model();
+  autograd::NoGradGuard ng;
+  const Tensor mask = m.r("evo_msa_mask"), pmask = m.r("evo_pair_mask");
+  const auto [m1, z1] = m.evo->block(0).forward(m.v("evo_m"), m.v("evo_z"), mask, pmask);
+  const auto [m2, z2] = m.evo->block(1).forward(m1, z1, mask, pmask);
+  const auto [ms, zs] = m.evo->forward(m.v("evo_m"), m.v("evo_z"), mask, pmask);
+  EXPECT_EQ(ms.value().to_vector(), m2.value().to_vector());
+  EXPECT_EQ(zs.value().to_vector(), z2.value().to_vector());
+  expect_parity(m.v("evo_m").value(), data::NpzReader(ref_path("modules.npz")).read("evo_m").to_tensor(),
+                "evo_m untouched", 0.0);
+}
+
 // A small block (odd sizes, both column-attention kinds, a mask with zeros, random non-trivial
 // parameters) backpropagates correctly: analytic gradients of the inputs and of the parameters
 // (the flat ParamStore buffer, 64 sampled coordinates) against f32 central differences.
