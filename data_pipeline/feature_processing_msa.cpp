@@ -135,14 +135,17 @@ std::vector<int32_t> nearest_neighbor_clusters(const MsaRows& centres, const Msa
   const std::vector<int8_t> c = keyed(centres, -1), x = keyed(extra, -2);
   std::vector<int32_t> assignment(static_cast<size_t>(e_rows), 0);
   const size_t nn = static_cast<size_t>(n);
+  // E·S·N byte comparisons (~2.5e9 per iteration for 10^4 extra rows, 508 centres, 500 residues):
+  // the inner loop vectorises; rows are independent, so threads do not change the result.
+#pragma omp parallel for schedule(static)
   for (int64_t e = 0; e < e_rows; ++e) {
     const int8_t* xe = x.data() + static_cast<size_t>(e) * nn;
     int32_t best_s = 0;
-    int64_t best = -1;
+    int32_t best = -1;
     for (int64_t s = 0; s < s_rows; ++s) {
       const int8_t* cs = c.data() + static_cast<size_t>(s) * nn;
-      int64_t agree = 0;
-      for (size_t i = 0; i < nn; ++i) agree += xe[i] == cs[i];
+      int32_t agree = 0;
+      for (size_t i = 0; i < nn; ++i) agree += xe[i] == cs[i] ? 1 : 0;
       if (agree > best) {
         best = agree;
         best_s = static_cast<int32_t>(s);
