@@ -123,13 +123,12 @@ std::vector<int32_t> nearest_neighbor_clusters(const MsaRows& centres, const Msa
            " residues, extra rows ", extra.num_res);
   // Per centre, the token at each residue where it can agree (weight 1 and mask 1), else -1; same
   // for the extra rows with -2, so that a match needs both.
-  auto keyed = [n](const MsaRows& m, int8_t none) {
+  auto keyed = [](const MsaRows& m, int8_t none) {
     std::vector<int8_t> out(m.msa.size());
     for (size_t k = 0; k < m.msa.size(); ++k) {
       const int32_t tok = m.msa[k];
       out[k] = (tok >= 0 && tok <= 20 && m.mask[k] != 0.0f) ? static_cast<int8_t>(tok) : none;
     }
-    (void)n;
     return out;
   };
   const std::vector<int8_t> c = keyed(centres, -1), x = keyed(extra, -2);
