@@ -2,7 +2,9 @@
 
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "data_pipeline/fasta.h"
 
@@ -93,7 +95,12 @@ void parse_summary(const LineReader& r, std::string_view line, TemplateHit& hit)
     }
     if (key == "Probab") hit.probability = v, have_prob = true;
     if (key == "E-value") hit.e_value = v, have_e = true;
-    if (key == "Aligned_cols") hit.aligned_cols = static_cast<int>(v), have_cols = true;
+    if (key == "Aligned_cols") {
+      // A column count: converting a double outside int's range is undefined, so check first.
+      if (!(v >= 0 && v <= std::numeric_limits<int>::max() && v == std::floor(v)))
+        r.fail("bad column count '" + std::string(value) + "' for Aligned_cols");
+      hit.aligned_cols = static_cast<int>(v), have_cols = true;
+    }
     if (key == "Sum_probs") hit.sum_probs = v, have_sum = true;
   }
   if (!(have_prob && have_e && have_cols && have_sum))
