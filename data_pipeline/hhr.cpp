@@ -1,5 +1,6 @@
 #include "data_pipeline/hhr.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -155,6 +156,11 @@ std::vector<TemplateHit> read_hhr(LineReader& reader) {
       reader.fail("hit " + std::to_string(hit.index) + ": cannot parse alignment line (expected '" +
                   std::string(1, line[0]) + " <name> <start> <SEQUENCE> <end> (<length>)')");
     if (b.start < 1) reader.fail("alignment start must be >= 1");
+    // indices_query/indices_hit are int32: the last residue index (start - 1 + residues - 1) must fit.
+    const auto residues = static_cast<int64_t>(b.sequence.size() - std::count(b.sequence.begin(), b.sequence.end(), '-'));
+    if (b.start > std::numeric_limits<int32_t>::max() || residues > std::numeric_limits<int32_t>::max() - (b.start - 1))
+      reader.fail("hit " + std::to_string(hit.index) + ": residue numbers from " + std::to_string(b.start) +
+                  " exceed the int32 index range");
     if (is_q) {
       int64_t gaps = 0;
       for (const char c : b.sequence) gaps += c == '-';

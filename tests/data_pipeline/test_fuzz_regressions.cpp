@@ -70,6 +70,34 @@ TEST(FuzzRegressions, HhrAlignedColsOutOfIntRange) {
   }
 }
 
+// fuzz_hhr (its index/gap invariant, on an input written from the failure pattern): a template
+// line "T 1ABC_A 2147483647 ACE ..." made residue indices past INT32_MAX, which wrapped to negative
+// values in indices_hit, where -1 means a gap. Residue numbers beyond the int32 range are now a
+// parse error.
+TEST(FuzzRegressions, HhrResidueIndexBeyondInt32) {
+  const std::string head =
+      "Query         q\n\nNo 1\n>1ABC_A x\nProbab=99.5 E-value=1e-5 Score=50.1 Aligned_cols=3 Identities=40% "
+      "Similarity=0.5 Sum_probs=2.0 Template_Neff=3.1\n\nQ q                1 ACD    3 (3)\n";
+  // Residues at 2147483645..2147483647 (1-based) have indices up to INT32_MAX - 1: fine.
+  const auto ok = parse_hhr(head + "T 1ABC_A          2147483645 ACE 2147483647 (9)\n", "ok.hhr");
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0].indices_hit.back(), 2147483646);
+  for (const std::string start : {"2147483647", "2147483648", "9223372036854775807"}) {
+    const std::string err = error_of([&] {
+      const auto hits = parse_hhr(head + "T 1ABC_A          " + start + " ACE 2147483649 (9)\n", "crash.hhr");
+      for (int32_t i : hits.at(0).indices_hit) EXPECT_GE(i, 0);
+    });
+    EXPECT_NE(err.find("crash.hhr:8"), std::string::npos) << start << ": " << err;
+    EXPECT_NE(err.find("int32"), std::string::npos) << start << ": " << err;
+  }
+  // The query line is checked the same way.
+  const std::string q_err = error_of([] {
+    (void)parse_hhr("Query q\nNo 1\n>x\nProbab=1 E-value=1 Aligned_cols=1 Sum_probs=1\n"
+                    "Q q                2147483648 A 2147483648 (9)\nT x                1 A 1 (1)\n", "q.hhr");
+  });
+  EXPECT_NE(q_err.find("int32"), std::string::npos) << q_err;
+}
+
 // fuzz_npy: a '<f2' array of shape (1000000000026039322, 0) has no elements; to_tensor copied its
 // (empty) data with memcpy into the 0-element tensor's null storage pointer, which is undefined
 // behaviour (UBSan: "null pointer passed as argument 1"). Every dtype now converts an empty
