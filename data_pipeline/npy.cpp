@@ -117,12 +117,16 @@ ParsedDescr parse_descr(const std::string& d, const std::string& what) {
 }
 
 int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& what) {
-  int64_t n = 1;
+  // The product of the nonzero extents must fit too, even when another extent is 0: strides
+  // (products of trailing extents) are computed from the shape whatever the element count.
+  int64_t nonzero = 1;
+  bool empty = false;
   for (const int64_t d : shape) {
-    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / d)) fail(what, "shape overflows");
-    n *= d;
+    if (d < 0 || (d > 0 && nonzero > std::numeric_limits<int64_t>::max() / d)) fail(what, "shape overflows");
+    if (d == 0) empty = true;
+    else nonzero *= d;
   }
-  return n;
+  return empty ? 0 : nonzero;
 }
 
 // Reorders Fortran-order element bytes into C order.

@@ -103,16 +103,25 @@ TEST(FuzzRegressions, HhrResidueIndexBeyondInt32) {
 // behaviour (UBSan: "null pointer passed as argument 1"). Every dtype now converts an empty
 // array into an empty tensor of the right shape. (The undefined memcpy did not misbehave in the
 // ordinary build; under the sanitizers, fuzz/regressions/npy/ replays the original input.)
-TEST(FuzzRegressions, NpyEmptyArrayToTensor) {
-  const std::string header = "{'descr': '<f2', 'fortran_order': False, 'shape': (1000000000026039322, 0), }";
+// A version 1.0 .npy image with the given header dict and no data bytes.
+std::string npy_image(const std::string& header) {
   std::string image = std::string("\x93NUMPY\x01\x00", 8);
   std::string dict = header;
   while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
   dict += '\n';
   image += static_cast<char>(dict.size() & 0xff);
   image += static_cast<char>(dict.size() >> 8);
-  image += dict;
-  const NpyArray a = parse_npy(reinterpret_cast<const uint8_t*>(image.data()), image.size(), "crash.npy");
+  return image + dict;
+}
+
+NpyArray parse_npy_string(const std::string& image, const std::string& what) {
+  return parse_npy(reinterpret_cast<const uint8_t*>(image.data()), image.size(), what);
+}
+
+TEST(FuzzRegressions, NpyEmptyArrayToTensor) {
+  const NpyArray a =
+      parse_npy_string(npy_image("{'descr': '<f2', 'fortran_order': False, 'shape': (1000000000026039322, 0), }"),
+                       "crash.npy");
   EXPECT_EQ(a.numel(), 0);
   const Tensor t = a.to_tensor();
   EXPECT_EQ(t.dtype(), DType::f16);
@@ -124,6 +133,27 @@ TEST(FuzzRegressions, NpyEmptyArrayToTensor) {
     EXPECT_EQ(e.numel(), 0) << dtype.descr();
     EXPECT_EQ(e.shape().vec(), (std::vector<int64_t>{0, 5})) << dtype.descr();
   }
+}
+
+// fuzz_npy: shape (0, 7015607419526039322, 2) has no elements, so the overflow check of the element
+// count passed it, but the product of its nonzero extents overflows int64: to_tensor's contiguous
+// strides overflowed (UBSan: "signed integer overflow: 2 * 7015607419526039322"), as would the
+// Fortran-order reordering. parse_npy now rejects such shapes.
+TEST(FuzzRegressions, NpyZeroExtentShapeOverflow) {
+  for (const std::string order : {"False", "True"}) {
+    const std::string err = error_of([&] {
+      (void)parse_npy_string(
+          npy_image("{'descr': '<f8', 'fortran_order': " + order + ", 'shape': (0, 7015607419526039322, 2), }"),
+          "crash.npy");
+    });
+    EXPECT_NE(err.find("crash.npy"), std::string::npos) << err;
+    EXPECT_NE(err.find("shape overflows"), std::string::npos) << err;
+  }
+  // Large but representable nonzero extents with a 0 extent are still a valid empty array.
+  const NpyArray ok = parse_npy_string(
+      npy_image("{'descr': '<f8', 'fortran_order': True, 'shape': (0, 3037000499, 3037000499), }"), "ok.npy");
+  EXPECT_EQ(ok.numel(), 0);
+  EXPECT_EQ(ok.to_tensor().numel(), 0);
 }
 
 }  // namespace
