@@ -105,6 +105,11 @@ std::string format_fasta(const std::vector<FastaRecord>& records, int line_width
   std::string out;
   for (const FastaRecord& r : records) {
     FC_CHECK(r.description.find('\n') == std::string::npos, "format_fasta: description contains a newline");
+    // A wrapped line starting with '>' would read back as a header, and whitespace is trimmed or
+    // splits lines: only printable non-space characters other than '>' can be written.
+    for (const char c : r.sequence)
+      FC_CHECK(in_alphabet(c, Alphabet::kAny) && c != '>', "format_fasta: record '", r.description,
+               "' has the character ", describe_char(c), " in its sequence, which FASTA cannot hold");
     out += '>';
     out += r.description;
     out += '\n';

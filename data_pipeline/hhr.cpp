@@ -1,8 +1,11 @@
 #include "data_pipeline/hhr.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "data_pipeline/fasta.h"
 
@@ -93,7 +96,12 @@ void parse_summary(const LineReader& r, std::string_view line, TemplateHit& hit)
     }
     if (key == "Probab") hit.probability = v, have_prob = true;
     if (key == "E-value") hit.e_value = v, have_e = true;
-    if (key == "Aligned_cols") hit.aligned_cols = static_cast<int>(v), have_cols = true;
+    if (key == "Aligned_cols") {
+      // A column count: converting a double outside int's range is undefined, so check first.
+      if (!(v >= 0 && v <= std::numeric_limits<int>::max() && v == std::floor(v)))
+        r.fail("bad column count '" + std::string(value) + "' for Aligned_cols");
+      hit.aligned_cols = static_cast<int>(v), have_cols = true;
+    }
     if (key == "Sum_probs") hit.sum_probs = v, have_sum = true;
   }
   if (!(have_prob && have_e && have_cols && have_sum))
@@ -148,6 +156,11 @@ std::vector<TemplateHit> read_hhr(LineReader& reader) {
       reader.fail("hit " + std::to_string(hit.index) + ": cannot parse alignment line (expected '" +
                   std::string(1, line[0]) + " <name> <start> <SEQUENCE> <end> (<length>)')");
     if (b.start < 1) reader.fail("alignment start must be >= 1");
+    // indices_query/indices_hit are int32: the last residue index (start - 1 + residues - 1) must fit.
+    const auto residues = static_cast<int64_t>(b.sequence.size() - std::count(b.sequence.begin(), b.sequence.end(), '-'));
+    if (b.start > std::numeric_limits<int32_t>::max() || residues > std::numeric_limits<int32_t>::max() - (b.start - 1))
+      reader.fail("hit " + std::to_string(hit.index) + ": residue numbers from " + std::to_string(b.start) +
+                  " exceed the int32 index range");
     if (is_q) {
       int64_t gaps = 0;
       for (const char c : b.sequence) gaps += c == '-';

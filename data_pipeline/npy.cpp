@@ -117,12 +117,16 @@ ParsedDescr parse_descr(const std::string& d, const std::string& what) {
 }
 
 int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& what) {
-  int64_t n = 1;
+  // The product of the nonzero extents must fit too, even when another extent is 0: strides
+  // (products of trailing extents) are computed from the shape whatever the element count.
+  int64_t nonzero = 1;
+  bool empty = false;
   for (const int64_t d : shape) {
-    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / d)) fail(what, "shape overflows");
-    n *= d;
+    if (d < 0 || (d > 0 && nonzero > std::numeric_limits<int64_t>::max() / d)) fail(what, "shape overflows");
+    if (d == 0) empty = true;
+    else nonzero *= d;
   }
-  return n;
+  return empty ? 0 : nonzero;
 }
 
 // Reorders Fortran-order element bytes into C order.
@@ -195,20 +199,25 @@ Tensor NpyArray::to_tensor() const {
   const Shape s(shape);
   const char k = dtype.kind;
   const size_t z = dtype.itemsize;
+  // A 0-element tensor may have no storage (null data_ptr), and memcpy to null is undefined even
+  // for 0 bytes.
+  const auto copy_raw = [this](Tensor& t) {
+    if (!data.empty()) std::memcpy(t.data_ptr(), data.data(), data.size());
+  };
   if (k == 'f' && z == 2) {
     Tensor t = Tensor::empty(s, DType::f16);
-    std::memcpy(t.data_ptr(), data.data(), data.size());
+    copy_raw(t);
     return t;
   }
   if (k == 'f') {
     Tensor t = Tensor::empty(s, DType::f32);
-    if (z == 4) std::memcpy(t.data_ptr(), data.data(), data.size());
+    if (z == 4) copy_raw(t);
     else convert_into<double, float>(*this, t);
     return t;
   }
   if ((k == 'u' && z == 1) || k == 'b') {
     Tensor t = Tensor::empty(s, DType::u8);
-    std::memcpy(t.data_ptr(), data.data(), data.size());
+    copy_raw(t);
     if (k == 'b') {  // NumPy bools are 0/1, but normalise any nonzero byte
       auto* p = static_cast<uint8_t*>(t.data_ptr());
       for (int64_t i = 0; i < numel(); ++i) p[i] = p[i] ? 1 : 0;
@@ -219,8 +228,7 @@ Tensor NpyArray::to_tensor() const {
   Tensor t = Tensor::empty(s, to_i64 ? DType::i64 : DType::i32);
   if (k == 'i' && z == 1) convert_into<int8_t, int32_t>(*this, t);
   if (k == 'i' && z == 2) convert_into<int16_t, int32_t>(*this, t);
-  if (k == 'i' && z == 4) std::memcpy(t.data_ptr(), data.data(), data.size());
-  if (k == 'i' && z == 8) std::memcpy(t.data_ptr(), data.data(), data.size());
+  if (k == 'i' && (z == 4 || z == 8)) copy_raw(t);
   if (k == 'u' && z == 2) convert_into<uint16_t, int32_t>(*this, t);
   if (k == 'u' && z == 4) convert_into<uint32_t, int64_t>(*this, t);
   if (k == 'u' && z == 8) {
