@@ -1,6 +1,6 @@
 // One BERT pre-training batch on the host or device, packed or not. Produced by the data layer
 // (data_pipeline/bert_data.h: MLPerf HDF5 shards, packing) and consumed by the model
-// (src/models/bert/). Shapes: B rows of L = max_seq_length tokens, P = max_predictions_per_seq.
+// (src/models/bert/), so it lives in the data layer. Shapes: B rows of L = max_seq_length tokens, P = max_predictions_per_seq.
 //
 // Unpacked (MLPerf's format): one sequence pair per row; position_ids = 0..L-1; segment_ids 0/1;
 // input_mask 1 for real tokens; next_sentence_labels [B].
