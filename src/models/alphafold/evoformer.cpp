@@ -1,0 +1,113 @@
+#include "models/alphafold/evoformer.h"
+
+#include "autograd/grad_mode.h"
+
+namespace foldcore::af2 {
+namespace {
+
+constexpr int kRowWise = -3, kColumnWise = -2;  // AF2 shared dropout: mask shared over rows / columns
+
+// x + dropout(update). In no-grad mode, `in_place` lets the add overwrite x's storage when nothing
+// else refers to it (autograd checks the storage's owners); the block passes it only for tensors
+// it created itself, so a caller's input is never overwritten.
+Variable residual(const Variable& x, const Variable& update, const nn::Dropout& d, bool in_place) {
+  return autograd::bias_dropout_residual(update, Variable(), x, d.spec(), in_place && !autograd::grad_enabled());
+}
+
+}  // namespace
+
+EvoformerBlock::EvoformerBlock(nn::Scope scope, const EvoformerBlockConfig& c)
+    : Module(std::move(scope)),
+      cfg_(c),
+      row_att_(child_scope("msa_row_attention_with_pair_bias"), c.c_m, c.c_z, c.msa_row),
+      col_att_(c.global_column_attention
+                   ? nullptr
+                   : std::make_unique<MsaColumnAttention>(child_scope("msa_column_attention"), c.c_m, c.msa_column)),
+      col_glob_(c.global_column_attention ? std::make_unique<MsaColumnGlobalAttention>(
+                                                child_scope("msa_column_global_attention"), c.c_m, c.msa_column)
+                                          : nullptr),
+      msa_transition_(child_scope("msa_transition"), c.c_m, c.msa_transition_factor),
+      opm_(child_scope("outer_product_mean"), c.c_m, c.opm_channels, c.c_z),
+      tri_mul_out_(child_scope("triangle_multiplication_outgoing"), c.c_z, c.tri_mul_channels, true),
+      tri_mul_in_(child_scope("triangle_multiplication_incoming"), c.c_z, c.tri_mul_channels, false),
+      tri_att_start_(child_scope("triangle_attention_starting_node"), c.c_z, c.tri_att, true),
+      tri_att_end_(child_scope("triangle_attention_ending_node"), c.c_z, c.tri_att, false),
+      pair_transition_(child_scope("pair_transition"), c.c_z, c.pair_transition_factor),
+      row_att_dropout_(child_scope("msa_row_attention_dropout"), c.msa_row.dropout, {kRowWise}),
+      col_att_dropout_(child_scope("msa_column_attention_dropout"), c.msa_column.dropout, {kColumnWise}),
+      tri_mul_out_dropout_(child_scope("triangle_multiplication_outgoing_dropout"), c.tri_mul_dropout, {kRowWise}),
+      tri_mul_in_dropout_(child_scope("triangle_multiplication_incoming_dropout"), c.tri_mul_dropout, {kRowWise}),
+      tri_att_start_dropout_(child_scope("triangle_attention_starting_node_dropout"), c.tri_att.dropout,
+                             {kRowWise}),
+      tri_att_end_dropout_(child_scope("triangle_attention_ending_node_dropout"), c.tri_att.dropout,
+                           {kColumnWise}) {
+  register_child(row_att_);
+  if (col_att_) register_child(*col_att_);
+  if (col_glob_) register_child(*col_glob_);
+  for (nn::Module* m : std::initializer_list<nn::Module*>{
+           &msa_transition_, &opm_, &tri_mul_out_, &tri_mul_in_, &tri_att_start_, &tri_att_end_, &pair_transition_,
+           &row_att_dropout_, &col_att_dropout_, &tri_mul_out_dropout_, &tri_mul_in_dropout_, &tri_att_start_dropout_,
+           &tri_att_end_dropout_})
+    register_child(*m);
+}
+
+Variable EvoformerBlock::msa_column_update(const Variable& m, const Tensor& msa_mask, int64_t chunk) const {
+  return col_att_ ? col_att_->forward(m, msa_mask, chunk) : col_glob_->forward(m, msa_mask, chunk);
+}
+
+std::pair<Variable, Variable> EvoformerBlock::forward(const Variable& m0, const Variable& z0, const Tensor& msa_mask,
+                                                      const Tensor& pair_mask, int64_t chunk) const {
+  FC_CHECK(m0.dim() == 3 && z0.dim() == 3 && m0.size(2) == cfg_.c_m && z0.size(2) == cfg_.c_z &&
+               z0.size(0) == m0.size(1) && z0.size(1) == m0.size(1),
+           "EvoformerBlock '", path(), "': m ", m0.shape().str(), ", z ", z0.shape().str(), " (expected [S, N, ",
+           cfg_.c_m, "] and [N, N, ", cfg_.c_z, "])");
+  const nn::Dropout& none = col_att_dropout_;  // rate 0 in every AlphaFold config for these updates
+  // MSA track.
+  Variable m = residual(m0, row_att_.forward(m0, z0, msa_mask, chunk), row_att_dropout_, false);
+  m = residual(m, msa_column_update(m, msa_mask, chunk), col_att_dropout_, true);
+  m = residual(m, transition_forward(msa_transition_, m, chunk), none, true);
+  // Pair track.
+  Variable z = residual(z0, opm_.forward(m, msa_mask, chunk), none, false);
+  z = residual(z, tri_mul_out_.forward(z, pair_mask), tri_mul_out_dropout_, true);
+  z = residual(z, tri_mul_in_.forward(z, pair_mask), tri_mul_in_dropout_, true);
+  z = residual(z, tri_att_start_.forward(z, pair_mask, chunk), tri_att_start_dropout_, true);
+  z = residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_, true);
+  z = residual(z, transition_forward(pair_transition_, z, chunk), none, true);
+  return {m, z};
+}
+
+void EvoformerBlock::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {
+  require_finalized(scope().params, path());
+  row_att_.add_af2_params(t, key + "/msa_row_attention_with_pair_bias", idx);
+  if (col_att_) col_att_->add_af2_params(t, key + "/msa_column_attention", idx);
+  if (col_glob_) col_glob_->add_af2_params(t, key + "/msa_column_global_attention", idx);
+  add_transition_af2_params(msa_transition_, t, key + "/msa_transition", idx);
+  opm_.add_af2_params(t, key + "/outer_product_mean", idx);
+  tri_mul_out_.add_af2_params(t, key + "/triangle_multiplication_outgoing", idx);
+  tri_mul_in_.add_af2_params(t, key + "/triangle_multiplication_incoming", idx);
+  tri_att_start_.add_af2_params(t, key + "/triangle_attention_starting_node", idx);
+  tri_att_end_.add_af2_params(t, key + "/triangle_attention_ending_node", idx);
+  add_transition_af2_params(pair_transition_, t, key + "/pair_transition", idx);
+}
+
+EvoformerStack::EvoformerStack(nn::Scope scope, const EvoformerBlockConfig& config, int64_t num_blocks)
+    : Module(std::move(scope)) {
+  FC_CHECK(num_blocks >= 0, "EvoformerStack '", path(), "': ", num_blocks, " blocks");
+  for (int64_t i = 0; i < num_blocks; ++i) {
+    blocks_.push_back(std::make_unique<EvoformerBlock>(child_scope("block_" + std::to_string(i)), config));
+    register_child(*blocks_.back());
+  }
+}
+
+std::pair<Variable, Variable> EvoformerStack::forward(const Variable& m0, const Variable& z0, const Tensor& msa_mask,
+                                                      const Tensor& pair_mask, int64_t chunk) const {
+  Variable m = m0, z = z0;
+  for (const auto& b : blocks_) std::tie(m, z) = b->forward(m, z, msa_mask, pair_mask, chunk);
+  return {m, z};
+}
+
+void EvoformerStack::add_af2_params(Af2ParamTable& t, const std::string& key) const {
+  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i]->add_af2_params(t, key, static_cast<int64_t>(i));
+}
+
+}  // namespace foldcore::af2

@@ -1,0 +1,89 @@
+// Evoformer block (AlphaFold2 supplement Alg. 6) and stacks of blocks: the main Evoformer stack
+// (official "evoformer/evoformer_iteration", 48 blocks, c_m 256) and the extra-MSA stack
+// ("evoformer/extra_msa_stack", 4 blocks, c_e 64, global column attention, Alg. 18).
+//
+// Block, in AlphaFold's order (each update is added to its residual, with AF2's shared dropout in
+// training: row-wise = mask shared over axis −3, column-wise = over axis −2):
+//   m += RowDropout(MsaRowAttentionWithPairBias(m, z))       Alg. 7
+//   m += MsaColumnAttention(m)  | MsaColumnGlobalAttention(m) Alg. 8 | Alg. 19 (extra stack)
+//   m += MsaTransition(m)                                     Alg. 9
+//   z += OuterProductMean(m)                                  Alg. 10
+//   z += RowDropout(TriangleMultiplicationOutgoing(z))        Alg. 11
+//   z += RowDropout(TriangleMultiplicationIncoming(z))        Alg. 12
+//   z += RowDropout(TriangleAttentionStartingNode(z))         Alg. 13
+//   z += ColumnDropout(TriangleAttentionEndingNode(z))        Alg. 14
+//   z += PairTransition(z)                                    Alg. 15
+// Shapes: m [S, N, c_m], z [N, N, c_z], msa_mask [S, N], pair_mask [N, N]. The transitions ignore
+// the masks, as in AlphaFold (OpenFold multiplies the MSA transition output by the mask; the
+// reference fixtures follow AlphaFold).
+// chunk (Af2Config::chunk_size; 0 = off): in no-grad mode, the attention modules, transitions and
+// the outer product mean run in chunks along their long axis (rows / columns), with identical
+// results; memory then scales with the chunk instead of the whole axis.
+// In no-grad mode the residual adds after the first one of each track are done in place.
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "models/alphafold/msa_attention.h"
+#include "models/alphafold/outer_product_mean.h"
+#include "models/alphafold/triangle_attention.h"
+#include "models/alphafold/triangle_multiplication.h"
+
+namespace foldcore::af2 {
+
+class EvoformerBlock : public nn::Module {
+ public:
+  EvoformerBlock(nn::Scope scope, const EvoformerBlockConfig& config);
+  // → (m', z'), same shapes as (m, z).
+  std::pair<Variable, Variable> forward(const Variable& m, const Variable& z, const Tensor& msa_mask,
+                                        const Tensor& pair_mask, int64_t chunk = 0) const;
+  // key_prefix: "evoformer/evoformer_iteration" or "evoformer/extra_msa_stack"; stack_index: this
+  // block's index into the stacked official arrays.
+  void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
+
+  const EvoformerBlockConfig& config() const { return cfg_; }
+  const MsaRowAttentionWithPairBias& msa_row_attention() const { return row_att_; }
+  const MsaColumnAttention* msa_column_attention() const { return col_att_.get(); }                // main stack
+  const MsaColumnGlobalAttention* msa_column_global_attention() const { return col_glob_.get(); }  // extra stack
+  // The column update of either kind: [S, N, c_m].
+  Variable msa_column_update(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0) const;
+  const nn::Transition& msa_transition() const { return msa_transition_; }
+  const OuterProductMean& outer_product_mean() const { return opm_; }
+  const TriangleMultiplication& triangle_multiplication_outgoing() const { return tri_mul_out_; }
+  const TriangleMultiplication& triangle_multiplication_incoming() const { return tri_mul_in_; }
+  const TriangleAttention& triangle_attention_starting_node() const { return tri_att_start_; }
+  const TriangleAttention& triangle_attention_ending_node() const { return tri_att_end_; }
+  const nn::Transition& pair_transition() const { return pair_transition_; }
+
+ private:
+  EvoformerBlockConfig cfg_;
+  MsaRowAttentionWithPairBias row_att_;
+  std::unique_ptr<MsaColumnAttention> col_att_;
+  std::unique_ptr<MsaColumnGlobalAttention> col_glob_;
+  nn::Transition msa_transition_;
+  OuterProductMean opm_;
+  TriangleMultiplication tri_mul_out_, tri_mul_in_;
+  TriangleAttention tri_att_start_, tri_att_end_;
+  nn::Transition pair_transition_;
+  nn::Dropout row_att_dropout_, col_att_dropout_, tri_mul_out_dropout_, tri_mul_in_dropout_, tri_att_start_dropout_,
+      tri_att_end_dropout_;
+};
+
+// num_blocks blocks "block_<i>", applied in order; block i binds index i of the stacked arrays.
+class EvoformerStack : public nn::Module {
+ public:
+  EvoformerStack(nn::Scope scope, const EvoformerBlockConfig& config, int64_t num_blocks);
+  std::pair<Variable, Variable> forward(const Variable& m, const Variable& z, const Tensor& msa_mask,
+                                        const Tensor& pair_mask, int64_t chunk = 0) const;
+  // key_prefix: "evoformer/evoformer_iteration" (main) or "evoformer/extra_msa_stack" (extra).
+  void add_af2_params(Af2ParamTable& table, const std::string& key_prefix) const;
+  int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+  const EvoformerBlock& block(int64_t i) const { return *blocks_.at(static_cast<size_t>(i)); }
+
+ private:
+  std::vector<std::unique_ptr<EvoformerBlock>> blocks_;
+};
+
+}  // namespace foldcore::af2

@@ -1,0 +1,118 @@
+#include "models/alphafold/evoformer_util.h"
+
+#include "autograd/grad_mode.h"
+#include "kernels/elementwise.h"
+
+namespace foldcore::af2 {
+
+Tensor module_param(const nn::Module& m, const std::string& suffix) {
+  const std::string want = m.path().empty() ? suffix : m.path() + "/" + suffix;
+  for (const auto& [name, v] : m.named_parameters())
+    if (name == want) return v.value();
+  FC_THROW("module '", m.path(), "' has no parameter '", want, "'");
+}
+
+void require_finalized(const autograd::ParamStore* params, const std::string& module_path) {
+  FC_CHECK(params != nullptr && params->finalized(), "add_af2_params on '", module_path,
+           "': finalize() the ParamStore first (the table binds views of its flat buffer)");
+}
+
+void add_linear_af2_params(const nn::Linear& l, Af2ParamTable& t, const std::string& key, int64_t idx) {
+  t.add(key + "//weights", l.weight().value(), idx);
+  if (l.bias().defined()) t.add(key + "//bias", l.bias().value(), idx);
+}
+
+void add_layer_norm_af2_params(const nn::LayerNorm& ln, Af2ParamTable& t, const std::string& key, int64_t idx) {
+  t.add(key + "//scale", ln.scale().value(), idx);
+  t.add(key + "//offset", ln.offset().value(), idx);
+}
+
+void add_attention_af2_params(const nn::Attention& a, Af2ParamTable& t, const std::string& key, int64_t idx) {
+  t.add(key + "//query_w", module_param(a, "q/weight"), idx);
+  t.add(key + "//key_w", module_param(a, "k/weight"), idx);
+  t.add(key + "//value_w", module_param(a, "v/weight"), idx);
+  if (a.options().gating) {
+    t.add(key + "//gating_w", module_param(a, "gate/weight"), idx);
+    t.add(key + "//gating_b", module_param(a, "gate/bias"), idx);
+  }
+  t.add(key + "//output_w", a.output().weight().value(), idx);
+  t.add(key + "//output_b", a.output().bias().value(), idx);
+}
+
+void add_global_attention_af2_params(const nn::GlobalAttention& a, Af2ParamTable& t, const std::string& key,
+                                     int64_t idx) {
+  t.add(key + "//query_w", module_param(a, "q/weight"), idx);
+  t.add(key + "//key_w", module_param(a, "k/weight"), idx);
+  t.add(key + "//value_w", module_param(a, "v/weight"), idx);
+  t.add(key + "//gating_w", module_param(a, "gate/weight"), idx);
+  t.add(key + "//gating_b", module_param(a, "gate/bias"), idx);
+  t.add(key + "//output_w", module_param(a, "output/weight"), idx);
+  t.add(key + "//output_b", module_param(a, "output/bias"), idx);
+}
+
+void add_transition_af2_params(const nn::Transition& tr, Af2ParamTable& t, const std::string& key, int64_t idx) {
+  t.add(key + "/input_layer_norm//scale", module_param(tr, "input_layer_norm/scale"), idx);
+  t.add(key + "/input_layer_norm//offset", module_param(tr, "input_layer_norm/offset"), idx);
+  for (const char* l : {"transition1", "transition2"}) {
+    t.add(key + "/" + l + "//weights", module_param(tr, std::string(l) + "/weight"), idx);
+    t.add(key + "/" + l + "//bias", module_param(tr, std::string(l) + "/bias"), idx);
+  }
+}
+
+Tensor mask_bias(const Tensor& mask) {
+  FC_CHECK(mask.defined(), "mask_bias: undefined mask");
+  const Tensor m = mask.to(DType::f32).contiguous();
+  Tensor out = Tensor::empty(m.shape(), DType::f32, m.device());
+  // 1e9·m − 1e9·1: exactly 0 for m = 1 and −1e9 for m = 0, as AlphaFold's 1e9·(m − 1).
+  const Tensor one = Tensor::full({1}, 1.0, DType::f32, m.device());
+  ops::axpby(1e9f, m, -1e9f, one, out);
+  return out;
+}
+
+Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int64_t, int64_t)>& f, int out_axis) {
+  if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) return f(0, n);
+  Tensor out;
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t len = std::min(chunk, n - s);
+    const Variable y = f(s, len);
+    FC_CHECK(y.size(out_axis) == len, "run_chunked: a chunk of ", len, " gave ", y.shape().str(), " (axis ",
+             out_axis, ")");
+    if (!out.defined()) {
+      Shape shape = y.shape();
+      shape[normalize_axis(out_axis, y.dim())] = n;
+      out = Tensor::empty(shape, y.dtype(), y.device());
+    }
+    out.narrow(out_axis, s, len).copy_(y.value());
+  }
+  return Variable(out);
+}
+
+Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
+                       int64_t chunk) {
+  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(1),
+           "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
+           " (expected [B, L, c] and [B, L])");
+  const int64_t b = x.size(0), l = x.size(1);
+  const Tensor mb = mask_bias(mask).view({b, 1, 1, l});  // [B, 1, 1, L]
+  return run_chunked(b, chunk, [&](int64_t s, int64_t len) {
+    const Variable xs = autograd::narrow(x, 0, s, len);  // [len, L, c]
+    std::vector<Variable> biases{Variable(mb.narrow(0, s, len))};
+    if (pair_bias.defined()) biases.push_back(pair_bias);
+    return att.forward(xs, xs, biases);
+  });
+}
+
+Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln) {
+  FC_CHECK(z_ln.dim() == 3 && z_ln.size(0) == z_ln.size(1), "pair_bias '", feat_2d.path(), "': z ",
+           z_ln.shape().str(), " (expected [L, L, c_z])");
+  const Variable b = feat_2d.forward(z_ln);  // [L, L, H]
+  return autograd::unsqueeze(autograd::contiguous(autograd::permute(b, {2, 0, 1})), 0);  // [1, H, L, L]
+}
+
+Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk) {
+  return run_chunked(x.size(0), chunk, [&](int64_t s, int64_t len) {
+    return tr.forward(autograd::narrow(x, 0, s, len));
+  });
+}
+
+}  // namespace foldcore::af2

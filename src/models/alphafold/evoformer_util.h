@@ -1,0 +1,64 @@
+// Helpers shared by the Evoformer modules (and the template pair stack, which reuses them):
+// official-key registration of the nn building blocks, AlphaFold's mask bias, and inference-time
+// chunking along a long axis.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "models/alphafold/param_table.h"
+#include "nn/attention.h"
+#include "nn/transformer.h"
+
+namespace foldcore::af2 {
+
+using autograd::Variable;
+
+// The parameter "<module path>/<suffix>" of `m` (e.g. suffix "q/weight"); Error if absent.
+Tensor module_param(const nn::Module& m, const std::string& suffix);
+
+// Every module's add_af2_params binds the ParamStore's views, which exist only after finalize().
+void require_finalized(const autograd::ParamStore* params, const std::string& module_path);
+
+// "<key>//weights" and "<key>//bias" (no bias when the Linear has none).
+void add_linear_af2_params(const nn::Linear& l, Af2ParamTable& t, const std::string& key, int64_t idx);
+// "<key>//scale", "<key>//offset".
+void add_layer_norm_af2_params(const nn::LayerNorm& ln, Af2ParamTable& t, const std::string& key, int64_t idx);
+// AlphaFold's gated Attention module "<key>//{query_w, key_w, value_w, gating_w, gating_b, output_w,
+// output_b}": [c, H, d] → our [c, H·d]; [H, d, c] → [H·d, c]; [H, d] → [H·d].
+void add_attention_af2_params(const nn::Attention& a, Af2ParamTable& t, const std::string& key, int64_t idx);
+// GlobalAttention: as above, with key_w/value_w [c, d] shared by the heads.
+void add_global_attention_af2_params(const nn::GlobalAttention& a, Af2ParamTable& t, const std::string& key,
+                                     int64_t idx);
+// AlphaFold's Transition "<key>/{input_layer_norm, transition1, transition2}".
+void add_transition_af2_params(const nn::Transition& tr, Af2ParamTable& t, const std::string& key, int64_t idx);
+
+// 1e9·(mask − 1): 0 where present, −1e9 where masked (AlphaFold's attention mask bias), same shape,
+// f32, on mask's device.
+Tensor mask_bias(const Tensor& mask);
+
+// Inference-time chunking (OpenFold's chunk_layer, AF2's inference_subbatch): evaluates
+// f(start, len) on slices [start, start + len) of an axis of length n and writes each result into
+// the slice of one preallocated output along `out_axis` (the results' extents along it must be
+// len). Runs f(0, n) once when chunk <= 0, chunk >= n, or grad mode is on (training keeps the
+// graph whole; chunking there would save nothing). Chunked and whole results are identical up to
+// float reassociation inside the chunked ops (none of the Evoformer's: every slice is computed by
+// the same kernels on the same data).
+Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int64_t start, int64_t len)>& f,
+                     int out_axis = 0);
+
+// AlphaFold's row-wise gated attention (Alg. 7 / 8 / 13 core): every row b of x [B, L, c] (already
+// layer-normed) attends over its L entries, with the key mask bias 1e9·(mask[b] − 1) ([B, 1, 1, L])
+// and, when defined, a pair bias [1, H, L, L] shared by all rows. Chunked over rows (inference).
+// Returns [B, L, c_out] (with the output bias).
+Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
+                       int64_t chunk);
+// The pair bias of Alg. 7 line 3 / Alg. 13 line 3: b[h, i, j] = Σ_c z[i, j, c] w[c, h] (no bias),
+// z [L, L, c_z] layer-normed → [1, H, L, L].
+Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln);
+
+// nn::Transition (LN → Linear+ReLU → Linear: AF2 Alg. 9/15) chunked along axis 0 of x.
+Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk);
+
+}  // namespace foldcore::af2

@@ -1,0 +1,32 @@
+// Triangular gated self-attention (AlphaFold2 supplement §1.6.6):
+//   starting node (Alg. 13, "triangle_attention_starting_node"): every row i of the pair attends
+//     over k: o_ij = Σ_k softmax_k(q_ij·k_ik/√d + b_jk + mask bias_ik) v_ik, b = LN(z)·w (no bias);
+//   ending node (Alg. 14, "triangle_attention_ending_node"): the same module on the TRANSPOSED pair
+//     (z_ji, mask_ji) with the result transposed back — AlphaFold's per_column orientation.
+// Configurable by dims (the template pair stack reuses it with c_t = 64, 4 heads × 16).
+#pragma once
+
+#include "models/alphafold/config.h"
+#include "models/alphafold/evoformer_util.h"
+
+namespace foldcore::af2 {
+
+class TriangleAttention : public nn::Module {
+ public:
+  // starting: Alg. 13; else Alg. 14.
+  TriangleAttention(nn::Scope scope, int64_t c_z, const AttentionConfig& att, bool starting);
+  // z [N, N, c_z], pair_mask [N, N] → update [N, N, c_z] (before residual/dropout). chunk > 0: in
+  // no-grad mode, chunks of rows (start) / columns (end).
+  Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0) const;
+  // key_prefix e.g. "evoformer/evoformer_iteration/triangle_attention_starting_node".
+  void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
+  bool starting() const { return starting_; }
+
+ private:
+  bool starting_;
+  nn::LayerNorm query_norm_;
+  nn::Linear feat_2d_;
+  nn::Attention attention_;
+};
+
+}  // namespace foldcore::af2
