@@ -1,0 +1,266 @@
+#include "models/alphafold/embedders.h"
+
+#include <algorithm>
+
+#include "autograd/functions.h"
+#include "data_pipeline/residue_constants.h"
+#include "models/alphafold/embedders_params.h"
+
+namespace foldcore::af2 {
+namespace {
+
+namespace ag = autograd;
+namespace rc = data::rc;
+using embedders_detail::add_layer_norm;
+using embedders_detail::add_linear;
+
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "/" + name;
+}
+
+std::vector<int64_t> host_ints(const Tensor& t) { return t.to(Device::cpu()).to(DType::i64).to_vector_i64(); }
+std::vector<float> host_floats(const Tensor& t) { return t.to(Device::cpu()).to(DType::f32).to_vector(); }
+
+void check_defined(const Tensor& t, const char* op, const char* what) {
+  FC_CHECK(t.defined(), op, ": ", what, " is undefined");
+}
+
+void check_var(const Variable& x, int dims, int64_t c, const char* op, const char* what) {
+  FC_CHECK(x.defined() && x.dim() == dims && x.size(-1) == c, op, ": ", what, " ",
+           x.defined() ? x.shape().str() : std::string("undefined"), " must be ", dims, "-D with last dim ", c);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- features
+Tensor relpos_one_hot(const Tensor& residue_index, int64_t max_relative_feature) {
+  check_defined(residue_index, "relpos_one_hot", "residue_index");
+  FC_CHECK(residue_index.dim() == 1 && max_relative_feature > 0, "relpos_one_hot: residue_index ",
+           residue_index.shape().str(), " must be [N] and max_relative_feature (", max_relative_feature, ") > 0");
+  const auto ri = host_ints(residue_index);
+  const int64_t n = residue_index.size(0), k = max_relative_feature, c = 2 * k + 1;
+  std::vector<float> out(static_cast<size_t>(n * n * c), 0.f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) out[(i * n + j) * c + std::clamp(ri[i] - ri[j] + k, int64_t{0}, 2 * k)] = 1.f;
+  return Tensor::from_vector(out, {n, n, c}, DType::f32, residue_index.device());
+}
+
+namespace {
+
+// Per residue: the atom37 slot of the pseudo-β (CA for glycine, else CB).
+std::vector<int> pseudo_beta_slots(const Tensor& aatype) {
+  const int gly = rc::restype_order('G'), ca = rc::atom_order("CA"), cb = rc::atom_order("CB");
+  const auto aa = host_ints(aatype);
+  std::vector<int> slot(aa.size());
+  for (size_t r = 0; r < aa.size(); ++r) slot[r] = aa[r] == gly ? ca : cb;
+  return slot;
+}
+
+}  // namespace
+
+Tensor pseudo_beta(const Tensor& aatype, const Tensor& atom37_positions) {
+  check_defined(aatype, "pseudo_beta", "aatype");
+  check_defined(atom37_positions, "pseudo_beta", "atom37_positions");
+  FC_CHECK(atom37_positions.dim() >= 2 && atom37_positions.size(-1) == 3 &&
+               atom37_positions.size(-2) == rc::kAtomTypeNum &&
+               atom37_positions.numel() == aatype.numel() * rc::kAtomTypeNum * 3,
+           "pseudo_beta: aatype ", aatype.shape().str(), " and atom37_positions ", atom37_positions.shape().str(),
+           " must be [..., N] and [..., N, 37, 3]");
+  const auto slot = pseudo_beta_slots(aatype);
+  const auto x = host_floats(atom37_positions);
+  std::vector<float> out(slot.size() * 3);
+  for (size_t r = 0; r < slot.size(); ++r)
+    for (int d = 0; d < 3; ++d) out[r * 3 + d] = x[(r * rc::kAtomTypeNum + slot[r]) * 3 + d];
+  Shape s = atom37_positions.shape();
+  s.erase(s.size() - 2);  // [..., N, 3]
+  return Tensor::from_vector(out, s, DType::f32, atom37_positions.device());
+}
+
+Tensor pseudo_beta_mask(const Tensor& aatype, const Tensor& atom37_mask) {
+  check_defined(aatype, "pseudo_beta_mask", "aatype");
+  check_defined(atom37_mask, "pseudo_beta_mask", "atom37_mask");
+  FC_CHECK(atom37_mask.dim() >= 1 && atom37_mask.size(-1) == rc::kAtomTypeNum &&
+               atom37_mask.numel() == aatype.numel() * rc::kAtomTypeNum,
+           "pseudo_beta_mask: aatype ", aatype.shape().str(), " and atom37_mask ", atom37_mask.shape().str(),
+           " must be [..., N] and [..., N, 37]");
+  const auto slot = pseudo_beta_slots(aatype);
+  const auto m = host_floats(atom37_mask);
+  std::vector<float> out(slot.size());
+  for (size_t r = 0; r < slot.size(); ++r) out[r] = m[r * rc::kAtomTypeNum + slot[r]];
+  Shape s = atom37_mask.shape();
+  s.erase(s.size() - 1);
+  return Tensor::from_vector(out, s, DType::f32, atom37_mask.device());
+}
+
+Tensor dgram_from_positions(const Tensor& positions, float min_bin, float max_bin, int64_t num_bins) {
+  check_defined(positions, "dgram_from_positions", "positions");
+  FC_CHECK(positions.dim() >= 2 && positions.size(-1) == 3 && num_bins >= 2 && max_bin > min_bin,
+           "dgram_from_positions: positions ", positions.shape().str(), " must be [..., N, 3]; bins ", num_bins,
+           " over [", min_bin, ", ", max_bin, "]");
+  const int64_t n = positions.size(-2), batch = positions.numel() / (n * 3), nb = num_bins;
+  // AF2 computes the breaks in fp32: linspace, then squared.
+  std::vector<float> lower(static_cast<size_t>(nb)), upper(static_cast<size_t>(nb));
+  for (int64_t b = 0; b < nb; ++b) {
+    const float v = min_bin + static_cast<float>(b) * (max_bin - min_bin) / static_cast<float>(nb - 1);
+    lower[b] = v * v;
+  }
+  for (int64_t b = 0; b + 1 < nb; ++b) upper[b] = lower[b + 1];
+  upper[nb - 1] = 1e8f;
+  const auto x = host_floats(positions);
+  std::vector<float> out(static_cast<size_t>(batch * n * n * nb), 0.f);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const float* xi = x.data() + (t * n + i) * 3;
+        const float* xj = x.data() + (t * n + j) * 3;
+        const float dx = xi[0] - xj[0], dy = xi[1] - xj[1], dz = xi[2] - xj[2];
+        const float d2 = dx * dx + dy * dy + dz * dz;
+        float* o = out.data() + ((t * n + i) * n + j) * nb;
+        for (int64_t b = 0; b < nb; ++b) o[b] = (d2 > lower[b] && d2 < upper[b]) ? 1.f : 0.f;
+      }
+  Shape s = positions.shape();
+  s[s.size() - 1] = n;  // [..., N, N, bins]
+  s.push_back(nb);
+  return Tensor::from_vector(out, s, DType::f32, positions.device());
+}
+
+Tensor extra_msa_feat(const Tensor& extra_msa, const Tensor& extra_has_deletion, const Tensor& extra_deletion_value) {
+  check_defined(extra_msa, "extra_msa_feat", "extra_msa");
+  check_defined(extra_has_deletion, "extra_msa_feat", "extra_has_deletion");
+  check_defined(extra_deletion_value, "extra_msa_feat", "extra_deletion_value");
+  FC_CHECK(extra_msa.dim() == 2 && extra_has_deletion.shape() == extra_msa.shape() &&
+               extra_deletion_value.shape() == extra_msa.shape(),
+           "extra_msa_feat: extra_msa ", extra_msa.shape().str(), ", extra_has_deletion ",
+           extra_has_deletion.shape().str(), ", extra_deletion_value ", extra_deletion_value.shape().str(),
+           " must all be [S, N]");
+  constexpr int64_t kClasses = 23, kC = kClasses + 2;
+  const auto aa = host_ints(extra_msa);
+  const auto hd = host_floats(extra_has_deletion), dv = host_floats(extra_deletion_value);
+  std::vector<float> out(aa.size() * kC, 0.f);
+  for (size_t r = 0; r < aa.size(); ++r) {
+    FC_CHECK(aa[r] >= 0 && aa[r] < kClasses, "extra_msa_feat: extra_msa value ", aa[r], " outside [0, 23)");
+    out[r * kC + aa[r]] = 1.f;
+    out[r * kC + kClasses] = hd[r];
+    out[r * kC + kClasses + 1] = dv[r];
+  }
+  return Tensor::from_vector(out, {extra_msa.size(0), extra_msa.size(1), kC}, DType::f32, extra_msa.device());
+}
+
+// ---------------------------------------------------------------- InputEmbedder (Alg. 3, 4)
+InputEmbedder::InputEmbedder(nn::Scope scope, const Af2Config& config)
+    : Module(std::move(scope)),
+      max_relative_feature_(config.max_relative_feature),
+      preprocess_1d_(child_scope("preprocess_1d"), config.target_feat_dim, config.c_m),
+      preprocess_msa_(child_scope("preprocess_msa"), config.msa_feat_dim, config.c_m),
+      left_single_(child_scope("left_single"), config.target_feat_dim, config.c_z),
+      right_single_(child_scope("right_single"), config.target_feat_dim, config.c_z),
+      pair_activations_(child_scope("pair_activiations"), 2 * config.max_relative_feature + 1, config.c_z) {
+  register_child(preprocess_1d_);
+  register_child(preprocess_msa_);
+  register_child(left_single_);
+  register_child(right_single_);
+  register_child(pair_activations_);
+}
+
+MsaPair InputEmbedder::forward(const Variable& target_feat, const Variable& msa_feat,
+                               const Tensor& residue_index) const {
+  check_var(target_feat, 2, preprocess_1d_.in_features(), "InputEmbedder", "target_feat");
+  check_var(msa_feat, 3, preprocess_msa_.in_features(), "InputEmbedder", "msa_feat");
+  const int64_t n = target_feat.size(0);
+  FC_CHECK(msa_feat.size(1) == n && residue_index.defined() && residue_index.numel() == n,
+           "InputEmbedder: target_feat ", target_feat.shape().str(), ", msa_feat ", msa_feat.shape().str(),
+           ", residue_index ", residue_index.defined() ? residue_index.shape().str() : std::string("undefined"),
+           " disagree on N");
+  MsaPair out;
+  // m [S, N, c_m] = preprocess_msa(msa_feat) + preprocess_1d(target_feat)[None]   (Alg. 3 lines 1, 5)
+  out.msa = ag::add(preprocess_msa_.forward(msa_feat), preprocess_1d_.forward(target_feat));
+  // z [N, N, c_z] = relpos(i, j) + a_i + b_j   (Alg. 3 lines 2-4, Alg. 4)
+  const Variable relpos(relpos_one_hot(residue_index.reshape({n}), max_relative_feature_)
+                            .to(target_feat.device())
+                            .to(target_feat.dtype()));
+  Variable z = pair_activations_.forward(relpos);
+  z = ag::add(z, ag::unsqueeze(left_single_.forward(target_feat), 1));   // [N, 1, c_z]: row i
+  z = ag::add(z, ag::unsqueeze(right_single_.forward(target_feat), 0));  // [1, N, c_z]: column j
+  out.pair = z;
+  return out;
+}
+
+void InputEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index) const {
+  add_linear(table, join(key_prefix, "preprocess_1d"), preprocess_1d_, stack_index);
+  add_linear(table, join(key_prefix, "preprocess_msa"), preprocess_msa_, stack_index);
+  add_linear(table, join(key_prefix, "left_single"), left_single_, stack_index);
+  add_linear(table, join(key_prefix, "right_single"), right_single_, stack_index);
+  add_linear(table, join(key_prefix, "pair_activiations"), pair_activations_, stack_index);
+}
+
+// ---------------------------------------------------------------- RecyclingEmbedder (Alg. 32)
+RecyclingEmbedder::RecyclingEmbedder(nn::Scope scope, const Af2Config& config)
+    : Module(std::move(scope)),
+      min_bin_(config.recycle_min_bin),
+      max_bin_(config.recycle_max_bin),
+      num_bins_(config.recycle_num_bins),
+      prev_msa_first_row_norm_(child_scope("prev_msa_first_row_norm"), config.c_m),
+      prev_pair_norm_(child_scope("prev_pair_norm"), config.c_z),
+      prev_pos_linear_(child_scope("prev_pos_linear"), config.recycle_num_bins, config.c_z) {
+  register_child(prev_msa_first_row_norm_);
+  register_child(prev_pair_norm_);
+  register_child(prev_pos_linear_);
+}
+
+RecyclingEmbedder::Updates RecyclingEmbedder::forward(const Variable& prev_m1, const Variable& prev_z,
+                                                      const Tensor& prev_pseudo_beta) const {
+  check_var(prev_m1, 2, prev_msa_first_row_norm_.scale().numel(), "RecyclingEmbedder", "prev_m1");
+  check_var(prev_z, 3, prev_pair_norm_.scale().numel(), "RecyclingEmbedder", "prev_z");
+  const int64_t n = prev_m1.size(0);
+  FC_CHECK(prev_z.size(0) == n && prev_z.size(1) == n && prev_pseudo_beta.defined() &&
+               prev_pseudo_beta.shape() == Shape({n, 3}),
+           "RecyclingEmbedder: prev_m1 ", prev_m1.shape().str(), ", prev_z ", prev_z.shape().str(),
+           ", prev_pseudo_beta ", prev_pseudo_beta.defined() ? prev_pseudo_beta.shape().str() : std::string("undefined"),
+           " must be [N, c_m], [N, N, c_z], [N, 3]");
+  // Alg. 32 lines 1-3: d = one_hot(|x_i − x_j|) over 15 bins 3.25..20.75 Å; z += Linear(d) + LN(z_prev).
+  const Variable dgram(dgram_from_positions(prev_pseudo_beta, min_bin_, max_bin_, num_bins_)
+                           .to(prev_z.device())
+                           .to(prev_z.dtype()));
+  Updates u;
+  u.pair = ag::add(prev_pos_linear_.forward(dgram), prev_pair_norm_.forward(prev_z));  // [N, N, c_z]
+  u.msa_first_row = prev_msa_first_row_norm_.forward(prev_m1);                         // [N, c_m]
+  return u;
+}
+
+MsaPair RecyclingEmbedder::apply(const MsaPair& embedded, const Variable& prev_m1, const Variable& prev_z,
+                                 const Tensor& prev_pseudo_beta) const {
+  FC_CHECK(embedded.msa.defined() && embedded.msa.dim() == 3 && embedded.pair.defined(),
+           "RecyclingEmbedder::apply: the embedding must have msa [S, N, c_m] and pair [N, N, c_z]");
+  const Updates u = forward(prev_m1, prev_z, prev_pseudo_beta);
+  MsaPair out;
+  out.pair = ag::add(embedded.pair, u.pair);
+  const int64_t s = embedded.msa.size(0);
+  const Variable row0 = ag::add(ag::narrow(embedded.msa, 0, 0, 1), ag::unsqueeze(u.msa_first_row, 0));
+  out.msa = s == 1 ? row0 : ag::concat({row0, ag::narrow(embedded.msa, 0, 1, s - 1)}, 0);
+  return out;
+}
+
+void RecyclingEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
+                                       int64_t stack_index) const {
+  add_layer_norm(table, join(key_prefix, "prev_msa_first_row_norm"), prev_msa_first_row_norm_, stack_index);
+  add_layer_norm(table, join(key_prefix, "prev_pair_norm"), prev_pair_norm_, stack_index);
+  add_linear(table, join(key_prefix, "prev_pos_linear"), prev_pos_linear_, stack_index);
+}
+
+// ---------------------------------------------------------------- ExtraMsaEmbedder (1.7.2)
+ExtraMsaEmbedder::ExtraMsaEmbedder(nn::Scope scope, const Af2Config& config)
+    : Module(std::move(scope)), extra_msa_activations_(child_scope("extra_msa_activations"), 25, config.c_e) {
+  register_child(extra_msa_activations_);
+}
+
+Variable ExtraMsaEmbedder::forward(const Variable& extra_msa_feat) const {
+  check_var(extra_msa_feat, 3, extra_msa_activations_.in_features(), "ExtraMsaEmbedder", "extra_msa_feat");
+  return extra_msa_activations_.forward(extra_msa_feat);  // [S_extra, N, c_e]
+}
+
+void ExtraMsaEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
+                                      int64_t stack_index) const {
+  add_linear(table, join(key_prefix, "extra_msa_activations"), extra_msa_activations_, stack_index);
+}
+
+}  // namespace foldcore::af2
