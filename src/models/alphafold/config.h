@@ -38,6 +38,7 @@ struct TemplateConfig {
   int64_t num_pair_blocks = 2;
   AttentionConfig tri_att{4, 16, true, 0.25f};
   int64_t tri_mul_channels = 64;
+  float tri_mul_dropout = 0.25f;
   int64_t pair_transition_factor = 2;
   AttentionConfig pointwise_att{4, 16, false, 0.f};  // template pointwise attention (key/value dim 64)
   float dgram_min_bin = 3.25f, dgram_max_bin = 50.75f;

@@ -1,0 +1,353 @@
+#include "models/alphafold/template.h"
+
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "data_pipeline/residue_constants.h"
+#include "models/alphafold/embedders.h"
+#include "models/alphafold/embedders_params.h"
+#include "models/alphafold/evoformer_util.h"
+
+namespace foldcore::af2 {
+namespace {
+
+namespace ag = autograd;
+namespace rc = data::rc;
+using embedders_detail::add_layer_norm;
+using embedders_detail::add_linear;
+
+constexpr int64_t kAatypeClasses = 22;            // 20 amino acids + X + gap
+constexpr int kRowWise = -3, kColumnWise = -2;    // AF2 shared dropout axes
+constexpr int64_t kNumTorsions = 7;
+
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "/" + name;
+}
+
+std::vector<int64_t> host_ints(const Tensor& t) { return t.to(Device::cpu()).to(DType::i64).to_vector_i64(); }
+std::vector<float> host_floats(const Tensor& t) { return t.to(Device::cpu()).to(DType::f32).to_vector(); }
+
+nn::LinearOptions relu_init() {
+  nn::LinearOptions o;
+  o.init = nn::Init::relu;
+  return o;
+}
+
+// x + dropout(update); in no-grad mode the add may overwrite x when nothing else needs it.
+Variable residual(const Variable& x, const Variable& update, const nn::Dropout& d, bool in_place) {
+  return ag::bias_dropout_residual(update, Variable(), x, d.spec(), in_place && !ag::grad_enabled());
+}
+
+// Unit vectors from residue i's backbone frame to CA_j (AF2 make_transform_from_reference +
+// invert_point): the frame has CA_i at the origin, C_i on +x and N_i in the xy-plane (y > 0),
+// i.e. the Gram–Schmidt basis e1 = (C − CA)/|·|, e2 ∝ (N − CA) − ((N − CA)·e1) e1, e3 = e1 × e2;
+// v_ij = [e_k · (CA_j − CA_i)]_k, unit_ij = v_ij / √(1e-6 + |v_ij|²) · bb_i bb_j.
+std::vector<float> backbone_unit_vectors(const std::vector<float>& x, const std::vector<float>& bb, int64_t n) {
+  const int in = rc::atom_order("N"), ica = rc::atom_order("CA"), ic = rc::atom_order("C");
+  auto at = [&](int64_t r, int a, int d) { return static_cast<double>(x[(r * rc::kAtomTypeNum + a) * 3 + d]); };
+  std::vector<float> out(static_cast<size_t>(n * n * 3), 0.f);
+  for (int64_t i = 0; i < n; ++i) {
+    double e1[3], e2[3], e3[3], u[3];
+    for (int d = 0; d < 3; ++d) {
+      e1[d] = at(i, ic, d) - at(i, ica, d);
+      u[d] = at(i, in, d) - at(i, ica, d);
+    }
+    const double n1 = std::sqrt(1e-20 + e1[0] * e1[0] + e1[1] * e1[1] + e1[2] * e1[2]);
+    for (double& v : e1) v /= n1;
+    const double proj = u[0] * e1[0] + u[1] * e1[1] + u[2] * e1[2];
+    for (int d = 0; d < 3; ++d) e2[d] = u[d] - proj * e1[d];
+    const double n2 = std::sqrt(1e-20 + e2[0] * e2[0] + e2[1] * e2[1] + e2[2] * e2[2]);
+    for (double& v : e2) v /= n2;
+    e3[0] = e1[1] * e2[2] - e1[2] * e2[1];
+    e3[1] = e1[2] * e2[0] - e1[0] * e2[2];
+    e3[2] = e1[0] * e2[1] - e1[1] * e2[0];
+    for (int64_t j = 0; j < n; ++j) {
+      double dv[3], v[3];
+      for (int d = 0; d < 3; ++d) dv[d] = at(j, ica, d) - at(i, ica, d);
+      v[0] = e1[0] * dv[0] + e1[1] * dv[1] + e1[2] * dv[2];
+      v[1] = e2[0] * dv[0] + e2[1] * dv[1] + e2[2] * dv[2];
+      v[2] = e3[0] * dv[0] + e3[1] * dv[1] + e3[2] * dv[2];
+      const double inv = 1.0 / std::sqrt(1e-6 + v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) * bb[i] * bb[j];
+      for (int d = 0; d < 3; ++d) out[(i * n + j) * 3 + d] = static_cast<float>(v[d] * inv);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- features
+int64_t template_pair_feat_dim(const TemplateConfig& config) {
+  return config.dgram_num_bins + 1 + 2 * kAatypeClasses + 3 + 1;
+}
+
+Tensor template_pair_feat(const Tensor& aatype, const Tensor& pseudo_beta, const Tensor& pseudo_beta_mask,
+                          const Tensor& all_atom_positions, const Tensor& all_atom_mask, const TemplateConfig& config) {
+  FC_CHECK(aatype.defined() && pseudo_beta.defined() && pseudo_beta_mask.defined() && all_atom_positions.defined() &&
+               all_atom_mask.defined(),
+           "template_pair_feat: every input must be defined");
+  const int64_t n = aatype.numel();
+  FC_CHECK(aatype.dim() == 1 && pseudo_beta.shape() == Shape({n, 3}) && pseudo_beta_mask.shape() == Shape({n}) &&
+               all_atom_positions.shape() == Shape({n, rc::kAtomTypeNum, 3}) &&
+               all_atom_mask.shape() == Shape({n, rc::kAtomTypeNum}),
+           "template_pair_feat: aatype ", aatype.shape().str(), ", pseudo_beta ", pseudo_beta.shape().str(),
+           ", pseudo_beta_mask ", pseudo_beta_mask.shape().str(), ", all_atom_positions ",
+           all_atom_positions.shape().str(), ", all_atom_mask ", all_atom_mask.shape().str(),
+           " must be [N], [N, 3], [N], [N, 37, 3], [N, 37] (one template)");
+  const int64_t nb = config.dgram_num_bins, c = template_pair_feat_dim(config);
+  const auto dgram = dgram_from_positions(pseudo_beta, config.dgram_min_bin, config.dgram_max_bin, nb)
+                         .to(Device::cpu())
+                         .to_vector();  // [N, N, nb]
+  const auto aa = host_ints(aatype);
+  const auto pb = host_floats(pseudo_beta_mask), am = host_floats(all_atom_mask);
+  std::vector<float> bb(static_cast<size_t>(n));
+  const int in = rc::atom_order("N"), ica = rc::atom_order("CA"), ic = rc::atom_order("C");
+  for (int64_t r = 0; r < n; ++r) {
+    FC_CHECK(aa[r] >= 0 && aa[r] < kAatypeClasses, "template_pair_feat: aatype ", aa[r], " outside [0, 22)");
+    bb[r] = am[r * rc::kAtomTypeNum + in] * am[r * rc::kAtomTypeNum + ica] * am[r * rc::kAtomTypeNum + ic];
+  }
+  std::vector<float> unit;
+  if (config.use_template_unit_vector) unit = backbone_unit_vectors(host_floats(all_atom_positions), bb, n);
+  std::vector<float> out(static_cast<size_t>(n * n * c), 0.f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float bb2 = bb[i] * bb[j];
+      if (bb2 == 0.f) continue;  // the whole feature is multiplied by the backbone mask
+      float* o = out.data() + (i * n + j) * c;
+      const float* d = dgram.data() + (i * n + j) * nb;
+      int64_t k = 0;
+      for (int64_t b = 0; b < nb; ++b) o[k++] = d[b];
+      o[k++] = pb[i] * pb[j];
+      o[k + aa[j]] = 1.f;  // aatype of the column residue (AF2 tiles aatype[None] over rows)
+      k += kAatypeClasses;
+      o[k + aa[i]] = 1.f;  // aatype of the row residue
+      k += kAatypeClasses;
+      for (int dd = 0; dd < 3; ++dd) o[k++] = unit.empty() ? 0.f : unit[(i * n + j) * 3 + dd];
+      o[k++] = 1.f;  // backbone mask 2-D (= bb2 = 1 here)
+      for (int64_t q = 0; q < c; ++q) o[q] *= bb2;
+    }
+  return Tensor::from_vector(out, {n, n, c}, DType::f32, pseudo_beta.device());
+}
+
+Tensor template_angle_feat(const Tensor& aatype, const Tensor& torsion_angles_sin_cos,
+                           const Tensor& alt_torsion_angles_sin_cos, const Tensor& torsion_angles_mask) {
+  FC_CHECK(aatype.defined() && torsion_angles_sin_cos.defined() && alt_torsion_angles_sin_cos.defined() &&
+               torsion_angles_mask.defined(),
+           "template_angle_feat: every input must be defined");
+  FC_CHECK(aatype.dim() == 2, "template_angle_feat: aatype ", aatype.shape().str(), " must be [T, N]");
+  const int64_t t = aatype.size(0), n = aatype.size(1);
+  FC_CHECK(torsion_angles_sin_cos.shape() == Shape({t, n, kNumTorsions, 2}) &&
+               alt_torsion_angles_sin_cos.shape() == Shape({t, n, kNumTorsions, 2}) &&
+               torsion_angles_mask.shape() == Shape({t, n, kNumTorsions}),
+           "template_angle_feat: aatype ", aatype.shape().str(), ", torsion_angles_sin_cos ",
+           torsion_angles_sin_cos.shape().str(), ", alt_torsion_angles_sin_cos ", alt_torsion_angles_sin_cos.shape().str(),
+           ", torsion_angles_mask ", torsion_angles_mask.shape().str(), " must be [T, N], [T, N, 7, 2] ×2, [T, N, 7]");
+  constexpr int64_t kC = kAatypeClasses + 4 * kNumTorsions + kNumTorsions;  // 57
+  const auto aa = host_ints(aatype);
+  const auto sc = host_floats(torsion_angles_sin_cos), alt = host_floats(alt_torsion_angles_sin_cos);
+  const auto mk = host_floats(torsion_angles_mask);
+  std::vector<float> out(static_cast<size_t>(t * n * kC), 0.f);
+  for (int64_t r = 0; r < t * n; ++r) {
+    FC_CHECK(aa[r] >= 0 && aa[r] < kAatypeClasses, "template_angle_feat: aatype ", aa[r], " outside [0, 22)");
+    float* o = out.data() + r * kC;
+    o[aa[r]] = 1.f;
+    for (int64_t q = 0; q < 2 * kNumTorsions; ++q) {
+      o[kAatypeClasses + q] = sc[r * 2 * kNumTorsions + q];
+      o[kAatypeClasses + 2 * kNumTorsions + q] = alt[r * 2 * kNumTorsions + q];
+    }
+    for (int64_t q = 0; q < kNumTorsions; ++q) o[kAatypeClasses + 4 * kNumTorsions + q] = mk[r * kNumTorsions + q];
+  }
+  return Tensor::from_vector(out, {t, n, kC}, DType::f32, torsion_angles_sin_cos.device());
+}
+
+Tensor template_msa_mask(const Tensor& torsion_angles_mask) {
+  FC_CHECK(torsion_angles_mask.defined() && torsion_angles_mask.dim() == 3 &&
+               torsion_angles_mask.size(2) == kNumTorsions,
+           "template_msa_mask: torsion_angles_mask must be [T, N, 7], got ",
+           torsion_angles_mask.defined() ? torsion_angles_mask.shape().str() : std::string("undefined"));
+  return torsion_angles_mask.select(2, 2).contiguous().to(DType::f32);  // ψ (pre-ω, φ, ψ, χ1..4)
+}
+
+// ---------------------------------------------------------------- TemplatePairBlock (Alg. 16)
+TemplatePairBlock::TemplatePairBlock(nn::Scope scope, const TemplateConfig& c)
+    : Module(std::move(scope)),
+      tri_att_start_(child_scope("triangle_attention_starting_node"), c.c_t, c.tri_att, true),
+      tri_att_end_(child_scope("triangle_attention_ending_node"), c.c_t, c.tri_att, false),
+      tri_mul_out_(child_scope("triangle_multiplication_outgoing"), c.c_t, c.tri_mul_channels, true),
+      tri_mul_in_(child_scope("triangle_multiplication_incoming"), c.c_t, c.tri_mul_channels, false),
+      pair_transition_(child_scope("pair_transition"), c.c_t, c.pair_transition_factor),
+      tri_att_start_dropout_(child_scope("triangle_attention_starting_node_dropout"), c.tri_att.dropout, {kRowWise}),
+      tri_att_end_dropout_(child_scope("triangle_attention_ending_node_dropout"), c.tri_att.dropout, {kColumnWise}),
+      tri_mul_out_dropout_(child_scope("triangle_multiplication_outgoing_dropout"), c.tri_mul_dropout, {kRowWise}),
+      tri_mul_in_dropout_(child_scope("triangle_multiplication_incoming_dropout"), c.tri_mul_dropout, {kRowWise}) {
+  for (nn::Module* m : std::initializer_list<nn::Module*>{
+           &tri_att_start_, &tri_att_end_, &tri_mul_out_, &tri_mul_in_, &pair_transition_, &tri_att_start_dropout_,
+           &tri_att_end_dropout_, &tri_mul_out_dropout_, &tri_mul_in_dropout_})
+    register_child(*m);
+}
+
+Variable TemplatePairBlock::forward(const Variable& t0, const Tensor& pair_mask, int64_t chunk) const {
+  Variable t = residual(t0, tri_att_start_.forward(t0, pair_mask, chunk), tri_att_start_dropout_, false);
+  t = residual(t, tri_att_end_.forward(t, pair_mask, chunk), tri_att_end_dropout_, true);
+  t = residual(t, tri_mul_out_.forward(t, pair_mask), tri_mul_out_dropout_, true);
+  t = residual(t, tri_mul_in_.forward(t, pair_mask), tri_mul_in_dropout_, true);
+  // Pair transition: dropout rate 0 in AlphaFold's config (a plain residual add).
+  return ag::add(t, transition_forward(pair_transition_, t, chunk));
+}
+
+void TemplatePairBlock::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
+                                       int64_t stack_index) const {
+  tri_att_start_.add_af2_params(table, join(key_prefix, "triangle_attention_starting_node"), stack_index);
+  tri_att_end_.add_af2_params(table, join(key_prefix, "triangle_attention_ending_node"), stack_index);
+  tri_mul_out_.add_af2_params(table, join(key_prefix, "triangle_multiplication_outgoing"), stack_index);
+  tri_mul_in_.add_af2_params(table, join(key_prefix, "triangle_multiplication_incoming"), stack_index);
+  add_transition_af2_params(pair_transition_, table, join(key_prefix, "pair_transition"), stack_index);
+}
+
+// ---------------------------------------------------------------- SingleTemplateEmbedding
+SingleTemplateEmbedding::SingleTemplateEmbedding(nn::Scope scope, const TemplateConfig& config)
+    : Module(std::move(scope)),
+      embedding2d_(child_scope("embedding2d"), template_pair_feat_dim(config), config.c_t, relu_init()),
+      output_layer_norm_(child_scope("output_layer_norm"), config.c_t) {
+  register_child(embedding2d_);
+  for (int64_t b = 0; b < config.num_pair_blocks; ++b) {
+    blocks_.push_back(std::make_unique<TemplatePairBlock>(child_scope("block_" + std::to_string(b)), config));
+    register_child(*blocks_.back());
+  }
+  register_child(output_layer_norm_);
+}
+
+Variable SingleTemplateEmbedding::forward(const Variable& pair_feat, const Tensor& pair_mask, int64_t chunk) const {
+  FC_CHECK(pair_feat.defined() && pair_feat.dim() == 3 && pair_feat.size(0) == pair_feat.size(1) &&
+               pair_feat.size(2) == embedding2d_.in_features() && pair_mask.defined() &&
+               pair_mask.shape() == Shape({pair_feat.size(0), pair_feat.size(0)}),
+           "SingleTemplateEmbedding: pair_feat ", pair_feat.defined() ? pair_feat.shape().str() : std::string("undefined"),
+           " and pair_mask ", pair_mask.defined() ? pair_mask.shape().str() : std::string("undefined"),
+           " must be [N, N, ", embedding2d_.in_features(), "] and [N, N]");
+  Variable t = embedding2d_.forward(pair_feat);  // [N, N, c_t]
+  for (const auto& block : blocks_) t = block->forward(t, pair_mask, chunk);
+  return output_layer_norm_.forward(t);
+}
+
+void SingleTemplateEmbedding::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
+                                             int64_t stack_index) const {
+  FC_CHECK(stack_index < 0, "SingleTemplateEmbedding::add_af2_params: not a stacked module");
+  add_linear(table, join(key_prefix, "embedding2d"), embedding2d_);
+  const std::string stack = join(key_prefix, "template_pair_stack/__layer_stack_no_state");
+  for (size_t b = 0; b < blocks_.size(); ++b) blocks_[b]->add_af2_params(table, stack, static_cast<int64_t>(b));
+  add_layer_norm(table, join(key_prefix, "output_layer_norm"), output_layer_norm_);
+}
+
+// ---------------------------------------------------------------- TemplatePointwiseAttention (Alg. 17)
+TemplatePointwiseAttention::TemplatePointwiseAttention(nn::Scope scope, int64_t c_z, const TemplateConfig& config)
+    : Module(std::move(scope)), attention_(child_scope("attention"), [&] {
+        nn::AttentionOptions o = nn::AttentionOptions::alphafold(c_z, config.c_t, config.pointwise_att.num_head,
+                                                                 config.pointwise_att.head_dim, c_z);
+        o.gating = config.pointwise_att.gating;
+        return o;
+      }()) {
+  register_child(attention_);
+}
+
+Variable TemplatePointwiseAttention::forward(const Variable& z, const Variable& t, const Tensor& template_mask,
+                                             int64_t chunk) const {
+  const auto& o = attention_.options();
+  FC_CHECK(z.defined() && t.defined() && template_mask.defined() && z.dim() == 3 && z.size(0) == z.size(1) &&
+               z.size(2) == o.c_q && t.dim() == 4 && t.size(1) == z.size(0) && t.size(2) == z.size(0) &&
+               t.size(3) == o.c_kv && template_mask.numel() == t.size(0),
+           "TemplatePointwiseAttention: z ", z.defined() ? z.shape().str() : std::string("undefined"), ", t ",
+           t.defined() ? t.shape().str() : std::string("undefined"), ", template_mask ",
+           template_mask.defined() ? template_mask.shape().str() : std::string("undefined"), " must be [N, N, ", o.c_q,
+           "], [T, N, N, ", o.c_kv, "], [T]");
+  const int64_t n = z.size(0), nt = t.size(0), c_z = z.size(2), c_t = t.size(3);
+  const Variable tt = ag::contiguous(ag::permute(t, {1, 2, 0, 3}));  // [N, N, T, c_t]: templates as keys
+  const Tensor mb = mask_bias(template_mask.to(z.device()).reshape({nt})).view({1, 1, 1, nt});  // [1, 1, 1, T]
+  return run_chunked(n, chunk, [&](int64_t s, int64_t len) {
+    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * n, 1, c_z});     // one query per (i, j)
+    const Variable kv = ag::reshape(ag::narrow(tt, 0, s, len), {len * n, nt, c_t});  // T keys/values
+    return ag::reshape(attention_.forward(q, kv, {Variable(mb)}), {len, n, c_z});
+  });
+}
+
+void TemplatePointwiseAttention::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
+                                                int64_t stack_index) const {
+  embedders_detail::add_attention(table, join(key_prefix, "attention"), attention_, stack_index);
+}
+
+// ---------------------------------------------------------------- TemplateEmbedder
+TemplateEmbedder::TemplateEmbedder(nn::Scope scope, int64_t c_z, const TemplateConfig& config)
+    : Module(std::move(scope)),
+      cfg_(config),
+      single_(child_scope("single_template_embedding"), config),
+      attention_(child_scope("template_pointwise_attention"), c_z, config) {
+  register_child(single_);
+  register_child(attention_);
+}
+
+Variable TemplateEmbedder::forward(const Variable& z, const TemplateInputs& in, const Tensor& pair_mask,
+                                   int64_t chunk) const {
+  FC_CHECK(z.defined() && z.dim() == 3 && in.aatype.defined() && in.aatype.dim() == 2 &&
+               in.aatype.size(1) == z.size(0) && in.all_atom_positions.defined() && in.all_atom_mask.defined() &&
+               in.template_mask.defined() && in.template_mask.numel() == in.aatype.size(0),
+           "TemplateEmbedder: z ", z.defined() ? z.shape().str() : std::string("undefined"),
+           " with template aatype ", in.aatype.defined() ? in.aatype.shape().str() : std::string("undefined"),
+           " and template_mask ", in.template_mask.defined() ? in.template_mask.shape().str() : std::string("undefined"),
+           ": expected [N, N, c_z], [T, N], [T] and all atom inputs");
+  const int64_t nt = in.aatype.size(0);
+  double mask_sum = 0;
+  for (float v : host_floats(in.template_mask)) mask_sum += v;
+  // No (unmasked) templates: AlphaFold multiplies the embedding by 1[Σ mask > 0] = 0.
+  if (nt == 0 || mask_sum <= 0) return Variable(Tensor::zeros(z.shape(), z.dtype(), z.device()));
+  std::vector<Variable> per_template;
+  for (int64_t k = 0; k < nt; ++k) {
+    const Tensor aa = in.aatype.select(0, k).contiguous();
+    const Tensor pos = in.all_atom_positions.select(0, k).contiguous();
+    const Tensor am = in.all_atom_mask.select(0, k).contiguous();
+    const Tensor pb = in.pseudo_beta.defined() ? in.pseudo_beta.select(0, k).contiguous() : pseudo_beta(aa, pos);
+    const Tensor pbm =
+        in.pseudo_beta_mask.defined() ? in.pseudo_beta_mask.select(0, k).contiguous() : pseudo_beta_mask(aa, am);
+    const Variable feat(template_pair_feat(aa, pb, pbm, pos, am, cfg_).to(z.device()).to(z.dtype()));
+    per_template.push_back(ag::unsqueeze(single_.forward(feat, pair_mask, chunk), 0));  // [1, N, N, c_t]
+  }
+  const Variable t = per_template.size() == 1 ? per_template[0] : ag::concat(per_template, 0);  // [T, N, N, c_t]
+  return attention_.forward(z, t, in.template_mask, chunk);
+}
+
+void TemplateEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
+                                      int64_t stack_index) const {
+  FC_CHECK(stack_index < 0, "TemplateEmbedder::add_af2_params: not a stacked module");
+  const std::string base = join(key_prefix, "template_embedding");
+  single_.add_af2_params(table, join(base, "single_template_embedding"));
+  attention_.add_af2_params(table, base);
+}
+
+// ---------------------------------------------------------------- TemplateAngleEmbedder
+TemplateAngleEmbedder::TemplateAngleEmbedder(nn::Scope scope, int64_t c_m)
+    : Module(std::move(scope)),
+      template_single_embedding_(child_scope("template_single_embedding"),
+                                 kAatypeClasses + 5 * kNumTorsions, c_m, [] {
+                                   nn::LinearOptions o = relu_init();
+                                   o.act = ops::Activation::relu;
+                                   return o;
+                                 }()),
+      template_projection_(child_scope("template_projection"), c_m, c_m, relu_init()) {
+  register_child(template_single_embedding_);
+  register_child(template_projection_);
+}
+
+Variable TemplateAngleEmbedder::forward(const Variable& angle_feat) const {
+  FC_CHECK(angle_feat.defined() && angle_feat.dim() == 3 &&
+               angle_feat.size(2) == template_single_embedding_.in_features(),
+           "TemplateAngleEmbedder: angle_feat ", angle_feat.defined() ? angle_feat.shape().str() : std::string("undefined"),
+           " must be [T, N, ", template_single_embedding_.in_features(), "]");
+  return template_projection_.forward(template_single_embedding_.forward(angle_feat));  // [T, N, c_m]
+}
+
+void TemplateAngleEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
+                                           int64_t stack_index) const {
+  add_linear(table, join(key_prefix, "template_single_embedding"), template_single_embedding_, stack_index);
+  add_linear(table, join(key_prefix, "template_projection"), template_projection_, stack_index);
+}
+
+}  // namespace foldcore::af2

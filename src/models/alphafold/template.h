@@ -1,0 +1,144 @@
+// AlphaFold2 template embedding for the monomer (suppl. 1.7.1): template pair features → per-template
+// pair stack (Alg. 16) → pointwise attention from the pair (Alg. 17), and the template torsion-angle
+// features that become extra MSA rows (Alg. 2 lines 7-8).
+//
+// Official keys (below key_prefix, normally "evoformer"):
+//   template_embedding/single_template_embedding/{embedding2d, template_pair_stack/__layer_stack_no_state/
+//     {triangle_attention_starting_node, triangle_attention_ending_node, triangle_multiplication_outgoing,
+//      triangle_multiplication_incoming, pair_transition} (stacked per block), output_layer_norm}
+//   template_embedding/attention (no gating)
+//   template_single_embedding, template_projection
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "models/alphafold/config.h"
+#include "models/alphafold/param_table.h"
+#include "models/alphafold/triangle_attention.h"
+#include "models/alphafold/triangle_multiplication.h"
+#include "nn/attention.h"
+#include "nn/transformer.h"
+
+namespace foldcore::af2 {
+
+// ---------------------------------------------------------------- features
+// Channels of the template pair feature: dgram bins + 1 + 22 + 22 + 3 + 1 (88 for 39 bins).
+int64_t template_pair_feat_dim(const TemplateConfig& config);
+
+// One template's pair features [N, N, C] in AlphaFold's concatenation order:
+//   dgram(pseudo_beta, 39 bins 3.25..50.75 Å)          [.., 39]
+//   pseudo-β mask 2-D  pb_i·pb_j                          [.., 1]
+//   one_hot(aatype, 22) of the column residue j          [.., 22]
+//   one_hot(aatype, 22) of the row residue i             [.., 22]
+//   unit vector x, y, z from residue i's backbone frame to CA_j (zeros unless
+//     use_template_unit_vector; masked by the backbone mask)   [.., 3]
+//   backbone mask 2-D bb_i·bb_j, bb = mask(N)·mask(CA)·mask(C)  [.., 1]
+// and the whole feature multiplied by the backbone mask 2-D.
+// aatype [N] (integer), pseudo_beta [N, 3], pseudo_beta_mask [N], all_atom_positions [N, 37, 3],
+// all_atom_mask [N, 37]. f32 on pseudo_beta's device.
+Tensor template_pair_feat(const Tensor& aatype, const Tensor& pseudo_beta, const Tensor& pseudo_beta_mask,
+                          const Tensor& all_atom_positions, const Tensor& all_atom_mask, const TemplateConfig& config);
+
+// Template torsion-angle features [T, N, 57] = [one_hot(aatype, 22), sin/cos of the 7 torsions (14),
+// alternative sin/cos (14), torsion mask (7)]. aatype [T, N], torsion_angles_sin_cos and
+// alt_torsion_angles_sin_cos [T, N, 7, 2], torsion_angles_mask [T, N, 7].
+Tensor template_angle_feat(const Tensor& aatype, const Tensor& torsion_angles_sin_cos,
+                           const Tensor& alt_torsion_angles_sin_cos, const Tensor& torsion_angles_mask);
+// The MSA mask of the template rows: the ψ-torsion mask, torsion_angles_mask[..., 2] → [T, N].
+Tensor template_msa_mask(const Tensor& torsion_angles_mask);
+
+// ---------------------------------------------------------------- modules
+// One block of the template pair stack (Alg. 16), AlphaFold's order (differs from the Evoformer's):
+//   t += RowDropout(TriangleAttentionStartingNode(t))     Alg. 13
+//   t += ColumnDropout(TriangleAttentionEndingNode(t))    Alg. 14
+//   t += RowDropout(TriangleMultiplicationOutgoing(t))    Alg. 11
+//   t += RowDropout(TriangleMultiplicationIncoming(t))    Alg. 12
+//   t += PairTransition(t)  (factor 2)                    Alg. 15
+// t [N, N, c_t], pair_mask [N, N].
+class TemplatePairBlock : public nn::Module {
+ public:
+  TemplatePairBlock(nn::Scope scope, const TemplateConfig& config);
+  Variable forward(const Variable& t, const Tensor& pair_mask, int64_t chunk = 0) const;
+  // key_prefix ".../template_pair_stack/__layer_stack_no_state", stack_index = block index.
+  void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
+
+ private:
+  TriangleAttention tri_att_start_, tri_att_end_;
+  TriangleMultiplication tri_mul_out_, tri_mul_in_;
+  nn::Transition pair_transition_;
+  nn::Dropout tri_att_start_dropout_, tri_att_end_dropout_, tri_mul_out_dropout_, tri_mul_in_dropout_;
+};
+
+// AF2 SingleTemplateEmbedding: pair features [N, N, 88] → embedding2d → pair stack → output LN:
+// [N, N, c_t].
+class SingleTemplateEmbedding : public nn::Module {
+ public:
+  SingleTemplateEmbedding(nn::Scope scope, const TemplateConfig& config);
+  Variable forward(const Variable& pair_feat, const Tensor& pair_mask, int64_t chunk = 0) const;
+  // key_prefix ".../template_embedding/single_template_embedding".
+  void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
+
+ private:
+  nn::Linear embedding2d_;
+  std::vector<std::unique_ptr<TemplatePairBlock>> blocks_;
+  nn::LayerNorm output_layer_norm_;
+};
+
+// Alg. 17 (TemplatePointwiseAttention): each pair entry z_ij [c_z] attends over the templates'
+// t_ij [T, c_t] (queries from the pair, keys/values from the templates, 4 heads × 16, no gating),
+// template k masked by 1e9·(template_mask_k − 1). z [N, N, c_z], t [T, N, N, c_t] → [N, N, c_z].
+class TemplatePointwiseAttention : public nn::Module {
+ public:
+  TemplatePointwiseAttention(nn::Scope scope, int64_t c_z, const TemplateConfig& config);
+  Variable forward(const Variable& z, const Variable& t, const Tensor& template_mask, int64_t chunk = 0) const;
+  void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
+
+ private:
+  nn::Attention attention_;
+};
+
+// The template inputs of one example (AF2 batch names without the "template_" prefix).
+struct TemplateInputs {
+  Tensor aatype;              // [T, N] integer
+  Tensor all_atom_positions;  // [T, N, 37, 3]
+  Tensor all_atom_mask;       // [T, N, 37]
+  Tensor pseudo_beta;         // [T, N, 3]; undefined: computed from the atoms (pseudo_beta())
+  Tensor pseudo_beta_mask;    // [T, N]; undefined: computed from the atom mask
+  Tensor template_mask;       // [T]
+};
+
+// AF2 TemplateEmbedding (monomer): every template through SingleTemplateEmbedding, then the
+// pointwise attention; the result is multiplied by 1[Σ template_mask > 0] (zero, and no
+// gradient, without templates). z [N, N, c_z], pair_mask [N, N] → the pair update [N, N, c_z].
+class TemplateEmbedder : public nn::Module {
+ public:
+  TemplateEmbedder(nn::Scope scope, int64_t c_z, const TemplateConfig& config);
+  Variable forward(const Variable& z, const TemplateInputs& templates, const Tensor& pair_mask,
+                   int64_t chunk = 0) const;
+  // key_prefix "evoformer": registers "evoformer/template_embedding/...".
+  void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
+  const SingleTemplateEmbedding& single_template_embedding() const { return single_; }
+  const TemplatePointwiseAttention& attention() const { return attention_; }
+
+ private:
+  TemplateConfig cfg_;
+  SingleTemplateEmbedding single_;
+  TemplatePointwiseAttention attention_;
+};
+
+// Template torsion angles → extra MSA rows (Alg. 2 lines 7-8):
+//   m_t = template_projection(relu(template_single_embedding(angle_feat)))
+// angle_feat [T, N, 57] → [T, N, c_m]; concatenate below the MSA rows, with template_msa_mask().
+class TemplateAngleEmbedder : public nn::Module {
+ public:
+  TemplateAngleEmbedder(nn::Scope scope, int64_t c_m);
+  Variable forward(const Variable& angle_feat) const;
+  // key_prefix "evoformer".
+  void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
+
+ private:
+  nn::Linear template_single_embedding_, template_projection_;
+};
+
+}  // namespace foldcore::af2

@@ -1,0 +1,319 @@
+// Template embedding: feature layouts against naive construction, the pointwise attention against
+// naive math, masking, chunking, official keys, and parity with the reference: the template
+// angle rows of the Evoformer's MSA input (evo_m rows S..S+T) and mask, and the pair entering
+// the extra-MSA stack (extra_z = input embedding + recycling + template embedding).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "core/random.h"
+#include "data_pipeline/npy.h"
+#include "data_pipeline/residue_constants.h"
+#include "models/alphafold/embedders.h"
+#include "models/alphafold/template.h"
+#include "test_util.h"
+
+namespace foldcore::af2 {
+namespace {
+
+namespace rc = data::rc;
+
+struct Env {
+  autograd::ParamStore ps;
+  Generator init{1};
+  nn::Scope scope(const std::string& prefix = "") { return nn::Scope{&ps, &init, nullptr, prefix}; }
+  void randomize(uint64_t seed) {
+    Generator g(seed);
+    for (auto [name, v] : ps.named_values()) v.copy_(randn(v.shape(), g, 0.f, 0.5f));
+  }
+};
+
+const data::NpzReader& npz(const std::string& file) {
+  static const data::NpzReader outputs(testing::shared_dir() + "/af2/ref/outputs.npz");
+  static const data::NpzReader modules(testing::shared_dir() + "/af2/ref/modules.npz");
+  static const data::NpzReader features(testing::shared_dir() + "/af2/ref/features.npz");
+  return file == "outputs" ? outputs : file == "modules" ? modules : features;
+}
+Tensor ref(const std::string& file, const std::string& name) { return npz(file).read(name).to_tensor(); }
+Tensor feat(const std::string& name, int64_t r) { return ref("features", name).select(-1, r).contiguous(); }
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (float v : t.to_vector()) m = std::max(m, static_cast<double>(std::abs(v)));
+  return m;
+}
+
+TEST(Af2Template, PairFeatLayout) {
+  TemplateConfig cfg;
+  ASSERT_EQ(template_pair_feat_dim(cfg), 88);
+  const int64_t n = 4, c = 88;
+  Generator g(3);
+  Tensor pos = randn({n, 37, 3}, g, 0.f, 8.f);
+  std::vector<float> am(n * 37, 1.f);
+  am[2 * 37 + rc::atom_order("C")] = 0.f;  // residue 2 lacks a backbone atom
+  Tensor amask = Tensor::from_vector(am, {n, 37});
+  Tensor aa = Tensor::from_vector_i64({0, 7, 21, 5}, {n});
+  Tensor pb = pseudo_beta(aa, pos), pbm = Tensor::from_vector({1, 1, 1, 0}, {n});
+  const auto f = template_pair_feat(aa, pb, pbm, pos, amask, cfg);
+  ASSERT_EQ(f.shape(), Shape({n, n, c}));
+  const auto v = f.to_vector();
+  const auto dg = dgram_from_positions(pb, 3.25f, 50.75f, 39).to_vector();
+  const int64_t aav[] = {0, 7, 21, 5};
+  const float bb[] = {1, 1, 0, 1}, pm[] = {1, 1, 1, 0};
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float* o = v.data() + (i * n + j) * c;
+      const float m2 = bb[i] * bb[j];
+      for (int b = 0; b < 39; ++b) EXPECT_EQ(o[b], dg[(i * n + j) * 39 + b] * m2);
+      EXPECT_EQ(o[39], pm[i] * pm[j] * m2);
+      for (int k = 0; k < 22; ++k) {
+        EXPECT_EQ(o[40 + k], (k == aav[j] ? 1.f : 0.f) * m2) << i << "," << j;
+        EXPECT_EQ(o[62 + k], (k == aav[i] ? 1.f : 0.f) * m2);
+      }
+      for (int d = 0; d < 3; ++d) EXPECT_EQ(o[84 + d], 0.f);  // unit vector off (model_1)
+      EXPECT_EQ(o[87], m2);
+    }
+  EXPECT_THROW(template_pair_feat(aa, pb, pbm, pos.narrow(1, 0, 14).contiguous(), amask, cfg), Error);
+}
+
+TEST(Af2Template, UnitVectorsInBackboneFrame) {
+  // Residue 0: CA at p, C at p + 1.5·x̂', N at p + (·)·ŷ' in a rotated frame; residue 1 elsewhere.
+  TemplateConfig cfg;
+  cfg.use_template_unit_vector = true;
+  const int64_t n = 2;
+  std::vector<float> x(n * 37 * 3, 0.f);
+  const int in = rc::atom_order("N"), ica = rc::atom_order("CA"), ic = rc::atom_order("C");
+  // Frame axes (rotation about z by 90°): e1 = ŷ, e2 = −x̂, e3 = ẑ.
+  const float p0[3] = {1, 2, 3};
+  auto set = [&](int r, int a, float px, float py, float pz) {
+    x[(r * 37 + a) * 3 + 0] = px;
+    x[(r * 37 + a) * 3 + 1] = py;
+    x[(r * 37 + a) * 3 + 2] = pz;
+  };
+  set(0, ica, p0[0], p0[1], p0[2]);
+  set(0, ic, p0[0], p0[1] + 1.5f, p0[2]);                 // along e1
+  set(0, in, p0[0] - 1.2f, p0[1] - 0.5f, p0[2]);          // e2 component positive (−x̂)
+  set(1, ica, p0[0] + 3.f, p0[1] + 4.f, p0[2] + 12.f);    // Δ = (3, 4, 12): local (4, −3, 12)
+  set(1, ic, p0[0] + 3.f, p0[1] + 5.f, p0[2] + 12.f);
+  set(1, in, p0[0] + 2.f, p0[1] + 4.f, p0[2] + 12.f);
+  Tensor pos = Tensor::from_vector(x, {n, 37, 3});
+  Tensor am = Tensor::full({n, 37}, 1.0, DType::f32);
+  Tensor aa = Tensor::from_vector_i64({0, 0}, {n});
+  const auto f = template_pair_feat(aa, pseudo_beta(aa, pos), Tensor::full({n}, 1.0, DType::f32), pos, am, cfg);
+  const auto v = f.to_vector();
+  const float* u01 = v.data() + (0 * n + 1) * 88 + 84;
+  const double len = std::sqrt(1e-6 + 169.0);
+  EXPECT_NEAR(u01[0], 4 / len, 1e-5);
+  EXPECT_NEAR(u01[1], -3 / len, 1e-5);
+  EXPECT_NEAR(u01[2], 12 / len, 1e-5);
+  const float* u00 = v.data() + 84;  // self: zero vector
+  for (int d = 0; d < 3; ++d) EXPECT_NEAR(u00[d], 0.f, 1e-6);
+}
+
+TEST(Af2Template, AngleFeatAndMsaMask) {
+  Generator g(8);
+  const int64_t t = 2, n = 3;
+  Tensor aa = Tensor::from_vector_i64({0, 21, 7, 3, 20, 1}, {t, n});
+  Tensor sc = randn({t, n, 7, 2}, g), alt = randn({t, n, 7, 2}, g), mk = rand_uniform({t, n, 7}, g);
+  const auto f = template_angle_feat(aa, sc, alt, mk);
+  ASSERT_EQ(f.shape(), Shape({t, n, 57}));
+  const auto v = f.to_vector(), scv = sc.to_vector(), altv = alt.to_vector(), mkv = mk.to_vector();
+  const auto aav = aa.to_vector_i64();
+  for (int64_t r = 0; r < t * n; ++r) {
+    for (int k = 0; k < 22; ++k) EXPECT_EQ(v[r * 57 + k], k == aav[r] ? 1.f : 0.f);
+    for (int q = 0; q < 14; ++q) {
+      EXPECT_EQ(v[r * 57 + 22 + q], scv[r * 14 + q]);
+      EXPECT_EQ(v[r * 57 + 36 + q], altv[r * 14 + q]);
+    }
+    for (int q = 0; q < 7; ++q) EXPECT_EQ(v[r * 57 + 50 + q], mkv[r * 7 + q]);
+  }
+  const auto m = template_msa_mask(mk);
+  ASSERT_EQ(m.shape(), Shape({t, n}));
+  for (int64_t r = 0; r < t * n; ++r) EXPECT_EQ(m.to_vector()[r], mkv[r * 7 + 2]);
+}
+
+TEST(Af2Template, PointwiseAttentionNaiveMaskAndChunks) {
+  Env e;
+  TemplateConfig cfg;
+  cfg.c_t = 3;
+  cfg.pointwise_att = {2, 2, false, 0.f};
+  const int64_t c_z = 5, n = 3, nt = 3;
+  TemplatePointwiseAttention att(e.scope("tpa"), c_z, cfg);
+  e.ps.finalize();
+  e.randomize(12);
+  Generator g(13);
+  Tensor z = randn({n, n, c_z}, g), t = randn({nt, n, n, 3}, g);
+  Tensor mask = Tensor::from_vector({1, 0, 1}, {nt});
+  autograd::NoGradGuard ng;
+  const Tensor out = att.forward(Variable(z), Variable(t), mask).value();
+  ASSERT_EQ(out.shape(), Shape({n, n, c_z}));
+  auto p = [&](const std::string& name) { return e.ps.get("tpa/attention/" + name).value().to_vector(); };
+  const auto wq = p("q/weight"), wk = p("k/weight"), wv = p("v/weight"), wo = p("output/weight"), bo = p("output/bias");
+  const auto zv = z.to_vector(), tv = t.to_vector(), ov = out.to_vector();
+  const int h = 2, d = 2;
+  for (int64_t ij = 0; ij < n * n; ++ij) {
+    std::vector<double> o(h * d, 0.0);
+    for (int hh = 0; hh < h; ++hh) {
+      std::vector<double> q(d, 0.0), logit(nt);
+      for (int dd = 0; dd < d; ++dd)
+        for (int c = 0; c < c_z; ++c) q[dd] += zv[ij * c_z + c] * wq[c * h * d + hh * d + dd];
+      double mx = -1e300, s = 0;
+      for (int64_t k = 0; k < nt; ++k) {
+        double dot = 0;
+        for (int dd = 0; dd < d; ++dd) {
+          double kk = 0;
+          for (int c = 0; c < 3; ++c) kk += tv[(k * n * n + ij) * 3 + c] * wk[c * h * d + hh * d + dd];
+          dot += q[dd] * kk;
+        }
+        logit[k] = dot / std::sqrt(static_cast<double>(d)) + (mask.to_vector()[k] > 0 ? 0.0 : -1e9);
+        mx = std::max(mx, logit[k]);
+      }
+      for (int64_t k = 0; k < nt; ++k) s += std::exp(logit[k] - mx);
+      for (int64_t k = 0; k < nt; ++k) {
+        const double a = std::exp(logit[k] - mx) / s;
+        for (int dd = 0; dd < d; ++dd) {
+          double vv = 0;
+          for (int c = 0; c < 3; ++c) vv += tv[(k * n * n + ij) * 3 + c] * wv[c * h * d + hh * d + dd];
+          o[hh * d + dd] += a * vv;
+        }
+      }
+    }
+    for (int c = 0; c < c_z; ++c) {
+      double want = bo[c];
+      for (int q = 0; q < h * d; ++q) want += o[q] * wo[q * c_z + c];
+      EXPECT_NEAR(ov[ij * c_z + c], want, 1e-4);
+    }
+  }
+  // Chunking over rows gives the same numbers.
+  FC_EXPECT_CLOSE(att.forward(Variable(z), Variable(t), mask, 2).value(), out, 1e-6, 1e-6);
+}
+
+TEST(Af2Template, PointwiseAttentionGradient) {
+  // d/dt and d/dz of a weighted sum through permute → attention → reshape. Softmax attention is
+  // smooth; f32 central differences with eps 1e-2 have truncation ~1e-4 relative and rounding
+  // ~1e-5 / eps: tolerance 3e-3.
+  Env e;
+  TemplateConfig cfg;
+  cfg.c_t = 3;
+  cfg.pointwise_att = {2, 2, false, 0.f};
+  const int64_t c_z = 4, n = 3, nt = 2;
+  TemplatePointwiseAttention att(e.scope("tpa"), c_z, cfg);
+  e.ps.finalize();
+  e.randomize(21);
+  Generator g(22);
+  Variable z(randn({n, n, c_z}, g), true), t(randn({nt, n, n, 3}, g), true);
+  const Tensor mask = Tensor::from_vector({1, 1}, {nt});
+  const Tensor w = randn({n, n, c_z}, g);
+  autograd::backward(autograd::sum(autograd::mul(att.forward(z, t, mask), Variable(w)), {0, 1, 2}));
+  auto loss = [&] {
+    autograd::NoGradGuard ng;
+    return testing::weighted_sum(att.forward(Variable(z.value()), Variable(t.value()), mask).value(), w);
+  };
+  testing::check_gradient(loss, t.value(), t.grad(), 1e-2, 3e-3, 3e-3, 24);
+  testing::check_gradient(loss, z.value(), z.grad(), 1e-2, 3e-3, 3e-3, 24);
+}
+
+TEST(Af2Template, EmbedderWithoutTemplatesIsZero) {
+  Env e;
+  Af2Config cfg;
+  cfg.templates.c_t = 8;
+  cfg.templates.tri_att = {2, 4, true, 0.f};
+  cfg.templates.tri_mul_channels = 8;
+  cfg.templates.pointwise_att = {2, 4, false, 0.f};
+  cfg.templates.num_pair_blocks = 1;
+  const int64_t n = 3, c_z = 6;
+  TemplateEmbedder emb(e.scope("te"), c_z, cfg.templates);
+  e.ps.finalize();
+  e.randomize(4);
+  Generator g(1);
+  TemplateInputs in;
+  in.aatype = Tensor::zeros({2, n}, DType::i64);
+  in.all_atom_positions = randn({2, n, 37, 3}, g, 0.f, 5.f);
+  in.all_atom_mask = Tensor::full({2, n, 37}, 1.0, DType::f32);
+  in.template_mask = Tensor::zeros({2}, DType::f32);
+  autograd::NoGradGuard ng;
+  Tensor z = randn({n, n, c_z}, g), pm = Tensor::full({n, n}, 1.0, DType::f32);
+  EXPECT_EQ(max_abs(emb.forward(Variable(z), in, pm).value()), 0.0);
+  in.template_mask = Tensor::from_vector({0, 1}, {2});
+  const Tensor u = emb.forward(Variable(z), in, pm).value();
+  ASSERT_EQ(u.shape(), Shape({n, n, c_z}));
+  EXPECT_GT(max_abs(u), 0.0);
+  FC_EXPECT_CLOSE(emb.forward(Variable(z), in, pm, 2).value(), u, 1e-5, 1e-5);  // chunked
+  in.template_mask = Tensor::zeros({3}, DType::f32);
+  EXPECT_THROW(emb.forward(Variable(z), in, pm), Error);
+}
+
+// Parity tolerance: the template path is embedding2d → 2 pair blocks (4 attention / triangle
+// updates + transition each) → LN → attention, all fp32; each step's rounding differs from the
+// reference by summation order (~1e-6 relative), compounding over ~12 steps to a few 1e-6 of
+// the output scale. atol 1e-5·max|ref| + rtol 1e-4 leaves margin while a wrong feature order,
+// mask, block order or attention scaling changes results at the 1e-1 level.
+void expect_parity(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.shape(), want.shape());
+  FC_EXPECT_CLOSE(got, want, 1e-5 * max_abs(want), 1e-4);
+  std::printf("max|diff| %.3g, max|ref| %.3g\n", testing::all_close(got, want, 0, 0).max_abs, max_abs(want));
+}
+
+TEST(Af2Template, ParityWithReference) {
+  Env e;
+  const Af2Config cfg;
+  InputEmbedder input(e.scope("input"), cfg);
+  RecyclingEmbedder recycling(e.scope("recycling"), cfg);
+  TemplateEmbedder templ(e.scope("template"), cfg.c_z, cfg.templates);
+  TemplateAngleEmbedder angles(e.scope("angles"), cfg.c_m);
+  e.ps.finalize();
+  Af2ParamTable table;
+  input.add_af2_params(table, "evoformer");
+  recycling.add_af2_params(table, "evoformer");
+  templ.add_af2_params(table, "evoformer");
+  angles.add_af2_params(table, "evoformer");
+  // embedding2d 2, output LN 2, attention 5 (no gating), per block: 2 tri att × 10, 2 tri mul × 16,
+  // transition 6.
+  const size_t n_template = 2 + 2 + 5 + 2 * (2 * 10 + 2 * 16 + 6);
+  EXPECT_EQ(table.size(), 16u + n_template + 4);  // + input 10, recycling 6; angles 4
+  load_af2_params(table, testing::shared_dir() + "/af2/ref/params.npz", {.allow_unused = true});
+
+  autograd::NoGradGuard ng;
+  const int64_t r = 1;
+  // Template angle rows and their mask (evo_m / evo_msa_mask rows S..S+T).
+  const Tensor af = template_angle_feat(feat("template_aatype", r), feat("template_torsion_angles_sin_cos", r),
+                                        feat("template_alt_torsion_angles_sin_cos", r),
+                                        feat("template_torsion_angles_mask", r));
+  const Tensor rows = angles.forward(Variable(af)).value();
+  const int64_t s = feat("msa_feat", r).size(0), nt = rows.size(0);
+  expect_parity(rows, ref("modules", "evo_m").narrow(0, s, nt).contiguous());
+  FC_EXPECT_CLOSE(template_msa_mask(feat("template_torsion_angles_mask", r)),
+                  ref("modules", "evo_msa_mask").narrow(0, s, nt).contiguous(), 0, 0);
+
+  // Pair entering the extra-MSA stack: input embedding + recycling + templates.
+  MsaPair m = input.forward(Variable(feat("target_feat", r)), Variable(feat("msa_feat", r)), feat("residue_index", r));
+  m = recycling.apply(m, Variable(ref("outputs", "recycle_m1").select(0, r - 1).contiguous()),
+                      Variable(ref("outputs", "recycle_z").select(0, r - 1).contiguous()),
+                      pseudo_beta(feat("aatype", r), ref("outputs", "recycle_x").select(0, r - 1).contiguous()));
+  TemplateInputs in;
+  in.aatype = feat("template_aatype", r);
+  in.all_atom_positions = feat("template_all_atom_positions", r);
+  in.all_atom_mask = feat("template_all_atom_mask", r);
+  in.pseudo_beta = feat("template_pseudo_beta", r);
+  in.pseudo_beta_mask = feat("template_pseudo_beta_mask", r);
+  in.template_mask = feat("template_mask", r);
+  const Tensor seq_mask = feat("seq_mask", r);
+  const int64_t n = seq_mask.numel();
+  const auto sm = seq_mask.to_vector();
+  std::vector<float> pm(static_cast<size_t>(n * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) pm[i * n + j] = sm[i] * sm[j];
+  const Tensor pair_mask = Tensor::from_vector(pm, {n, n});
+  const Variable z = autograd::add(m.pair, templ.forward(m.pair, in, pair_mask));
+  expect_parity(z.value(), ref("modules", "extra_z"));
+  // The feature pipeline's template pseudo-β agrees with ours from the template atoms (so the
+  // embedder may be called without it).
+  FC_EXPECT_CLOSE(pseudo_beta(in.aatype, in.all_atom_positions), in.pseudo_beta, 0, 0);
+  FC_EXPECT_CLOSE(pseudo_beta_mask(in.aatype, in.all_atom_mask), in.pseudo_beta_mask, 0, 0);
+}
+
+}  // namespace
+}  // namespace foldcore::af2
