@@ -61,6 +61,7 @@ void validate_af2_config(const Af2Config& c) {
     check_attention(t.tri_att, "templates.tri_att");
     check_attention(t.pointwise_att, "templates.pointwise_att");
     check_positive(t.tri_mul_channels, "templates.tri_mul_channels");
+    check_rate(t.tri_mul_dropout, "templates.tri_mul_dropout");
     check_positive(t.pair_transition_factor, "templates.pair_transition_factor");
     check_positive(t.dgram_num_bins, "templates.dgram_num_bins");
     FC_CHECK(t.dgram_max_bin > t.dgram_min_bin, "config: templates.dgram_max_bin must exceed dgram_min_bin");

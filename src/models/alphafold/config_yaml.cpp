@@ -66,6 +66,7 @@ template <typename V> void visit_config(V& v, Af2Config& c) {
   v("templates.num_pair_blocks", t.num_pair_blocks);
   visit_attention(v, "templates.tri_att", t.tri_att);
   v("templates.tri_mul_channels", t.tri_mul_channels);
+  v("templates.tri_mul_dropout", t.tri_mul_dropout);
   v("templates.pair_transition_factor", t.pair_transition_factor);
   visit_attention(v, "templates.pointwise_att", t.pointwise_att);
   v("templates.dgram_min_bin", t.dgram_min_bin);
