@@ -25,6 +25,7 @@ void register_commands(CLI::App& app) {
   add_info_command(app);
   add_smoke_command(app);
   add_check_command(app);
+  add_run_features_command(app);
 }
 
 }  // namespace foldcore::apps

@@ -14,6 +14,7 @@ void register_commands(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_smoke_command(CLI::App& app);
 void add_check_command(CLI::App& app);
+void add_run_features_command(CLI::App& app);
 
 // Sets the subcommand's callback to `action`; an Error or std::exception from it is printed as
 // "foldcore <name>: error: <what>" and the program exits with status 1.
