@@ -264,7 +264,8 @@ TEST(Af2Embedders, ParityWithReferenceInputs) {
   autograd::NoGradGuard ng;
   const int64_t r = 1;  // modules.npz captures the final iteration
   // Extra-MSA embedding = the extra-MSA stack's input.
-  const Tensor ef = extra_msa_feat(feat("extra_msa", r), feat("extra_has_deletion", r), feat("extra_deletion_value", r));
+  const Tensor ef =
+      extra_msa_feat(feat("extra_msa", r), feat("extra_has_deletion", r), feat("extra_deletion_value", r));
   expect_parity(extra.forward(Variable(ef)).value(), ref("modules", "extra_m"));
 
   // Evoformer MSA input rows [0, S): input embedding with the recycled first row of iteration 0.

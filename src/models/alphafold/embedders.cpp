@@ -3,16 +3,17 @@
 #include <algorithm>
 
 #include "autograd/functions.h"
+#include "models/alphafold/evoformer_util.h"
 #include "data_pipeline/residue_constants.h"
-#include "models/alphafold/embedders_params.h"
 
 namespace foldcore::af2 {
 namespace {
 
 namespace ag = autograd;
 namespace rc = data::rc;
-using embedders_detail::add_layer_norm;
-using embedders_detail::add_linear;
+
+std::string shape_of(const Tensor& t) { return t.defined() ? t.shape().str() : std::string("undefined"); }
+std::string shape_of(const Variable& v) { return v.defined() ? v.shape().str() : std::string("undefined"); }
 
 std::string join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "/" + name;
@@ -27,7 +28,7 @@ void check_defined(const Tensor& t, const char* op, const char* what) {
 
 void check_var(const Variable& x, int dims, int64_t c, const char* op, const char* what) {
   FC_CHECK(x.defined() && x.dim() == dims && x.size(-1) == c, op, ": ", what, " ",
-           x.defined() ? x.shape().str() : std::string("undefined"), " must be ", dims, "-D with last dim ", c);
+           shape_of(x), " must be ", dims, "-D with last dim ", c);
 }
 
 }  // namespace
@@ -169,7 +170,7 @@ MsaPair InputEmbedder::forward(const Variable& target_feat, const Variable& msa_
   const int64_t n = target_feat.size(0);
   FC_CHECK(msa_feat.size(1) == n && residue_index.defined() && residue_index.numel() == n,
            "InputEmbedder: target_feat ", target_feat.shape().str(), ", msa_feat ", msa_feat.shape().str(),
-           ", residue_index ", residue_index.defined() ? residue_index.shape().str() : std::string("undefined"),
+           ", residue_index ", shape_of(residue_index),
            " disagree on N");
   MsaPair out;
   // m [S, N, c_m] = preprocess_msa(msa_feat) + preprocess_1d(target_feat)[None]   (Alg. 3 lines 1, 5)
@@ -186,11 +187,12 @@ MsaPair InputEmbedder::forward(const Variable& target_feat, const Variable& msa_
 }
 
 void InputEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index) const {
-  add_linear(table, join(key_prefix, "preprocess_1d"), preprocess_1d_, stack_index);
-  add_linear(table, join(key_prefix, "preprocess_msa"), preprocess_msa_, stack_index);
-  add_linear(table, join(key_prefix, "left_single"), left_single_, stack_index);
-  add_linear(table, join(key_prefix, "right_single"), right_single_, stack_index);
-  add_linear(table, join(key_prefix, "pair_activiations"), pair_activations_, stack_index);
+  require_finalized(scope().params, path());
+  add_linear_af2_params(preprocess_1d_, table, join(key_prefix, "preprocess_1d"), stack_index);
+  add_linear_af2_params(preprocess_msa_, table, join(key_prefix, "preprocess_msa"), stack_index);
+  add_linear_af2_params(left_single_, table, join(key_prefix, "left_single"), stack_index);
+  add_linear_af2_params(right_single_, table, join(key_prefix, "right_single"), stack_index);
+  add_linear_af2_params(pair_activations_, table, join(key_prefix, "pair_activiations"), stack_index);
 }
 
 // ---------------------------------------------------------------- RecyclingEmbedder (Alg. 32)
@@ -215,7 +217,7 @@ RecyclingEmbedder::Updates RecyclingEmbedder::forward(const Variable& prev_m1, c
   FC_CHECK(prev_z.size(0) == n && prev_z.size(1) == n && prev_pseudo_beta.defined() &&
                prev_pseudo_beta.shape() == Shape({n, 3}),
            "RecyclingEmbedder: prev_m1 ", prev_m1.shape().str(), ", prev_z ", prev_z.shape().str(),
-           ", prev_pseudo_beta ", prev_pseudo_beta.defined() ? prev_pseudo_beta.shape().str() : std::string("undefined"),
+           ", prev_pseudo_beta ", shape_of(prev_pseudo_beta),
            " must be [N, c_m], [N, N, c_z], [N, 3]");
   // Alg. 32 lines 1-3: d = one_hot(|x_i − x_j|) over 15 bins 3.25..20.75 Å; z += Linear(d) + LN(z_prev).
   const Variable dgram(dgram_from_positions(prev_pseudo_beta, min_bin_, max_bin_, num_bins_)
@@ -242,9 +244,10 @@ MsaPair RecyclingEmbedder::apply(const MsaPair& embedded, const Variable& prev_m
 
 void RecyclingEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                        int64_t stack_index) const {
-  add_layer_norm(table, join(key_prefix, "prev_msa_first_row_norm"), prev_msa_first_row_norm_, stack_index);
-  add_layer_norm(table, join(key_prefix, "prev_pair_norm"), prev_pair_norm_, stack_index);
-  add_linear(table, join(key_prefix, "prev_pos_linear"), prev_pos_linear_, stack_index);
+  require_finalized(scope().params, path());
+  add_layer_norm_af2_params(prev_msa_first_row_norm_, table, join(key_prefix, "prev_msa_first_row_norm"), stack_index);
+  add_layer_norm_af2_params(prev_pair_norm_, table, join(key_prefix, "prev_pair_norm"), stack_index);
+  add_linear_af2_params(prev_pos_linear_, table, join(key_prefix, "prev_pos_linear"), stack_index);
 }
 
 // ---------------------------------------------------------------- ExtraMsaEmbedder (1.7.2)
@@ -260,7 +263,8 @@ Variable ExtraMsaEmbedder::forward(const Variable& extra_msa_feat) const {
 
 void ExtraMsaEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                       int64_t stack_index) const {
-  add_linear(table, join(key_prefix, "extra_msa_activations"), extra_msa_activations_, stack_index);
+  require_finalized(scope().params, path());
+  add_linear_af2_params(extra_msa_activations_, table, join(key_prefix, "extra_msa_activations"), stack_index);
 }
 
 }  // namespace foldcore::af2

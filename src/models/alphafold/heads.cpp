@@ -1,15 +1,13 @@
 #include "models/alphafold/heads.h"
 
 #include "autograd/functions.h"
+#include "models/alphafold/evoformer_util.h"
 #include "data_pipeline/residue_constants.h"
-#include "models/alphafold/embedders_params.h"
 
 namespace foldcore::af2 {
 namespace {
 
 namespace ag = autograd;
-using embedders_detail::add_layer_norm;
-using embedders_detail::add_linear;
 
 nn::LinearOptions opts(nn::Init init, ops::Activation act = ops::Activation::none) {
   nn::LinearOptions o;
@@ -18,20 +16,23 @@ nn::LinearOptions opts(nn::Init init, ops::Activation act = ops::Activation::non
   return o;
 }
 
+std::string shape_of(const Variable& v) { return v.defined() ? v.shape().str() : std::string("undefined"); }
+
 std::string join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "/" + name;
 }
 
 void check_last(const Variable& x, int dims, int64_t c, const char* head) {
   FC_CHECK(x.defined() && x.dim() == dims && x.size(-1) == c, head, ": input ",
-           x.defined() ? x.shape().str() : std::string("undefined"), " must be ", dims, "-D with last dim ", c);
+           shape_of(x), " must be ", dims, "-D with last dim ", c);
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------- distogram (1.9.8)
 DistogramHead::DistogramHead(nn::Scope scope, int64_t c_z, const HeadsConfig& config)
-    : Module(std::move(scope)), half_logits_(child_scope("half_logits"), c_z, config.distogram_bins, opts(nn::Init::final)) {
+    : Module(std::move(scope)),
+      half_logits_(child_scope("half_logits"), c_z, config.distogram_bins, opts(nn::Init::final)) {
   register_child(half_logits_);
 }
 
@@ -43,7 +44,8 @@ Variable DistogramHead::forward(const Variable& pair) const {
 }
 
 void DistogramHead::add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index) const {
-  add_linear(table, join(key_prefix, "half_logits"), half_logits_, stack_index);
+  require_finalized(scope().params, path());
+  add_linear_af2_params(half_logits_, table, join(key_prefix, "half_logits"), stack_index);
 }
 
 // ---------------------------------------------------------------- masked MSA (1.9.9)
@@ -58,7 +60,8 @@ Variable MaskedMsaHead::forward(const Variable& msa) const {
 }
 
 void MaskedMsaHead::add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index) const {
-  add_linear(table, join(key_prefix, "logits"), logits_, stack_index);
+  require_finalized(scope().params, path());
+  add_linear_af2_params(logits_, table, join(key_prefix, "logits"), stack_index);
 }
 
 // ---------------------------------------------------------------- pLDDT (Alg. 29)
@@ -83,10 +86,11 @@ Variable PredictedLddtHead::forward(const Variable& sm_single) const {
 
 void PredictedLddtHead::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                        int64_t stack_index) const {
-  add_layer_norm(table, join(key_prefix, "input_layer_norm"), input_layer_norm_, stack_index);
-  add_linear(table, join(key_prefix, "act_0"), act_0_, stack_index);
-  add_linear(table, join(key_prefix, "act_1"), act_1_, stack_index);
-  add_linear(table, join(key_prefix, "logits"), logits_, stack_index);
+  require_finalized(scope().params, path());
+  add_layer_norm_af2_params(input_layer_norm_, table, join(key_prefix, "input_layer_norm"), stack_index);
+  add_linear_af2_params(act_0_, table, join(key_prefix, "act_0"), stack_index);
+  add_linear_af2_params(act_1_, table, join(key_prefix, "act_1"), stack_index);
+  add_linear_af2_params(logits_, table, join(key_prefix, "logits"), stack_index);
 }
 
 // ---------------------------------------------------------------- experimentally resolved (1.9.10)
@@ -102,7 +106,8 @@ Variable ExperimentallyResolvedHead::forward(const Variable& single) const {
 
 void ExperimentallyResolvedHead::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                                 int64_t stack_index) const {
-  add_linear(table, join(key_prefix, "logits"), logits_, stack_index);
+  require_finalized(scope().params, path());
+  add_linear_af2_params(logits_, table, join(key_prefix, "logits"), stack_index);
 }
 
 // ---------------------------------------------------------------- predicted aligned error (1.9.7)
@@ -118,7 +123,8 @@ Variable PredictedAlignedErrorHead::forward(const Variable& pair) const {
 
 void PredictedAlignedErrorHead::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                                int64_t stack_index) const {
-  add_linear(table, join(key_prefix, "logits"), logits_, stack_index);
+  require_finalized(scope().params, path());
+  add_linear_af2_params(logits_, table, join(key_prefix, "logits"), stack_index);
 }
 
 // ---------------------------------------------------------------- all heads
@@ -149,6 +155,7 @@ HeadOutputs Af2Heads::forward(const HeadInputs& in) const {
 }
 
 void Af2Heads::add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index) const {
+  require_finalized(scope().params, path());
   distogram_.add_af2_params(table, join(key_prefix, "distogram_head"), stack_index);
   masked_msa_.add_af2_params(table, join(key_prefix, "masked_msa_head"), stack_index);
   predicted_lddt_.add_af2_params(table, join(key_prefix, "predicted_lddt_head"), stack_index);

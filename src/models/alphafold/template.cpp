@@ -6,7 +6,6 @@
 #include "autograd/grad_mode.h"
 #include "data_pipeline/residue_constants.h"
 #include "models/alphafold/embedders.h"
-#include "models/alphafold/embedders_params.h"
 #include "models/alphafold/evoformer_util.h"
 
 namespace foldcore::af2 {
@@ -14,12 +13,13 @@ namespace {
 
 namespace ag = autograd;
 namespace rc = data::rc;
-using embedders_detail::add_layer_norm;
-using embedders_detail::add_linear;
 
 constexpr int64_t kAatypeClasses = 22;            // 20 amino acids + X + gap
 constexpr int kRowWise = -3, kColumnWise = -2;    // AF2 shared dropout axes
 constexpr int64_t kNumTorsions = 7;
+
+std::string shape_of(const Tensor& t) { return t.defined() ? t.shape().str() : std::string("undefined"); }
+std::string shape_of(const Variable& v) { return v.defined() ? v.shape().str() : std::string("undefined"); }
 
 std::string join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "/" + name;
@@ -141,8 +141,8 @@ Tensor template_angle_feat(const Tensor& aatype, const Tensor& torsion_angles_si
                alt_torsion_angles_sin_cos.shape() == Shape({t, n, kNumTorsions, 2}) &&
                torsion_angles_mask.shape() == Shape({t, n, kNumTorsions}),
            "template_angle_feat: aatype ", aatype.shape().str(), ", torsion_angles_sin_cos ",
-           torsion_angles_sin_cos.shape().str(), ", alt_torsion_angles_sin_cos ", alt_torsion_angles_sin_cos.shape().str(),
-           ", torsion_angles_mask ", torsion_angles_mask.shape().str(), " must be [T, N], [T, N, 7, 2] ×2, [T, N, 7]");
+           torsion_angles_sin_cos.shape().str(), ", alt_torsion_angles_sin_cos ",
+           alt_torsion_angles_sin_cos.shape().str(), ", torsion_angles_mask ", torsion_angles_mask.shape().str(), " must be [T, N], [T, N, 7, 2] ×2, [T, N, 7]");
   constexpr int64_t kC = kAatypeClasses + 4 * kNumTorsions + kNumTorsions;  // 57
   const auto aa = host_ints(aatype);
   const auto sc = host_floats(torsion_angles_sin_cos), alt = host_floats(alt_torsion_angles_sin_cos);
@@ -165,7 +165,7 @@ Tensor template_msa_mask(const Tensor& torsion_angles_mask) {
   FC_CHECK(torsion_angles_mask.defined() && torsion_angles_mask.dim() == 3 &&
                torsion_angles_mask.size(2) == kNumTorsions,
            "template_msa_mask: torsion_angles_mask must be [T, N, 7], got ",
-           torsion_angles_mask.defined() ? torsion_angles_mask.shape().str() : std::string("undefined"));
+           shape_of(torsion_angles_mask));
   return torsion_angles_mask.select(2, 2).contiguous().to(DType::f32);  // ψ (pre-ω, φ, ψ, χ1..4)
 }
 
@@ -198,6 +198,7 @@ Variable TemplatePairBlock::forward(const Variable& t0, const Tensor& pair_mask,
 
 void TemplatePairBlock::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                        int64_t stack_index) const {
+  require_finalized(scope().params, path());
   tri_att_start_.add_af2_params(table, join(key_prefix, "triangle_attention_starting_node"), stack_index);
   tri_att_end_.add_af2_params(table, join(key_prefix, "triangle_attention_ending_node"), stack_index);
   tri_mul_out_.add_af2_params(table, join(key_prefix, "triangle_multiplication_outgoing"), stack_index);
@@ -222,8 +223,8 @@ Variable SingleTemplateEmbedding::forward(const Variable& pair_feat, const Tenso
   FC_CHECK(pair_feat.defined() && pair_feat.dim() == 3 && pair_feat.size(0) == pair_feat.size(1) &&
                pair_feat.size(2) == embedding2d_.in_features() && pair_mask.defined() &&
                pair_mask.shape() == Shape({pair_feat.size(0), pair_feat.size(0)}),
-           "SingleTemplateEmbedding: pair_feat ", pair_feat.defined() ? pair_feat.shape().str() : std::string("undefined"),
-           " and pair_mask ", pair_mask.defined() ? pair_mask.shape().str() : std::string("undefined"),
+           "SingleTemplateEmbedding: pair_feat ", shape_of(pair_feat),
+           " and pair_mask ", shape_of(pair_mask),
            " must be [N, N, ", embedding2d_.in_features(), "] and [N, N]");
   Variable t = embedding2d_.forward(pair_feat);  // [N, N, c_t]
   for (const auto& block : blocks_) t = block->forward(t, pair_mask, chunk);
@@ -232,11 +233,12 @@ Variable SingleTemplateEmbedding::forward(const Variable& pair_feat, const Tenso
 
 void SingleTemplateEmbedding::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                              int64_t stack_index) const {
+  require_finalized(scope().params, path());
   FC_CHECK(stack_index < 0, "SingleTemplateEmbedding::add_af2_params: not a stacked module");
-  add_linear(table, join(key_prefix, "embedding2d"), embedding2d_);
+  add_linear_af2_params(embedding2d_, table, join(key_prefix, "embedding2d"), -1);
   const std::string stack = join(key_prefix, "template_pair_stack/__layer_stack_no_state");
   for (size_t b = 0; b < blocks_.size(); ++b) blocks_[b]->add_af2_params(table, stack, static_cast<int64_t>(b));
-  add_layer_norm(table, join(key_prefix, "output_layer_norm"), output_layer_norm_);
+  add_layer_norm_af2_params(output_layer_norm_, table, join(key_prefix, "output_layer_norm"), -1);
 }
 
 // ---------------------------------------------------------------- TemplatePointwiseAttention (Alg. 17)
@@ -256,9 +258,9 @@ Variable TemplatePointwiseAttention::forward(const Variable& z, const Variable& 
   FC_CHECK(z.defined() && t.defined() && template_mask.defined() && z.dim() == 3 && z.size(0) == z.size(1) &&
                z.size(2) == o.c_q && t.dim() == 4 && t.size(1) == z.size(0) && t.size(2) == z.size(0) &&
                t.size(3) == o.c_kv && template_mask.numel() == t.size(0),
-           "TemplatePointwiseAttention: z ", z.defined() ? z.shape().str() : std::string("undefined"), ", t ",
-           t.defined() ? t.shape().str() : std::string("undefined"), ", template_mask ",
-           template_mask.defined() ? template_mask.shape().str() : std::string("undefined"), " must be [N, N, ", o.c_q,
+           "TemplatePointwiseAttention: z ", shape_of(z), ", t ",
+           shape_of(t), ", template_mask ",
+           shape_of(template_mask), " must be [N, N, ", o.c_q,
            "], [T, N, N, ", o.c_kv, "], [T]");
   const int64_t n = z.size(0), nt = t.size(0), c_z = z.size(2), c_t = t.size(3);
   const Variable tt = ag::contiguous(ag::permute(t, {1, 2, 0, 3}));  // [N, N, T, c_t]: templates as keys
@@ -272,7 +274,8 @@ Variable TemplatePointwiseAttention::forward(const Variable& z, const Variable& 
 
 void TemplatePointwiseAttention::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                                 int64_t stack_index) const {
-  embedders_detail::add_attention(table, join(key_prefix, "attention"), attention_, stack_index);
+  require_finalized(scope().params, path());
+  add_attention_af2_params(attention_, table, join(key_prefix, "attention"), stack_index);
 }
 
 // ---------------------------------------------------------------- TemplateEmbedder
@@ -290,9 +293,9 @@ Variable TemplateEmbedder::forward(const Variable& z, const TemplateInputs& in, 
   FC_CHECK(z.defined() && z.dim() == 3 && in.aatype.defined() && in.aatype.dim() == 2 &&
                in.aatype.size(1) == z.size(0) && in.all_atom_positions.defined() && in.all_atom_mask.defined() &&
                in.template_mask.defined() && in.template_mask.numel() == in.aatype.size(0),
-           "TemplateEmbedder: z ", z.defined() ? z.shape().str() : std::string("undefined"),
-           " with template aatype ", in.aatype.defined() ? in.aatype.shape().str() : std::string("undefined"),
-           " and template_mask ", in.template_mask.defined() ? in.template_mask.shape().str() : std::string("undefined"),
+           "TemplateEmbedder: z ", shape_of(z),
+           " with template aatype ", shape_of(in.aatype),
+           " and template_mask ", shape_of(in.template_mask),
            ": expected [N, N, c_z], [T, N], [T] and all atom inputs");
   const int64_t nt = in.aatype.size(0);
   double mask_sum = 0;
@@ -316,6 +319,7 @@ Variable TemplateEmbedder::forward(const Variable& z, const TemplateInputs& in, 
 
 void TemplateEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                       int64_t stack_index) const {
+  require_finalized(scope().params, path());
   FC_CHECK(stack_index < 0, "TemplateEmbedder::add_af2_params: not a stacked module");
   const std::string base = join(key_prefix, "template_embedding");
   single_.add_af2_params(table, join(base, "single_template_embedding"));
@@ -339,15 +343,16 @@ TemplateAngleEmbedder::TemplateAngleEmbedder(nn::Scope scope, int64_t c_m)
 Variable TemplateAngleEmbedder::forward(const Variable& angle_feat) const {
   FC_CHECK(angle_feat.defined() && angle_feat.dim() == 3 &&
                angle_feat.size(2) == template_single_embedding_.in_features(),
-           "TemplateAngleEmbedder: angle_feat ", angle_feat.defined() ? angle_feat.shape().str() : std::string("undefined"),
+           "TemplateAngleEmbedder: angle_feat ", shape_of(angle_feat),
            " must be [T, N, ", template_single_embedding_.in_features(), "]");
   return template_projection_.forward(template_single_embedding_.forward(angle_feat));  // [T, N, c_m]
 }
 
 void TemplateAngleEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                            int64_t stack_index) const {
-  add_linear(table, join(key_prefix, "template_single_embedding"), template_single_embedding_, stack_index);
-  add_linear(table, join(key_prefix, "template_projection"), template_projection_, stack_index);
+  require_finalized(scope().params, path());
+  add_linear_af2_params(template_single_embedding_, table, join(key_prefix, "template_single_embedding"), stack_index);
+  add_linear_af2_params(template_projection_, table, join(key_prefix, "template_projection"), stack_index);
 }
 
 }  // namespace foldcore::af2
