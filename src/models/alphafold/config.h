@@ -90,6 +90,12 @@ struct Af2Config {
   int64_t max_extra_msa = 5120;
   bool reduce_msa_clusters_by_max_templates = true;
   int64_t chunk_size = 0;          // 0: no chunking
+  std::string precision = "fp32";  // "fp32" or "bf16" (autocast GEMMs/attention; geometry stays fp32)
 };
+
+// Throws foldcore::Error naming the first inconsistent or out-of-range field (positive
+// dimensions, head counts; the per-module copies of c_m/c_z/c_s/c_e equal to the top-level ones;
+// dropout rates in [0, 1); precision fp32|bf16). Implemented in alphafold_config.cpp.
+void validate_af2_config(const Af2Config& config);
 
 }  // namespace foldcore::af2

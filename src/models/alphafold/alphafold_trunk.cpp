@@ -1,0 +1,123 @@
+#include "models/alphafold/alphafold_trunk.h"
+
+#include <tuple>
+
+#include "autograd/functions.h"
+#include "core/error.h"
+#include "models/alphafold/embedders.h"
+#include "models/alphafold/evoformer.h"
+#include "models/alphafold/template.h"
+
+namespace foldcore::af2 {
+
+namespace ag = autograd;
+using nn::Variable;
+
+Tensor pair_mask_from_seq_mask(const Tensor& seq_mask) {
+  const int64_t n = seq_mask.size(0);
+  const std::vector<float> m = seq_mask.to(Device::cpu()).to(DType::f32).to_vector();
+  std::vector<float> out(static_cast<size_t>(n * n));
+  for (size_t i = 0; i < m.size(); ++i)
+    for (size_t j = 0; j < m.size(); ++j) out[i * m.size() + j] = m[i] * m[j];
+  return Tensor::from_vector(out, {n, n}, DType::f32, seq_mask.device());
+}
+
+EmbeddingsAndEvoformer::EmbeddingsAndEvoformer(nn::Scope scope, const Af2Config& config)
+    : nn::Module(scope), config_(config) {
+  validate_af2_config(config_);
+  input_embedder_ = std::make_unique<InputEmbedder>(child_scope("input_embedder"), config_);
+  recycling_embedder_ = std::make_unique<RecyclingEmbedder>(child_scope("recycling_embedder"), config_);
+  register_child(*input_embedder_);
+  register_child(*recycling_embedder_);
+  if (config_.templates.enabled) {
+    template_embedder_ =
+        std::make_unique<TemplateEmbedder>(child_scope("template_embedding"), config_.c_z, config_.templates);
+    register_child(*template_embedder_);
+    if (config_.templates.embed_torsion_angles) {
+      template_angle_embedder_ = std::make_unique<TemplateAngleEmbedder>(child_scope("template_angles"), config_.c_m);
+      register_child(*template_angle_embedder_);
+    }
+  }
+  extra_msa_embedder_ = std::make_unique<ExtraMsaEmbedder>(child_scope("extra_msa_embedder"), config_);
+  extra_msa_stack_ = std::make_unique<EvoformerStack>(child_scope("extra_msa_stack"), config_.extra_msa,
+                                                      config_.num_extra_msa_blocks);
+  evoformer_ = std::make_unique<EvoformerStack>(child_scope("evoformer_iteration"), config_.evoformer,
+                                                config_.num_evoformer_blocks);
+  single_activations_ = std::make_unique<nn::Linear>(child_scope("single_activations"), config_.c_m, config_.c_s);
+  register_child(*extra_msa_embedder_);
+  register_child(*extra_msa_stack_);
+  register_child(*evoformer_);
+  register_child(*single_activations_);
+}
+
+EmbeddingsAndEvoformer::~EmbeddingsAndEvoformer() = default;
+
+void EmbeddingsAndEvoformer::add_af2_params(Af2ParamTable& table, const std::string& key_prefix) const {
+  const std::string ev = key_prefix + "evoformer";
+  input_embedder_->add_af2_params(table, ev);
+  recycling_embedder_->add_af2_params(table, ev);
+  if (template_embedder_) template_embedder_->add_af2_params(table, ev);
+  if (template_angle_embedder_) template_angle_embedder_->add_af2_params(table, ev);
+  extra_msa_embedder_->add_af2_params(table, ev);
+  extra_msa_stack_->add_af2_params(table, ev + "/extra_msa_stack");
+  evoformer_->add_af2_params(table, ev + "/evoformer_iteration");
+  table.add(ev + "/single_activations//weights", single_activations_->weight().value());
+  table.add(ev + "/single_activations//bias", single_activations_->bias().value());
+}
+
+TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2RecycleState& prev) const {
+  const Af2Config& c = config_;
+  const int64_t n = batch.num_res(), s = batch.num_msa();
+  const Device dev = batch.aatype.device();
+  FC_CHECK(batch.target_feat.size(1) == c.target_feat_dim && batch.msa_feat.size(2) == c.msa_feat_dim,
+           "AlphaFold: target_feat/msa_feat widths ", batch.target_feat.size(1), "/", batch.msa_feat.size(2),
+           " do not match the model's ", c.target_feat_dim, "/", c.msa_feat_dim);
+  const Tensor mask_2d = pair_mask_from_seq_mask(batch.seq_mask);
+
+  // Alg. 3/4 input embedding; Alg. 32 recycling (zeros on the first iteration: the empty
+  // distogram of all-zero positions leaves prev_pos_linear's bias, LN(0) its offset).
+  MsaPair mz = input_embedder_->forward(Variable(batch.target_feat), Variable(batch.msa_feat), batch.residue_index);
+  const Tensor prev_m1 = prev.m1.defined() ? prev.m1 : Tensor::zeros({n, c.c_m}, DType::f32, dev);
+  const Tensor prev_z = prev.z.defined() ? prev.z : Tensor::zeros({n, n, c.c_z}, DType::f32, dev);
+  const Tensor prev_x = prev.x.defined() ? prev.x : Tensor::zeros({n, 37, 3}, DType::f32, dev);
+  mz = recycling_embedder_->apply(mz, Variable(prev_m1), Variable(prev_z), pseudo_beta(batch.aatype, prev_x));
+  Variable m = std::move(mz.msa), z = std::move(mz.pair);
+
+  // Alg. 16/17: the template pair stack and pointwise attention, added to the pair.
+  if (template_embedder_ && batch.has_templates()) {
+    const TemplateInputs templates{batch.template_aatype,          batch.template_all_atom_positions,
+                                   batch.template_all_atom_mask,   batch.template_pseudo_beta,
+                                   batch.template_pseudo_beta_mask, batch.template_mask};
+    z = ag::add(z, template_embedder_->forward(z, templates, mask_2d, c.chunk_size));
+  }
+
+  // 1.7.2 + Alg. 18: the extra MSA, which only updates the pair.
+  {
+    const Variable e = extra_msa_embedder_->forward(
+        Variable(extra_msa_feat(batch.extra_msa, batch.extra_has_deletion, batch.extra_deletion_value)));
+    z = extra_msa_stack_->forward(e, z, batch.extra_msa_mask, mask_2d, c.chunk_size).second;
+  }
+
+  // Alg. 2 lines 7-8: template torsion-angle features become extra MSA rows, masked by the ψ
+  // torsion mask (whether that template residue's backbone exists).
+  Tensor msa_mask = batch.msa_mask;
+  if (template_angle_embedder_ && batch.has_templates()) {
+    const Variable t = template_angle_embedder_->forward(Variable(
+        template_angle_feat(batch.template_aatype, batch.template_torsion_angles_sin_cos,
+                            batch.template_alt_torsion_angles_sin_cos, batch.template_torsion_angles_mask)));
+    m = ag::concat({m, t}, 0);
+    msa_mask = ag::concat({Variable(msa_mask), Variable(template_msa_mask(batch.template_torsion_angles_mask))}, 0)
+                   .value();
+  }
+
+  // Alg. 6: the Evoformer; Alg. 2 line 12: the single representation from the first MSA row.
+  std::tie(m, z) = evoformer_->forward(m, z, msa_mask, mask_2d, c.chunk_size);
+  TrunkOutput out;
+  out.m1 = ag::reshape(ag::contiguous(ag::narrow(m, 0, 0, 1)), {n, c.c_m});
+  out.single = single_activations_->forward(out.m1);
+  out.msa = ag::contiguous(ag::narrow(m, 0, 0, s));  // without the template rows
+  out.pair = std::move(z);
+  return out;
+}
+
+}  // namespace foldcore::af2
