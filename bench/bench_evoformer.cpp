@@ -1,6 +1,6 @@
 // Evoformer block benchmark: one AlphaFold2 Evoformer block (model_1_ptm widths: c_m 256, c_z 128;
 // Alg. 6) forward in inference mode (no grad, eval), N_seq 128 and N_res 64 / 128 / 256.
-//   bench_evoformer [--device cpu|cuda] [--chunk N] [--n-res a,b,c] [--n-seq S]
+//   bench_evoformer [--device cpu|cuda] [--chunk N] [--n-res a,b,c] [--n-seq S] [--iters K]
 // One JSON line per case: time (median), GFLOP/s from the analytic FLOP count below, peak memory of
 // the device allocator during the forward (parameters excluded: allocated before the reset).
 // With --chunk N, each size is also run chunked (attention/transitions/outer product mean in
@@ -45,7 +45,7 @@ struct Result {
   size_t peak = 0;
 };
 
-Result run(const af2::EvoformerBlock& block, Device dev, int64_t s, int64_t n, int64_t chunk) {
+Result run(const af2::EvoformerBlock& block, Device dev, int64_t s, int64_t n, int64_t chunk, int iters) {
   Generator gen(5);
   const af2::EvoformerBlockConfig& c = block.config();
   const autograd::Variable m(randn({s, n, c.c_m}, gen).to(dev)), z(randn({n, n, c.c_z}, gen).to(dev));
@@ -53,13 +53,11 @@ Result run(const af2::EvoformerBlock& block, Device dev, int64_t s, int64_t n, i
   autograd::NoGradGuard ng;
   auto step = [&] { (void)block.forward(m, z, msa_mask, pair_mask, chunk); };
   Result r;
-  const int iters = dev.is_cuda() ? 10 : 3;
-  r.ms = bench::time_ms(dev, step, 1, iters);
+  // Every step allocates and frees the same buffers, so the peak over the timed runs is one step's.
   synchronize(dev);
   bench::reset_peak(dev);
   const size_t base = default_allocator(dev).stats().current;
-  step();
-  synchronize(dev);
+  r.ms = bench::time_ms(dev, step, 1, iters);
   r.peak = bench::peak_bytes(dev) - base;
   return r;
 }
@@ -76,17 +74,20 @@ std::vector<int64_t> parse_list(const std::string& s) {
 int main(int argc, char** argv) {
   Device dev = Device::cpu();
   int64_t chunk = 0, n_seq = 128;
+  int iters = 0;  // 0: 3 on the CPU, 10 on CUDA
   std::vector<int64_t> n_res{64, 128, 256};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = Device::parse(argv[++i]);
     else if (!std::strcmp(argv[i], "--chunk") && i + 1 < argc) chunk = std::stoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--n-res") && i + 1 < argc) n_res = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--n-seq") && i + 1 < argc) n_seq = std::stoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::stoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--chunk N] [--n-res a,b,c] [--n-seq S]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--chunk N] [--n-res a,b,c] [--n-seq S] [--iters K]\n", argv[0]);
       return 2;
     }
   }
+  if (iters <= 0) iters = dev.is_cuda() ? 10 : 3;
   try {
     autograd::ParamStore ps(dev);
     Generator init(1);
@@ -95,7 +96,7 @@ int main(int argc, char** argv) {
     block.train(false);
     ps.finalize();
     for (int64_t n : n_res) {
-      const Result whole = run(block, dev, n_seq, n, 0);
+      const Result whole = run(block, dev, n_seq, n, 0, iters);
       const double gflop = block_flops(cfg.evoformer, static_cast<double>(n_seq), static_cast<double>(n)) * 1e-9;
       auto line = [&](const Result& r, int64_t ch) {
         bench::JsonLine j;
@@ -118,7 +119,7 @@ int main(int argc, char** argv) {
         j.print();
       };
       line(whole, 0);
-      if (chunk > 0) line(run(block, dev, n_seq, n, chunk), chunk);
+      if (chunk > 0) line(run(block, dev, n_seq, n, chunk, iters), chunk);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_evoformer: %s\n", e.what());

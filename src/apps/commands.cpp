@@ -26,6 +26,7 @@ void register_commands(CLI::App& app) {
   add_smoke_command(app);
   add_check_command(app);
   add_features_command(app);
+  add_run_features_command(app);
   add_predict_command(app);
 }
 

@@ -15,6 +15,7 @@ void add_info_command(CLI::App& app);
 void add_smoke_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_features_command(CLI::App& app);
+void add_run_features_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 
 // Sets the subcommand's callback to `action`; an Error or std::exception from it is printed as

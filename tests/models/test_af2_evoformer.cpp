@@ -209,6 +209,21 @@ TEST(Af2Evoformer, ChunkedEqualsWhole) {
                 m.r("evo_tri_att_end_update"), "evo_tri_att_end_update chunk 6");
 }
 
+// The stack (with its in-place residual adds on its own intermediates) equals the blocks applied one
+// by one through the public forward, bit for bit, and leaves its inputs untouched.
+TEST(Af2Evoformer, StackEqualsBlocksInSequence) {
+  const RefModel& m = model();
+  autograd::NoGradGuard ng;
+  const Tensor mask = m.r("evo_msa_mask"), pmask = m.r("evo_pair_mask");
+  const auto [m1, z1] = m.evo->block(0).forward(m.v("evo_m"), m.v("evo_z"), mask, pmask);
+  const auto [m2, z2] = m.evo->block(1).forward(m1, z1, mask, pmask);
+  const auto [ms, zs] = m.evo->forward(m.v("evo_m"), m.v("evo_z"), mask, pmask);
+  EXPECT_EQ(ms.value().to_vector(), m2.value().to_vector());
+  EXPECT_EQ(zs.value().to_vector(), z2.value().to_vector());
+  expect_parity(m.v("evo_m").value(), data::NpzReader(ref_path("modules.npz")).read("evo_m").to_tensor(),
+                "evo_m untouched", 0.0);
+}
+
 // A small block (odd sizes, both column-attention kinds, a mask with zeros, random non-trivial
 // parameters) backpropagates correctly: analytic gradients of the inputs and of the parameters
 // (the flat ParamStore buffer, 64 sampled coordinates) against f32 central differences.
@@ -267,6 +282,83 @@ void check_block_gradients(bool global_column) {
 
 TEST(Af2Evoformer, BlockGradientsMatchFiniteDifferences) { check_block_gradients(false); }
 TEST(Af2Evoformer, ExtraBlockGradientsMatchFiniteDifferences) { check_block_gradients(true); }
+
+// Alg. 19 against a naive double-precision transcription of AlphaFold's GlobalAttention, with a mask
+// that has zeros and one fully masked column (the fixtures' extra-MSA mask is all ones): the query
+// is the mask-weighted mean Σ_s mask·x / (Σ_s mask + 1e-10), keys/values [S, d] are shared by the
+// heads, the gates are per sequence. Tolerance 1e-5·max|ref|: fp32 vs fp64 of sums over ≤ 16 terms.
+TEST(Af2Evoformer, GlobalColumnAttentionMatchesNaive) {
+  const int64_t s = 5, n = 3, c = 8, h = 2, d = 3;
+  autograd::ParamStore ps;
+  Generator init{4}, gen{9};
+  MsaColumnGlobalAttention att(nn::Scope{&ps, &init, nullptr, "g"}, c, AttentionConfig{h, d, true, 0.f});
+  ps.finalize();
+  Tensor values = ps.values();
+  values.copy_(randn(values.shape(), gen));
+  const Tensor m = randn({s, n, c}, gen);
+  std::vector<float> mask(static_cast<size_t>(s * n), 1.f);
+  mask[0 * n + 0] = mask[3 * n + 0] = 0.f;                    // column 0: two sequences masked
+  for (int64_t i = 0; i < s; ++i) mask[static_cast<size_t>(i * n + 2)] = 0.f;  // column 2: all masked
+  autograd::NoGradGuard ng;
+  const Tensor got = att.forward(Variable(m), Tensor::from_vector(mask, {s, n})).value().contiguous();
+
+  auto P = [&](const std::string& k) { return module_param(att, k).to_vector(); };
+  const auto ln_s = P("query_norm/scale"), ln_o = P("query_norm/offset"), wq = P("attention/q/weight"),
+             wk = P("attention/k/weight"), wv = P("attention/v/weight"), wg = P("attention/gate/weight"),
+             bg = P("attention/gate/bias"), wo = P("attention/output/weight"), bo = P("attention/output/bias");
+  const std::vector<float> mv = m.to_vector();
+  std::vector<float> want(static_cast<size_t>(s * n * c));
+  for (int64_t col = 0; col < n; ++col) {
+    std::vector<std::vector<double>> x(static_cast<size_t>(s), std::vector<double>(static_cast<size_t>(c)));
+    auto mval = [&](int64_t i, int64_t k) { return double(mv[static_cast<size_t>((i * n + col) * c + k)]); };
+    for (int64_t i = 0; i < s; ++i) {  // LayerNorm, eps 1e-5
+      double mu = 0, var = 0;
+      for (int64_t k = 0; k < c; ++k) mu += mval(i, k) / double(c);
+      for (int64_t k = 0; k < c; ++k) var += (mval(i, k) - mu) * (mval(i, k) - mu) / double(c);
+      for (int64_t k = 0; k < c; ++k) x[i][k] = (mval(i, k) - mu) / std::sqrt(var + 1e-5) * ln_s[k] + ln_o[k];
+    }
+    double msum = 0;
+    std::vector<double> qa(static_cast<size_t>(c), 0.0);
+    for (int64_t i = 0; i < s; ++i) msum += mask[static_cast<size_t>(i * n + col)];
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t k = 0; k < c; ++k) qa[k] += mask[static_cast<size_t>(i * n + col)] * x[i][k] / (msum + 1e-10);
+    std::vector<double> o(static_cast<size_t>(h * d), 0.0);
+    for (int64_t hh = 0; hh < h; ++hh) {
+      std::vector<double> logit(static_cast<size_t>(s));
+      double mx = -1e300;
+      for (int64_t j = 0; j < s; ++j) {
+        double l = 0;
+        for (int64_t dd = 0; dd < d; ++dd) {
+          double q = 0, kk = 0;
+          for (int64_t k = 0; k < c; ++k) q += qa[k] * wq[static_cast<size_t>(k * h * d + hh * d + dd)];
+          for (int64_t k = 0; k < c; ++k) kk += x[j][k] * wk[static_cast<size_t>(k * d + dd)];
+          l += q / std::sqrt(double(d)) * kk;
+        }
+        logit[j] = l + 1e9 * (mask[static_cast<size_t>(j * n + col)] - 1.0);
+        mx = std::max(mx, logit[j]);
+      }
+      double z = 0;
+      for (double& l : logit) z += (l = std::exp(l - mx));
+      for (int64_t j = 0; j < s; ++j)
+        for (int64_t dd = 0; dd < d; ++dd) {
+          double v = 0;
+          for (int64_t k = 0; k < c; ++k) v += x[j][k] * wv[static_cast<size_t>(k * d + dd)];
+          o[hh * d + dd] += logit[j] / z * v;
+        }
+    }
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t out = 0; out < c; ++out) {
+        double acc = bo[out];
+        for (int64_t hd = 0; hd < h * d; ++hd) {
+          double g = bg[hd];
+          for (int64_t k = 0; k < c; ++k) g += x[i][k] * wg[static_cast<size_t>(k * h * d + hd)];
+          acc += o[hd] / (1 + std::exp(-g)) * wo[static_cast<size_t>(hd * c + out)];
+        }
+        want[static_cast<size_t>((i * n + col) * c + out)] = static_cast<float>(acc);
+      }
+  }
+  expect_parity(got, Tensor::from_vector(want, {s, n, c}), "global attention vs naive", 1e-5);
+}
 
 TEST(Af2Evoformer, BadInputsAndUnfinalizedStore) {
   const RefModel& m = model();

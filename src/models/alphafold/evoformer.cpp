@@ -10,8 +10,8 @@ constexpr int kRowWise = -3, kColumnWise = -2;  // AF2 shared dropout: mask shar
 // x + dropout(update). In no-grad mode, `in_place` lets the add overwrite x's storage when nothing
 // else refers to it (autograd checks the storage's owners); the block passes it only for tensors
 // it created itself, so a caller's input is never overwritten.
-Variable residual(const Variable& x, const Variable& update, const nn::Dropout& d, bool in_place) {
-  return autograd::bias_dropout_residual(update, Variable(), x, d.spec(), in_place && !autograd::grad_enabled());
+Variable residual(const Variable& x, const Variable& update, const autograd::DropoutSpec& d, bool in_place) {
+  return autograd::bias_dropout_residual(update, Variable(), x, d, in_place && !autograd::grad_enabled());
 }
 
 }  // namespace
@@ -55,23 +55,29 @@ Variable EvoformerBlock::msa_column_update(const Variable& m, const Tensor& msa_
   return col_att_ ? col_att_->forward(m, msa_mask, chunk) : col_glob_->forward(m, msa_mask, chunk);
 }
 
-std::pair<Variable, Variable> EvoformerBlock::forward(const Variable& m0, const Variable& z0, const Tensor& msa_mask,
+std::pair<Variable, Variable> EvoformerBlock::forward(const Variable& m, const Variable& z, const Tensor& msa_mask,
                                                       const Tensor& pair_mask, int64_t chunk) const {
+  return forward_impl(m, z, msa_mask, pair_mask, chunk, false);
+}
+
+std::pair<Variable, Variable> EvoformerBlock::forward_impl(const Variable& m0, const Variable& z0,
+                                                           const Tensor& msa_mask, const Tensor& pair_mask,
+                                                           int64_t chunk, bool own_inputs) const {
   FC_CHECK(m0.dim() == 3 && z0.dim() == 3 && m0.size(2) == cfg_.c_m && z0.size(2) == cfg_.c_z &&
                z0.size(0) == m0.size(1) && z0.size(1) == m0.size(1),
            "EvoformerBlock '", path(), "': m ", m0.shape().str(), ", z ", z0.shape().str(), " (expected [S, N, ",
            cfg_.c_m, "] and [N, N, ", cfg_.c_z, "])");
-  const nn::Dropout& none = col_att_dropout_;  // rate 0 in every AlphaFold config for these updates
+  const autograd::DropoutSpec none;  // AlphaFold applies no dropout to the transitions and the OPM
   // MSA track.
-  Variable m = residual(m0, row_att_.forward(m0, z0, msa_mask, chunk), row_att_dropout_, false);
-  m = residual(m, msa_column_update(m, msa_mask, chunk), col_att_dropout_, true);
+  Variable m = residual(m0, row_att_.forward(m0, z0, msa_mask, chunk), row_att_dropout_.spec(), own_inputs);
+  m = residual(m, msa_column_update(m, msa_mask, chunk), col_att_dropout_.spec(), true);
   m = residual(m, transition_forward(msa_transition_, m, chunk), none, true);
   // Pair track.
-  Variable z = residual(z0, opm_.forward(m, msa_mask, chunk), none, false);
-  z = residual(z, tri_mul_out_.forward(z, pair_mask), tri_mul_out_dropout_, true);
-  z = residual(z, tri_mul_in_.forward(z, pair_mask), tri_mul_in_dropout_, true);
-  z = residual(z, tri_att_start_.forward(z, pair_mask, chunk), tri_att_start_dropout_, true);
-  z = residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_, true);
+  Variable z = residual(z0, opm_.forward(m, msa_mask, chunk), none, own_inputs);
+  z = residual(z, tri_mul_out_.forward(z, pair_mask), tri_mul_out_dropout_.spec(), true);
+  z = residual(z, tri_mul_in_.forward(z, pair_mask), tri_mul_in_dropout_.spec(), true);
+  z = residual(z, tri_att_start_.forward(z, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
+  z = residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
   z = residual(z, transition_forward(pair_transition_, z, chunk), none, true);
   return {m, z};
 }
@@ -102,7 +108,10 @@ EvoformerStack::EvoformerStack(nn::Scope scope, const EvoformerBlockConfig& conf
 std::pair<Variable, Variable> EvoformerStack::forward(const Variable& m0, const Variable& z0, const Tensor& msa_mask,
                                                       const Tensor& pair_mask, int64_t chunk) const {
   Variable m = m0, z = z0;
-  for (const auto& b : blocks_) std::tie(m, z) = b->forward(m, z, msa_mask, pair_mask, chunk);
+  // From the second block on, (m, z) are the stack's own intermediates: their first residual adds
+  // may be done in place too (in no-grad mode; autograd still checks that nothing else holds them).
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    std::tie(m, z) = blocks_[i]->forward_impl(m, z, msa_mask, pair_mask, chunk, i > 0);
   return {m, z};
 }
 

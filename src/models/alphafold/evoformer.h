@@ -19,7 +19,9 @@
 // chunk (Af2Config::chunk_size; 0 = off): in no-grad mode, the attention modules, transitions and
 // the outer product mean run in chunks along their long axis (rows / columns), with identical
 // results; memory then scales with the chunk instead of the whole axis.
-// In no-grad mode the residual adds after the first one of each track are done in place.
+// In no-grad mode the residual adds are done in place where that is safe: every add after the first
+// of each track, and inside a stack also the first ones from block 1 on (never on the caller's
+// inputs).
 #pragma once
 
 #include <memory>
@@ -58,6 +60,12 @@ class EvoformerBlock : public nn::Module {
   const nn::Transition& pair_transition() const { return pair_transition_; }
 
  private:
+  friend class EvoformerStack;
+  // own_inputs: m and z belong to the caller's temporaries only (a stack's intermediates), so even
+  // the first residual add of each track may reuse their storage in no-grad mode.
+  std::pair<Variable, Variable> forward_impl(const Variable& m, const Variable& z, const Tensor& msa_mask,
+                                             const Tensor& pair_mask, int64_t chunk, bool own_inputs) const;
+
   EvoformerBlockConfig cfg_;
   MsaRowAttentionWithPairBias row_att_;
   std::unique_ptr<MsaColumnAttention> col_att_;

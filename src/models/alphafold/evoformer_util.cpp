@@ -1,5 +1,7 @@
 #include "models/alphafold/evoformer_util.h"
 
+#include <algorithm>
+
 #include "autograd/grad_mode.h"
 #include "kernels/elementwise.h"
 

@@ -24,7 +24,7 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
            "TriangleAttention '", path(), "': z ", z.shape().str(), ", pair_mask ", pair_mask.shape().str(),
            " (expected [N, N, ", c, "] and [N, N])");
   // Ending node: z_ji (AF2 swaps the two residue axes, attends per row, swaps back).
-  const Variable zz = starting_? z : autograd::transpose(z, 0, 1);
+  const Variable zz = starting_ ? z : autograd::transpose(z, 0, 1);
   const Tensor mask = starting_ ? pair_mask : pair_mask.transpose(0, 1).contiguous();
   const Variable z_ln = query_norm_.forward(zz);                       // [N, N, c_z]
   const Variable bias = pair_bias(feat_2d_, z_ln);                      // [1, H, N, N]

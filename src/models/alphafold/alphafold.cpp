@@ -1,0 +1,137 @@
+#include "models/alphafold/alphafold.h"
+
+#include <optional>
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "models/alphafold/confidence.h"
+#include "models/alphafold/heads.h"
+#include "models/alphafold/structure_module.h"
+
+namespace foldcore::af2 {
+namespace {
+
+namespace ag = autograd;
+
+Tensor to_device(const Tensor& t, Device d) { return t.defined() ? t.to(d) : t; }
+
+Af2Batch batch_to(const Af2Batch& b, Device d) {
+  Af2Batch o = b;
+  for (Tensor* t : {&o.aatype, &o.residue_index, &o.seq_mask, &o.target_feat, &o.msa_feat, &o.msa_mask, &o.extra_msa,
+                    &o.extra_msa_mask, &o.extra_has_deletion, &o.extra_deletion_value, &o.template_aatype,
+                    &o.template_all_atom_positions, &o.template_all_atom_mask, &o.template_mask,
+                    &o.template_pseudo_beta, &o.template_pseudo_beta_mask, &o.template_torsion_angles_sin_cos,
+                    &o.template_alt_torsion_angles_sin_cos, &o.template_torsion_angles_mask, &o.atom14_atom_exists,
+                    &o.atom37_atom_exists, &o.residx_atom14_to_atom37, &o.residx_atom37_to_atom14, &o.bert_mask,
+                    &o.true_msa})
+    *t = to_device(*t, d);
+  return o;
+}
+
+// A CPU copy that owns its storage (outputs outlive the iteration's buffers).
+Tensor host(const Tensor& t) { return t.to(Device::cpu()).contiguous().clone(); }
+Tensor host(const Variable& v) { return host(v.value()); }
+
+}  // namespace
+
+AlphaFold::AlphaFold(nn::Scope scope, const Af2Config& config)
+    : nn::Module(scope), config_(config), trunk_(child_scope("evoformer"), config_) {
+  register_child(trunk_);
+  structure_module_ = std::make_unique<StructureModule>(child_scope("structure_module"), config_.structure);
+  heads_ = std::make_unique<Af2Heads>(child_scope("heads"), config_);
+  register_child(*structure_module_);
+  register_child(*heads_);
+}
+
+AlphaFold::~AlphaFold() = default;
+
+void AlphaFold::add_af2_params(Af2ParamTable& table, const std::string& key_prefix) const {
+  trunk_.add_af2_params(table, key_prefix);
+  structure_module_->add_af2_params(table, key_prefix + "structure_module");
+  heads_->add_af2_params(table, key_prefix);
+}
+
+Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next) const {
+  const Af2Config& c = config_;
+  TrunkOutput trunk = trunk_.forward(batch, prev);
+
+  // Alg. 20: the structure module.
+  StructureModuleInputs sin{trunk.single, trunk.pair, batch.aatype, batch.seq_mask, batch.residx_atom37_to_atom14,
+                            batch.atom37_atom_exists};
+  const StructureModuleOutputs sm = structure_module_->forward(sin);
+
+  // Heads and confidence.
+  const HeadOutputs ho = heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm.single});
+
+  Af2Outputs out;
+  out.emplace_back("final_atom_positions", host(sm.final_atom_positions));
+  out.emplace_back("final_atom_mask", host(sm.final_atom_mask));
+  const Tensor lddt_logits = host(ho.lddt_logits);
+  out.emplace_back("plddt", compute_plddt(lddt_logits));
+  out.emplace_back("lddt_logits", lddt_logits);
+  out.emplace_back("distogram_logits", host(ho.distogram_logits));
+  out.emplace_back("masked_msa_logits", host(ho.masked_msa_logits));
+  out.emplace_back("experimentally_resolved_logits", host(ho.experimentally_resolved_logits));
+  out.emplace_back("msa", host(trunk.msa));
+  out.emplace_back("pair", host(trunk.pair));
+  out.emplace_back("single", host(trunk.single));
+  out.emplace_back("sm_frames", host(sm.frames));
+  out.emplace_back("sm_sidechain_frames", host(sm.sidechain_frames));
+  out.emplace_back("sm_positions", host(sm.positions));
+  out.emplace_back("sm_angles", host(sm.angles));
+  out.emplace_back("sm_unnormalized_angles", host(sm.unnormalized_angles));
+  out.emplace_back("sm_states", host(sm.states));
+  out.emplace_back("sm_single", host(sm.single));
+  if (ho.tm_logits.defined()) {
+    const Tensor tm_logits = host(ho.tm_logits);
+    const PredictedAlignedError pae = compute_predicted_aligned_error(tm_logits, c.heads.pae_max_error_bin);
+    out.emplace_back("tm_logits", tm_logits);
+    out.emplace_back("predicted_aligned_error", host(pae.predicted_aligned_error));
+    out.emplace_back("max_predicted_aligned_error",
+                     Tensor::from_vector({pae.max_predicted_aligned_error}, Shape{}, DType::f32));
+    out.emplace_back("aligned_confidence_probs", host(pae.aligned_confidence_probs));
+    // AF2 predicted_tm_score with residue weights all ones.
+    out.emplace_back("ptm_score", Tensor::from_vector({predicted_tm_score(tm_logits, {}, c.heads.pae_max_error_bin)},
+                                                      Shape{}, DType::f32));
+  }
+  if (next != nullptr) {
+    next->m1 = trunk.m1.value();
+    next->z = trunk.pair.value();
+    next->x = sm.final_atom_positions;
+  }
+  return out;
+}
+
+Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles, Device device) const {
+  FC_CHECK(num_recycles >= 0 && num_recycles < features.num_iterations(), "AlphaFold::predict: ", num_recycles,
+           " recycles need ", num_recycles + 1, " feature iterations, ", features.path(), " holds ",
+           features.num_iterations());
+  ag::NoGradGuard no_grad;
+  std::optional<ag::AutocastGuard> autocast;
+  if (config_.precision == "bf16") autocast.emplace(DType::bf16);
+  Af2RecycleState state;
+  std::vector<Tensor> rec_m1, rec_z, rec_x;
+  Af2Outputs out;
+  for (int64_t r = 0; r <= num_recycles; ++r) {
+    const Af2Batch batch = batch_to(features.iteration(r), device);
+    Af2RecycleState next;
+    out = iteration(batch, state, &next);
+    rec_m1.push_back(host(next.m1));
+    rec_z.push_back(host(next.z));
+    rec_x.push_back(host(next.x));
+    state = std::move(next);  // the previous state dies here
+  }
+  auto stack = [](const std::vector<Tensor>& ts) {
+    std::vector<Variable> vs;
+    for (const Tensor& t : ts) vs.push_back(Variable(t.unsqueeze(0)));
+    return ag::concat(vs, 0).value();
+  };
+  out.emplace_back("recycle_m1", stack(rec_m1));
+  out.emplace_back("recycle_z", stack(rec_z));
+  out.emplace_back("recycle_x", stack(rec_x));
+  out.emplace_back("num_recycles", Tensor::from_vector_i64({num_recycles}, Shape{}));
+  return out;
+}
+
+}  // namespace foldcore::af2

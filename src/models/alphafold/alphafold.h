@@ -1,0 +1,59 @@
+// The AlphaFold2 model (suppl. Alg. 2): the modules wired into one recycling iteration, and the
+// recycling loop for inference.
+//
+// One iteration (AF2 AlphaFoldIteration): the trunk (alphafold_trunk.h), the structure module
+// (Alg. 20) on its single and pair representations, and the heads (distogram, masked MSA, pLDDT,
+// experimentally resolved, PAE/pTM) with the confidence numbers computed from their logits.
+// Recycled into the next iteration: m[0] (m1), z and the final atom37 positions (x); zeros on
+// the first iteration. Inference runs in no-grad mode, so every activation of an iteration dies
+// with it except the recycled state and the outputs kept.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+#include "models/alphafold/config.h"
+#include "models/alphafold/alphafold_trunk.h"
+#include "models/alphafold/features.h"
+#include "models/alphafold/param_table.h"
+#include "nn/layers.h"
+
+namespace foldcore::af2 {
+
+class StructureModule;
+class Af2Heads;
+
+// Named output arrays (AF2 / reference outputs.npz names), CPU tensors.
+using Af2Outputs = std::vector<std::pair<std::string, Tensor>>;
+
+class AlphaFold : public nn::Module {
+ public:
+  AlphaFold(nn::Scope scope, const Af2Config& config);
+  ~AlphaFold() override;
+
+  const Af2Config& config() const { return config_; }
+
+  // One recycling iteration on `batch` (on the model's device) with the previous iteration's
+  // state (undefined tensors: the first iteration, zeros). Writes the state for the next
+  // iteration into *next and returns the iteration's outputs.
+  Af2Outputs iteration(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next) const;
+
+  // Inference (no-grad, eval): iterations 0..num_recycles on the feature slices [..., r]; the
+  // final iteration's outputs plus recycle_m1 / recycle_z / recycle_x [R, …] (each iteration's
+  // handed-on state) and num_recycles.
+  Af2Outputs predict(const Af2Features& features, int64_t num_recycles, Device device) const;
+
+  // Every parameter under its official key (prefix "" → "evoformer/…", "structure_module/…").
+  void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "") const;
+
+ private:
+  Af2Config config_;
+  EmbeddingsAndEvoformer trunk_;
+  std::unique_ptr<StructureModule> structure_module_;
+  std::unique_ptr<Af2Heads> heads_;
+};
+
+}  // namespace foldcore::af2
