@@ -34,13 +34,9 @@
 #include "kernels/gemm.h"
 #include "models/alphafold/config.h"
 
-// The model (branch integration) and the feature processing (branch processing).
-#if __has_include("data_pipeline/feature_processing.h") && __has_include("models/alphafold/alphafold.h")
 #include "data_pipeline/feature_processing.h"
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/features.h"
-#define BENCH_HAVE_PROCESSING 1
-#endif
 
 namespace {
 using namespace foldcore;
@@ -51,7 +47,7 @@ struct Args {
 };
 
 // Matrix-product FLOPs of one Evoformer-style block on an [S, N] MSA and [N, N] pair.
-[[maybe_unused]] double block_flops(const af2::EvoformerBlockConfig& c, double S, double N) {
+double block_flops(const af2::EvoformerBlockConfig& c, double S, double N) {
   const double cm = static_cast<double>(c.c_m), cz = static_cast<double>(c.c_z);
   auto att = [](const af2::AttentionConfig& a) { return static_cast<double>(a.num_head * a.head_dim); };
   const double hr = att(c.msa_row), hc = att(c.msa_column), ht = att(c.tri_att);
@@ -79,7 +75,7 @@ struct Args {
 }
 
 // One recycling iteration of the model.
-[[maybe_unused]] double af2_flops(const af2::Af2Config& c, double S, double E, double T, double N) {
+double af2_flops(const af2::Af2Config& c, double S, double E, double T, double N) {
   double f = 0;
   // Embedders: target/msa feature linears, relpos, recycling (dgram + LayerNorms), extra-MSA linear.
   f += 2 * N * c.target_feat_dim * (c.c_m + 2 * c.c_z) + 2 * S * N * c.msa_feat_dim * c.c_m;
@@ -115,16 +111,16 @@ struct Args {
 }
 
 // Peak resident set (bytes) since the last reset.
-[[maybe_unused]] size_t peak_rss() {
+size_t peak_rss() {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line))
     if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
   return 0;
 }
-[[maybe_unused]] void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
-[[maybe_unused]] double sgemm_peak_gflops() {
+double sgemm_peak_gflops() {
   constexpr int64_t n = 1024;
   Generator g(1);
   const Tensor a = randn({n, n}, g), b = randn({n, n}, g), c = Tensor::empty({n, n}, DType::f32);
@@ -132,7 +128,6 @@ struct Args {
   return 2.0 * n * n * n / (ms * 1e-3) / 1e9;
 }
 
-#ifdef BENCH_HAVE_PROCESSING
 // Raw features of a random query with a synthetic MSA (row 0 = the query).
 data::FeatureDict synthetic_raw(int64_t n, int64_t rows, std::mt19937& g) {
   const std::string letters = "ARNDCQEGHILKMFPSTWYV";
@@ -158,7 +153,6 @@ data::FeatureDict synthetic_raw(int64_t n, int64_t rows, std::mt19937& g) {
   f.update(data::empty_template_features(n));
   return f;
 }
-#endif
 
 std::vector<int64_t> parse_list(const std::string& s) {
   std::vector<int64_t> v;
@@ -184,10 +178,6 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-#ifndef BENCH_HAVE_PROCESSING
-  std::fprintf(stderr, "bench_predict: built without the AlphaFold model or its feature processing\n");
-  return 1;
-#else
   const double peak = sgemm_peak_gflops();
   bench::JsonLine().str("bench", "predict").str("case", "sgemm_peak").str("device", "cpu").num("gflops", peak).print();
   af2::Af2Config config;  // model_1_ptm widths
@@ -239,5 +229,4 @@ int main(int argc, char** argv) {
         .print();
   }
   return 0;
-#endif
 }

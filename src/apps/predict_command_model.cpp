@@ -14,14 +14,10 @@
 #include "core/random.h"
 #include "core/timer.h"
 #include "data_pipeline/fasta.h"
-// The model wiring (branch integration) may not be merged yet: without it, predict reports that.
-#if __has_include("models/alphafold/alphafold.h")
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/alphafold_params.h"
 #include "models/alphafold/features.h"
 #include "models/alphafold/param_table.h"
-#define FOLDCORE_PREDICT_HAVE_MODEL 1
-#endif
 
 #ifdef FOLDCORE_HAVE_YAML
 #include "models/alphafold/config_yaml.h"
@@ -68,7 +64,6 @@ TargetFeatures target_features(const std::string& fasta_path, const std::string&
   return t;
 }
 
-#ifdef FOLDCORE_PREDICT_HAVE_MODEL
 namespace {
 
 // Removes a file when it goes out of scope (temporary feature files).
@@ -287,11 +282,5 @@ void run_predict(const PredictOptions& o) {
     log::info("predict: ", target, ": outputs in ", target_dir.string());
   }
 }
-
-#else
-void run_predict(const PredictOptions&) {
-  FC_THROW("predict: this build lacks the AlphaFold model (models/alphafold/alphafold.h)");
-}
-#endif
 
 }  // namespace foldcore::apps

@@ -5,17 +5,13 @@
 #include "apps/predict_command_model.h"
 #include "core/error.h"
 
-#if __has_include("data_pipeline/feature_processing.h")
 #include "data_pipeline/feature_processing.h"
-#define FOLDCORE_PREDICT_HAVE_PROCESSING 1
-#endif
 
 namespace foldcore::apps {
 
 void process_features_to_npz(const data::FeatureDict& raw, const af2::Af2Config& config, int64_t num_iterations,
                              uint64_t seed, const std::string& npz_path) {
   FC_CHECK(num_iterations >= 1, "process_features: ", num_iterations, " iterations");
-#ifdef FOLDCORE_PREDICT_HAVE_PROCESSING
   data::FeatureProcessingConfig pc;
   pc.max_msa_clusters = config.max_msa_clusters;
   pc.max_extra_msa = config.max_extra_msa;
@@ -27,11 +23,6 @@ void process_features_to_npz(const data::FeatureDict& raw, const af2::Af2Config&
   // Single-sequence input (one MSA row): the processing's single-sequence mode.
   pc.single_sequence = raw.at("msa").shape.at(0) == 1;
   data::write_processed_features(npz_path, data::process_features(raw, pc));
-#else
-  (void)raw, (void)config, (void)seed, (void)npz_path;
-  FC_THROW("predict: this build lacks AlphaFold's feature processing (data_pipeline/feature_processing.h, "
-           "branch processing): cannot make model inputs");
-#endif
 }
 
 }  // namespace foldcore::apps

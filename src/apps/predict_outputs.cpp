@@ -16,7 +16,7 @@
 
 namespace foldcore::apps {
 namespace fs = std::filesystem;
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keys in AlphaFold's order
 
 namespace {
 

@@ -51,13 +51,6 @@ struct RunResult {
   std::string output;  // stdout + stderr
 };
 
-// True when this build's predict lacks the model or its feature processing (other branches,
-// merged separately): the end-to-end tests then skip, naming what is missing.
-std::string missing_component(const RunResult& r) {
-  const size_t at = r.output.find("this build lacks");
-  return at == std::string::npos ? "" : r.output.substr(at);
-}
-
 RunResult run_foldcore(const std::string& args, const fs::path& dir) {
   const fs::path log = dir / "run.log";
   const std::string cmd = foldcore_binary() + " predict " + args + " > " + log.string() + " 2>&1";
@@ -275,7 +268,6 @@ TEST(Predict, TinyRandomParamsTwoModelsSingleSequence) {
                                        out.string() + " --model_names model_1_ptm,model_2_ptm --random_params 7" +
                                        " --model_config " + tiny_config() + " --num_recycles 1",
                                    tmp.path());
-  if (!missing_component(r).empty()) GTEST_SKIP() << missing_component(r);
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("RANDOM PARAMETERS"), std::string::npos);
   check_target_outputs(out / "prot", kSeq, {"model_1_ptm", "model_2_ptm"}, true, true, 1);
@@ -301,7 +293,6 @@ TEST(Predict, PrecomputedMsasQuery73TinyModel) {
                                        " --use_precomputed_msas --random_params 1 --model_config " + tiny_config() +
                                        " --num_recycles 0 --ranking_by ptm",
                                    tmp.path());
-  if (!missing_component(r).empty()) GTEST_SKIP() << missing_component(r);
   ASSERT_EQ(r.rc, 0) << r.output;
   const json rank = json::parse(read_file(out / "query" / "ranking_debug.json"));
   EXPECT_TRUE(rank.contains("ptm"));
@@ -324,7 +315,6 @@ TEST(Predict, ReferenceParamsFromDataDir) {
                                        out.string() + " --data_dir " + (tmp.path() / "data").string() +
                                        " --num_recycles 1",
                                    tmp.path());
-  if (!missing_component(r).empty()) GTEST_SKIP() << missing_component(r);
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(r.output.find("RANDOM PARAMETERS"), std::string::npos);
   check_target_outputs(out / "ref", kSeq.substr(0, 16), {"model_1_ptm"}, false, true, 1);
@@ -337,7 +327,6 @@ TEST(Predict, BadInputsFailCleanly) {
   auto expect_failure = [&](const std::string& args, const std::string& names, const fs::path& target_dir) {
     const std::set<std::string> before = files_in(target_dir);
     const RunResult r = run_foldcore(args + " --output_dir " + out.string(), tmp.path());
-    if (!missing_component(r).empty()) return;  // the model-side checks need the model
     EXPECT_NE(r.rc, 0) << args << "\n" << r.output;
     EXPECT_NE(r.output.find("error"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(names), std::string::npos) << "error should name " << names << ":\n" << r.output;
@@ -468,17 +457,17 @@ ModelPrediction fake_model(const std::string& name, size_t n, float base, bool p
 }  // namespace
 
 TEST(PredictOutputs, JsonFormats) {
-  using namespace foldcore::apps;
-  const json c = json::parse(confidence_json({49.994f, 50.0f, 69.99f, 70.0f, 89.99f, 90.0f}));
+  namespace fa = foldcore::apps;
+  const json c = json::parse(fa::confidence_json({49.994f, 50.0f, 69.99f, 70.0f, 89.99f, 90.0f}));
   EXPECT_EQ(c["confidenceCategory"], json({"D", "L", "L", "M", "M", "H"}));
   EXPECT_EQ(c["residueNumber"], json({1, 2, 3, 4, 5, 6}));
   EXPECT_DOUBLE_EQ(c["confidenceScore"][0].get<double>(), 49.99);
   EXPECT_FALSE(c.contains("warning"));
-  const json p = json::parse(pae_json({0.04f, 1.26f, 2.0f, 31.75f}, 31.75f, "W"));
+  const json p = json::parse(fa::pae_json({0.04f, 1.26f, 2.0f, 31.75f}, 31.75f, "W"));
   EXPECT_EQ(p[0]["predicted_aligned_error"], json::parse("[[0.0,1.3],[2.0,31.8]]"));
   EXPECT_EQ(p[0]["warning"], "W");
-  EXPECT_THROW(pae_json({1, 2, 3}, 31.75f), foldcore::Error);
-  const std::vector<float> edges = distogram_bin_edges(64, 2.3125f, 21.6875f);
+  EXPECT_THROW(fa::pae_json({1, 2, 3}, 31.75f), foldcore::Error);
+  const std::vector<float> edges = fa::distogram_bin_edges(64, 2.3125f, 21.6875f);
   ASSERT_EQ(edges.size(), 63u);
   EXPECT_FLOAT_EQ(edges[1] - edges[0], 0.3125f);
   EXPECT_FLOAT_EQ(edges.back(), 21.6875f);
@@ -486,14 +475,14 @@ TEST(PredictOutputs, JsonFormats) {
   TargetOutputs t;
   t.sequence = "ACDEFG";
   t.models = {fake_model("m1", 6, 40, true), fake_model("m2", 6, 60, false), fake_model("m3", 6, 60, true)};
-  const json r = json::parse(ranking_debug_json(t));
+  const json r = json::parse(fa::ranking_debug_json(t));
   EXPECT_EQ(r["order"][0], "m2");  // equal mean pLDDT: input order kept
   EXPECT_EQ(r["order"][1], "m3");
   EXPECT_EQ(r["order"][2], "m1");
   t.ranking_by = "ptm";
-  EXPECT_THROW(ranking_debug_json(t), foldcore::Error);  // m2 has no pTM
+  EXPECT_THROW(fa::ranking_debug_json(t), foldcore::Error);  // m2 has no pTM
   t.models.erase(t.models.begin() + 1);
-  const json rp = json::parse(ranking_debug_json(t));
+  const json rp = json::parse(fa::ranking_debug_json(t));
   EXPECT_EQ(rp["order"], json({"m3", "m1"}));
   EXPECT_TRUE(rp.contains("ptm"));
 }
