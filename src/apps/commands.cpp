@@ -28,6 +28,7 @@ void register_commands(CLI::App& app) {
   add_features_command(app);
   add_msa_command(app);
   add_run_features_command(app);
+  add_predict_command(app);
 }
 
 }  // namespace foldcore::apps

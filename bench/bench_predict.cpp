@@ -1,0 +1,232 @@
+// AlphaFold2 inference cost per target on CPU: seconds and peak memory for N_res 64/128/256 with
+// one model (model_1_ptm widths, random parameters) and 3 recycles, plus the model's FLOP rate
+// as a fraction of the OpenBLAS sgemm peak measured in the same run.
+//
+//   bench_predict [--lengths 64,128,256] [--evoformer_blocks B] [--extra_msa_blocks E]
+//                 [--msa_rows S] [--recycles R]
+//
+// Full width (c_m 256, c_z 128, c_s 384, c_e 64); depth is reduced by default (2 Evoformer
+// blocks, 1 extra-MSA block: the full 48 take hours on 2 CPU cores) and reported in every line;
+// --evoformer_blocks 48 --extra_msa_blocks 4 is the real model. Inputs: a random sequence with a
+// synthetic MSA of S rows (15% substitutions, 10% gaps), processed by AlphaFold's inference
+// pipeline (data_pipeline/feature_processing.h), no templates (one masked template is computed).
+//
+// FLOPs are counted analytically (af2_flops below): 2·m·n·k for every matrix product of the
+// model — linear layers, attention logits and weighted sums, the triangle-multiplication
+// contractions, the outer-product mean — per module from the config's widths and the actual
+// S, E, T, N. Elementwise work (LayerNorm, softmax, gating, activations) is not counted, so the
+// rate is a lower bound on the work done. Peak memory: the process's peak resident set (VmHWM),
+// reset per target through /proc/self/clear_refs.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "autograd/param_store.h"
+#include "bench/bench_util.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "kernels/gemm.h"
+#include "models/alphafold/config.h"
+
+#include "data_pipeline/feature_processing.h"
+#include "models/alphafold/alphafold.h"
+#include "models/alphafold/features.h"
+
+namespace {
+using namespace foldcore;
+
+struct Args {
+  std::vector<int64_t> lengths{64, 128, 256};
+  int64_t evoformer_blocks = 2, extra_msa_blocks = 1, msa_rows = 128, recycles = 3;
+};
+
+// Matrix-product FLOPs of one Evoformer-style block on an [S, N] MSA and [N, N] pair.
+double block_flops(const af2::EvoformerBlockConfig& c, double S, double N) {
+  const double cm = static_cast<double>(c.c_m), cz = static_cast<double>(c.c_z);
+  auto att = [](const af2::AttentionConfig& a) { return static_cast<double>(a.num_head * a.head_dim); };
+  const double hr = att(c.msa_row), hc = att(c.msa_column), ht = att(c.tri_att);
+  double f = 0;
+  // MSA row attention with pair bias: q, k, v, gate and output projections; bias from z; QKᵀ, AV.
+  f += 2 * S * N * cm * hr * 5 + 2 * N * N * cz * c.msa_row.num_head + 2 * 2 * S * N * N * hr;
+  if (c.global_column_attention) {
+    // Global column attention: q, gate, out at full size; k and v single-head; logits/AV per head over S.
+    const double d = static_cast<double>(c.msa_column.head_dim);
+    f += 2 * S * N * cm * hc * 3 + 2 * 2 * S * N * cm * d + 2 * 2 * N * S * hc;
+  } else {
+    f += 2 * S * N * cm * hc * 5 + 2 * 2 * N * S * S * hc;
+  }
+  f += 2 * 2 * S * N * cm * cm * c.msa_transition_factor;  // MSA transition
+  const double co = static_cast<double>(c.opm_channels);
+  f += 2 * 2 * S * N * cm * co + 2 * N * N * S * co * co + 2 * N * N * co * co * cz;  // outer product mean
+  const double cmul = static_cast<double>(c.tri_mul_channels);
+  // Triangle multiplications (outgoing, incoming): a/b projections + gates, output gate, the
+  // k-contraction, output projection.
+  f += 2 * (4 * 2 * N * N * cz * cmul + 2 * N * N * cz * cz + 2 * N * N * N * cmul + 2 * N * N * cmul * cz);
+  // Triangle attentions (starting, ending node): q, k, v, gate, out; bias; logits and AV over N.
+  f += 2 * (2 * N * N * cz * ht * 5 + 2 * N * N * cz * c.tri_att.num_head + 2 * 2 * N * N * N * ht);
+  f += 2 * 2 * N * N * cz * cz * c.pair_transition_factor;  // pair transition
+  return f;
+}
+
+// One recycling iteration of the model.
+double af2_flops(const af2::Af2Config& c, double S, double E, double T, double N) {
+  double f = 0;
+  // Embedders: target/msa feature linears, relpos, recycling (dgram + LayerNorms), extra-MSA linear.
+  f += 2 * N * c.target_feat_dim * (c.c_m + 2 * c.c_z) + 2 * S * N * c.msa_feat_dim * c.c_m;
+  f += 2 * N * N * (2 * c.max_relative_feature + 1) * c.c_z + 2 * N * N * c.recycle_num_bins * c.c_z;
+  f += 2 * E * N * 25 * c.c_e;
+  // Template stack (per template: pair embedding linear, pair blocks, pointwise attention).
+  const auto& t = c.templates;
+  if (t.enabled) {
+    const double ct = static_cast<double>(t.c_t), cmul = static_cast<double>(t.tri_mul_channels);
+    const double ht = static_cast<double>(t.tri_att.num_head * t.tri_att.head_dim);
+    const double per_block = 2 * (4 * 2 * N * N * ct * cmul + 2 * N * N * ct * ct + 2 * N * N * N * cmul +
+                                  2 * N * N * cmul * ct) +
+                             2 * (2 * N * N * ct * ht * 5 + 2 * 2 * N * N * N * ht) +
+                             2 * 2 * N * N * ct * ct * t.pair_transition_factor;
+    const double hp = static_cast<double>(t.pointwise_att.num_head * t.pointwise_att.head_dim);
+    f += T * (2 * N * N * 88 * ct + t.num_pair_blocks * per_block) + 2 * N * N * (c.c_z * hp * 2 + ct * hp * 2) +
+         2 * 2 * N * N * T * hp;
+    if (t.embed_torsion_angles) f += 2 * T * N * (57 * c.c_m + c.c_m * c.c_m);
+  }
+  f += c.num_extra_msa_blocks * block_flops(c.extra_msa, E, N);
+  f += c.num_evoformer_blocks * block_flops(c.evoformer, S + (t.enabled && t.embed_torsion_angles ? T : 0), N);
+  // Single projection, structure module (IPA layers: projections, logits/AV incl. pair terms,
+  // transitions), heads (distogram, pLDDT, PAE, masked MSA, experimentally resolved).
+  const auto& s = c.structure;
+  const double cs = static_cast<double>(c.c_s), H = static_cast<double>(s.num_head);
+  const double qk = s.num_scalar_qk + 3.0 * s.num_point_qk, v = s.num_scalar_v + 3.0 * s.num_point_v;
+  const double ipa = 2 * N * cs * H * (2 * qk + v + s.num_scalar_qk) + 2 * N * N * c.c_z * H +
+                     2 * N * N * H * qk + 2 * N * N * H * (v + c.c_z) + 2 * N * H * (v + 3 * s.num_point_v + c.c_z) * cs;
+  f += 2 * N * c.c_m * cs + s.num_layers * (ipa + 2 * N * cs * cs * s.num_transition_layers);
+  f += 2 * N * N * c.c_z * (c.heads.distogram_bins + (c.heads.ptm ? c.heads.pae_bins : 0)) +
+       2 * S * N * c.c_m * c.heads.masked_msa_outputs + 2 * N * cs * c.heads.lddt_channels * 2;
+  return f;
+}
+
+// Peak resident set (bytes) since the last reset.
+size_t peak_rss() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+double sgemm_peak_gflops() {
+  constexpr int64_t n = 1024;
+  Generator g(1);
+  const Tensor a = randn({n, n}, g), b = randn({n, n}, g), c = Tensor::empty({n, n}, DType::f32);
+  const double ms = bench::time_ms(Device::cpu(), [&] { ops::gemm(a, b, c); }, 1, 5);
+  return 2.0 * n * n * n / (ms * 1e-3) / 1e9;
+}
+
+// Raw features of a random query with a synthetic MSA (row 0 = the query).
+data::FeatureDict synthetic_raw(int64_t n, int64_t rows, std::mt19937& g) {
+  const std::string letters = "ARNDCQEGHILKMFPSTWYV";
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  auto pick = [&](int64_t k) { return static_cast<size_t>(std::min<int64_t>(k - 1, static_cast<int64_t>(unit(g) * k))); };
+  std::string query;
+  for (int64_t i = 0; i < n; ++i) query += letters[pick(20)];
+  data::Msa msa;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::string s = query;
+    if (r > 0)
+      for (char& ch : s) {
+        const float u = unit(g);
+        if (u < 0.10f) ch = '-';
+        else if (u < 0.25f) ch = letters[pick(20)];
+      }
+    msa.sequences.push_back(s);
+    msa.deletion_matrix.emplace_back(n, 0);
+    msa.descriptions.push_back("row" + std::to_string(r));
+  }
+  data::FeatureDict f = data::make_sequence_features(query, "bench");
+  f.update(data::make_msa_features({&msa}));
+  f.update(data::empty_template_features(n));
+  return f;
+}
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(std::stoll(item));
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--lengths") args.lengths = parse_list(v);
+    else if (k == "--evoformer_blocks") args.evoformer_blocks = std::stoll(v);
+    else if (k == "--extra_msa_blocks") args.extra_msa_blocks = std::stoll(v);
+    else if (k == "--msa_rows") args.msa_rows = std::stoll(v);
+    else if (k == "--recycles") args.recycles = std::stoll(v);
+    else {
+      std::fprintf(stderr, "bench_predict: unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  const double peak = sgemm_peak_gflops();
+  bench::JsonLine().str("bench", "predict").str("case", "sgemm_peak").str("device", "cpu").num("gflops", peak).print();
+  af2::Af2Config config;  // model_1_ptm widths
+  config.num_evoformer_blocks = args.evoformer_blocks;
+  config.num_extra_msa_blocks = args.extra_msa_blocks;
+  config.num_recycles = args.recycles;
+  std::mt19937 g(42);
+  for (const int64_t n : args.lengths) {
+    data::FeatureProcessingConfig pc;
+    pc.num_recycles = static_cast<int>(args.recycles);
+    pc.max_templates = config.templates.max_templates;
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("bench_predict_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".npz"))
+                                 .string();
+    data::write_processed_features(path, data::process_features(synthetic_raw(n, args.msa_rows, g), pc));
+    const af2::Af2Features features = af2::Af2Features::read_npz(path);
+    std::filesystem::remove(path);
+    const af2::Af2Batch b0 = features.iteration(0);
+
+    reset_peak_rss();
+    autograd::ParamStore params(Device::cpu());
+    Generator init(7);
+    af2::AlphaFold model(nn::Scope{&params, &init, nullptr, ""}, config);
+    model.train(false);
+    params.finalize();
+    WallTimer timer;
+    const af2::Af2Outputs out = model.predict(features, args.recycles, Device::cpu());
+    const double seconds = timer.seconds();
+    const double flops = (args.recycles + 1) * af2_flops(config, static_cast<double>(b0.num_msa()),
+                                                         static_cast<double>(b0.num_extra_msa()),
+                                                         static_cast<double>(std::max<int64_t>(1, b0.num_templates())),
+                                                         static_cast<double>(n));
+    bench::JsonLine()
+        .str("bench", "predict")
+        .str("case", "model_1_ptm_random")
+        .str("device", "cpu")
+        .integer("n_res", n)
+        .integer("msa_rows", b0.num_msa())
+        .integer("extra_msa_rows", b0.num_extra_msa())
+        .integer("evoformer_blocks", config.num_evoformer_blocks)
+        .integer("extra_msa_blocks", config.num_extra_msa_blocks)
+        .integer("recycles", args.recycles)
+        .num("seconds", seconds)
+        .num("peak_rss_mib", static_cast<double>(peak_rss()) / (1 << 20))
+        .num("model_gflop", flops / 1e9)
+        .num("gflops", flops / seconds / 1e9)
+        .num("fraction_of_sgemm_peak", flops / seconds / 1e9 / peak)
+        .integer("outputs", static_cast<long long>(out.size()))
+        .print();
+  }
+  return 0;
+}

@@ -1,0 +1,105 @@
+// `foldcore predict`: FASTA → AlphaFold2 structure predictions, following run_alphafold.py.
+//
+//   foldcore predict --fasta_paths a.fasta,b.fasta --output_dir O --data_dir D
+//       [--model_names model_1_ptm,…] [--use_precomputed_msas] [--num_recycles N]
+//       [--random_seed S] [--device cpu|cuda:0] [--precision fp32|bf16] [--chunk_size C]
+//       [--benchmark] [--random_params SEED] [--ranking_by plddt|ptm] [--model_config F.yaml]
+//
+// Per FASTA (one protein chain; target name = file stem; output folder O/<target>, skipped when
+// it holds a `done` marker):
+//   1. raw features (data_pipeline/features.h): with --use_precomputed_msas from AlphaFold's
+//      alignment files in O/<target>/msas/ (the search itself is `foldcore msa`), otherwise
+//      single-sequence mode (the query as the only MSA row, no templates);
+//   2. per model: processed features (AlphaFold's inference input pipeline, seeded with
+//      random_seed + model index), then the model (parameters from D/params/params_<model>.npz,
+//      or random ones with --random_params: loud warnings everywhere), num_recycles recycles;
+//   3. outputs (predict_outputs.h), written only when every model has run.
+// Loaded models are kept and reused across FASTA files. Every input is checked before any
+// output is written; a failure leaves the target folder as it was.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/commands.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#if defined(FOLDCORE_HAVE_DATA)
+#include "apps/predict_command_model.h"
+#endif
+
+namespace foldcore::apps {
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand(
+      "predict", "Predict structures with AlphaFold2 from FASTA files (AlphaFold's output layout and formats)");
+  struct Args {
+    std::string fasta_paths, output_dir, data_dir, model_names = "model_1_ptm", device = "cpu", precision = "fp32";
+    std::string ranking_by = "plddt", model_config;
+    bool use_precomputed_msas = false, benchmark = false;
+    int64_t num_recycles = 3, chunk_size = 0, random_seed = 0;
+    int64_t random_params = -1;
+  };
+  auto a = std::make_shared<Args>();
+  sub->add_option("--fasta_paths", a->fasta_paths, "comma-separated FASTA files, one protein chain each")->required();
+  sub->add_option("--output_dir", a->output_dir, "output folder (one sub-folder per FASTA file stem)")->required();
+  sub->add_option("--data_dir", a->data_dir, "folder holding params/params_<model>.npz");
+  sub->add_option("--model_names", a->model_names, "comma-separated model names (default model_1_ptm)");
+  sub->add_flag("--use_precomputed_msas", a->use_precomputed_msas,
+                "read alignments from <output_dir>/<target>/msas/ (AlphaFold's file names); without it the "
+                "prediction runs in single-sequence mode");
+  sub->add_option("--num_recycles", a->num_recycles, "recycling iterations (default 3)");
+  sub->add_option("--random_seed", a->random_seed, "seed of the feature processing (MSA sampling, masking)");
+  sub->add_option("--device", a->device, "cpu or cuda:<i>");
+  sub->add_option("--precision", a->precision, "fp32 or bf16");
+  sub->add_option("--chunk_size", a->chunk_size, "attention/transition chunk size (0: no chunking)");
+  sub->add_flag("--benchmark", a->benchmark, "run each model twice and report the second run's time");
+  sub->add_option("--random_params", a->random_params,
+                  "use randomly initialised parameters with this seed instead of params files (NOT a real "
+                  "prediction; every output says so)");
+  sub->add_option("--ranking_by", a->ranking_by, "plddt (mean pLDDT, AlphaFold's monomer ranking) or ptm");
+  sub->add_option("--model_config", a->model_config,
+                  "model architecture YAML for every model (default: configs/model/<model>.yaml, or inferred "
+                  "from the params file)");
+  set_action(sub, [a]() -> int {
+#if defined(FOLDCORE_HAVE_DATA)
+    PredictOptions o;
+    o.fasta_paths = split_commas(a->fasta_paths);
+    o.output_dir = a->output_dir;
+    o.data_dir = a->data_dir;
+    o.model_names = split_commas(a->model_names);
+    o.use_precomputed_msas = a->use_precomputed_msas;
+    o.num_recycles = a->num_recycles;
+    o.random_seed = a->random_seed;
+    o.device = Device::parse(a->device);
+    o.precision = a->precision;
+    o.chunk_size = a->chunk_size;
+    o.benchmark = a->benchmark;
+    o.random_params = a->random_params >= 0;
+    o.random_params_seed = static_cast<uint64_t>(a->random_params < 0 ? 0 : a->random_params);
+    o.ranking_by = a->ranking_by;
+    o.model_config = a->model_config;
+    run_predict(o);
+    return 0;
+#else
+    FC_THROW("this foldcore was built without the data pipeline (zlib), which `predict` needs");
+#endif
+  });
+}
+
+}  // namespace foldcore::apps

@@ -1,0 +1,286 @@
+#include "apps/predict_command_model.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "apps/predict_outputs.h"
+#include "autograd/param_store.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/random.h"
+#include "core/timer.h"
+#include "data_pipeline/fasta.h"
+#include "models/alphafold/alphafold.h"
+#include "models/alphafold/alphafold_params.h"
+#include "models/alphafold/features.h"
+#include "models/alphafold/param_table.h"
+
+#ifdef FOLDCORE_HAVE_YAML
+#include "models/alphafold/config_yaml.h"
+#endif
+
+namespace foldcore::apps {
+namespace fs = std::filesystem;
+
+std::string random_params_warning(uint64_t seed) {
+  return "RANDOM PARAMETERS (--random_params " + std::to_string(seed) +
+         "): this is NOT a real structure prediction; coordinates and confidences are meaningless";
+}
+
+TargetFeatures target_features(const std::string& fasta_path, const std::string& msa_dir, bool use_precomputed_msas) {
+  TargetFeatures t;
+  t.target = fs::path(fasta_path).stem().string();
+  FC_CHECK(!t.target.empty(), fasta_path, ": cannot derive a target name from the file name");
+  data::FastaOptions fo;
+  fo.alphabet = data::Alphabet::kProtein;
+  fo.uppercase = true;
+  const std::vector<data::FastaRecord> records = data::read_fasta(fasta_path, fo);
+  FC_CHECK(records.size() == 1, fasta_path, ": expected exactly one sequence (single-chain prediction), found ",
+           records.size());
+  FC_CHECK(!records[0].sequence.empty(), fasta_path, ": the sequence is empty");
+  t.description = records[0].description;
+  t.sequence = records[0].sequence;
+  if (use_precomputed_msas) {
+    FC_CHECK(fs::is_directory(msa_dir), fasta_path, ": --use_precomputed_msas, but the alignment folder ", msa_dir,
+             " does not exist (run `foldcore msa` first)");
+    data::MonomerPipelineOptions o;
+    o.fasta_path = fasta_path;
+    o.msa_dir = msa_dir;
+    t.raw = data::run_monomer_pipeline(o).features;
+  } else {
+    // Single-sequence mode: the query is the only MSA row, no templates.
+    t.raw = data::make_sequence_features(t.sequence, t.description);
+    data::Msa query;
+    query.sequences = {t.sequence};
+    query.deletion_matrix = {std::vector<int>(t.sequence.size(), 0)};
+    query.descriptions = {t.description};
+    t.raw.update(data::make_msa_features({&query}));
+    t.raw.update(data::empty_template_features(static_cast<int64_t>(t.sequence.size())));
+  }
+  return t;
+}
+
+namespace {
+
+// Removes a file when it goes out of scope (temporary feature files).
+struct TempFile {
+  std::string path;
+  ~TempFile() {
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
+};
+
+std::string find_preset(const std::string& model_name) {
+  std::vector<fs::path> roots;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots = {exe.parent_path().parent_path(), exe.parent_path()};
+  roots.push_back(fs::current_path());
+  for (const fs::path& r : roots) {
+    const fs::path p = r / "configs" / "model" / (model_name + ".yaml");
+    if (fs::is_regular_file(p)) return p.string();
+  }
+  return "";
+}
+
+af2::Af2Config load_config_file(const std::string& path) {
+#ifdef FOLDCORE_HAVE_YAML
+  return af2::load_af2_config(path);
+#else
+  FC_THROW(path, ": reading model configs needs yaml-cpp, which this build lacks");
+#endif
+}
+
+// An AlphaFold model with its parameter storage; kept for every target.
+struct LoadedModel {
+  explicit LoadedModel(Device device, uint64_t seed) : params(device), init_rng(seed) {}
+  std::string name, params_path;
+  af2::Af2Config config;
+  autograd::ParamStore params;
+  Generator init_rng;
+  std::unique_ptr<af2::AlphaFold> model;
+};
+
+std::unique_ptr<LoadedModel> load_model(const std::string& name, const PredictOptions& o) {
+  auto m = std::make_unique<LoadedModel>(o.device, o.random_params_seed);
+  m->name = name;
+  const std::string preset = o.model_config.empty() ? find_preset(name) : o.model_config;
+  if (o.random_params) {
+    FC_CHECK(!preset.empty(), "model ", name, ": --random_params needs an architecture: no configs/model/", name,
+             ".yaml found; pass --model_config");
+    m->config = load_config_file(preset);
+  } else {
+    FC_CHECK(!o.data_dir.empty(), "--data_dir is required unless --random_params is given");
+    m->params_path = (fs::path(o.data_dir) / "params" / ("params_" + name + ".npz")).string();
+    FC_CHECK(fs::is_regular_file(m->params_path), "model ", name, ": parameter file ", m->params_path,
+             " not found (download AlphaFold's parameters into <data_dir>/params/)");
+    // The architecture (widths, depths, heads) comes from the file's array shapes; a preset fills
+    // in what shapes cannot tell (dropout, bins).
+    const af2::Af2Config base = o.model_config.empty() || preset.empty() ? af2::Af2Config{} : load_config_file(preset);
+    try {
+      m->config = af2::infer_af2_config(m->params_path, base);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      if (what.find(m->params_path) != std::string::npos) throw;
+      FC_THROW(m->params_path, ": ", what);
+    }
+  }
+  m->config.preset = name;
+  m->config.num_recycles = o.num_recycles;
+  m->config.chunk_size = o.chunk_size;
+  m->config.precision = o.precision;
+  af2::validate_af2_config(m->config);
+
+  m->model = std::make_unique<af2::AlphaFold>(nn::Scope{&m->params, &m->init_rng, nullptr, ""}, m->config);
+  m->model->train(false);
+  m->params.finalize();
+  if (!o.random_params) {
+    af2::Af2ParamTable table;
+    m->model->add_af2_params(table);
+    try {
+      af2::load_af2_params(table, m->params_path);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      if (what.find(m->params_path) != std::string::npos) throw;
+      FC_THROW(m->params_path, ": ", what);
+    }
+  }
+  log::info("predict: loaded ", name, " (", m->config.num_evoformer_blocks, " Evoformer blocks, ",
+            m->params.num_elements(), " parameters", o.random_params ? ", RANDOM" : "", ")");
+  return m;
+}
+
+const Tensor* find_output(const af2::Af2Outputs& outs, const std::string& name) {
+  for (const auto& [k, t] : outs)
+    if (k == name) return &t;
+  return nullptr;
+}
+
+const Tensor& get_output(const af2::Af2Outputs& outs, const std::string& name) {
+  const Tensor* t = find_output(outs, name);
+  FC_CHECK(t != nullptr, "predict: the model returned no '", name, "'");
+  return *t;
+}
+
+// Model outputs → what the output writers need, with AlphaFold's result-file names.
+ModelPrediction to_prediction(const std::string& name, const af2::Af2Config& config, const af2::Af2Outputs& outs,
+                              const af2::Af2Batch& batch, uint64_t seed) {
+  ModelPrediction p;
+  p.model_name = name;
+  p.plddt = get_output(outs, "plddt").contiguous().to_vector();
+  p.final_atom_positions = get_output(outs, "final_atom_positions").contiguous().to_vector();
+  p.final_atom_mask = get_output(outs, "final_atom_mask").contiguous().to_vector();
+  auto add = [&](const std::string& as, const Tensor& t) { p.result_arrays.emplace_back(as, data::NpyArray::from_tensor(t)); };
+  add("plddt", get_output(outs, "plddt"));
+  add("predicted_lddt_logits", get_output(outs, "lddt_logits"));
+  add("final_atom_positions", get_output(outs, "final_atom_positions"));
+  add("final_atom_mask", get_output(outs, "final_atom_mask"));
+  add("distogram_logits", get_output(outs, "distogram_logits"));
+  p.result_arrays.emplace_back(
+      "distogram_bin_edges",
+      data::NpyArray::from_f32(distogram_bin_edges(config.heads.distogram_bins, config.heads.distogram_first_break,
+                                                   config.heads.distogram_last_break),
+                               {config.heads.distogram_bins - 1}));
+  add("masked_msa_logits", get_output(outs, "masked_msa_logits"));
+  add("experimentally_resolved_logits", get_output(outs, "experimentally_resolved_logits"));
+  if (const Tensor* pae = find_output(outs, "predicted_aligned_error")) {
+    p.predicted_aligned_error = pae->contiguous().to_vector();
+    p.max_predicted_aligned_error = get_output(outs, "max_predicted_aligned_error").item();
+    p.ptm = get_output(outs, "ptm_score").item();
+    add("predicted_aligned_error", *pae);
+    add("max_predicted_aligned_error", get_output(outs, "max_predicted_aligned_error"));
+    add("aligned_confidence_probs", get_output(outs, "aligned_confidence_probs"));
+    add("ptm", get_output(outs, "ptm_score"));
+  }
+  p.result_arrays.emplace_back("ranking_confidence",
+                               data::NpyArray::from_f32({static_cast<float>(p.mean_plddt())}, {}));
+  add("aatype", batch.aatype);
+  add("residue_index", batch.residue_index);
+  add("num_recycles", get_output(outs, "num_recycles"));
+  p.result_arrays.emplace_back("random_seed", data::NpyArray::from_i32({static_cast<int32_t>(seed)}, {}));
+  return p;
+}
+
+}  // namespace
+
+void run_predict(const PredictOptions& o) {
+  FC_CHECK(!o.fasta_paths.empty(), "--fasta_paths: no FASTA file given");
+  FC_CHECK(!o.model_names.empty(), "--model_names: no model given");
+  FC_CHECK(o.num_recycles >= 0, "--num_recycles must be >= 0, got ", o.num_recycles);
+  FC_CHECK(o.chunk_size >= 0, "--chunk_size must be >= 0, got ", o.chunk_size);
+  FC_CHECK(o.precision == "fp32" || o.precision == "bf16", "--precision must be fp32 or bf16, got '", o.precision, "'");
+  FC_CHECK(o.ranking_by == "plddt" || o.ranking_by == "ptm", "--ranking_by must be plddt or ptm, got '",
+           o.ranking_by, "'");
+  std::map<std::string, int> stems;
+  for (const std::string& f : o.fasta_paths) {
+    FC_CHECK(fs::is_regular_file(f), f, ": FASTA file not found");
+    FC_CHECK(++stems[fs::path(f).stem().string()] == 1, f, ": another FASTA file has the same name (stem) ",
+             fs::path(f).stem().string(), "; output folders would collide");
+  }
+  const std::string warning = o.random_params ? random_params_warning(o.random_params_seed) : "";
+  if (o.random_params)
+    for (int i = 0; i < 3; ++i) log::warn("predict: ", warning);
+
+  std::map<std::string, std::unique_ptr<LoadedModel>> models;
+  for (const std::string& fasta : o.fasta_paths) {
+    const std::string target = fs::path(fasta).stem().string();
+    const fs::path target_dir = fs::path(o.output_dir) / target;
+    if (fs::exists(target_dir / "done")) {
+      log::info("predict: ", target, ": ", (target_dir / "done").string(), " exists, skipping");
+      continue;
+    }
+    TargetOutputs out;
+    out.target = target;
+    out.ranking_by = o.ranking_by;
+    out.warning = warning;
+    WallTimer timer;
+    const TargetFeatures tf = target_features(fasta, (target_dir / "msas").string(), o.use_precomputed_msas);
+    out.timings.emplace_back("features", timer.seconds());
+    out.sequence = tf.sequence;
+    const data::NpyArray& msa = tf.raw.at("msa");
+    out.msa_rows = msa.shape.at(0);
+    const int32_t* codes = msa.as<int32_t>();
+    out.msa.assign(codes, codes + msa.numel());
+    log::info("predict: ", target, ": ", tf.sequence.size(), " residues, ", out.msa_rows, " MSA rows");
+
+    for (size_t mi = 0; mi < o.model_names.size(); ++mi) {
+      const std::string& name = o.model_names[mi];
+      if (!models.count(name)) models[name] = load_model(name, o);
+      const LoadedModel& m = *models[name];
+      // AlphaFold seeds each model's feature processing differently (random_seed + model index).
+      const uint64_t seed = static_cast<uint64_t>(o.random_seed) + mi;
+      timer.reset();
+      TempFile processed{(fs::temp_directory_path() / ("foldcore_predict_" + std::to_string(::getpid()) + "_" +
+                                                        target + "_" + name + ".npz"))
+                             .string()};
+      process_features_to_npz(tf.raw, m.config, o.num_recycles + 1, seed, processed.path);
+      const af2::Af2Features features = af2::Af2Features::read_npz(processed.path);
+      out.timings.emplace_back("process_features_" + name, timer.seconds());
+
+      timer.reset();
+      af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device);
+      out.timings.emplace_back("predict_and_compile_" + name, timer.seconds());
+      if (o.benchmark) {
+        timer.reset();
+        outs = m.model->predict(features, o.num_recycles, o.device);
+        out.timings.emplace_back("predict_benchmark_" + name, timer.seconds());
+      }
+      out.models.push_back(to_prediction(name, m.config, outs, features.iteration(0), seed));
+      log::info("predict: ", target, " ", name, ": mean pLDDT ", out.models.back().mean_plddt(),
+                std::isnan(out.models.back().ptm) ? "" : ", pTM " + std::to_string(out.models.back().ptm), " (",
+                out.timings.back().second, " s)");
+    }
+    std::error_code ec;
+    fs::create_directories(target_dir, ec);
+    FC_CHECK(!ec, target_dir.string(), ": cannot create the output folder: ", ec.message());
+    write_target_outputs(target_dir.string(), out);
+    log::info("predict: ", target, ": outputs in ", target_dir.string());
+  }
+}
+
+}  // namespace foldcore::apps
