@@ -34,15 +34,15 @@ BertPackPlan pack_bert_sequences(const std::vector<int>& lengths, const std::vec
     FC_CHECK(!budget || pr <= o.max_predictions, "pack_bert_sequences: sequence ", s, " has ", pr,
              " predictions, more than the row budget ", o.max_predictions);
     int64_t row = -1;
-    for (auto it = open.lower_bound(len); it != open.end() && row < 0; ++it) {
+    for (auto it = open.lower_bound(len); it != open.end() && row < 0;) {
       std::vector<int64_t>& bucket = it->second;
       for (size_t k = 0; k < bucket.size(); ++k) {
         if (budget && preds[static_cast<size_t>(bucket[k])] + pr > o.max_predictions) continue;
         row = bucket[k];
         bucket.erase(bucket.begin() + static_cast<std::ptrdiff_t>(k));
-        if (bucket.empty()) open.erase(it);
         break;
       }
+      it = bucket.empty() ? open.erase(it) : std::next(it);
     }
     if (row < 0) {
       row = static_cast<int64_t>(plan.size());
