@@ -27,6 +27,7 @@ void register_commands(CLI::App& app) {
   add_check_command(app);
   add_features_command(app);
   add_msa_command(app);
+  add_bert_command(app);
 }
 
 }  // namespace foldcore::apps
