@@ -53,11 +53,15 @@ class DocumentSource {
   BertGrammar grammar_;
 };
 
-// BERT's truncate_seq_pair: drop one token at a time from the longer side, front or back at random.
-void truncate_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, int max_tokens, BertRng& rng) {
+// BERT's truncate_seq_pair: drop one token at a time from the longer side, front or back at
+// random. The learnable kind drops only at the outer ends (A's front, B's back), so the A/B
+// boundary that carries the next-sentence signal stays intact.
+void truncate_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, int max_tokens, bool outer_only, BertRng& rng) {
   while (static_cast<int>(a.size() + b.size()) > max_tokens) {
-    std::vector<int32_t>& t = a.size() > b.size() ? a : b;
-    if (rng.uniform() < 0.5)
+    const bool is_a = a.size() > b.size();
+    std::vector<int32_t>& t = is_a ? a : b;
+    const bool front = outer_only ? is_a : rng.uniform() < 0.5;
+    if (front)
       t.erase(t.begin());
     else
       t.pop_back();
@@ -126,7 +130,7 @@ BertExamples generate_bert_examples(const BertCorpusOptions& o, int64_t num, int
   FC_CHECK(o.seq_len >= 8 && o.max_predictions >= 1 && o.max_predictions < o.seq_len, "BERT corpus: bad geometry L=",
            o.seq_len, " P=", o.max_predictions);
   FC_CHECK(o.vocab_size > 1000 || o.kind == BertCorpusKind::learnable, "BERT corpus: kind random needs vocab_size > 1000");
-  FC_CHECK(o.min_doc_sentences >= 1 && o.max_doc_sentences >= o.min_doc_sentences && o.min_sentence_len >= 1 &&
+  FC_CHECK(o.min_doc_sentences >= 1 && o.max_doc_sentences >= o.min_doc_sentences && o.min_sentence_len >= 2 &&
                o.max_sentence_len >= o.min_sentence_len,
            "BERT corpus: bad document shape options");
   const uint64_t stream = bert_mix_seed(o.seed, o.eval ? 0xE7A1ull : 0x7EA1ull, static_cast<uint64_t>(shard));
@@ -153,8 +157,15 @@ BertExamples generate_bert_examples(const BertCorpusOptions& o, int64_t num, int
       const size_t a_end = chunk.size() >= 2 ? static_cast<size_t>(uniform_int(rng, 1, static_cast<int>(chunk.size()) - 1)) : 1;
       std::vector<int32_t> a, b;
       for (size_t k = 0; k < a_end; ++k) a.insert(a.end(), chunk[k]->begin(), chunk[k]->end());
-      const bool random_next = chunk.size() == 1 || rng.uniform() < 0.5;
-      if (random_next) {
+      const bool random_next = rng.uniform() < 0.5;
+      if (!random_next && chunk.size() == 1) {
+        // BERT forces NotNext here, which biases the labels towards NotNext (≈45% IsNext in our
+        // corpora); we split the one sentence at a random token instead: A and B are still
+        // consecutive text, and the labels are 50/50.
+        const auto cut = static_cast<std::ptrdiff_t>(uniform_int(rng, 1, static_cast<int>(a.size()) - 1));
+        b.assign(a.begin() + cut, a.end());
+        a.resize(static_cast<size_t>(cut));
+      } else if (random_next) {
         const int target_b = std::max(1, target - static_cast<int>(a.size()));
         int other = current;
         while (other == current) other = static_cast<int>(rng.below(kPool));
@@ -165,7 +176,7 @@ BertExamples generate_bert_examples(const BertCorpusOptions& o, int64_t num, int
       } else {
         for (size_t k = a_end; k < chunk.size(); ++k) b.insert(b.end(), chunk[k]->begin(), chunk[k]->end());
       }
-      truncate_pair(a, b, max_tokens, rng);
+      truncate_pair(a, b, max_tokens, o.kind == BertCorpusKind::learnable, rng);
       emit_instance(o, a, b, random_next, rng, ex, row++);
       chunk.clear();
       chunk_len = 0;

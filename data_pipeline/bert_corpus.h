@@ -4,9 +4,11 @@
 // Both kinds go through BERT's own instance builder (create_pretraining_data.py,
 // create_instances_from_document): documents are lists of sentences; an instance takes sentences
 // until a target length (L-3, or with probability 0.1 a shorter uniform one), splits them at a
-// random sentence boundary into A and B, and with probability 1/2 (always when the chunk has one
-// sentence) replaces B by sentences from a random other document (NotNext, label 1); the pair
-// is truncated to L-3 by dropping tokens from the longer side's front or back at random. Then
+// random sentence boundary into A and B, and with probability 1/2 replaces B by sentences from a
+// random other document (NotNext, label 1); the pair is truncated to L-3 by dropping tokens from
+// the longer side's front or back at random. Two deviations from BERT: a one-sentence chunk drawn
+// as IsNext is split inside the sentence (BERT makes it NotNext, biasing the labels), and the
+// learnable kind truncates only at the outer ends (keeping the A/B boundary intact). Then
 // [CLS]=101 A [SEP]=102 B [SEP]; 15% of the non-special tokens (at least 1, at most P) are chosen
 // for prediction, of which 80% become [MASK]=103, 10% a random id, 10% stay; positions sorted.
 // Documents ending mid-target give BERT's natural spread of sequence lengths (what packing

@@ -71,6 +71,15 @@ BertShardInfo inspect_bert_shard(const std::string& path);
 BertExamples read_bert_shard(const std::string& path);
 // Writes a shard in MLPerf's layout through `path`.tmp + rename (a failure leaves no file).
 void write_bert_shard(const std::string& path, const BertExamples& ex);
+// Writes every dataset with one stored type: "int8", "int16", "int32", "int64", "uint16" (the
+// widths of other converters' files) or "float32" (a foreign file). For tests of the reader, and
+// for consumers that want uniform widths: `omit` leaves that dataset out, `widen` gives it one
+// more column (zeros). No validation, no temp file.
+struct BertRawShardOptions {
+  std::string dtype = "int32";
+  std::string omit, widen;
+};
+void write_bert_shard_raw(const std::string& path, const BertExamples& ex, const BertRawShardOptions& options);
 
 // ---------------------------------------------------------------- files, shuffling, sharding
 

@@ -233,4 +233,42 @@ void write_bert_shard(const std::string& path, const BertExamples& ex) {
   }
 }
 
+void write_bert_shard_raw(const std::string& path, const BertExamples& ex, const BertRawShardOptions& o) {
+  QuietHdf5 quiet;
+  hid_t type = -1;
+  if (o.dtype == "int8") type = H5T_STD_I8LE;
+  else if (o.dtype == "int16") type = H5T_STD_I16LE;
+  else if (o.dtype == "int32") type = H5T_STD_I32LE;
+  else if (o.dtype == "int64") type = H5T_STD_I64LE;
+  else if (o.dtype == "uint16") type = H5T_STD_U16LE;
+  else if (o.dtype == "float32") type = H5T_IEEE_F32LE;
+  else FC_THROW("write_bert_shard_raw: unknown dtype '", o.dtype, "'");
+  H5Handle file(check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "BERT shard: cannot create '",
+                         path, "'"),
+                H5Fclose);
+  const std::vector<int32_t>* src[] = {&ex.input_ids,           &ex.input_mask,    &ex.segment_ids,
+                                       &ex.masked_lm_positions, &ex.masked_lm_ids, &ex.next_sentence_labels};
+  for (size_t d = 0; d < std::size(kDatasets); ++d) {
+    const DatasetSpec& spec = kDatasets[d];
+    if (o.omit == spec.name) continue;
+    std::vector<hsize_t> dims = {static_cast<hsize_t>(ex.num)};
+    if (spec.width >= 0) dims.push_back(static_cast<hsize_t>(spec.width == 0 ? ex.seq_len : ex.max_predictions));
+    std::vector<int32_t> data = *src[d];
+    if (o.widen == spec.name) {  // one more zero column (or row, for the 1-D labels)
+      const hsize_t w = dims.back();
+      std::vector<int32_t> wide;
+      const hsize_t rows = dims.size() == 2 ? dims[0] : 1;
+      for (hsize_t r = 0; r < rows; ++r) {
+        wide.insert(wide.end(), data.begin() + static_cast<std::ptrdiff_t>(r * w),
+                    data.begin() + static_cast<std::ptrdiff_t>((r + 1) * w));
+        wide.push_back(0);
+      }
+      data = std::move(wide);
+      dims.back() += 1;
+    }
+    write_dataset(file.get(), path, spec.name, data, dims, type);
+  }
+  check_ok(file.close(), "BERT shard: cannot close '", path, "'");
+}
+
 }  // namespace foldcore::data

@@ -18,6 +18,7 @@ bool bert_hdf5_supported() { return false; }
 BertShardInfo inspect_bert_shard(const std::string& path) { no_hdf5(path); }
 BertExamples read_bert_shard(const std::string& path) { no_hdf5(path); }
 void write_bert_shard(const std::string& path, const BertExamples&) { no_hdf5(path); }
+void write_bert_shard_raw(const std::string& path, const BertExamples&, const BertRawShardOptions&) { no_hdf5(path); }
 
 }  // namespace foldcore::data
 

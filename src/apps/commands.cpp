@@ -28,6 +28,7 @@ void register_commands(CLI::App& app) {
   add_features_command(app);
   add_msa_command(app);
   add_bert_command(app);
+  add_bert_data_command(app);
 }
 
 }  // namespace foldcore::apps

@@ -17,6 +17,7 @@ void add_check_command(CLI::App& app);
 void add_features_command(CLI::App& app);
 void add_msa_command(CLI::App& app);
 void add_bert_command(CLI::App& app);
+void add_bert_data_command(CLI::App& app);
 
 // Sets the subcommand's callback to `action`; an Error or std::exception from it is printed as
 // "foldcore <name>: error: <what>" and the program exits with status 1.

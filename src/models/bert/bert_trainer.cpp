@@ -11,6 +11,7 @@
 #include "core/allocator.h"
 #include "core/random.h"
 #include "data_pipeline/bert_data.h"
+#include "data_pipeline/bert_packing.h"
 #include "kernels/gemm.h"
 #include "models/bert/bert_mllog.h"
 #include "models/bert/bert_model.h"
@@ -23,22 +24,29 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// data::BertLoader epoch after epoch; position = batches delivered since epoch 0.
+// data::BertLoader epoch after epoch; position = batches delivered since epoch 0. With packing,
+// each batch's batch_size sequences are packed (data/bert_packing.h, best-fit decreasing) into
+// as few rows as fit, so a step trains the same sequences with fewer padding slots.
 class ShardSource final : public BertBatchSource {
  public:
-  ShardSource(const std::string& spec, int64_t batch_size, uint64_t seed)
-      : loader_(data::list_bert_shards(spec), options(batch_size, seed)) {
+  ShardSource(const std::string& spec, int64_t batch_size, uint64_t seed, bool packing)
+      : loader_(data::list_bert_shards(spec), options(batch_size, seed)), packing_(packing) {
+    pack_.seq_len = loader_.geometry().seq_len;
+    pack_.max_predictions = loader_.geometry().max_predictions + kMaxSequencesPerRow;
     FC_CHECK(loader_.batches_per_epoch() > 0, "bert: the training set '", spec, "' has fewer than ", batch_size,
              " sequences (one batch)");
   }
   BertBatch next() override {
-    BertBatch b;
-    if (!loader_.next(b)) {
+    data::BertExamples rows;
+    if (!loader_.next(rows)) {
       loader_.start_epoch(++epoch_);
-      FC_CHECK(loader_.next(b), "bert: empty epoch");
+      FC_CHECK(loader_.next(rows), "bert: empty epoch");
     }
     ++position_;
-    return b;
+    if (packing_) return data::make_packed_bert_batch(rows, data::pack_bert_examples(rows, pack_), pack_);
+    std::vector<int64_t> idx(static_cast<size_t>(rows.num));
+    for (int64_t i = 0; i < rows.num; ++i) idx[static_cast<size_t>(i)] = i;
+    return data::make_bert_batch(rows, idx);
   }
   int64_t position() const override { return position_; }
   void seek(int64_t position) override {
@@ -59,6 +67,8 @@ class ShardSource final : public BertBatchSource {
     return o;
   }
   data::BertLoader loader_;
+  bool packing_;
+  data::BertPackingOptions pack_;
   int64_t epoch_ = 0, position_ = 0;
 };
 
@@ -104,9 +114,7 @@ struct Eval {
 
 std::unique_ptr<BertBatchSource> open_bert_shards(const std::string& spec, int64_t batch_size, uint64_t seed,
                                                   bool packing) {
-  FC_CHECK(!packing, "bert: --packing needs the data layer's sequence packing (data_pipeline/bert_packing), "
-                     "which this build does not have yet");
-  return std::make_unique<ShardSource>(spec, batch_size, seed);
+  return std::make_unique<ShardSource>(spec, batch_size, seed, packing);
 }
 
 std::vector<BertBatch> load_bert_eval_set(const std::string& spec, int64_t batch_size, int64_t max_samples) {

@@ -27,7 +27,7 @@ class BertBatchSource {
 };
 
 // MLPerf HDF5 shards (a directory, glob or file) through data::BertLoader, epoch after epoch;
-// `packing` groups sequences into rows when the data layer provides it (else an Error).
+// `packing`: each batch's sequences are packed into rows (data_pipeline/bert_packing.h).
 std::unique_ptr<BertBatchSource> open_bert_shards(const std::string& spec, int64_t batch_size, uint64_t seed,
                                                   bool packing = false);
 // The whole eval set (or its first max_samples rows; 0 = all), in file order, in batches.
