@@ -1,0 +1,82 @@
+// `foldcore bert`: BERT-Large pre-training benchmark in MLPerf Training style
+// (models/bert/bert_trainer.h). Prints MLLOG lines while it runs and a final JSON summary
+// (time-to-train, sequences/s, tokens/s, TFLOP/s, MFU, peak memory); exits 0 when the target
+// masked-LM accuracy was reached (or no target: --target_mlm_accuracy 0), 1 otherwise.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "apps/commands.h"
+#include "core/device.h"
+#include "core/error.h"
+
+#if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
+#include "models/bert/bert_trainer.h"
+#endif
+
+namespace foldcore::apps {
+
+namespace {
+struct BertArgs {
+  std::string config = "configs/bert/large.yaml", train_dir, eval_dir, device = "cpu", precision = "fp32";
+  std::string checkpoint, init_checkpoint;
+  int64_t max_steps = 0, batch_size = 0, eval_every = 0, checkpoint_every = 0, eval_samples = -1, log_every = 0;
+  double target = -1;
+  bool packing = false;
+};
+}  // namespace
+
+void add_bert_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("bert", "BERT pre-training benchmark (MLPerf Training style)");
+  auto a = std::make_shared<BertArgs>();
+  sub->add_option("--config", a->config, "model/training YAML (configs/bert/{large,tiny}.yaml)");
+  sub->add_option("--train_dir", a->train_dir, "training shards: a directory, glob or file (MLPerf HDF5)")
+      ->required();
+  sub->add_option("--eval_dir", a->eval_dir, "eval shards (MLPerf HDF5)")->required();
+  sub->add_option("--max_steps", a->max_steps, "optimizer steps (default: the config's total_steps)");
+  sub->add_option("--batch_size", a->batch_size, "rows per micro-batch (default: the config's)");
+  sub->add_flag("--packing", a->packing, "pack sequences into rows (needs the data layer's packing)");
+  sub->add_option("--device", a->device, "cpu or cuda:N");
+  sub->add_option("--precision", a->precision, "fp32 or bf16 (autocast, fp32 master weights)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  sub->add_option("--target_mlm_accuracy", a->target, "stop when the eval masked-LM accuracy reaches this");
+  sub->add_option("--checkpoint", a->checkpoint, "checkpoint file: resumed from if present, saved to");
+  sub->add_option("--checkpoint_every", a->checkpoint_every, "steps between checkpoints (0: only at the end)");
+  sub->add_option("--init_checkpoint", a->init_checkpoint, "initial parameters (HDF5 checkpoint)");
+  sub->add_option("--eval_every", a->eval_every, "training samples between evaluations (default: the config's)");
+  sub->add_option("--eval_samples", a->eval_samples, "eval sequences to use (0: all; default: the config's)");
+  sub->add_option("--log_every", a->log_every, "steps between progress lines (0: none)");
+  set_action(sub, [a]() -> int {
+#if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
+    bert::BertRunOptions o;
+    o.config = bert::load_bert_config(a->config);
+    bert::BertTrainConfig& t = o.config.train;
+    if (a->batch_size > 0) t.batch_size = a->batch_size;
+    if (a->eval_every > 0) t.eval_every_samples = a->eval_every;
+    if (a->eval_samples >= 0) t.eval_samples = a->eval_samples;
+    if (a->target >= 0) t.target_mlm_accuracy = a->target;
+    o.max_steps = a->max_steps;
+    o.device = Device::parse(a->device);
+    if (o.device.is_cuda())
+      FC_CHECK(o.device.index < cuda_device_count(), "bert: device ", o.device.str(), " is not available (",
+               cuda_device_count(), " CUDA devices)");
+    set_device(o.device);
+    o.precision = a->precision == "bf16" ? DType::bf16 : DType::f32;
+    o.checkpoint = a->checkpoint;
+    o.checkpoint_every = a->checkpoint_every;
+    o.init_checkpoint = a->init_checkpoint;
+    o.progress_every = a->log_every;
+    auto train = bert::open_bert_shards(a->train_dir, t.batch_size, t.seed, a->packing);
+    const auto eval = bert::load_bert_eval_set(a->eval_dir, t.batch_size, t.eval_samples);
+    const bert::BertRunResult r = bert::run_bert_training(o, *train, eval);
+    std::printf("%s\n", r.summary_json.c_str());
+    std::fflush(stdout);
+    return r.reached_target ? 0 : 1;
+#else
+    FC_THROW("bert: this build has no data pipeline or no yaml-cpp (needed for shards and configs); config ",
+             a->config);
+#endif
+  });
+}
+
+}  // namespace foldcore::apps
