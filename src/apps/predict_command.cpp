@@ -50,7 +50,7 @@ void add_predict_command(CLI::App& app) {
       "predict", "Predict structures with AlphaFold2 from FASTA files (AlphaFold's output layout and formats)");
   struct Args {
     std::string fasta_paths, output_dir, data_dir, model_names = "model_1_ptm", device = "cpu", precision = "fp32";
-    std::string ranking_by = "plddt", model_config;
+    std::string ranking_by = "plddt", model_config, template_mmcif_dir, max_template_date;
     bool use_precomputed_msas = false, benchmark = false;
     int64_t num_recycles = 3, chunk_size = 0, random_seed = 0;
     int64_t random_params = -1;
@@ -63,6 +63,9 @@ void add_predict_command(CLI::App& app) {
   sub->add_flag("--use_precomputed_msas", a->use_precomputed_msas,
                 "read alignments from <output_dir>/<target>/msas/ (AlphaFold's file names); without it the "
                 "prediction runs in single-sequence mode");
+  sub->add_option("--template_mmcif_dir", a->template_mmcif_dir,
+                  "mmCIF folder for the template hits in msas/pdb70_hits.hhr (needs --use_precomputed_msas)");
+  sub->add_option("--max_template_date", a->max_template_date, "YYYY-MM-DD: templates released later are skipped");
   sub->add_option("--num_recycles", a->num_recycles, "recycling iterations (default 3)");
   sub->add_option("--random_seed", a->random_seed, "seed of the feature processing (MSA sampling, masking)");
   sub->add_option("--device", a->device, "cpu or cuda:<i>");
@@ -94,6 +97,10 @@ void add_predict_command(CLI::App& app) {
     o.random_params_seed = static_cast<uint64_t>(a->random_params < 0 ? 0 : a->random_params);
     o.ranking_by = a->ranking_by;
     o.model_config = a->model_config;
+    o.template_mmcif_dir = a->template_mmcif_dir;
+    o.max_template_date = a->max_template_date;
+    FC_CHECK(o.template_mmcif_dir.empty() || o.use_precomputed_msas,
+             "--template_mmcif_dir needs --use_precomputed_msas (the hits come from msas/pdb70_hits.hhr)");
     run_predict(o);
     return 0;
 #else

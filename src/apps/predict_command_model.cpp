@@ -31,7 +31,8 @@ std::string random_params_warning(uint64_t seed) {
          "): this is NOT a real structure prediction; coordinates and confidences are meaningless";
 }
 
-TargetFeatures target_features(const std::string& fasta_path, const std::string& msa_dir, bool use_precomputed_msas) {
+TargetFeatures target_features(const std::string& fasta_path, const std::string& msa_dir, bool use_precomputed_msas,
+                               const std::string& template_mmcif_dir, const std::string& max_template_date) {
   TargetFeatures t;
   t.target = fs::path(fasta_path).stem().string();
   FC_CHECK(!t.target.empty(), fasta_path, ": cannot derive a target name from the file name");
@@ -50,7 +51,22 @@ TargetFeatures target_features(const std::string& fasta_path, const std::string&
     data::MonomerPipelineOptions o;
     o.fasta_path = fasta_path;
     o.msa_dir = msa_dir;
-    t.raw = data::run_monomer_pipeline(o).features;
+    if (!template_mmcif_dir.empty()) {
+      FC_CHECK(fs::is_directory(template_mmcif_dir), "--template_mmcif_dir ", template_mmcif_dir,
+               " is not a directory");
+      FC_CHECK(!max_template_date.empty(), "--template_mmcif_dir needs --max_template_date (YYYY-MM-DD)");
+      const fs::path hits = fs::path(msa_dir) / "pdb70_hits.hhr";
+      FC_CHECK(fs::exists(hits), fasta_path, ": --template_mmcif_dir given, but ", hits.string(),
+               " does not exist (run `foldcore msa` with a template search first)");
+      o.template_hits_path = hits.string();
+      o.templates.mmcif_dir = template_mmcif_dir;
+      o.templates.max_template_date = max_template_date;
+    }
+    data::MonomerPipelineResult r = data::run_monomer_pipeline(o);
+    for (const data::TemplateHitReport& rep : r.template_reports)
+      log::info("predict: template ", rep.name, ": ", data::to_string(rep.status),
+                rep.message.empty() ? "" : " (" + rep.message + ")");
+    t.raw = std::move(r.features);
   } else {
     // Single-sequence mode: the query is the only MSA row, no templates.
     t.raw = data::make_sequence_features(t.sequence, t.description);
@@ -239,7 +255,8 @@ void run_predict(const PredictOptions& o) {
     out.ranking_by = o.ranking_by;
     out.warning = warning;
     WallTimer timer;
-    const TargetFeatures tf = target_features(fasta, (target_dir / "msas").string(), o.use_precomputed_msas);
+    const TargetFeatures tf = target_features(fasta, (target_dir / "msas").string(), o.use_precomputed_msas,
+                                              o.template_mmcif_dir, o.max_template_date);
     out.timings.emplace_back("features", timer.seconds());
     out.sequence = tf.sequence;
     const data::NpyArray& msa = tf.raw.at("msa");

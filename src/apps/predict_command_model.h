@@ -28,6 +28,10 @@ struct PredictOptions {
   uint64_t random_params_seed = 0;
   std::string ranking_by = "plddt";
   std::string model_config;  // YAML for every model; "" → preset file or params inference
+  // Templates: with --use_precomputed_msas, hits in msas/pdb70_hits.hhr are featurised from the
+  // mmCIF files in template_mmcif_dir (AlphaFold's filters; max_template_date required then).
+  std::string template_mmcif_dir;
+  std::string max_template_date;
 };
 
 // The warning every output carries when the parameters are random.
@@ -39,7 +43,9 @@ struct TargetFeatures {
   std::string target, description, sequence;
   data::FeatureDict raw;
 };
-TargetFeatures target_features(const std::string& fasta_path, const std::string& msa_dir, bool use_precomputed_msas);
+// Templates come from <msa_dir>/pdb70_hits.hhr when `template_mmcif_dir` is given.
+TargetFeatures target_features(const std::string& fasta_path, const std::string& msa_dir, bool use_precomputed_msas,
+                               const std::string& template_mmcif_dir = "", const std::string& max_template_date = "");
 
 // AlphaFold's inference feature processing of `raw` for `config` (num_iterations = recycles + 1
 // per-iteration samples, recycling axis last), written to `npz_path` in the features.npz layout.

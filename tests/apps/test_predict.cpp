@@ -18,8 +18,8 @@
 
 // The output writers and the PNG plotter live in the foldcore program, not in libfoldcore: their
 // sources are compiled into this test directly for the unit tests below.
-#include "apps/png_plot.cpp"
-#include "apps/predict_outputs.cpp"
+#include "apps/png_plot.h"
+#include "apps/predict_outputs.h"
 #include "data_pipeline/mmcif_parser.h"
 #include "data_pipeline/npy.h"
 #include "data_pipeline/pdb_reader.h"
@@ -301,6 +301,47 @@ TEST(Predict, PrecomputedMsasQuery73TinyModel) {
   EXPECT_TRUE(fs::exists(out / "query" / "msa_coverage.png"));
   EXPECT_TRUE(fs::exists(out / "query" / "pae_model_1_ptm.json"));
   EXPECT_EQ(foldcore::data::read_pdb((out / "query" / "ranked_0.pdb").string()).chains[0].residues.size(), seq.size());
+}
+
+// Template hits from msas/pdb70_hits.hhr featurised from the shared mmCIFs: 7 of query73's hits
+// have their mmCIF there (1hf9 and 5kc1 do not); the run reports each hit, and the templates
+// change the prediction (the reference parameters, unlike random ones with AlphaFold's zero
+// initialisations, make the output depend on the template stack).
+TEST(Predict, TemplatesFromHhsearchHitsAndMmcifDir) {
+  const std::string ref = foldcore::testing::shared_dir() + "/af2/ref/params.npz";
+  if (!fs::exists(ref)) GTEST_SKIP() << ref << " not available";
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "data" / "params");
+  fs::create_symlink(ref, tmp.path() / "data" / "params" / "params_model_1_ptm.npz");
+  const std::string fasta = std::string(FOLDCORE_SOURCE_DIR) + "/examples/query73/query.fasta";
+  const std::string mmcifs = foldcore::testing::shared_dir() + "/data/mmcifs";
+  auto run = [&](const std::string& name, const std::string& extra) {
+    const fs::path out = tmp.path() / name;
+    fs::create_directories(out / "query");
+    fs::copy(std::string(FOLDCORE_SOURCE_DIR) + "/examples/query73/msas", out / "query" / "msas");
+    const RunResult r = run_foldcore("--fasta_paths " + fasta + " --output_dir " + out.string() +
+                                         " --use_precomputed_msas --data_dir " + (tmp.path() / "data").string() +
+                                         " --num_recycles 0" + extra,
+                                     tmp.path());
+    EXPECT_EQ(r.rc, 0) << r.output;
+    return std::make_pair(r.output, json::parse(read_file(out / "query" / "ranking_debug.json")));
+  };
+  const auto [log, with] = run("with", " --template_mmcif_dir " + mmcifs + " --max_template_date 2021-12-20");
+  for (const char* used : {"3u8v_A: used", "2crb_A: used", "4zey_A: used", "1psm_A: used", "3zee_A: used",
+                           "4i6p_A: used", "2q2k_A: used"})
+    EXPECT_NE(log.find(used), std::string::npos) << used << "\n" << log;
+  EXPECT_NE(log.find("1hf9_B: missing mmCIF"), std::string::npos) << log;
+  const auto [log2, without] = run("without", "");
+  EXPECT_NE(with["plddts"]["model_1_ptm"].get<double>(), without["plddts"]["model_1_ptm"].get<double>());
+  // Templates need the precomputed hits.
+  const fs::path bad = tmp.path() / "bad";
+  fs::create_directories(bad);
+  const RunResult no_msas = run_foldcore("--fasta_paths " + fasta + " --output_dir " + bad.string() +
+                                             " --template_mmcif_dir " + mmcifs + " --data_dir " +
+                                             (tmp.path() / "data").string(),
+                                         tmp.path());
+  EXPECT_NE(no_msas.rc, 0);
+  EXPECT_NE(no_msas.output.find("--use_precomputed_msas"), std::string::npos) << no_msas.output;
 }
 
 TEST(Predict, ReferenceParamsFromDataDir) {
