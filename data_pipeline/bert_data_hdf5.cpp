@@ -1,7 +1,6 @@
 // MLPerf BERT HDF5 shards through the HDF5 C API (format in bert_data.h). Handles are RAII;
 // HDF5's own error printing is silenced and its error stack folded into our Error messages, each
 // naming the file and the dataset.
-#include <hdf5.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +10,7 @@
 
 #include "core/error.h"
 #include "data_pipeline/bert_data.h"
+#include "nn/hdf5_util.h"
 
 namespace foldcore::data {
 
@@ -18,55 +18,14 @@ bool bert_hdf5_supported() { return true; }
 
 namespace {
 
-class QuietHdf5 {
- public:
-  QuietHdf5() {
-    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
-  QuietHdf5(const QuietHdf5&) = delete;
-  QuietHdf5& operator=(const QuietHdf5&) = delete;
-
- private:
-  H5E_auto2_t func_ = nullptr;
-  void* data_ = nullptr;
-};
+using nn::Hdf5Handle;
+using nn::QuietHdf5;
 
 // The innermost description on HDF5's error stack (the most specific reason), then clears it.
 std::string hdf5_reason() {
-  std::string last;
-  H5Ewalk2(
-      H5E_DEFAULT, H5E_WALK_DOWNWARD,
-      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
-        if (e->desc && *e->desc) *static_cast<std::string*>(out) = e->desc;
-        return 0;
-      },
-      &last);
-  H5Eclear2(H5E_DEFAULT);
-  return last.empty() ? "" : " (HDF5: " + last + ")";
+  const std::vector<std::string> lines = nn::take_hdf5_error_stack();
+  return lines.empty() ? "" : " (HDF5: " + lines.back() + ")";
 }
-
-class H5Handle {
- public:
-  using Closer = herr_t (*)(hid_t);
-  H5Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
-  H5Handle(H5Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
-  H5Handle(const H5Handle&) = delete;
-  H5Handle& operator=(const H5Handle&) = delete;
-  H5Handle& operator=(H5Handle&&) = delete;
-  ~H5Handle() { close(); }
-  hid_t get() const { return id_; }
-  herr_t close() {
-    const herr_t s = id_ >= 0 ? closer_(id_) : 0;
-    id_ = -1;
-    return s;
-  }
-
- private:
-  hid_t id_;
-  Closer closer_;
-};
 
 template <typename... Args> hid_t check_id(hid_t id, Args&&... what) {
   if (id < 0) FC_THROW(std::forward<Args>(what)..., hdf5_reason());
@@ -87,12 +46,12 @@ constexpr DatasetSpec kDatasets[] = {
     {"masked_lm_positions", 2, 1}, {"masked_lm_ids", 2, 1}, {"next_sentence_labels", 1, -1},
 };
 
-H5Handle open_shard(const std::string& path) {
+Hdf5Handle open_shard(const std::string& path) {
   std::error_code ec;
   FC_CHECK(std::filesystem::is_regular_file(path, ec), "BERT shard '", path, "': no such file");
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   FC_CHECK(is_h5 > 0, "BERT shard '", path, "': not an HDF5 file", hdf5_reason());
-  return H5Handle(check_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "BERT shard '", path,
+  return Hdf5Handle(check_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "BERT shard '", path,
                            "': cannot open (truncated or corrupt?)"),
                   H5Fclose);
 }
@@ -103,12 +62,12 @@ std::vector<hsize_t> dataset_dims(hid_t file, const std::string& path, const Dat
   FC_CHECK(exists > 0, "BERT shard '", path, "': dataset '", spec.name, "' is missing", hdf5_reason());
   *out_id = check_id(H5Dopen2(file, spec.name, H5P_DEFAULT), "BERT shard '", path, "': cannot open dataset '",
                      spec.name, "'");
-  H5Handle type(check_id(H5Dget_type(*out_id), "BERT shard '", path, "': dataset '", spec.name, "': no type"),
-                H5Tclose);
+  Hdf5Handle type(check_id(H5Dget_type(*out_id), "BERT shard '", path, "': dataset '", spec.name, "': no type"),
+                  H5Tclose);
   FC_CHECK(H5Tget_class(type.get()) == H5T_INTEGER, "BERT shard '", path, "': dataset '", spec.name,
            "' is not an integer array");
-  H5Handle space(check_id(H5Dget_space(*out_id), "BERT shard '", path, "': dataset '", spec.name, "': no dataspace"),
-                 H5Sclose);
+  Hdf5Handle space(check_id(H5Dget_space(*out_id), "BERT shard '", path, "': dataset '", spec.name, "': no dataspace"),
+                   H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.get());
   FC_CHECK(rank == spec.rank, "BERT shard '", path, "': dataset '", spec.name, "' has rank ", rank, ", expected ",
            spec.rank);
@@ -120,7 +79,7 @@ std::vector<hsize_t> dataset_dims(hid_t file, const std::string& path, const Dat
 
 // Checks shapes across datasets: every dataset has N rows, the [N, L] ones the same L, the
 // [N, P] ones the same P. Leaves the open dataset ids in `ids` (caller closes).
-BertShardInfo check_layout(hid_t file, const std::string& path, std::vector<H5Handle>& ids) {
+BertShardInfo check_layout(hid_t file, const std::string& path, std::vector<Hdf5Handle>& ids) {
   BertShardInfo info;
   int64_t width[2] = {-1, -1};
   for (size_t d = 0; d < std::size(kDatasets); ++d) {
@@ -162,11 +121,11 @@ void read_dataset(hid_t id, const std::string& path, const char* name, std::vect
 
 void write_dataset(hid_t file, const std::string& path, const char* name, const std::vector<int32_t>& data,
                    std::vector<hsize_t> dims, hid_t file_type) {
-  H5Handle space(check_id(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), "H5Screate_simple"),
-                 H5Sclose);
-  H5Handle ds(check_id(H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                       "BERT shard '", path, "': cannot create dataset '", name, "'"),
-              H5Dclose);
+  Hdf5Handle space(check_id(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), "H5Screate_simple"),
+                   H5Sclose);
+  Hdf5Handle ds(check_id(H5Dcreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                         "BERT shard '", path, "': cannot create dataset '", name, "'"),
+                H5Dclose);
   if (!data.empty())
     check_ok(H5Dwrite(ds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), "BERT shard '", path,
              "': cannot write dataset '", name, "'");
@@ -176,15 +135,15 @@ void write_dataset(hid_t file, const std::string& path, const char* name, const 
 
 BertShardInfo inspect_bert_shard(const std::string& path) {
   QuietHdf5 quiet;
-  H5Handle file = open_shard(path);
-  std::vector<H5Handle> ids;
+  Hdf5Handle file = open_shard(path);
+  std::vector<Hdf5Handle> ids;
   return check_layout(file.get(), path, ids);
 }
 
 BertExamples read_bert_shard(const std::string& path) {
   QuietHdf5 quiet;
-  H5Handle file = open_shard(path);
-  std::vector<H5Handle> ids;
+  Hdf5Handle file = open_shard(path);
+  std::vector<Hdf5Handle> ids;
   const BertShardInfo info = check_layout(file.get(), path, ids);
   BertExamples ex;
   ex.num = info.num;
@@ -211,9 +170,9 @@ void write_bert_shard(const std::string& path, const BertExamples& ex) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
     {
-      H5Handle file(check_id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "BERT shard: cannot create '",
-                             tmp, "'"),
-                    H5Fclose);
+      Hdf5Handle file(check_id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                               "BERT shard: cannot create '", tmp, "'"),
+                      H5Fclose);
       const auto n = static_cast<hsize_t>(ex.num), L = static_cast<hsize_t>(ex.seq_len),
                  P = static_cast<hsize_t>(ex.max_predictions);
       write_dataset(file.get(), tmp, "input_ids", ex.input_ids, {n, L}, id_type);
@@ -243,9 +202,9 @@ void write_bert_shard_raw(const std::string& path, const BertExamples& ex, const
   else if (o.dtype == "uint16") type = H5T_STD_U16LE;
   else if (o.dtype == "float32") type = H5T_IEEE_F32LE;
   else FC_THROW("write_bert_shard_raw: unknown dtype '", o.dtype, "'");
-  H5Handle file(check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "BERT shard: cannot create '",
-                         path, "'"),
-                H5Fclose);
+  Hdf5Handle file(check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                           "BERT shard: cannot create '", path, "'"),
+                  H5Fclose);
   const std::vector<int32_t>* src[] = {&ex.input_ids,           &ex.input_mask,    &ex.segment_ids,
                                        &ex.masked_lm_positions, &ex.masked_lm_ids, &ex.next_sentence_labels};
   for (size_t d = 0; d < std::size(kDatasets); ++d) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <sstream>
 
 #include "core/error.h"
 #include "data_pipeline/geometry.h"
@@ -17,19 +16,11 @@ using msa_tf::PhiloxStream;
 
 // ------------------------------------------------------------------ reading raw arrays
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
-  os << ']';
-  return os.str();
-}
-
 template <typename Out>
 std::vector<Out> convert(const NpyArray& a, const std::string& name) {
   const size_t n = static_cast<size_t>(a.numel());
   FC_CHECK(a.data.size() == n * a.dtype.itemsize, "process_features: '", name, "' holds ", a.data.size(),
-           " bytes for shape ", shape_str(a.shape));
+           " bytes for shape ", npy_shape_str(a.shape));
   std::vector<Out> out(n);
   const uint8_t* p = a.data.data();
   auto load = [&](auto tag) {
@@ -58,8 +49,8 @@ std::vector<Out> convert(const NpyArray& a, const std::string& name) {
 const NpyArray& need(const FeatureDict& raw, const std::string& name, size_t rank) {
   FC_CHECK(raw.contains(name), "process_features: raw feature '", name, "' is missing");
   const NpyArray& a = raw.at(name);
-  FC_CHECK(a.shape.size() == rank, "process_features: '", name, "' has shape ", shape_str(a.shape), ", expected rank ",
-           rank);
+  FC_CHECK(a.shape.size() == rank, "process_features: '", name, "' has shape ", npy_shape_str(a.shape),
+           ", expected rank ", rank);
   return a;
 }
 
@@ -128,11 +119,11 @@ Templates read_templates(const FeatureDict& raw, int64_t n, int64_t max_template
   const NpyArray& aa = raw.at("template_aatype");
   const int64_t total = pos.shape[0];
   FC_CHECK(pos.shape == (std::vector<int64_t>{total, n, 37, 3}) && msk.shape == (std::vector<int64_t>{total, n, 37}),
-           "process_features: template_all_atom_positions ", shape_str(pos.shape), " / ", mask_name, " ",
-           shape_str(msk.shape), " do not match [T,", n, ",37,3] / [T,", n, ",37]");
+           "process_features: template_all_atom_positions ", npy_shape_str(pos.shape), " / ", mask_name, " ",
+           npy_shape_str(msk.shape), " do not match [T,", n, ",37,3] / [T,", n, ",37]");
   const bool one_hot = aa.shape == std::vector<int64_t>{total, n, 22};
   FC_CHECK(one_hot || aa.shape == (std::vector<int64_t>{total, n}), "process_features: template_aatype ",
-           shape_str(aa.shape), " is neither [", total, ",", n, ",22] nor [", total, ",", n, "]");
+           npy_shape_str(aa.shape), " is neither [", total, ",", n, ",22] nor [", total, ",", n, "]");
   t.count = drop_all ? 0 : std::min(total, max_templates);
   const size_t keep = static_cast<size_t>(t.count), nn = static_cast<size_t>(n);
   // fix_templates_aatype: one-hot → index → HHblits-to-AlphaFold order.
@@ -149,7 +140,7 @@ Templates read_templates(const FeatureDict& raw, int64_t n, int64_t max_template
   t.mask.resize(keep * nn * 37);
   if (raw.contains("template_sum_probs")) {
     const NpyArray& sp = raw.at("template_sum_probs");
-    FC_CHECK(sp.numel() == total, "process_features: template_sum_probs ", shape_str(sp.shape), " for ", total,
+    FC_CHECK(sp.numel() == total, "process_features: template_sum_probs ", npy_shape_str(sp.shape), " for ", total,
              " templates");
     t.sum_probs = convert<float>(sp, "template_sum_probs");
   }
@@ -264,11 +255,12 @@ FeatureDict process_features(const FeatureDict& raw, const FeatureProcessingConf
   const NpyArray& aa_raw = raw.at("aatype");
   std::vector<int64_t> aatype;
   if (aa_raw.shape.size() == 2) {
-    FC_CHECK(aa_raw.shape[1] == rc::kRestypeNumWithX, "process_features: aatype ", shape_str(aa_raw.shape),
+    FC_CHECK(aa_raw.shape[1] == rc::kRestypeNumWithX, "process_features: aatype ", npy_shape_str(aa_raw.shape),
              " is not [N,21]");
     aatype = argmax_rows(convert<float>(aa_raw, "aatype"), rc::kRestypeNumWithX);
   } else {
-    FC_CHECK(aa_raw.shape.size() == 1, "process_features: aatype ", shape_str(aa_raw.shape), " is not [N,21] or [N]");
+    FC_CHECK(aa_raw.shape.size() == 1, "process_features: aatype ", npy_shape_str(aa_raw.shape),
+             " is not [N,21] or [N]");
     aatype = convert<int64_t>(aa_raw, "aatype");
   }
   const int64_t n = static_cast<int64_t>(aatype.size());
@@ -289,9 +281,9 @@ FeatureDict process_features(const FeatureDict& raw, const FeatureProcessingConf
   const NpyArray& msa_raw = need(raw, "msa", 2);
   const bool has_int = raw.contains("deletion_matrix_int");
   const NpyArray& del_raw = need(raw, has_int ? "deletion_matrix_int" : "deletion_matrix", 2);
-  FC_CHECK(msa_raw.shape[1] == n && del_raw.shape == msa_raw.shape && msa_raw.shape[0] >= 1,
-           "process_features: msa ", shape_str(msa_raw.shape), " / deletion matrix ", shape_str(del_raw.shape),
-           " do not match [S>=1,", n, "]");
+  FC_CHECK(msa_raw.shape[1] == n && del_raw.shape == msa_raw.shape && msa_raw.shape[0] >= 1, "process_features: msa ",
+           npy_shape_str(msa_raw.shape), " / deletion matrix ", npy_shape_str(del_raw.shape), " do not match [S>=1,", n,
+           "]");
   MsaRows msa;
   msa.num_res = n;
   const int64_t rows = config.single_sequence ? 1 : msa_raw.shape[0];

@@ -52,14 +52,6 @@ constexpr KeyLayout kLayout[] = {
     {"use_clamped_fape", "R", true, false},
 };
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
-  os << ']';
-  return os.str();
-}
-
 }  // namespace
 
 void check_processed_layout(const FeatureDict& features) {
@@ -84,21 +76,21 @@ void check_processed_layout(const FeatureDict& features) {
     std::istringstream dims(k.dims);
     std::vector<std::string> tokens;
     for (std::string t; dims >> t;) tokens.push_back(t);
-    FC_CHECK(a.shape.size() == tokens.size(), "processed features: '", k.name, "' has shape ", shape_str(a.shape),
+    FC_CHECK(a.shape.size() == tokens.size(), "processed features: '", k.name, "' has shape ", npy_shape_str(a.shape),
              ", expected [", k.dims, "]");
     for (size_t d = 0; d < tokens.size(); ++d) {
       const std::string& t = tokens[d];
       if (std::isdigit(static_cast<unsigned char>(t[0]))) {
-        FC_CHECK(a.shape[d] == std::stoll(t), "processed features: '", k.name, "' has shape ", shape_str(a.shape),
+        FC_CHECK(a.shape[d] == std::stoll(t), "processed features: '", k.name, "' has shape ", npy_shape_str(a.shape),
                  ", expected [", k.dims, "]");
         continue;
       }
       const auto [it, inserted] = sizes.emplace(t[0], a.shape[d]);
       FC_CHECK(inserted || it->second == a.shape[d], "processed features: '", k.name, "' has shape ",
-               shape_str(a.shape), " ([", k.dims, "]) but ", t, " = ", it->second, " elsewhere");
+               npy_shape_str(a.shape), " ([", k.dims, "]) but ", t, " = ", it->second, " elsewhere");
     }
     FC_CHECK(static_cast<int64_t>(a.data.size()) == a.numel() * static_cast<int64_t>(a.dtype.itemsize),
-             "processed features: '", k.name, "' holds ", a.data.size(), " bytes for shape ", shape_str(a.shape));
+             "processed features: '", k.name, "' holds ", a.data.size(), " bytes for shape ", npy_shape_str(a.shape));
   }
   for (const char axis : {'N', 'R', 'S', 'E'})
     FC_CHECK(sizes[axis] >= 1, "processed features: axis ", axis, " is empty");

@@ -290,6 +290,15 @@ NpyArray NpyArray::from_strings(const std::vector<std::string>& v, std::vector<i
   return a;
 }
 
+std::string npy_shape_str(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
 NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& what) {
   if (size < kMagicLen + 4 || std::memcmp(bytes, kMagic, kMagicLen) != 0)
     fail(what, size < kMagicLen + 4 ? "truncated .npy data (" + std::to_string(size) + " bytes)"

@@ -69,6 +69,9 @@ struct NpyArray {
   void check_type(size_t size, char kind) const;
 };
 
+// A shape as compact text for error messages: "[2,3]", "[]" for a scalar.
+std::string npy_shape_str(const std::vector<int64_t>& shape);
+
 // Parses a whole .npy image; `what` names it in errors (e.g. "params.npz:foo.npy").
 NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& what);
 // Serialises (version 1.0 header, or 2.0 when the header exceeds 64 KiB).

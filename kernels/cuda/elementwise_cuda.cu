@@ -168,10 +168,9 @@ __device__ __forceinline__ void keep4(const DropoutParams& d, int64_t base, bool
   }
 }
 
-// out = residual + dropout(x + bias); bias/residual may be null; out may alias residual.
-template <typename T>
-__global__ void bias_dropout_residual_kernel(int64_t n, int64_t c, const T* x, const T* bias, const T* res, T* out,
-                                             DropoutParams d) {
+// Grid-stride loop over groups of 4 elements (one Philox block each): calls f(i, keep_i) for
+// every element i < n, with keep_i the dropout decision (true everywhere when p = 0).
+template <typename F> __device__ __forceinline__ void for_each_dropout_element(int64_t n, const DropoutParams& d, F f) {
   const int64_t groups = (n + 3) / 4;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -182,28 +181,27 @@ __global__ void bias_dropout_residual_kernel(int64_t n, int64_t c, const T* x, c
     for (int k = 0; k < 4; ++k) {
       const int64_t i = base + k;
       if (i >= n) break;
-      float v = to_f32(x[i]) + (bias ? to_f32(bias[i % c]) : 0.f);
-      if (d.p > 0.f) v = keep[k] ? v * d.keep_scale : 0.f;
-      out[i] = from_f32<T>((res ? to_f32(res[i]) : 0.f) + v);
+      f(i, keep[k]);
     }
   }
 }
 
+// out = residual + dropout(x + bias); bias/residual may be null; out may alias residual.
+template <typename T>
+__global__ void bias_dropout_residual_kernel(int64_t n, int64_t c, const T* x, const T* bias, const T* res, T* out,
+                                             DropoutParams d) {
+  for_each_dropout_element(n, d, [&](int64_t i, bool keep) {
+    float v = to_f32(x[i]) + (bias ? to_f32(bias[i % c]) : 0.f);
+    if (d.p > 0.f) v = keep ? v * d.keep_scale : 0.f;
+    out[i] = from_f32<T>((res ? to_f32(res[i]) : 0.f) + v);
+  });
+}
+
 template <typename T> __global__ void dropout_backward_kernel(int64_t n, const T* dout, T* dx, DropoutParams d) {
-  const int64_t groups = (n + 3) / 4;
-  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
-       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t base = g * 4;
-    bool keep[4] = {true, true, true, true};
-    if (d.p > 0.f) keep4(d, base, keep);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int64_t i = base + k;
-      if (i >= n) break;
-      const float v = to_f32(dout[i]);
-      dx[i] = from_f32<T>(d.p > 0.f ? (keep[k] ? v * d.keep_scale : 0.f) : v);
-    }
-  }
+  for_each_dropout_element(n, d, [&](int64_t i, bool keep) {
+    const float v = to_f32(dout[i]);
+    dx[i] = from_f32<T>(d.p > 0.f ? (keep ? v * d.keep_scale : 0.f) : v);
+  });
 }
 
 template <typename T> const T* ptr_or_null(const Tensor& t) {

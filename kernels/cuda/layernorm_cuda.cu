@@ -141,23 +141,6 @@ __global__ void ln_param_final_kernel(const float* __restrict__ partial, int chu
   dbeta[col] += b;
 }
 
-// Calls f(G, V) as template constants: G by row length, V = 16-byte vectors when aligned.
-template <typename T, typename F> void row_switch(int64_t c, bool aligned, F&& f) {
-  constexpr int kVec = 16 / sizeof(T);
-  const bool vec = aligned && c % kVec == 0;
-  if (c <= kWarpRowMax) {
-    if (vec)
-      f(std::integral_constant<int, 32>{}, std::integral_constant<int, kVec>{});
-    else
-      f(std::integral_constant<int, 32>{}, std::integral_constant<int, 1>{});
-  } else {
-    if (vec)
-      f(std::integral_constant<int, kRowBlock>{}, std::integral_constant<int, kVec>{});
-    else
-      f(std::integral_constant<int, kRowBlock>{}, std::integral_constant<int, 1>{});
-  }
-}
-
 }  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& y,
@@ -170,8 +153,7 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
     const bool aligned = can_vectorise(c, sizeof(T), {x.data_ptr(), y.data_ptr(), gamma.data_ptr(), beta.data_ptr()});
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
-      const int64_t blocks = (rows + kRowBlock / G - 1) / (kRowBlock / G);
-      ln_forward_kernel<T, G, V><<<static_cast<unsigned>(blocks), kRowBlock, 0, stream>>>(
+      ln_forward_kernel<T, G, V><<<row_blocks<G>(rows), kRowBlock, 0, stream>>>(
           static_cast<const T*>(x.data_ptr()), gamma.data<float>(), beta.data<float>(), eps,
           static_cast<T*>(y.data_ptr()), mean.data<float>(), rstd.data<float>(), rows, static_cast<int>(c));
       FC_CUDA_CHECK_LAUNCH();
@@ -198,8 +180,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
     const bool aligned = can_vectorise(c, sizeof(T), {dy.data_ptr(), x.data_ptr(), dx.data_ptr(), gamma.data_ptr()});
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
-      const int64_t blocks = (rows + kRowBlock / G - 1) / (kRowBlock / G);
-      ln_backward_dx_kernel<T, G, V><<<static_cast<unsigned>(blocks), kRowBlock, 0, stream>>>(
+      ln_backward_dx_kernel<T, G, V><<<row_blocks<G>(rows), kRowBlock, 0, stream>>>(
           dyp, xp, gamma.data<float>(), mean.data<float>(), rstd.data<float>(), static_cast<T*>(dx.data_ptr()), rows,
           static_cast<int>(c));
       FC_CUDA_CHECK_LAUNCH();

@@ -119,26 +119,6 @@ __global__ void cross_entropy_kernel(const T* __restrict__ x, const L* __restric
   }
 }
 
-template <int G> unsigned row_blocks(int64_t rows) {
-  return static_cast<unsigned>((rows + kRowBlock / G - 1) / (kRowBlock / G));
-}
-
-template <typename T, typename F> void row_switch(int64_t c, bool aligned, F&& f) {
-  constexpr int kVec = 16 / sizeof(T);
-  const bool vec = aligned && c % kVec == 0;
-  if (c <= kWarpRowMax) {
-    if (vec)
-      f(std::integral_constant<int, 32>{}, std::integral_constant<int, kVec>{});
-    else
-      f(std::integral_constant<int, 32>{}, std::integral_constant<int, 1>{});
-  } else {
-    if (vec)
-      f(std::integral_constant<int, kRowBlock>{}, std::integral_constant<int, kVec>{});
-    else
-      f(std::integral_constant<int, kRowBlock>{}, std::integral_constant<int, 1>{});
-  }
-}
-
 template <typename T, typename TT, typename L>
 void launch_ce(const T* x, const L* labels, const TT* targets, const float* w, float dscale, float* loss, T* dl,
                int64_t rows, int64_t c, cudaStream_t stream) {

@@ -1,4 +1,4 @@
-// Row-wise reduction helpers shared by the softmax and LayerNorm CUDA kernels.
+// Row-wise reduction and launch helpers shared by the softmax and LayerNorm CUDA kernels.
 //
 // A row is handled by a "group" of G threads: G = 32 (one warp, several rows per block) for short
 // rows, G = kRowBlock (the whole block) for long rows. Reductions use a fixed order (xor-shuffle
@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 namespace foldcore::ops::cuda {
 
@@ -60,6 +61,30 @@ inline bool can_vectorise(int64_t c, size_t bytes_per_elem, std::initializer_lis
   for (const void* p : ptrs)
     if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
   return true;
+}
+
+// Blocks for `rows` rows when each block of kRowBlock threads handles kRowBlock / G rows.
+template <int G> unsigned row_blocks(int64_t rows) {
+  return static_cast<unsigned>((rows + kRowBlock / G - 1) / (kRowBlock / G));
+}
+
+// Calls f(G, V) with G and V as std::integral_constant template constants: G = 32 (warp per row)
+// up to kWarpRowMax, else kRowBlock; V = 16-byte vectors of T when `aligned` and c divides into
+// them, else 1. One dispatch shared by the softmax and LayerNorm launchers.
+template <typename T, typename F> void row_switch(int64_t c, bool aligned, F&& f) {
+  constexpr int kVec = 16 / sizeof(T);
+  const bool vec = aligned && c % kVec == 0;
+  if (c <= kWarpRowMax) {
+    if (vec)
+      f(std::integral_constant<int, 32>{}, std::integral_constant<int, kVec>{});
+    else
+      f(std::integral_constant<int, 32>{}, std::integral_constant<int, 1>{});
+  } else {
+    if (vec)
+      f(std::integral_constant<int, kRowBlock>{}, std::integral_constant<int, kVec>{});
+    else
+      f(std::integral_constant<int, kRowBlock>{}, std::integral_constant<int, 1>{});
+  }
 }
 
 }  // namespace foldcore::ops::cuda

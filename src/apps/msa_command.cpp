@@ -9,6 +9,7 @@
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "core/json_text.h"
 
 #ifdef FOLDCORE_HAVE_DATA
 #include <chrono>
@@ -34,23 +35,6 @@ struct MsaArgs {
 };
 
 #ifdef FOLDCORE_HAVE_DATA
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string json_list(const std::vector<std::string>& v) {
   std::string out = "[";
   for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + json_string(v[i]);

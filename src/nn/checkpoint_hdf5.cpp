@@ -1,8 +1,7 @@
 // HDF5 checkpoints through the HDF5 C API (layout in nn/checkpoint.h). All HDF5 handles are
-// owned by Handle (RAII); HDF5's own error printing is silenced while we run and its error stack
+// owned by Hdf5Handle (RAII, nn/hdf5_util.h); HDF5's own error printing is silenced while we run and its error stack
 // is folded into our Error messages instead.
 #include <fcntl.h>
-#include <hdf5.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +11,7 @@
 #include <set>
 
 #include "nn/checkpoint.h"
+#include "nn/hdf5_util.h"
 
 namespace foldcore::nn {
 
@@ -21,87 +21,28 @@ namespace {
 
 // ---------------------------------------------------------------- HDF5 plumbing
 
-// Turns off HDF5's automatic error-stack printing to stderr for the guard's lifetime.
-class QuietHdf5 {
- public:
-  QuietHdf5() {
-    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
-  QuietHdf5(const QuietHdf5&) = delete;
-  QuietHdf5& operator=(const QuietHdf5&) = delete;
-
- private:
-  H5E_auto2_t func_ = nullptr;
-  void* data_ = nullptr;
-};
-
 // The outermost and innermost descriptions of the current HDF5 error stack, then clears it.
 std::string hdf5_error_text() {
-  std::vector<std::string> lines;
-  H5Ewalk2(
-      H5E_DEFAULT, H5E_WALK_DOWNWARD,
-      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
-        if (e->desc && *e->desc) static_cast<std::vector<std::string>*>(out)->push_back(e->desc);
-        return 0;
-      },
-      &lines);
-  H5Eclear2(H5E_DEFAULT);
+  const std::vector<std::string> lines = take_hdf5_error_stack();
   if (lines.empty()) return "";
   if (lines.size() == 1) return " (HDF5: " + lines.front() + ")";
   return " (HDF5: " + lines.front() + ": " + lines.back() + ")";
 }
 
-class Handle {
- public:
-  using Closer = herr_t (*)(hid_t);
-  Handle() = default;
-  Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
-  Handle(Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
-  Handle& operator=(Handle&& o) noexcept {
-    if (this != &o) {
-      reset();
-      id_ = o.id_;
-      closer_ = o.closer_;
-      o.id_ = -1;
-    }
-    return *this;
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  ~Handle() { reset(); }
-  hid_t get() const { return id_; }
-  // Closes now, returning HDF5's status (closing a file flushes it: a save must check this).
-  herr_t close() {
-    const herr_t s = id_ >= 0 ? closer_(id_) : 0;
-    id_ = -1;
-    return s;
-  }
-
- private:
-  void reset() {
-    if (id_ >= 0) closer_(id_);
-    id_ = -1;
-  }
-  hid_t id_ = -1;
-  Closer closer_ = nullptr;
-};
-
-template <typename... Args> Handle checked(hid_t id, Handle::Closer closer, Args&&... what) {
+template <typename... Args> Hdf5Handle checked(hid_t id, Hdf5Handle::Closer closer, Args&&... what) {
   if (id < 0) FC_THROW(std::forward<Args>(what)..., hdf5_error_text());
-  return Handle(id, closer);
+  return Hdf5Handle(id, closer);
 }
 template <typename... Args> void check_status(herr_t s, Args&&... what) {
   if (s < 0) FC_THROW(std::forward<Args>(what)..., hdf5_error_text());
 }
 
 // IEEE binary16, built as h5py builds numpy float16 when the library has no native half type.
-Handle half_type() {
+Hdf5Handle half_type() {
 #ifdef H5T_NATIVE_FLOAT16
   return checked(H5Tcopy(H5T_NATIVE_FLOAT16), H5Tclose, "cannot copy the half type");
 #else
-  Handle t = checked(H5Tcopy(H5T_IEEE_F32LE), H5Tclose, "cannot copy the float type");
+  Hdf5Handle t = checked(H5Tcopy(H5T_IEEE_F32LE), H5Tclose, "cannot copy the float type");
   check_status(H5Tset_fields(t.get(), 15, 10, 5, 0, 10), "cannot build the half type");
   check_status(H5Tset_size(t.get(), 2), "cannot build the half type");
   check_status(H5Tset_ebias(t.get(), 15), "cannot build the half type");
@@ -110,7 +51,7 @@ Handle half_type() {
 }
 
 // The in-memory (and on-disk) HDF5 type of a dtype, and the "foldcore_dtype" tag it needs.
-Handle type_of(DType d) {
+Hdf5Handle type_of(DType d) {
   switch (d) {
     case DType::f32: return checked(H5Tcopy(H5T_NATIVE_FLOAT), H5Tclose, "H5Tcopy");
     case DType::bf16: return checked(H5Tcopy(H5T_NATIVE_UINT16), H5Tclose, "H5Tcopy");
@@ -129,25 +70,25 @@ const char* dtype_tag(DType d) {
 
 // ---------------------------------------------------------------- attributes
 
-Handle utf8_string_type() {
-  Handle t = checked(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy");
+Hdf5Handle utf8_string_type() {
+  Hdf5Handle t = checked(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy");
   check_status(H5Tset_size(t.get(), H5T_VARIABLE), "H5Tset_size");
   check_status(H5Tset_cset(t.get(), H5T_CSET_UTF8), "H5Tset_cset");
   return t;
 }
 
 void write_string_attr(hid_t obj, const char* name, const std::string& value) {
-  Handle type = utf8_string_type();
-  Handle space = checked(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate");
-  Handle attr = checked(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+  Hdf5Handle type = utf8_string_type();
+  Hdf5Handle space = checked(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate");
+  Hdf5Handle attr = checked(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
                         "cannot create attribute '", name, "'");
   const char* ptr = value.c_str();
   check_status(H5Awrite(attr.get(), type.get(), &ptr), "cannot write attribute '", name, "'");
 }
 
 template <typename T> void write_scalar_attr(hid_t obj, const char* name, hid_t type, T value) {
-  Handle space = checked(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate");
-  Handle attr = checked(H5Acreate2(obj, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+  Hdf5Handle space = checked(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate");
+  Hdf5Handle attr = checked(H5Acreate2(obj, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
                         "cannot create attribute '", name, "'");
   check_status(H5Awrite(attr.get(), type, &value), "cannot write attribute '", name, "'");
 }
@@ -156,11 +97,11 @@ bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
 
 // Reads a string attribute stored either as a variable- or a fixed-length string.
 std::string read_string_attr(hid_t obj, const char* name) {
-  Handle attr = checked(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose, "cannot open attribute '", name, "'");
-  Handle ftype = checked(H5Aget_type(attr.get()), H5Tclose, "H5Aget_type");
+  Hdf5Handle attr = checked(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose, "cannot open attribute '", name, "'");
+  Hdf5Handle ftype = checked(H5Aget_type(attr.get()), H5Tclose, "H5Aget_type");
   FC_CHECK(H5Tget_class(ftype.get()) == H5T_STRING, "attribute '", name, "' is not a string");
   if (H5Tis_variable_str(ftype.get()) > 0) {
-    Handle mtype = utf8_string_type();
+    Hdf5Handle mtype = utf8_string_type();
     char* ptr = nullptr;
     check_status(H5Aread(attr.get(), mtype.get(), &ptr), "cannot read attribute '", name, "'");
     std::string s = ptr ? ptr : "";
@@ -174,7 +115,7 @@ std::string read_string_attr(hid_t obj, const char* name) {
 }
 
 template <typename T> T read_scalar_attr(hid_t obj, const char* name, hid_t type) {
-  Handle attr = checked(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose, "cannot open attribute '", name, "'");
+  Hdf5Handle attr = checked(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose, "cannot open attribute '", name, "'");
   T value{};
   check_status(H5Aread(attr.get(), type, &value), "cannot read attribute '", name, "'");
   return value;
@@ -203,11 +144,11 @@ void write_dataset(hid_t file, hid_t lcpl, const std::string& path, const Tensor
   FC_CHECK(t.defined(), "checkpoint entry '", path, "': the tensor is undefined");
   const Tensor host = t.to(Device::cpu()).contiguous();
   std::vector<hsize_t> dims(host.shape().begin(), host.shape().end());
-  Handle space = dims.empty() ? checked(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate")
+  Hdf5Handle space = dims.empty() ? checked(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate")
                               : checked(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                                         H5Sclose, "entry '", path, "': cannot create dataspace");
-  Handle type = type_of(host.dtype());
-  Handle dset = checked(H5Dcreate2(file, path.c_str(), type.get(), space.get(), lcpl, H5P_DEFAULT, H5P_DEFAULT),
+  Hdf5Handle type = type_of(host.dtype());
+  Hdf5Handle dset = checked(H5Dcreate2(file, path.c_str(), type.get(), space.get(), lcpl, H5P_DEFAULT, H5P_DEFAULT),
                         H5Dclose, "checkpoint entry '", path, "': cannot create dataset");
   if (host.numel() > 0)
     check_status(H5Dwrite(dset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data_ptr()),
@@ -223,14 +164,14 @@ struct StoredInfo {
 // Shape and foldcore dtype of a stored dataset; an unsupported type is an Error naming the entry.
 StoredInfo stored_info(hid_t dset, const std::string& path) {
   StoredInfo info;
-  Handle space = checked(H5Dget_space(dset), H5Sclose, "entry '", path, "': H5Dget_space");
+  Hdf5Handle space = checked(H5Dget_space(dset), H5Sclose, "entry '", path, "': H5Dget_space");
   const int rank = H5Sget_simple_extent_ndims(space.get());
   FC_CHECK(rank >= 0 && rank <= kMaxDims, "checkpoint entry '", path, "': unsupported rank ", rank);
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   for (hsize_t d : dims) info.shape.push_back(static_cast<int64_t>(d));
 
-  Handle type = checked(H5Dget_type(dset), H5Tclose, "entry '", path, "': H5Dget_type");
+  Hdf5Handle type = checked(H5Dget_type(dset), H5Tclose, "entry '", path, "': H5Dget_type");
   const H5T_class_t cls = H5Tget_class(type.get());
   const size_t size = H5Tget_size(type.get());
   const std::string tag = has_attr(dset, "foldcore_dtype") ? read_string_attr(dset, "foldcore_dtype") : "";
@@ -256,11 +197,11 @@ StoredInfo stored_info(hid_t dset, const std::string& path) {
 
 // Reads a dataset whose shape and dtype were already checked against `t` into `t`.
 void read_dataset(hid_t file, const std::string& path, const Tensor& t) {
-  Handle dset = checked(H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose, "cannot open entry '", path, "'");
+  Hdf5Handle dset = checked(H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose, "cannot open entry '", path, "'");
   if (t.numel() == 0) return;
   const bool direct = t.device().is_cpu() && t.is_contiguous();
   const Tensor host = direct ? t : Tensor::empty(t.shape(), t.dtype());
-  Handle type = type_of(t.dtype());
+  Hdf5Handle type = type_of(t.dtype());
   check_status(H5Dread(dset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data_ptr()),
                "cannot read entry '", path, "'");
   if (!direct) copy_tensor(t, host);
@@ -270,7 +211,7 @@ void read_dataset(hid_t file, const std::string& path, const Tensor& t) {
 std::set<std::string> list_datasets(hid_t file, const char* group) {
   std::set<std::string> out;
   if (H5Lexists(file, group, H5P_DEFAULT) <= 0) return out;
-  Handle g = checked(H5Gopen2(file, group, H5P_DEFAULT), H5Gclose, "cannot open group '", group, "'");
+  Hdf5Handle g = checked(H5Gopen2(file, group, H5P_DEFAULT), H5Gclose, "cannot open group '", group, "'");
   check_status(H5Lvisit(
                    g.get(), H5_INDEX_NAME, H5_ITER_INC,
                    [](hid_t gid, const char* name, const H5L_info_t*, void* data) -> herr_t {
@@ -287,7 +228,7 @@ std::set<std::string> list_datasets(hid_t file, const char* group) {
 
 // ---------------------------------------------------------------- files
 
-Handle open_for_read(const std::string& path) {
+Hdf5Handle open_for_read(const std::string& path) {
   std::error_code ec;
   FC_CHECK(std::filesystem::is_regular_file(path, ec), "checkpoint '", path, "': no such file");
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
@@ -295,7 +236,7 @@ Handle open_for_read(const std::string& path) {
     hdf5_error_text();  // clear
     FC_THROW("checkpoint '", path, "': not an HDF5 file (foreign, truncated or corrupt)");
   }
-  Handle file = checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "checkpoint '", path,
+  Hdf5Handle file = checked(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "checkpoint '", path,
                         "': cannot open (truncated or corrupt?)");
   FC_CHECK(has_attr(file.get(), "format_version"), "checkpoint '", path,
            "': not a foldcore checkpoint (no 'format_version' attribute)");
@@ -323,9 +264,9 @@ void fsync_path(const std::string& path, bool directory) {
 }
 
 void write_file(const std::string& tmp, const CheckpointData& data) {
-  Handle file = checked(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+  Hdf5Handle file = checked(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
                         "cannot create '", tmp, "'");
-  Handle lcpl = checked(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "H5Pcreate");
+  Hdf5Handle lcpl = checked(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "H5Pcreate");
   check_status(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group");
   write_scalar_attr<int32_t>(file.get(), "format_version", H5T_NATIVE_INT32, kCheckpointFormatVersion);
   write_scalar_attr<int64_t>(file.get(), "step", H5T_NATIVE_INT64, data.step);
@@ -350,7 +291,7 @@ void check_entries(hid_t file, const std::string& prefix, const TensorMap& expec
                          std::string(dtype_name(t.dtype())) + ")");
       continue;
     }
-    Handle dset = checked(H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose, "cannot open entry '", path, "'");
+    Hdf5Handle dset = checked(H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose, "cannot open entry '", path, "'");
     const StoredInfo info = stored_info(dset.get(), path);
     if (!(info.shape == t.shape()) || info.dtype != t.dtype())
       problems.push_back("entry '" + path + "' is " + info.shape.str() + " " + std::string(dtype_name(info.dtype)) +
@@ -389,7 +330,7 @@ void save_checkpoint(const std::string& path, const CheckpointData& data) {
 void load_checkpoint(const std::string& path, CheckpointData& into, const LoadOptions& options) {
   with_context("while loading checkpoint '" + path + "'", [&] {
     const QuietHdf5 quiet;
-    Handle file = open_for_read(path);
+    Hdf5Handle file = open_for_read(path);
     int version = 0;
     read_header(file.get(), path, version, into.step, into.meta);
 
@@ -430,13 +371,14 @@ void load_checkpoint(const std::string& path, CheckpointData& into, const LoadOp
 CheckpointSummary inspect_checkpoint(const std::string& path) {
   return with_context("while inspecting checkpoint '" + path + "'", [&] {
     const QuietHdf5 quiet;
-    Handle file = open_for_read(path);
+    Hdf5Handle file = open_for_read(path);
     CheckpointSummary s;
     read_header(file.get(), path, s.format_version, s.step, s.meta);
     for (const char* group : {"params", "optimizer"}) {
       for (const std::string& name : list_datasets(file.get(), group)) {
         const std::string p = std::string(group) + "/" + name;
-        Handle dset = checked(H5Dopen2(file.get(), p.c_str(), H5P_DEFAULT), H5Dclose, "cannot open entry '", p, "'");
+        Hdf5Handle dset =
+            checked(H5Dopen2(file.get(), p.c_str(), H5P_DEFAULT), H5Dclose, "cannot open entry '", p, "'");
         const StoredInfo info = stored_info(dset.get(), p);
         s.entries.push_back({p, info.shape, info.dtype});
       }

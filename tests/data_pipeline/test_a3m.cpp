@@ -10,19 +10,11 @@
 #include "data_pipeline/msa.h"
 #include "data_pipeline/npy.h"
 #include "data_pipeline/stockholm.h"
+#include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::data {
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string q73(const std::string& f) { return testing::shared_dir() + "/data/query73/" + f; }
 

@@ -6,19 +6,11 @@
 #include <filesystem>
 
 #include "data_pipeline/fasta.h"
+#include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::data {
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Fasta, RealQuery) {
   const std::string dir = testing::shared_dir() + "/data";

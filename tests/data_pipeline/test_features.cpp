@@ -9,6 +9,7 @@
 
 #include "data_pipeline/features.h"
 #include "data_pipeline/npy.h"
+#include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::data {
@@ -17,15 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string q73(const std::string& f) { return testing::shared_dir() + "/data/query73/" + f; }
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // A scratch folder removed at the end of the test.
 struct ScratchDir {

@@ -2,19 +2,11 @@
 #include <gtest/gtest.h>
 
 #include "data_pipeline/hhr.h"
+#include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::data {
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::vector<int32_t> iota_from(int32_t start, int n) {
   std::vector<int32_t> v(static_cast<size_t>(n));

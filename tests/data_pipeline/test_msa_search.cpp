@@ -11,20 +11,12 @@
 #include "data_pipeline/msa_search.h"
 #include "data_pipeline/text_reader.h"
 #include "test_search_databases.h"
+#include "data_pipeline/data_test_util.h"
 
 namespace foldcore::data {
 namespace {
 namespace fs = std::filesystem;
 using namespace search_test;
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
 #define REQUIRE_TOOLS(...)                                                        \

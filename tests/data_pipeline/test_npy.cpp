@@ -10,21 +10,13 @@
 
 #include "data_pipeline/npy.h"
 #include "data_pipeline/text_reader.h"
+#include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::data {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 class TempDir {
  public:

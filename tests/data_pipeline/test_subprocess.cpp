@@ -10,18 +10,10 @@
 #include "core/error.h"
 #include "data_pipeline/subprocess.h"
 #include "data_pipeline/text_reader.h"
+#include "data_pipeline/data_test_util.h"
 
 namespace foldcore::data {
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 ProcessResult sh(const std::string& script, const ProcessOptions& options = {}) {
   return run_process({"/bin/sh", "-c", script}, options);

@@ -12,21 +12,13 @@
 #include "data_pipeline/kalign_align.h"
 #include "data_pipeline/npy.h"
 #include "data_pipeline/templates.h"
+#include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::data {
 namespace {
 
 std::string shared(const std::string& f) { return testing::shared_dir() + "/data/" + f; }
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string q73_sequence() { return read_fasta(shared("query73/query.fasta"))[0].sequence; }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "data_pipeline/text_reader.h"
+#include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::data {
@@ -43,15 +44,6 @@ std::vector<std::string> all_lines(LineReader& r) {
   std::string line;
   while (r.next(line)) out.push_back(line);
   return out;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(TextReader, LinesFromMemoryWithCrlfAndNoTrailingNewline) {

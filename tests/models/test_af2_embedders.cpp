@@ -13,39 +13,13 @@
 #include "data_pipeline/npy.h"
 #include "data_pipeline/residue_constants.h"
 #include "models/alphafold/embedders.h"
+#include "models/af2_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {
 namespace {
 
 namespace rc = data::rc;
-
-struct Env {
-  autograd::ParamStore ps;
-  Generator init{1};
-  nn::Scope scope(const std::string& prefix = "") { return nn::Scope{&ps, &init, nullptr, prefix}; }
-  // Non-trivial random values for every parameter (AF2 zero-inits some; LN scale 1).
-  void randomize(uint64_t seed) {
-    Generator g(seed);
-    for (auto [name, v] : ps.named_values()) v.copy_(randn(v.shape(), g, 0.f, 0.5f));
-  }
-};
-
-const data::NpzReader& npz(const std::string& file) {
-  static const data::NpzReader outputs(testing::shared_dir() + "/af2/ref/outputs.npz");
-  static const data::NpzReader modules(testing::shared_dir() + "/af2/ref/modules.npz");
-  static const data::NpzReader features(testing::shared_dir() + "/af2/ref/features.npz");
-  return file == "outputs" ? outputs : file == "modules" ? modules : features;
-}
-Tensor ref(const std::string& file, const std::string& name) { return npz(file).read(name).to_tensor(); }
-// A feature of recycling iteration r (the recycling axis is last in features.npz).
-Tensor feat(const std::string& name, int64_t r) { return ref("features", name).select(-1, r).contiguous(); }
-
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (float v : t.to_vector()) m = std::max(m, static_cast<double>(std::abs(v)));
-  return m;
-}
 
 TEST(Af2Embedders, RelposOneHot) {
   // Gapped residue index; offsets beyond ±k clip to the end classes.

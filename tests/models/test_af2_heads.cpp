@@ -11,27 +11,15 @@
 #include "data_pipeline/npy.h"
 #include "models/alphafold/confidence.h"
 #include "models/alphafold/heads.h"
+#include "models/af2_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {
 namespace {
 
-struct Env {
-  explicit Env(Device device = Device::cpu()) : ps(device) {}
-  autograd::ParamStore ps;
-  Generator init{1};
-  nn::Scope scope() { return nn::Scope{&ps, &init, nullptr, ""}; }
-};
-
 Tensor ref(const std::string& name) {
   static const data::NpzReader npz(testing::shared_dir() + "/af2/ref/outputs.npz");
   return npz.read(name).to_tensor();
-}
-
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (float v : t.to_vector()) m = std::max(m, static_cast<double>(std::abs(v)));
-  return m;
 }
 
 // Parity tolerance: each head is one to three fp32 GEMMs over K ≤ 384 (plus one LayerNorm), whose

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/functions.h"
+#include "models/alphafold/af2_util.h"
 #include "models/alphafold/evoformer_util.h"
 #include "data_pipeline/residue_constants.h"
 
@@ -11,16 +12,6 @@ namespace {
 
 namespace ag = autograd;
 namespace rc = data::rc;
-
-std::string shape_of(const Tensor& t) { return t.defined() ? t.shape().str() : std::string("undefined"); }
-std::string shape_of(const Variable& v) { return v.defined() ? v.shape().str() : std::string("undefined"); }
-
-std::string join(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "/" + name;
-}
-
-std::vector<int64_t> host_ints(const Tensor& t) { return t.to(Device::cpu()).to(DType::i64).to_vector_i64(); }
-std::vector<float> host_floats(const Tensor& t) { return t.to(Device::cpu()).to(DType::f32).to_vector(); }
 
 void check_defined(const Tensor& t, const char* op, const char* what) {
   FC_CHECK(t.defined(), op, ": ", what, " is undefined");

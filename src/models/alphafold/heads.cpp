@@ -1,6 +1,7 @@
 #include "models/alphafold/heads.h"
 
 #include "autograd/functions.h"
+#include "models/alphafold/af2_util.h"
 #include "models/alphafold/evoformer_util.h"
 #include "data_pipeline/residue_constants.h"
 
@@ -14,12 +15,6 @@ nn::LinearOptions opts(nn::Init init, ops::Activation act = ops::Activation::non
   o.init = init;
   o.act = act;
   return o;
-}
-
-std::string shape_of(const Variable& v) { return v.defined() ? v.shape().str() : std::string("undefined"); }
-
-std::string join(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "/" + name;
 }
 
 void check_last(const Variable& x, int dims, int64_t c, const char* head) {

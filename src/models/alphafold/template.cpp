@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "data_pipeline/residue_constants.h"
 #include "models/alphafold/embedders.h"
+#include "models/alphafold/af2_util.h"
 #include "models/alphafold/evoformer_util.h"
 
 namespace foldcore::af2 {
@@ -17,16 +18,6 @@ namespace rc = data::rc;
 constexpr int64_t kAatypeClasses = 22;            // 20 amino acids + X + gap
 constexpr int kRowWise = -3, kColumnWise = -2;    // AF2 shared dropout axes
 constexpr int64_t kNumTorsions = 7;
-
-std::string shape_of(const Tensor& t) { return t.defined() ? t.shape().str() : std::string("undefined"); }
-std::string shape_of(const Variable& v) { return v.defined() ? v.shape().str() : std::string("undefined"); }
-
-std::string join(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "/" + name;
-}
-
-std::vector<int64_t> host_ints(const Tensor& t) { return t.to(Device::cpu()).to(DType::i64).to_vector_i64(); }
-std::vector<float> host_floats(const Tensor& t) { return t.to(Device::cpu()).to(DType::f32).to_vector(); }
 
 nn::LinearOptions relu_init() {
   nn::LinearOptions o;

@@ -25,23 +25,6 @@ std::string json_float(float v) {
   return buf;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 MlLogger::MlLogger(std::function<void(const std::string&)> sink) : sink_(std::move(sink)) {}
 
 void MlLogger::start(const std::string& key, const std::string& value, const Metadata& md) {

@@ -11,13 +11,15 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_text.h"  // json_string
+
 namespace foldcore::bert {
 
 // JSON rendering of scalars: finite doubles with round-trip precision, null otherwise.
 std::string json_number(double v);
 // A float in its shortest round-trip form (4e-4f → 0.0004, not 0.00039999998989515007).
 std::string json_float(float v);
-std::string json_string(const std::string& s);
+// Strings: foldcore::json_string (core/json_text.h).
 
 class MlLogger {
  public:
