@@ -88,15 +88,10 @@ double cpu_roofline(int64_t n) {
 
 int main(int argc, char** argv) {
   using namespace foldcore;
-  Device dev = Device::cpu();
-  bool full = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = Device::parse(argv[++i]);
-    else if (!std::strcmp(argv[i], "--full")) full = true;
-    else if (!std::strcmp(argv[i], "--quick")) full = false;
-  }
   try {
-    if (dev.is_cuda()) FC_CHECK(cuda_available(), "bench_gemm: --device cuda but no CUDA device is usable");
+    const bench::BenchArgs args = bench::parse_bench_args(argc, argv, "bench_gemm");
+    const Device dev = args.device;
+    const bool full = args.full;
     const bool big = full || dev.is_cuda();
     // AlphaFold: MSA transition Linear [N_seq·N_res, 256]→[.., 1024] (N_seq 512, N_res 256), pair
     // projection [N_res², 128]→[.., 128], triangle multiplication contraction: 128 channels of

@@ -57,15 +57,10 @@ void run_case(const Case& k, DType dt, Device dev, int iters) {
 
 int main(int argc, char** argv) {
   using namespace foldcore;
-  Device dev = Device::cpu();
-  bool full = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = Device::parse(argv[++i]);
-    else if (!std::strcmp(argv[i], "--full")) full = true;
-    else if (!std::strcmp(argv[i], "--quick")) full = false;
-  }
   try {
-    if (dev.is_cuda()) FC_CHECK(cuda_available(), "bench_layernorm: --device cuda but no CUDA device is usable");
+    const bench::BenchArgs args = bench::parse_bench_args(argc, argv, "bench_layernorm");
+    const Device dev = args.device;
+    const bool full = args.full;
     const bool big = full || dev.is_cuda();
     // AlphaFold pair [N_res², c_z=128] and MSA [N_seq·N_res, c_m=256] (N_res 256, N_seq 512);
     // BERT-Large [B·512, 1024] with B = 8. --quick shrinks the row counts for the CPU.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -12,6 +13,7 @@
 
 #include "core/allocator.h"
 #include "core/device.h"
+#include "core/error.h"
 #include "core/stream.h"
 #include "core/timer.h"
 
@@ -38,6 +40,24 @@ inline double time_ms(Device dev, const std::function<void()>& fn, int warmup = 
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// The common command line of the op benchmarks: --device cpu|cuda[:N] and --full / --quick
+// (default quick). Other arguments are ignored. A CUDA device that is not usable is an Error
+// naming the benchmark.
+struct BenchArgs {
+  Device device = Device::cpu();
+  bool full = false;
+};
+inline BenchArgs parse_bench_args(int argc, char** argv, const char* name) {
+  BenchArgs a;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) a.device = Device::parse(argv[++i]);
+    else if (!std::strcmp(argv[i], "--full")) a.full = true;
+    else if (!std::strcmp(argv[i], "--quick")) a.full = false;
+  }
+  if (a.device.is_cuda()) FC_CHECK(cuda_available(), name, ": --device cuda but no CUDA device is usable");
+  return a;
 }
 
 // A JSON object built field by field, printed on one line.
