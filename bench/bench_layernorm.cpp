@@ -1,6 +1,8 @@
 // LayerNorm benchmarks at AlphaFold / BERT shapes: forward and backward GB/s (bytes that must
 // move: x read + y written; dy, x read + dx written), with the ratio to a same-size device copy
-// measured in the same run (the bandwidth roofline). One JSON line per case.
+// measured in the same run (the bandwidth roofline). Then the post-LN residual block at BERT
+// shapes, fused (bias_dropout_residual_layernorm_*) vs unfused (bias_dropout_residual_* then
+// layernorm_*) with dropout p = 0.1, timed side by side. One JSON line per case.
 //   bench_layernorm [--device cpu|cuda] [--quick|--full]
 #include <cstring>
 #include <string>
@@ -52,6 +54,51 @@ void run_case(const Case& k, DType dt, Device dev, int iters) {
   }
 }
 
+// Fused vs unfused LN(residual + dropout(x + bias)), training forward (h stored) and backward.
+void run_fused_case(const Case& k, DType dt, Device dev, int iters) {
+  Generator gen(4);
+  const Shape s{k.rows, k.c};
+  Tensor x = randn(s, gen, 0, 1, dt, dev), res = randn(s, gen, 0, 1, dt, dev), dy = randn(s, gen, 0, 1, dt, dev);
+  Tensor bias = randn({k.c}, gen, 0, 0.1f, dt, dev);
+  Tensor gamma = randn({k.c}, gen, 1, 0.1f, DType::f32, dev), beta = randn({k.c}, gen, 0, 0.1f, DType::f32, dev);
+  Tensor h = Tensor::empty(s, dt, dev), y = Tensor::empty(s, dt, dev);
+  Tensor dh = Tensor::empty(s, dt, dev), dx = Tensor::empty(s, dt, dev);
+  Tensor mean = Tensor::empty({k.rows}, DType::f32, dev), rstd = Tensor::empty({k.rows}, DType::f32, dev);
+  Tensor dgamma = Tensor::zeros({k.c}, DType::f32, dev), dbeta = Tensor::zeros({k.c}, DType::f32, dev);
+  Tensor dbias = Tensor::zeros({k.c}, DType::f32, dev);
+  ops::DropoutArgs d;
+  d.p = 0.1f;
+  d.seed = 11;
+  const double unfused_fwd = bench::time_ms(dev, [&] {
+    ops::bias_dropout_residual_forward(x, bias, res, d, h);
+    ops::layernorm_forward(h, gamma, beta, 1e-12f, y, mean, rstd);
+  }, 1, iters);
+  const double fused_fwd = bench::time_ms(dev, [&] {
+    ops::bias_dropout_residual_layernorm_forward(x, bias, res, d, gamma, beta, 1e-12f, h, y, mean, rstd);
+  }, 1, iters);
+  const double unfused_bwd = bench::time_ms(dev, [&] {
+    ops::layernorm_backward(dy, h, gamma, mean, rstd, dh, dgamma, dbeta);
+    ops::bias_dropout_residual_backward(dh, d, dx, dbias);
+  }, 1, iters);
+  const double fused_bwd = bench::time_ms(dev, [&] {
+    ops::bias_dropout_residual_layernorm_backward(dy, h, gamma, mean, rstd, d, dx, dbias, dh, dgamma, dbeta);
+  }, 1, iters);
+  for (int pass = 0; pass < 2; ++pass) {
+    const double fused_ms = pass == 0 ? fused_fwd : fused_bwd, unfused_ms = pass == 0 ? unfused_fwd : unfused_bwd;
+    bench::JsonLine()
+        .str("bench", "layernorm")
+        .str("case", std::string(k.name) + (pass == 0 ? "_bias_dropout_residual_ln_fwd" : "_bias_dropout_residual_ln_bwd"))
+        .str("device", dev.str())
+        .str("dtype", std::string(dtype_name(dt)))
+        .integer("rows", k.rows)
+        .integer("c", k.c)
+        .num("fused_ms", fused_ms)
+        .num("unfused_ms", unfused_ms)
+        .num("speedup", unfused_ms / fused_ms)
+        .print();
+  }
+}
+
 }  // namespace
 }  // namespace foldcore
 
@@ -72,6 +119,7 @@ int main(int argc, char** argv) {
     const int iters = dev.is_cuda() ? 20 : 5;
     for (DType dt : {DType::f32, DType::bf16})
       for (const auto& k : cases) run_case(k, dt, dev, iters);
+    for (DType dt : {DType::f32, DType::bf16}) run_fused_case(cases[2], dt, dev, iters);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_layernorm: %s\n", e.what());
     return 1;

@@ -40,4 +40,21 @@ DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int
 // 1/(1−p) applied to kept elements (p in [0,1)).
 FOLDCORE_HD float dropout_scale(float p) { return 1.0f / (1.0f - p); }
 
+// Keep decisions of the four elements base..base+3 (base % 4 == 0) of stream (seed, offset),
+// equal to philox_keep(seed, offset, m.mask_index(base + k), p) for each k. Unshared: one Philox
+// block gives all four words (philox_bits takes word idx%4 of block idx/4) instead of four
+// blocks; shared: per element.
+FOLDCORE_HD void dropout_keep4(const DropoutMaskDesc& m, uint64_t seed, uint64_t offset, float p, int64_t base,
+                               bool keep[4]) {
+  if (!m.shared) {
+    const uint64_t block = static_cast<uint64_t>(base) >> 2;
+    const PhiloxBlock b = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                                        static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
+                                        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    for (int k = 0; k < 4; ++k) keep[k] = static_cast<float>(b.v[k] >> 8) * (1.0f / 16777216.0f) >= p;
+  } else {
+    for (int k = 0; k < 4; ++k) keep[k] = philox_keep(seed, offset, m.mask_index(base + k), p);
+  }
+}
+
 }  // namespace foldcore::ops

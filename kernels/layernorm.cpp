@@ -1,7 +1,10 @@
-// LayerNorm dispatcher: shape/dtype/device validation, then the CPU or CUDA backend.
+// LayerNorm dispatcher: shape/dtype/device validation, then the CPU or CUDA backend. Plain
+// LayerNorm's backward is the fused op's backward with h = x, dh = dx and no dropout gradient.
 #include "kernels/layernorm.h"
 
 #include "kernels/cpu/layernorm_cpu.h"
+#include "kernels/dropout_mask.h"
+#include "kernels/pointwise_checks.h"
 #ifdef FOLDCORE_HAVE_CUDA
 #include "kernels/cuda/layernorm_cuda.h"
 #endif
@@ -12,6 +15,8 @@ namespace {
 struct RowsC {
   int64_t rows, c;
 };
+
+std::string str_of(const Tensor& t) { return t.defined() ? t.str() : std::string("undefined"); }
 
 RowsC check_common(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd) {
   FC_CHECK(x.defined() && gamma.defined() && mean.defined() && rstd.defined(), op, ": x, gamma, mean, rstd must be defined");
@@ -33,52 +38,89 @@ RowsC check_common(const char* op, const Tensor& x, const Tensor& gamma, const T
 void check_like(const char* op, const char* name, const Tensor& t, const Tensor& x) {
   FC_CHECK(t.defined() && t.shape() == x.shape() && t.dtype() == x.dtype() && t.device() == x.device() &&
                t.is_contiguous(),
-           op, ": ", name, " ", (t.defined() ? t.str() : std::string("undefined")), " must be contiguous and match x ",
-           x.str());
+           op, ": ", name, " ", str_of(t), " must be contiguous and match x ", x.str());
+}
+
+// A per-channel f32 vector like gamma (beta, dgamma, dbeta, dbias).
+void check_param(const char* op, const char* name, const Tensor& t, const Tensor& gamma) {
+  FC_CHECK(t.defined() && t.shape() == gamma.shape() && t.dtype() == DType::f32 && t.is_contiguous() &&
+               t.device() == gamma.device(),
+           op, ": ", name, " ", str_of(t), " must be contiguous f32 like gamma ", gamma.str());
+}
+
+void check_dropout(const char* op, const DropoutArgs& d) {
+  FC_CHECK(d.p >= 0.f && d.p < 1.f, op, ": dropout rate p=", d.p, " must be in [0, 1)");
 }
 
 }  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd) {
-  const auto [rows, c] = check_common("layernorm_forward", x, gamma, mean, rstd);
-  FC_CHECK(beta.defined() && beta.shape() == gamma.shape() && beta.dtype() == DType::f32 && beta.is_contiguous() &&
-               beta.device() == x.device(),
-           "layernorm_forward: beta ", (beta.defined() ? beta.str() : std::string("undefined")),
-           " must match gamma ", gamma.str());
-  check_like("layernorm_forward", "y", y, x);
+  constexpr const char* op = "layernorm_forward";
+  const auto [rows, c] = check_common(op, x, gamma, mean, rstd);
+  check_param(op, "beta", beta, gamma);
+  check_like(op, "y", y, x);
   if (rows == 0) return;
-  if (x.device().is_cpu()) {
-    cpu::layernorm_forward(x, gamma, beta, eps, y, mean, rstd, rows, c);
-  } else {
-#ifdef FOLDCORE_HAVE_CUDA
-    cuda::layernorm_forward(x, gamma, beta, eps, y, mean, rstd, rows, c);
-#else
-    FC_THROW("layernorm_forward: tensor on ", x.device().str(), " but this build has no CUDA backend");
-#endif
-  }
+  FC_POINTWISE_DISPATCH(x.device(), layernorm_forward(x, gamma, beta, eps, y, mean, rstd, rows, c));
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
-  const auto [rows, c] = check_common("layernorm_backward", x, gamma, mean, rstd);
-  check_like("layernorm_backward", "dy", dy, x);
-  check_like("layernorm_backward", "dx", dx, x);
-  for (const Tensor* g : {&dgamma, &dbeta})
-    FC_CHECK(g->defined() && g->shape() == gamma.shape() && g->dtype() == DType::f32 && g->is_contiguous() &&
-                 g->device() == x.device(),
-             "layernorm_backward: dgamma/dbeta ", (g->defined() ? g->str() : std::string("undefined")),
-             " must be contiguous f32 like gamma ", gamma.str());
+  constexpr const char* op = "layernorm_backward";
+  const auto [rows, c] = check_common(op, x, gamma, mean, rstd);
+  check_like(op, "dy", dy, x);
+  check_like(op, "dx", dx, x);
+  check_param(op, "dgamma", dgamma, gamma);
+  check_param(op, "dbeta", dbeta, gamma);
   if (rows == 0) return;
-  if (x.device().is_cpu()) {
-    cpu::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, c);
-  } else {
-#ifdef FOLDCORE_HAVE_CUDA
-    cuda::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, rows, c);
-#else
-    FC_THROW("layernorm_backward: tensor on ", x.device().str(), " but this build has no CUDA backend");
-#endif
+  const DropoutArgs none;
+  const DropoutMaskDesc mask{};
+  FC_POINTWISE_DISPATCH(x.device(),
+                 layernorm_backward(dy, x, gamma, mean, rstd, dx, Tensor(), Tensor(), none, mask, dgamma, dbeta, rows, c));
+}
+
+void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
+                                             const DropoutArgs& d, const Tensor& gamma, const Tensor& beta,
+                                             float eps, const Tensor& h, const Tensor& y, const Tensor& mean,
+                                             const Tensor& rstd) {
+  constexpr const char* op = "bias_dropout_residual_layernorm_forward";
+  const auto [rows, c] = check_common(op, x, gamma, mean, rstd);
+  check_param(op, "beta", beta, gamma);
+  check_like(op, "residual", residual, x);
+  check_like(op, "y", y, x);
+  if (h.defined()) check_like(op, "h", h, x);
+  if (bias.defined())
+    FC_CHECK(bias.dim() == 1 && bias.size(0) == c && bias.dtype() == x.dtype() && bias.device() == x.device() &&
+                 bias.is_contiguous(),
+             op, ": bias ", bias.str(), " must be contiguous [", c, "] with the dtype/device of x ", x.str());
+  check_dropout(op, d);
+  const DropoutMaskDesc mask = make_dropout_mask_desc(x.shape(), d.shared_dims);
+  if (rows == 0) return;
+  FC_POINTWISE_DISPATCH(x.device(),
+                 bias_dropout_residual_layernorm_forward(x, bias, residual, d, mask, gamma, beta, eps, h, y, mean,
+                                                         rstd, rows, c));
+}
+
+void bias_dropout_residual_layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma,
+                                              const Tensor& mean, const Tensor& rstd, const DropoutArgs& d,
+                                              const Tensor& dx, const Tensor& dbias, const Tensor& dresidual,
+                                              const Tensor& dgamma, const Tensor& dbeta) {
+  constexpr const char* op = "bias_dropout_residual_layernorm_backward";
+  const auto [rows, c] = check_common(op, h, gamma, mean, rstd);
+  check_like(op, "dy", dy, h);
+  if (dx.defined()) check_like(op, "dx", dx, h);
+  if (dresidual.defined()) check_like(op, "dresidual", dresidual, h);
+  if (dbias.defined()) {
+    check_param(op, "dbias", dbias, gamma);
+    FC_CHECK(dx.defined(), op, ": dbias needs dx (dbias = Σ_rows dx)");
   }
+  check_param(op, "dgamma", dgamma, gamma);
+  check_param(op, "dbeta", dbeta, gamma);
+  check_dropout(op, d);
+  const DropoutMaskDesc mask = make_dropout_mask_desc(h.shape(), d.shared_dims);
+  if (rows == 0) return;
+  FC_POINTWISE_DISPATCH(h.device(),
+                 layernorm_backward(dy, h, gamma, mean, rstd, dresidual, dx, dbias, d, mask, dgamma, dbeta, rows, c));
 }
 
 }  // namespace foldcore::ops

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "kernels/elementwise.h"
 
 namespace foldcore::ops {
 
@@ -19,5 +20,30 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta);
+
+// Fused post-LN residual block (BERT): one pass per row computes
+//   h[r,c] = residual[r,c] + dropout(x[r,c] + bias[c])        (h rounded to x's dtype, as stored)
+//   y[r,c] = LayerNorm(h)[r,c]·gamma[c] + beta[c]              (statistics of h as above)
+// with the dropout mask of bias_dropout_residual (kernels/elementwise.h, kernels/dropout_mask.h:
+// element (r,c) keeps iff philox_keep(seed, offset, mask_index(r·C + c), p); shared_dims allowed),
+// so it equals bias_dropout_residual_forward followed by layernorm_forward with the same args.
+// x, residual, y: [rows..., C] contiguous, one float dtype; bias: optional [C] of x's dtype;
+// gamma, beta: [C] f32; mean, rstd: [rows] f32. h (the pre-LN sum the backward needs) is optional
+// (undefined: not stored, e.g. inference) and may alias residual (in-place residual update).
+void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
+                                             const DropoutArgs& d, const Tensor& gamma, const Tensor& beta,
+                                             float eps, const Tensor& h, const Tensor& y, const Tensor& mean,
+                                             const Tensor& rstd);
+
+// Backward of the above from dy and the saved h, mean, rstd:
+//   dh = LayerNorm backward (see above);  dresidual = dh;  dx = mask ⊙ dh / (1−p) (dh rounded to the
+//   storage dtype first, as the unfused composition stores it);  dbias[c] += Σ_r dx[r,c];
+//   dgamma[c] += Σ_r dy·ĥ;  dbeta[c] += Σ_r dy.
+// dx, dresidual: like h, either may be undefined (not written); dbias (f32 [C], accumulated) is
+// optional and needs dx; dgamma/dbeta are required (f32 [C], accumulated).
+void bias_dropout_residual_layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma,
+                                              const Tensor& mean, const Tensor& rstd, const DropoutArgs& d,
+                                              const Tensor& dx, const Tensor& dbias, const Tensor& dresidual,
+                                              const Tensor& dgamma, const Tensor& dbeta);
 
 }  // namespace foldcore::ops

@@ -152,20 +152,9 @@ struct DropoutParams {
   DropoutMaskDesc mask;
 };
 
-// Keep decisions for elements base..base+3 (base % 4 == 0). Unshared: one Philox block gives
-// the words of all four (philox_bits takes word idx%4 of block idx/4); shared: per element.
+// Keep decisions for elements base..base+3 (base % 4 == 0), kernels/dropout_mask.h.
 __device__ __forceinline__ void keep4(const DropoutParams& d, int64_t base, bool keep[4]) {
-  if (!d.mask.shared) {
-    const uint64_t block = static_cast<uint64_t>(base) >> 2;
-    const PhiloxBlock b = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                                        static_cast<uint32_t>(d.offset), static_cast<uint32_t>(d.offset >> 32),
-                                        static_cast<uint32_t>(d.seed), static_cast<uint32_t>(d.seed >> 32));
-#pragma unroll
-    for (int k = 0; k < 4; ++k) keep[k] = static_cast<float>(b.v[k] >> 8) * (1.0f / 16777216.0f) >= d.p;
-  } else {
-#pragma unroll
-    for (int k = 0; k < 4; ++k) keep[k] = philox_keep(d.seed, d.offset, d.mask.mask_index(base + k), d.p);
-  }
+  dropout_keep4(d.mask, d.seed, d.offset, d.p, base, keep);
 }
 
 // Grid-stride loop over groups of 4 elements (one Philox block each): calls f(i, keep_i) for

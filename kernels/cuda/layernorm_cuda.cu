@@ -1,9 +1,15 @@
-// CUDA LayerNorm.
+// CUDA LayerNorm and the fused bias + dropout + residual + LayerNorm.
 //  forward / dx: one warp per row (C ≤ 1024) or one block per row, fp32 statistics in two passes
 //    (mean, then Σ(x−mean)²) over a row that stays in L1/L2, 16-byte vector loads when aligned.
-//  dgamma/dbeta: deterministic two-stage column reduction: stage 1 tiles [32 columns × a chunk of
-//    rows] per block and writes per-chunk partial sums to scratch; stage 2 sums the chunks in
-//    order and accumulates (+=) into dgamma/dbeta. No atomics, same bits every run.
+//    The fused forward builds h = residual + dropout(x + bias) in its first pass (writing h, which
+//    each thread then re-reads only at the positions it wrote itself, so no barrier is needed) and
+//    normalises h in the same kernel; the fused backward writes dh (= dresidual) and the dropout
+//    dx = mask ⊙ dh/(1−p) in the same row pass. Dropout keep decisions are whole Philox blocks
+//    (dropout_keep4, kernels/dropout_mask.h) on the vector path, per element otherwise: the same
+//    mask bias_dropout_residual draws.
+//  dgamma/dbeta (and dbias = Σ_rows dx): deterministic two-stage column reduction: stage 1 tiles
+//    [32 columns × a chunk of rows] per block and writes per-chunk partial sums to scratch; stage
+//    2 sums the chunks in order and accumulates (+=). No atomics, same bits every run.
 #include "kernels/cuda/layernorm_cuda.h"
 
 #include <algorithm>
@@ -14,34 +20,78 @@
 namespace foldcore::ops::cuda {
 namespace {
 
-template <typename T, int G, int V>
-__global__ void ln_forward_kernel(const T* __restrict__ x, const float* __restrict__ gamma,
-                                  const float* __restrict__ beta, float eps, T* __restrict__ y, float* mean,
-                                  float* rstd, int64_t rows, int c) {
+// Dropout of the fused op (keep_scale = 1/(1−p)); p = 0: no dropout.
+struct LnDropout {
+  float p, keep_scale;
+  uint64_t seed, offset;
+  DropoutMaskDesc mask;
+};
+
+LnDropout ln_dropout(const DropoutArgs& d, const DropoutMaskDesc& mask) {
+  return LnDropout{d.p, dropout_scale(d.p), d.seed, d.offset, mask};
+}
+
+// Keep decisions of elements base..base+V-1; V % 4 == 0 only on the vector path, where c % V == 0
+// makes base a multiple of 4 (whole Philox blocks).
+template <int V> __device__ __forceinline__ void pack_keep(const LnDropout& d, int64_t base, bool keep[V]) {
+  if constexpr (V % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < V; q += 4) dropout_keep4(d.mask, d.seed, d.offset, d.p, base + q, keep + q);
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) keep[e] = philox_keep(d.seed, d.offset, d.mask.mask_index(base + e), d.p);
+  }
+}
+
+// kFused: h = residual + dropout(x + bias) is built and stored in the first pass, then normalised;
+// else x is normalised (h, res, bias unused). h may alias res (no __restrict__ on either).
+template <typename T, int G, int V, bool kFused>
+__global__ void ln_forward_kernel(const T* x, const T* bias, const T* res, T* h, LnDropout d,
+                                  const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
+                                  T* __restrict__ y, float* mean, float* rstd, int64_t rows, int c) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kRowBlock / G) + threadIdx.x / G;
   const int tid = threadIdx.x % G;
   if (row >= rows) return;  // uniform per group (G = block only when grid == rows)
-  const T* xr = x + row * c;
+  const T* hr = x + row * c;
   float s = 0.f;
-  for (int j = tid * V; j < c; j += G * V) {
-    const auto v = load_pack<T, V>(xr + j);
+  if constexpr (kFused) {
+    hr = h + row * c;
+    for (int j = tid * V; j < c; j += G * V) {
+      const auto xv = load_pack<T, V>(x + row * c + j);
+      const auto rv = load_pack<T, V>(res + row * c + j);
+      bool keep[V];
+      if (d.p > 0.f) pack_keep<V>(d, row * c + j, keep);
+      Pack<T, V> o;
 #pragma unroll
-    for (int e = 0; e < V; ++e) s += to_f32(v.v[e]);
+      for (int e = 0; e < V; ++e) {
+        float v = to_f32(xv.v[e]) + (bias ? to_f32(bias[j + e]) : 0.f);
+        if (d.p > 0.f) v = keep[e] ? v * d.keep_scale : 0.f;
+        o.v[e] = from_f32<T>(to_f32(rv.v[e]) + v);
+        s += to_f32(o.v[e]);
+      }
+      store_pack<T, V>(h + row * c + j, o);
+    }
+  } else {
+    for (int j = tid * V; j < c; j += G * V) {
+      const auto v = load_pack<T, V>(hr + j);
+#pragma unroll
+      for (int e = 0; e < V; ++e) s += to_f32(v.v[e]);
+    }
   }
   const float mu = group_reduce<G>(s, SumOp{}) / static_cast<float>(c);
   float q = 0.f;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto v = load_pack<T, V>(xr + j);
+    const auto v = load_pack<T, V>(hr + j);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      const float d = to_f32(v.v[e]) - mu;
-      q += d * d;
+      const float dv = to_f32(v.v[e]) - mu;
+      q += dv * dv;
     }
   }
   const float rs = rsqrtf(group_reduce<G>(q, SumOp{}) / static_cast<float>(c) + eps);
   T* yr = y + row * c;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto v = load_pack<T, V>(xr + j);
+    const auto v = load_pack<T, V>(hr + j);
     Pack<T, V> o;
 #pragma unroll
     for (int e = 0; e < V; ++e) o.v[e] = from_f32<T>((to_f32(v.v[e]) - mu) * rs * gamma[j + e] + beta[j + e]);
@@ -53,146 +103,187 @@ __global__ void ln_forward_kernel(const T* __restrict__ x, const float* __restri
   }
 }
 
-// dx[r,c] = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)),  ĝ = dy·gamma.
+// dh[r,c] = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)),  ĝ = dy·gamma, x̂ = (h − mean)·rstd; dh and the
+// dropout dx = mask ⊙ dh/(1−p) (from dh rounded to T) are each written when non-null.
 template <typename T, int G, int V>
-__global__ void ln_backward_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+__global__ void ln_backward_dx_kernel(const T* __restrict__ dy, const T* __restrict__ h,
                                       const float* __restrict__ gamma, const float* __restrict__ mean,
-                                      const float* __restrict__ rstd, T* __restrict__ dx, int64_t rows, int c) {
+                                      const float* __restrict__ rstd, T* __restrict__ dh, T* __restrict__ dx,
+                                      LnDropout d, int64_t rows, int c) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kRowBlock / G) + threadIdx.x / G;
   const int tid = threadIdx.x % G;
   if (row >= rows) return;
-  const T* xr = x + row * c;
+  const T* hr = h + row * c;
   const T* dyr = dy + row * c;
   const float mu = mean[row], rs = rstd[row];
   float sg = 0.f, sgx = 0.f;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto xv = load_pack<T, V>(xr + j);
+    const auto hv = load_pack<T, V>(hr + j);
     const auto dv = load_pack<T, V>(dyr + j);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const float g = to_f32(dv.v[e]) * gamma[j + e];
       sg += g;
-      sgx += g * (to_f32(xv.v[e]) - mu) * rs;
+      sgx += g * (to_f32(hv.v[e]) - mu) * rs;
     }
   }
   const float inv_c = 1.f / static_cast<float>(c);
   const float mg = group_reduce<G>(sg, SumOp{}) * inv_c;
   const float mgx = group_reduce<G>(sgx, SumOp{}) * inv_c;
-  T* dxr = dx + row * c;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto xv = load_pack<T, V>(xr + j);
+    const auto hv = load_pack<T, V>(hr + j);
     const auto dv = load_pack<T, V>(dyr + j);
-    Pack<T, V> o;
+    bool keep[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) keep[e] = true;
+    if (dx && d.p > 0.f) pack_keep<V>(d, row * c + j, keep);
+    Pack<T, V> o, od;
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      const float xh = (to_f32(xv.v[e]) - mu) * rs;
+      const float xh = (to_f32(hv.v[e]) - mu) * rs;
       o.v[e] = from_f32<T>(rs * (to_f32(dv.v[e]) * gamma[j + e] - mg - xh * mgx));
+      od.v[e] = d.p > 0.f ? from_f32<T>(keep[e] ? to_f32(o.v[e]) * d.keep_scale : 0.f) : o.v[e];
     }
-    store_pack<T, V>(dxr + j, o);
+    if (dh) store_pack<T, V>(dh + row * c + j, o);
+    if (dx) store_pack<T, V>(dx + row * c + j, od);
   }
 }
 
 constexpr int kColTile = 32, kRowThreads = 8;
 
-// Stage 1: block (blockIdx.x, blockIdx.y) sums dy·x̂ and dy over rows of chunk blockIdx.y for 32
-// columns; partial layout [2][chunks][c].
+// Stage 1: block (blockIdx.x, blockIdx.y) sums dy·x̂, dy (and dx when dx != null) over rows of
+// chunk blockIdx.y for 32 columns; partial layout [nacc][chunks][c].
 template <typename T>
-__global__ void ln_param_partial_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+__global__ void ln_param_partial_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ dx,
                                         const float* __restrict__ mean, const float* __restrict__ rstd,
                                         float* __restrict__ partial, int64_t rows, int c, int64_t rows_per_chunk) {
-  __shared__ float sg[kRowThreads][kColTile + 1], sb[kRowThreads][kColTile + 1];
+  __shared__ float sg[kRowThreads][kColTile + 1], sb[kRowThreads][kColTile + 1], sd[kRowThreads][kColTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int col = blockIdx.x * kColTile + tx;
   const int64_t r0 = blockIdx.y * rows_per_chunk;
   const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
-  float ag = 0.f, ab = 0.f;
+  float ag = 0.f, ab = 0.f, ad = 0.f;
   if (col < c) {
     for (int64_t r = r0 + ty; r < r1; r += kRowThreads) {
       const float d = to_f32(dy[r * c + col]);
       ag += d * (to_f32(x[r * c + col]) - mean[r]) * rstd[r];
       ab += d;
+      if (dx) ad += to_f32(dx[r * c + col]);
     }
   }
   sg[ty][tx] = ag;
   sb[ty][tx] = ab;
+  sd[ty][tx] = ad;
   __syncthreads();
   if (ty == 0 && col < c) {
     for (int k = 1; k < kRowThreads; ++k) {
       ag += sg[k][tx];
       ab += sb[k][tx];
+      ad += sd[k][tx];
     }
     const int64_t chunks = gridDim.y;
     partial[blockIdx.y * static_cast<int64_t>(c) + col] = ag;
     partial[(chunks + blockIdx.y) * static_cast<int64_t>(c) + col] = ab;
+    if (dx) partial[(2 * chunks + blockIdx.y) * static_cast<int64_t>(c) + col] = ad;
   }
 }
 
-// Stage 2: dgamma[c] += Σ_chunk partial[0][chunk][c]; dbeta likewise, chunks in order.
+// Stage 2: dgamma[c] += Σ_chunk partial[0][chunk][c]; dbeta (and dbias when non-null) likewise,
+// chunks in order.
 __global__ void ln_param_final_kernel(const float* __restrict__ partial, int chunks, int c, float* dgamma,
-                                      float* dbeta) {
+                                      float* dbeta, float* dbias) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   if (col >= c) return;
-  float g = 0.f, b = 0.f;
+  float g = 0.f, b = 0.f, db = 0.f;
   for (int k = 0; k < chunks; ++k) {
     g += partial[static_cast<int64_t>(k) * c + col];
     b += partial[static_cast<int64_t>(chunks + k) * c + col];
+    if (dbias) db += partial[static_cast<int64_t>(2 * chunks + k) * c + col];
   }
   dgamma[col] += g;
   dbeta[col] += b;
+  if (dbias) dbias[col] += db;
+}
+
+template <typename T> T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; }
+
+// Launches the forward kernel (kFused as above) for rows × c.
+template <bool kFused>
+void launch_forward(const Tensor& x, const Tensor& bias, const Tensor& residual, const Tensor& h, const LnDropout& d,
+                    const Tensor& gamma, const Tensor& beta, float eps, const Tensor& y, const Tensor& mean,
+                    const Tensor& rstd, int64_t rows, int64_t c) {
+  FC_CHECK(c < (1ll << 31), "layernorm_forward (cuda): row length ", c, " too large");
+  set_device(x.device());
+  const cudaStream_t stream = cuda_stream_of(x.device());
+  cuda_dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const bool aligned = can_vectorise(c, sizeof(T),
+                                       {x.data_ptr(), y.data_ptr(), gamma.data_ptr(), beta.data_ptr(),
+                                        ptr_or_null<T>(residual), ptr_or_null<T>(h), ptr_or_null<T>(bias)});
+    row_switch<T>(c, aligned, [&](auto g, auto v) {
+      constexpr int G = decltype(g)::value, V = decltype(v)::value;
+      ln_forward_kernel<T, G, V, kFused><<<row_blocks<G>(rows), kRowBlock, 0, stream>>>(
+          static_cast<const T*>(x.data_ptr()), ptr_or_null<T>(bias), ptr_or_null<T>(residual), ptr_or_null<T>(h), d,
+          gamma.data<float>(), beta.data<float>(), eps, static_cast<T*>(y.data_ptr()), mean.data<float>(),
+          rstd.data<float>(), rows, static_cast<int>(c));
+      FC_CUDA_CHECK_LAUNCH();
+    });
+  });
 }
 
 }  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t c) {
-  FC_CHECK(c < (1ll << 31), "layernorm_forward (cuda): row length ", c, " too large");
-  set_device(x.device());
-  const cudaStream_t stream = cuda_stream_of(x.device());
-  cuda_dispatch_float(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const bool aligned = can_vectorise(c, sizeof(T), {x.data_ptr(), y.data_ptr(), gamma.data_ptr(), beta.data_ptr()});
-    row_switch<T>(c, aligned, [&](auto g, auto v) {
-      constexpr int G = decltype(g)::value, V = decltype(v)::value;
-      ln_forward_kernel<T, G, V><<<row_blocks<G>(rows), kRowBlock, 0, stream>>>(
-          static_cast<const T*>(x.data_ptr()), gamma.data<float>(), beta.data<float>(), eps,
-          static_cast<T*>(y.data_ptr()), mean.data<float>(), rstd.data<float>(), rows, static_cast<int>(c));
-      FC_CUDA_CHECK_LAUNCH();
-    });
-  });
+  launch_forward<false>(x, Tensor(), Tensor(), Tensor(), LnDropout{}, gamma, beta, eps, y, mean, rstd, rows, c);
 }
 
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, int64_t rows,
-                        int64_t c) {
+void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
+                                             const DropoutArgs& d, const DropoutMaskDesc& mask, const Tensor& gamma,
+                                             const Tensor& beta, float eps, const Tensor& h, const Tensor& y,
+                                             const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t c) {
+  // The kernel re-reads h for the statistics and y, so an unrequested h still needs scratch.
+  const Tensor hh = h.defined() ? h : Tensor::empty(x.shape(), x.dtype(), x.device());
+  launch_forward<true>(x, bias, residual, hh, ln_dropout(d, mask), gamma, beta, eps, y, mean, rstd, rows, c);
+}
+
+void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dh, const Tensor& dx, const Tensor& dbias,
+                        const DropoutArgs& d, const DropoutMaskDesc& mask, const Tensor& dgamma, const Tensor& dbeta,
+                        int64_t rows, int64_t c) {
   FC_CHECK(c < (1ll << 31), "layernorm_backward (cuda): row length ", c, " too large");
-  const Device dev = x.device();
+  const Device dev = h.device();
   set_device(dev);
   const cudaStream_t stream = cuda_stream_of(dev);
   // Chunks of ≥ 64 rows, at most 512 of them: enough blocks to fill the GPU for narrow C while
   // keeping stage 2 (chunks × C reads) cheap.
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(512, rows / 64));
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
-  Tensor partial = Tensor::empty({2 * chunks * c}, DType::f32, dev);
-  cuda_dispatch_float(x.dtype(), [&](auto tag) {
+  const int64_t nacc = dbias.defined() ? 3 : 2;
+  Tensor partial = Tensor::empty({nacc * chunks * c}, DType::f32, dev);
+  const LnDropout drop = ln_dropout(d, mask);
+  cuda_dispatch_float(h.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* dyp = static_cast<const T*>(dy.data_ptr());
-    const T* xp = static_cast<const T*>(x.data_ptr());
-    const bool aligned = can_vectorise(c, sizeof(T), {dy.data_ptr(), x.data_ptr(), dx.data_ptr(), gamma.data_ptr()});
+    const T* hp = static_cast<const T*>(h.data_ptr());
+    const bool aligned = can_vectorise(
+        c, sizeof(T), {dy.data_ptr(), h.data_ptr(), gamma.data_ptr(), ptr_or_null<T>(dh), ptr_or_null<T>(dx)});
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
       ln_backward_dx_kernel<T, G, V><<<row_blocks<G>(rows), kRowBlock, 0, stream>>>(
-          dyp, xp, gamma.data<float>(), mean.data<float>(), rstd.data<float>(), static_cast<T*>(dx.data_ptr()), rows,
-          static_cast<int>(c));
+          dyp, hp, gamma.data<float>(), mean.data<float>(), rstd.data<float>(), ptr_or_null<T>(dh), ptr_or_null<T>(dx),
+          drop, rows, static_cast<int>(c));
       FC_CUDA_CHECK_LAUNCH();
     });
     const dim3 grid(static_cast<unsigned>((c + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
     ln_param_partial_kernel<T><<<grid, dim3(kColTile, kRowThreads), 0, stream>>>(
-        dyp, xp, mean.data<float>(), rstd.data<float>(), partial.data<float>(), rows, static_cast<int>(c),
-        rows_per_chunk);
+        dyp, hp, dbias.defined() ? ptr_or_null<T>(dx) : nullptr, mean.data<float>(), rstd.data<float>(),
+        partial.data<float>(), rows, static_cast<int>(c), rows_per_chunk);
     FC_CUDA_CHECK_LAUNCH();
   });
   ln_param_final_kernel<<<static_cast<unsigned>((c + 255) / 256), 256, 0, stream>>>(
-      partial.data<float>(), static_cast<int>(chunks), static_cast<int>(c), dgamma.data<float>(), dbeta.data<float>());
+      partial.data<float>(), static_cast<int>(chunks), static_cast<int>(c), dgamma.data<float>(), dbeta.data<float>(),
+      dbias.defined() ? dbias.data<float>() : nullptr);
   FC_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,14 +1,22 @@
-// CUDA backend of LayerNorm (kernels/layernorm.h). Validated by the dispatcher.
+// CUDA backend of LayerNorm and the fused bias + dropout + residual + LayerNorm
+// (kernels/layernorm.h); same contract as the CPU backend (kernels/cpu/layernorm_cpu.h).
 #pragma once
 
 #include "core/tensor.h"
+#include "kernels/dropout_mask.h"
+#include "kernels/elementwise.h"
 
 namespace foldcore::ops::cuda {
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t c);
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, int64_t rows,
-                        int64_t c);
+void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
+                                             const DropoutArgs& d, const DropoutMaskDesc& mask, const Tensor& gamma,
+                                             const Tensor& beta, float eps, const Tensor& h, const Tensor& y,
+                                             const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t c);
+void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dh, const Tensor& dx, const Tensor& dbias,
+                        const DropoutArgs& d, const DropoutMaskDesc& mask, const Tensor& dgamma, const Tensor& dbeta,
+                        int64_t rows, int64_t c);
 
 }  // namespace foldcore::ops::cuda

@@ -1,4 +1,5 @@
-// LayerNorm, softmax and softmax cross-entropy Functions (fp32 statistics).
+// LayerNorm (plain and fused with bias + dropout + residual), softmax and softmax cross-entropy
+// Functions (fp32 statistics).
 #include <vector>
 
 #include "autograd/function_util.h"
@@ -18,6 +19,24 @@ struct LayerNormFn final : Function {
     const Tensor dgamma = detail::acc_grad_or_scratch(ctx, 1, gamma, DType::f32);
     const Tensor dbeta = detail::acc_grad_or_scratch(ctx, 2, gamma, DType::f32);
     ops::layernorm_backward(ctx.grad_output(0), x, gamma, mean, rstd, dx, dgamma, dbeta);
+  }
+};
+
+// Inputs: 0 x, 1 bias, 2 residual, 3 gamma, 4 beta. Saves h = residual + dropout(x + bias), the
+// statistics, and the dropout args (the mask is regenerated, not stored).
+struct BiasDropoutResidualLayerNormFn final : Function {
+  ops::DropoutArgs args;
+  Tensor h, gamma, mean, rstd;
+  bool has_bias = false;
+  void backward(BackwardCtx& ctx) override {
+    const bool want_bias = has_bias && ctx.needs_grad(1);
+    const Tensor dx = ctx.needs_grad(0) || want_bias ? detail::new_grad_or_scratch(ctx, 0, h, h.dtype()) : Tensor();
+    const Tensor dbias = want_bias ? ctx.accumulate_grad(1, DType::f32) : Tensor();
+    const Tensor dres = ctx.needs_grad(2) ? ctx.new_grad(2, h.dtype()) : Tensor();
+    const Tensor dgamma = detail::acc_grad_or_scratch(ctx, 3, gamma, DType::f32);
+    const Tensor dbeta = detail::acc_grad_or_scratch(ctx, 4, gamma, DType::f32);
+    ops::bias_dropout_residual_layernorm_backward(ctx.grad_output(0), h, gamma, mean, rstd, args, dx, dbias, dres,
+                                                  dgamma, dbeta);
   }
 };
 
@@ -70,6 +89,47 @@ Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& be
   fn->mean = mean;
   fn->rstd = rstd;
   return record1("layer_norm", std::move(fn), {x, gamma, beta}, y);
+}
+
+Variable bias_dropout_residual_layer_norm(const Variable& x0, const Variable& bias0, const Variable& residual0,
+                                          const DropoutSpec& d, const Variable& gamma, const Variable& beta, float eps,
+                                          bool in_place) {
+  constexpr const char* op = "bias_dropout_residual_layer_norm";
+  FC_CHECK(x0.defined() && residual0.defined(), op, ": x and residual are required");
+  // Mixed float dtypes (a bf16 autocast GEMM output and an f32 residual stream) promote to f32,
+  // as in bias_dropout_residual.
+  const DType dt = x0.dtype() == residual0.dtype() ? x0.dtype() : DType::f32;
+  const Variable x = cast(x0, dt), residual = cast(residual0, dt);
+  const Variable bias = bias0.defined() ? cast(bias0, dt) : Variable();
+  const int64_t c = x.size(-1);
+  FC_CHECK(residual.shape() == x.shape(), op, ": residual ", residual.shape().str(), " vs x ", x.shape().str());
+  FC_CHECK(!bias.defined() || bias.shape() == Shape({c}), op, ": bias ", bias.defined() ? bias.shape().str() : "",
+           " for x ", x.shape().str());
+  FC_CHECK(gamma.shape() == Shape({c}) && beta.shape() == Shape({c}), op, ": gamma ", gamma.shape().str(), ", beta ",
+           beta.shape().str(), " for x ", x.shape().str());
+  FC_CHECK(d.p >= 0.f && d.p < 1.f, op, ": dropout rate ", d.p, " outside [0, 1)");
+  const ops::DropoutArgs args = detail::dropout_args(d);
+  const bool rg = any_requires_grad({x, bias, residual, gamma, beta});
+  // h (the pre-LN sum) is stored only for a backward; `in_place` puts it in residual's storage.
+  Tensor h;
+  if (rg && in_place && detail::can_overwrite(residual)) h = residual.value();
+  const Tensor xv = x.value().contiguous(), rv = residual.value().contiguous();
+  const Tensor gv = gamma.value().to(DType::f32), bv = beta.value().to(DType::f32);
+  if (rg && !h.defined()) h = detail::empty_like(xv);
+  Tensor y = detail::empty_like(xv);
+  const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
+  const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
+  ops::bias_dropout_residual_layernorm_forward(xv, bias.defined() ? bias.value() : Tensor(), rv, args, gv, bv, eps, h,
+                                               y, mean, rstd);
+  if (!rg) return Variable(y);
+  auto fn = std::make_unique<BiasDropoutResidualLayerNormFn>();
+  fn->args = args;
+  fn->h = h;
+  fn->gamma = gv;
+  fn->mean = mean;
+  fn->rstd = rstd;
+  fn->has_bias = bias.defined();
+  return record1(op, std::move(fn), {x, bias, residual, gamma, beta}, y);
 }
 
 Variable softmax(const Variable& x) {

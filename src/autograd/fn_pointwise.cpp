@@ -24,6 +24,26 @@ Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
   ops::sum(g, axes, out);
   return out.view(shape);
 }
+
+ops::DropoutArgs dropout_args(const DropoutSpec& d) {
+  ops::DropoutArgs args;
+  if (d.gen != nullptr && d.p > 0.f) {
+    args.p = d.p;
+    args.seed = d.gen->seed();
+    args.offset = d.gen->reserve();  // recompute replays this by rewinding the generator
+    args.shared_dims = d.shared_dims;
+  }
+  return args;
+}
+
+bool can_overwrite(const Variable& v) {
+  // Safe when this Tensor is the only reference to the storage: no saved tensor of any backward
+  // (and no other view) can observe the overwrite.
+  const Tensor& r = v.value();
+  const bool sole_owner =
+      r.storage().use_count() == 1 && r.is_contiguous() && r.offset() == 0 && r.nbytes() == r.storage()->bytes();
+  return sole_owner && !(v.is_leaf() && v.requires_grad());
+}
 }  // namespace detail
 
 using detail::empty_like;
@@ -208,23 +228,10 @@ Variable bias_dropout_residual(const Variable& x0, const Variable& bias0, const 
   FC_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == x.size(-1)), "bias_dropout_residual: bias ",
            bias.defined() ? bias.shape().str() : "", " for x ", x.shape().str());
   FC_CHECK(d.p >= 0.f && d.p < 1.f, "dropout: rate ", d.p, " outside [0, 1)");
-  ops::DropoutArgs args;
-  if (d.gen != nullptr && d.p > 0.f) {
-    args.p = d.p;
-    args.seed = d.gen->seed();
-    args.offset = d.gen->reserve();  // recompute replays this by rewinding the generator
-    args.shared_dims = d.shared_dims;
-  }
+  const ops::DropoutArgs args = detail::dropout_args(d);
   const Tensor xv = x.value().contiguous();
   Tensor out;
-  if (in_place && has_res) {
-    // Safe when this Tensor is the only reference to the storage: no saved tensor of any
-    // backward (and no other view) can observe the overwrite.
-    const Tensor& r = residual.value();
-    const bool sole_owner = r.storage().use_count() == 1 && r.is_contiguous() && r.offset() == 0 &&
-                            r.nbytes() == r.storage()->bytes();
-    if (sole_owner && !(residual.is_leaf() && residual.requires_grad())) out = r;
-  }
+  if (in_place && has_res && detail::can_overwrite(residual)) out = residual.value();
   if (!out.defined()) out = empty_like(xv);
   ops::bias_dropout_residual_forward(xv, bias.defined() ? bias.value() : Tensor(),
                                      has_res ? residual.value().contiguous() : Tensor(), args, out);

@@ -5,8 +5,10 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
+#include "kernels/elementwise.h"
 
 namespace foldcore::autograd::detail {
 
@@ -25,6 +27,14 @@ inline Tensor acc_grad_or_scratch(BackwardCtx& ctx, int i, const Tensor& like, D
 // Σ of `g` (a gradient of a broadcast result) over the axes that `shape` broadcast along, so the
 // result has `shape` (NumPy broadcasting: leading axes, and size-1 axes).
 Tensor sum_to_shape(const Tensor& g, const Shape& shape);
+
+// The kernel dropout args of a spec: p = 0 (identity) without a generator; else a fresh stream
+// offset reserved from the generator (a recompute replays it by rewinding the generator).
+ops::DropoutArgs dropout_args(const DropoutSpec& d);
+
+// Whether an op may write its output into v's storage (in-place residual update): v's Tensor is
+// the only reference to its whole storage and v is not a leaf that needs grad.
+bool can_overwrite(const Variable& v);
 
 // The GEMM compute dtype: the autocast dtype when set, else `own`.
 inline DType gemm_dtype(DType own) { return autocast_dtype().value_or(own); }

@@ -75,6 +75,15 @@ Variable dropout(const Variable& x, const DropoutSpec& d);
 // of any backward) refers to residual's storage, and residual is not a leaf that needs grad.
 Variable bias_dropout_residual(const Variable& x, const Variable& bias, const Variable& residual,
                                const DropoutSpec& d, bool in_place = false);
+// Post-LN residual block in one fused op (kernels/layernorm.h):
+//   y = LayerNorm(residual + dropout(x + bias))·gamma + beta
+// equal to layer_norm(bias_dropout_residual(x, bias, residual, d), gamma, beta, eps) with the same
+// dropout stream. bias [C] optional; gamma, beta [C]. The backward saves the pre-LN sum h; with
+// `in_place`, h is written into residual's storage under bias_dropout_residual's safety rule.
+// Without a backward (no grad), h is not stored at all.
+Variable bias_dropout_residual_layer_norm(const Variable& x, const Variable& bias, const Variable& residual,
+                                          const DropoutSpec& d, const Variable& gamma, const Variable& beta,
+                                          float eps, bool in_place = false);
 
 // ---------------------------------------------------------------- gather
 Variable embedding(const Variable& table, const Tensor& idx);  // table [V, C], idx […] → […, C]

@@ -65,12 +65,15 @@ Variable TransformerEncoderLayer::forward(const Variable& x, const Variable& mas
   std::vector<Variable> biases;
   if (mask_bias.defined()) biases.push_back(mask_bias);
   Variable h = attention_.forward_no_output_bias(x, x, biases, cu_seqlens);
-  // x belongs to the caller, so the first residual update allocates; y is ours, so the second
-  // one overwrites y's storage when no backward saved y (inference, recompute forward, autocast).
-  Variable y = ln1_.forward(
-      autograd::bias_dropout_residual(h, attention_.output().bias(), x, attn_dropout_.spec(), /*in_place=*/false));
+  // Each post-LN site is one fused op: LN(residual + dropout(h + b)) (kernels/layernorm.h).
+  // x belongs to the caller, so the first pre-LN sum gets its own buffer; y is ours, so the
+  // second one may overwrite y's storage when no backward saved y (recompute forward).
+  const Variable y = autograd::bias_dropout_residual_layer_norm(h, attention_.output().bias(), x, attn_dropout_.spec(),
+                                                                ln1_.scale(), ln1_.offset(), opt_.ln_eps,
+                                                                /*in_place=*/false);
   h = ffn_.forward_no_output_bias(y);
-  return ln2_.forward(autograd::bias_dropout_residual(h, ffn_.fc2().bias(), y, ffn_dropout_.spec(), true));
+  return autograd::bias_dropout_residual_layer_norm(h, ffn_.fc2().bias(), y, ffn_dropout_.spec(), ln2_.scale(),
+                                                    ln2_.offset(), opt_.ln_eps, /*in_place=*/true);
 }
 
 }  // namespace foldcore::nn

@@ -37,7 +37,8 @@ struct EncoderLayerOptions {
 
 // Post-LN encoder layer (BERT):
 //   x = LN1(x + dropout(Attn(x) + b_o));   x = LN2(x + dropout(FFN(x) + b_2))
-// with each "bias + dropout + residual" a single fused op.
+// with each "LN(residual + dropout(h + bias))" a single fused op (bias_dropout_residual_layer_norm);
+// ln1_/ln2_ hold the LayerNorm parameters (their eps is options.ln_eps).
 class TransformerEncoderLayer : public Module {
  public:
   TransformerEncoderLayer(Scope scope, const EncoderLayerOptions& options);

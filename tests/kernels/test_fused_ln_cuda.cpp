@@ -1,0 +1,110 @@
+// CUDA fused bias + dropout + residual + LayerNorm vs the CPU reference (f32, bf16, forward and
+// backward), and the dropout mask: the CUDA fused op drops exactly the elements the CPU op and
+// the CUDA bias_dropout_residual drop. Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include "core/random.h"
+#include "kernels/elementwise.h"
+#include "kernels/layernorm.h"
+#include "test_util.h"
+
+namespace foldcore {
+namespace {
+
+struct Outs {
+  Tensor h, y, mean, rstd, dx, dbias, dres, dgamma, dbeta;
+};
+
+ops::DropoutArgs args(float p, std::vector<int> shared = {}) {
+  ops::DropoutArgs d;
+  d.p = p;
+  d.seed = 77;
+  d.offset = 3;
+  d.shared_dims = std::move(shared);
+  return d;
+}
+
+Outs run(Device dev, const Tensor& x, const Tensor& bias, const Tensor& res, const Tensor& dy, const Tensor& gamma,
+         const Tensor& beta, const ops::DropoutArgs& d) {
+  const int64_t c = x.size(-1), rows = x.numel() / c;
+  Outs o;
+  for (Tensor* t : {&o.h, &o.y, &o.dx, &o.dres}) *t = Tensor::zeros(x.shape(), x.dtype(), dev);
+  o.mean = Tensor::zeros({rows}, DType::f32, dev);
+  o.rstd = Tensor::zeros({rows}, DType::f32, dev);
+  o.dbias = Tensor::full({c}, 0.25, DType::f32, dev);  // accumulation targets
+  o.dgamma = Tensor::full({c}, 0.5, DType::f32, dev);
+  o.dbeta = Tensor::full({c}, -0.5, DType::f32, dev);
+  const Tensor g = gamma.to(dev);
+  ops::bias_dropout_residual_layernorm_forward(x.to(dev), bias.to(dev), res.to(dev), d, g, beta.to(dev), 1e-5f, o.h,
+                                               o.y, o.mean, o.rstd);
+  ops::bias_dropout_residual_layernorm_backward(dy.to(dev), o.h, g, o.mean, o.rstd, d, o.dx, o.dbias, o.dres,
+                                                o.dgamma, o.dbeta);
+  for (Tensor* t : {&o.h, &o.y, &o.mean, &o.rstd, &o.dx, &o.dbias, &o.dres, &o.dgamma, &o.dbeta})
+    *t = t->to(Device::cpu());
+  return o;
+}
+
+// Warp path (odd: per-element Philox; aligned: whole blocks), block path (odd and aligned), BERT 1024.
+const Shape kShapes[] = {{1, 1}, {7, 33}, {3, 5, 128}, {65, 256}, {9, 1024}, {5, 1031}, {4, 4096}};
+
+void compare(DType dt, double atol, double rtol, uint64_t seed) {
+  Generator gen(seed);
+  for (const Shape& s : kShapes) {
+    const int64_t c = s.back(), rows = s.product() / c;
+    const Tensor x = randn(s, gen, 0.f, 1.f, dt), bias = randn({c}, gen, 0.f, 0.5f, dt);
+    const Tensor res = randn(s, gen, 0.5f, 2.f, dt), dy = randn(s, gen, 0.f, 1.f, dt);
+    const Tensor gamma = randn({c}, gen, 1.f, 0.3f), beta = randn({c}, gen);
+    for (float p : {0.f, 0.1f}) {
+      const Outs ref = run(Device::cpu(), x, bias, res, dy, gamma, beta, args(p));
+      const Outs got = run(Device::cuda(), x, bias, res, dy, gamma, beta, args(p));
+      SCOPED_TRACE(s.str() + " " + std::string(dtype_name(dt)) + " p=" + std::to_string(p));
+      // h: the same mask and the same fp32 sum rounded once: bit-identical.
+      FC_EXPECT_CLOSE(got.h, ref.h, 0, 0);
+      FC_EXPECT_CLOSE(got.y, ref.y, atol, rtol);
+      FC_EXPECT_CLOSE(got.mean, ref.mean, 1e-5, 1e-5);
+      FC_EXPECT_CLOSE(got.rstd, ref.rstd, 1e-5, 1e-4);
+      FC_EXPECT_CLOSE(got.dres, ref.dres, atol, rtol);
+      FC_EXPECT_CLOSE(got.dx, ref.dx, atol / (1 - p), rtol);
+      // Column sums over `rows` fp32 terms in different orders.
+      FC_EXPECT_CLOSE(got.dbias, ref.dbias, 1e-5 * rows + 1e-5 + atol, 1e-4 + rtol);
+      FC_EXPECT_CLOSE(got.dgamma, ref.dgamma, 1e-5 * rows + 1e-5, 1e-4);
+      FC_EXPECT_CLOSE(got.dbeta, ref.dbeta, 1e-5 * rows + 1e-5, 1e-4);
+    }
+  }
+}
+
+// f32: fp32 math on both sides, differing only in summation order (~1e-6 relative).
+TEST(FusedLayerNormCuda, MatchesCpuF32) {
+  FC_REQUIRE_CUDA();
+  compare(DType::f32, 1e-4, 1e-4, 600);
+}
+
+// bf16 storage: fp32 math; y/dx rounded to bf16 (2⁻⁸ relative) from fp32 values ~1e-6 apart, so
+// at most one ulp: 1e-2 relative, 2e-2 absolute for |y| ~ 5.
+TEST(FusedLayerNormCuda, MatchesCpuBf16) {
+  FC_REQUIRE_CUDA();
+  compare(DType::bf16, 2e-2, 1e-2, 601);
+}
+
+// Mask equality: x = 1, no bias, residual = 0 ⇒ h = mask/(1−p) exactly, on both backends and for
+// the unfused CUDA op (vector path 1024 and per-element path 1031, unshared and shared masks).
+TEST(FusedLayerNormCuda, DropoutMaskEqualsCpuAndUnfused) {
+  FC_REQUIRE_CUDA();
+  for (const Shape& s : {Shape{6, 1024}, Shape{5, 1031}, Shape{3, 4, 64}}) {
+    for (const auto& d : {args(0.3f), args(0.3f, {-2})}) {
+      const int64_t c = s.back();
+      const Tensor ones = Tensor::full(s, 1.0, DType::f32), zeros = Tensor::zeros(s, DType::f32);
+      const Tensor gamma = Tensor::full({c}, 1.0, DType::f32), beta = Tensor::zeros({c}, DType::f32);
+      const Outs cpu = run(Device::cpu(), ones, Tensor::zeros({c}, DType::f32), zeros, zeros, gamma, beta, d);
+      const Outs gpu = run(Device::cuda(), ones, Tensor::zeros({c}, DType::f32), zeros, zeros, gamma, beta, d);
+      Tensor unfused = Tensor::zeros(s, DType::f32, Device::cuda());
+      ops::bias_dropout_residual_forward(ones.to(Device::cuda()), Tensor(), zeros.to(Device::cuda()), d, unfused);
+      SCOPED_TRACE(s.str());
+      EXPECT_EQ(gpu.h.to_vector(), cpu.h.to_vector());
+      EXPECT_EQ(gpu.h.to_vector(), unfused.to(Device::cpu()).to_vector());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace foldcore
