@@ -55,6 +55,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,17 @@ FeatureDict process_features(const FeatureDict& raw, const FeatureProcessingConf
 // The raw feature dict of a single sequence without alignments: sequence features, an MSA made of
 // the query alone, zero templates.
 FeatureDict single_sequence_raw_features(const std::string& sequence, const std::string& description);
+
+// One key of the layout above: `dims` space-separated, a letter (N S E T R) a size shared across
+// keys, a number a fixed size; float32 or int64; template keys are absent without templates.
+struct ProcessedKeyLayout {
+  const char* name;
+  const char* dims;
+  bool is_float;
+  bool is_template;
+};
+// The whole table, in key order.
+std::span<const ProcessedKeyLayout> processed_layout();
 
 // Checks that `features` has exactly the layout above (keys in that order, ranks, dtypes, and one
 // consistent N, S, E, T, R; template keys all present or all absent). Throws foldcore::Error
