@@ -52,6 +52,7 @@
 // axis would be empty: no templates → one fully masked template (template_mask 0, all zero, as
 // AlphaFold's padding gives), no extra MSA rows → one fully masked extra row (mask 0). Masked rows
 // and templates do not change the model's output.
+// With FeatureProcessingConfig::padding every axis is padded to a fixed size instead (training).
 #pragma once
 
 #include <cstdint>
@@ -80,6 +81,12 @@ struct FeatureProcessingConfig {
   // template stays when use_templates). `predict` without alignments.
   bool single_sequence = false;
   float use_clamped_fape = 0.0f;  // inference: unclamped FAPE is irrelevant; AlphaFold/OpenFold write 0
+  // Fixed output sizes (0: the natural size; smaller than natural is an error): axes are padded
+  // with zeros (masks 0), and recycling slices past num_recycles + 1 repeat the last computed one,
+  // so that every sample of a training run has the same shapes (training_sample.h).
+  struct Padding {
+    int64_t num_res = 0, msa_clusters = 0, extra_msa = 0, templates = 0, recycling_slices = 0;
+  } padding;
 
   // The number of MSA cluster centres requested (before limiting by the MSA depth).
   int64_t msa_clusters() const {

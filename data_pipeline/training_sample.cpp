@@ -171,35 +171,6 @@ std::vector<int64_t> fixed_shape(const ProcessedKeyLayout& key, const TrainingSa
   return shape;
 }
 
-// `src` zero-padded to `shape` (same rank, every axis at least as long); along the last
-// (recycling) axis, slices past the source's repeat its last slice.
-NpyArray pad_recycled(const NpyArray& src, const std::vector<int64_t>& shape, const std::string& name) {
-  const size_t rank = shape.size();
-  FC_CHECK(src.shape.size() == rank && rank >= 1, "training sample: '", name, "' has shape ", npy_shape_str(src.shape),
-           ", expected rank ", rank);
-  for (size_t d = 0; d < rank; ++d)
-    FC_CHECK(src.shape[d] <= shape[d] && src.shape[d] >= 1, "training sample: '", name, "' shape ",
-             npy_shape_str(src.shape), " does not fit ", npy_shape_str(shape));
-  NpyArray out{src.dtype, shape, {}};
-  const size_t item = src.dtype.itemsize;
-  out.data.assign(static_cast<size_t>(out.numel()) * item, 0);
-  const size_t r_src = static_cast<size_t>(src.shape.back()), r_dst = static_cast<size_t>(shape.back());
-  const int64_t outer = src.numel() / src.shape.back();
-  std::vector<int64_t> index(rank - 1, 0);  // odometer over the source's leading axes
-  for (int64_t o = 0; o < outer; ++o) {
-    size_t dst = 0;
-    for (size_t d = 0; d + 1 < rank; ++d) dst = dst * static_cast<size_t>(shape[d]) + static_cast<size_t>(index[d]);
-    uint8_t* to = &out.data[dst * r_dst * item];
-    std::memcpy(to, &src.data[static_cast<size_t>(o) * r_src * item], r_src * item);
-    for (size_t r = r_src; r < r_dst; ++r) std::memcpy(to + r * item, to + (r_src - 1) * item, item);
-    for (size_t d = rank - 1; d-- > 0;) {
-      if (++index[d] < src.shape[d]) break;
-      index[d] = 0;
-    }
-  }
-  return out;
-}
-
 // The crop's residues plus each one's predecessor (sorted, unique), and where each crop residue sits
 // in that list: labels computed on it equal the full chain's (torsions look one residue back).
 std::pair<std::vector<int64_t>, std::vector<int64_t>> label_window(const std::vector<int64_t>& crop) {
@@ -308,13 +279,9 @@ FeatureDict make_training_sample(const TrainingChain& chain, const TrainingSampl
   fp.masked_msa = config.masked_msa;
   fp.seed = seed;
   fp.use_clamped_fape = clamped ? 1.0f : 0.0f;
-  const FeatureDict processed = process_features(cropped_raw_features(chain, crop, rows, templates), fp);
-
-  FeatureDict out;
-  for (const ProcessedKeyLayout& k : processed_layout()) {
-    if (!config.use_templates && k.is_template) continue;
-    out.set(k.name, pad_recycled(processed.at(k.name), fixed_shape(k, config), k.name));
-  }
+  fp.padding = {config.crop_size, config.max_msa_clusters, config.max_extra_msa, config.max_templates,
+                config.max_recycles + 1};
+  FeatureDict out = process_features(cropped_raw_features(chain, crop, rows, templates), fp);
   NpyArray recycles{NpyDType::i64(), {1}, std::vector<uint8_t>(sizeof(int64_t))};
   const int64_t r64 = num_recycles;
   std::memcpy(recycles.data.data(), &r64, sizeof(r64));
