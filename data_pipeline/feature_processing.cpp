@@ -75,8 +75,9 @@ struct Dim {
   Dim(int64_t s, int64_t p) : size(s), padded(p) {}
 };
 
-// per_iter[k] (row-major over `shape`'s natural sizes) as slice k of an array [padded..., r_out];
-// slices past per_iter.size() repeat the last one, padding is zero.
+// per_iter[k] (row-major over `shape`) as slice k of an array [padded..., r_out]; slices past
+// per_iter.size() repeat the last one, padding is zero. The leading axis may be shorter in some
+// iterations (block deletion leaves fewer MSA rows): `shape[0].size` is the largest.
 template <typename Out, typename T>
 NpyArray stack(const std::vector<const std::vector<T>*>& per_iter, const std::vector<Dim>& shape, size_t r_out,
                NpyDType dtype) {
@@ -88,29 +89,32 @@ NpyArray stack(const std::vector<const std::vector<T>*>& per_iter, const std::ve
     out_shape.push_back(d.padded);
   }
   out_shape.push_back(static_cast<int64_t>(r_out));
+  const size_t rank = shape.size();
+  // Elements per index of the leading axis.
+  const size_t per_lead = rank == 0 || shape[0].size == 0 ? 1 : numel / static_cast<size_t>(shape[0].size);
   for (size_t k = 0; k < per_iter.size(); ++k)
-    FC_CHECK(per_iter[k]->size() == numel, "process_features: iteration ", k, " has ", per_iter[k]->size(),
-             " values, expected ", numel);
+    FC_CHECK(rank == 0 ? per_iter[k]->size() == 1 : per_iter[k]->size() % per_lead == 0 && per_iter[k]->size() <= numel,
+             "process_features: iteration ", k, " has ", per_iter[k]->size(), " values, expected ", numel);
   NpyArray a{dtype, std::move(out_shape), std::vector<uint8_t>(padded_numel * r_out * sizeof(Out), 0)};
   uint8_t* base = a.data.data();
-  const size_t rank = shape.size();
-  const size_t inner = rank == 0 ? 1 : static_cast<size_t>(shape.back().size);
   const size_t inner_padded = rank == 0 ? 1 : static_cast<size_t>(shape.back().padded);
-  const size_t outer = inner == 0 ? 0 : numel / inner;
-  std::vector<size_t> index(rank == 0 ? 0 : rank - 1, 0);  // odometer over the leading axes
-  for (size_t o = 0; o < outer; ++o) {
-    size_t row = 0;
-    for (size_t d = 0; d + 1 < rank; ++d) row = row * static_cast<size_t>(shape[d].padded) + index[d];
-    for (size_t j = 0; j < r_out; ++j) {
-      const T* src = per_iter[std::min(j, per_iter.size() - 1)]->data() + o * inner;
+  for (size_t j = 0; j < r_out; ++j) {
+    const std::vector<T>& src = *per_iter[std::min(j, per_iter.size() - 1)];
+    // Rank 1: the (possibly shorter) leading axis is the innermost one.
+    const size_t inner = rank == 0 ? 1 : rank == 1 ? src.size() : static_cast<size_t>(shape.back().size);
+    const size_t outer = inner == 0 ? 0 : src.size() / inner;
+    std::vector<size_t> index(rank == 0 ? 0 : rank - 1, 0);  // odometer over the leading axes
+    for (size_t o = 0; o < outer; ++o) {
+      size_t row = 0;
+      for (size_t d = 0; d + 1 < rank; ++d) row = row * static_cast<size_t>(shape[d].padded) + index[d];
       for (size_t i = 0; i < inner; ++i) {
-        const Out v = static_cast<Out>(src[i]);
+        const Out v = static_cast<Out>(src[o * inner + i]);
         std::memcpy(base + ((row * inner_padded + i) * r_out + j) * sizeof(Out), &v, sizeof(Out));
       }
-    }
-    for (size_t d = index.size(); d-- > 0;) {
-      if (++index[d] < static_cast<size_t>(shape[d].size)) break;
-      index[d] = 0;
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < static_cast<size_t>(shape[d].size)) break;
+        index[d] = 0;
+      }
     }
   }
   return a;
@@ -238,7 +242,14 @@ IterationMsa process_msa_iteration(const MsaRows& msa, const std::vector<float>&
                                    const FeatureProcessingConfig& config, int iteration) {
   const uint64_t base = 4 * static_cast<uint64_t>(iteration);
   PhiloxStream sample_rng(config.seed, base), mask_rng(config.seed, base + 1), crop_rng(config.seed, base + 2);
-  msa_tf::SampledMsa s = msa_tf::sample_msa(msa, config.msa_clusters(), sample_rng);
+  msa_tf::SampledMsa s;
+  if (config.block_delete_msa) {
+    PhiloxStream block_rng(config.seed, base + 3);
+    s = msa_tf::sample_msa(msa_tf::block_delete_msa(msa, config.block_deletion, block_rng), config.msa_clusters(),
+                           sample_rng);
+  } else {
+    s = msa_tf::sample_msa(msa, config.msa_clusters(), sample_rng);
+  }
   IterationMsa it;
   it.true_msa = s.sampled.msa;
   it.bert_mask.assign(s.sampled.msa.size(), 0.0f);
@@ -348,8 +359,13 @@ FeatureDict process_features(const FeatureDict& raw, const FeatureProcessingConf
     return Dim{size, std::max(size, to)};
   };
   const Dim N = padded(n, config.padding.num_res);
-  const Dim S = padded(iters[0].num_clusters, config.padding.msa_clusters);
-  const Dim E = padded(iters[0].num_extra, config.padding.extra_msa);
+  int64_t s_max = 0, e_max = 0;  // equal in every iteration unless block deletion is on
+  for (const IterationMsa& it : iters) {
+    s_max = std::max(s_max, it.num_clusters);
+    e_max = std::max(e_max, it.num_extra);
+  }
+  const Dim S = padded(s_max, config.padding.msa_clusters);
+  const Dim E = padded(e_max, config.padding.extra_msa);
   auto per_f32 = [&](std::vector<float> IterationMsa::*field) {
     std::vector<const std::vector<float>*> v;
     for (const auto& it : iters) v.push_back(&(it.*field));

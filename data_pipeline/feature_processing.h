@@ -45,7 +45,8 @@
 // atom37_to_torsion_angles('template_'), make_atom14_masks.
 //
 // Randomness: Philox4x32-10 (core/philox.h) streams keyed by `seed`; iteration r's sample_msa,
-// make_masked_msa and crop_extra_msa draw from stream offsets 4r, 4r+1, 4r+2. Same seed and input →
+// make_masked_msa, crop_extra_msa and (training) block_delete_msa draw from stream offsets 4r, 4r+1,
+// 4r+2, 4r+3. Same seed and input →
 // identical output on every platform.
 //
 // Padding: AlphaFold pads to fixed sizes at inference; here no padding is added, except where an
@@ -76,6 +77,9 @@ struct FeatureProcessingConfig {
   int num_recycles = 3;  // R = num_recycles + 1 slices
   bool use_masked_msa = true;
   msa_tf::MaskedMsaConfig masked_msa;  // profile 0.1, same 0.1, uniform 0.1, replace 0.15
+  // MSA block deletion per iteration before sampling (training; AlphaFold's ensembled transforms).
+  bool block_delete_msa = false;
+  msa_tf::BlockDeletionConfig block_deletion;
   uint64_t seed = 0;
   // Single-sequence mode: the MSA is reduced to the query row, templates are dropped (one masked
   // template stays when use_templates). `predict` without alignments.

@@ -20,7 +20,7 @@ using msa_tf::PhiloxStream;
 
 // Stream offsets of the sample's own draws, above process_features' offsets 4r..4r+2.
 constexpr uint64_t kOwnStreams = uint64_t{1} << 32;
-enum Stream : uint64_t { kRecycles, kClampedFape, kCrop, kBlockDelete, kTemplates };
+enum Stream : uint64_t { kRecycles, kClampedFape, kCrop, kTemplates };
 PhiloxStream stream(uint64_t seed, Stream s) { return PhiloxStream(seed, kOwnStreams + s); }
 
 constexpr int kTemplateAatypeClasses = 22;
@@ -65,22 +65,6 @@ std::vector<int64_t> spatial_crop(const TrainingChain& chain, int64_t crop, Phil
 
 // ------------------------------------------------------------------ MSA rows and templates
 
-// Rows kept by block deletion (OpenFold's block_delete_msa, keeping row 0 exactly once).
-std::vector<int64_t> kept_msa_rows(int64_t rows, const TrainingSampleConfig& config, PhiloxStream& rng) {
-  std::vector<char> deleted(static_cast<size_t>(rows), 0);
-  if (config.block_delete_msa && rows > 1) {
-    const int64_t block = static_cast<int64_t>(static_cast<double>(rows) * config.block_delete_fraction);
-    for (int b = 0; b < config.block_delete_num_blocks; ++b) {
-      const int64_t start = static_cast<int64_t>(rng.below(static_cast<uint64_t>(rows)));
-      for (int64_t k = start; k < std::min(rows, start + block); ++k) deleted[static_cast<size_t>(k)] = 1;
-    }
-  }
-  std::vector<int64_t> kept{0};
-  for (int64_t k = 1; k < rows; ++k)
-    if (!deleted[static_cast<size_t>(k)]) kept.push_back(k);
-  return kept;
-}
-
 std::vector<size_t> sampled_templates(size_t available, const TrainingSampleConfig& config, PhiloxStream& rng) {
   const size_t k = static_cast<size_t>(rng.below(available + 1));
   std::vector<size_t> perm(available);
@@ -100,9 +84,9 @@ std::vector<T> gather_columns(const T* src, size_t num_res, size_t rows, const s
   return out;
 }
 
-// The raw feature dict (features.h layout) of the crop, with the kept MSA rows and templates.
+// The raw feature dict (features.h layout) of the crop, with the chosen templates.
 FeatureDict cropped_raw_features(const TrainingChain& chain, const std::vector<int64_t>& crop,
-                                 const std::vector<int64_t>& msa_rows, const std::vector<size_t>& templates) {
+                                 const std::vector<size_t>& templates) {
   const int64_t c = static_cast<int64_t>(crop.size());
   const size_t n = static_cast<size_t>(chain.num_res());
   std::vector<int32_t> aatype(crop.size()), residue_index(crop.size());
@@ -115,11 +99,11 @@ FeatureDict cropped_raw_features(const TrainingChain& chain, const std::vector<i
   raw.set("between_segment_residues", NpyArray::from_i32(std::vector<int32_t>(crop.size(), 0), {c}));
   raw.set("residue_index", NpyArray::from_i32(residue_index, {c}));
   raw.set("seq_length", NpyArray::from_i32(std::vector<int32_t>(crop.size(), static_cast<int32_t>(c)), {c}));
-  const int64_t s = static_cast<int64_t>(msa_rows.size());
-  std::vector<int32_t> msa(msa_rows.size() * crop.size()), del(msa.size());
-  for (size_t r = 0; r < msa_rows.size(); ++r)
+  const int64_t s = chain.msa.depth;
+  std::vector<int32_t> msa(static_cast<size_t>(s) * crop.size()), del(msa.size());
+  for (size_t r = 0; r < static_cast<size_t>(s); ++r)
     for (size_t k = 0; k < crop.size(); ++k) {
-      const size_t src = static_cast<size_t>(msa_rows[r]) * n + static_cast<size_t>(crop[k]);
+      const size_t src = r * n + static_cast<size_t>(crop[k]);
       msa[r * crop.size() + k] = chain.msa.msa[src];
       del[r * crop.size() + k] = chain.msa.deletion_matrix[src];
     }
@@ -209,9 +193,10 @@ void TrainingSampleConfig::validate() const {
                clamped_fape_probability <= 1,
            "TrainingSampleConfig: probabilities must lie in [0, 1] (spatial_crop_probability ", spatial_crop_probability,
            ", clamped_fape_probability ", clamped_fape_probability, ")");
-  FC_CHECK(block_delete_fraction >= 0 && block_delete_fraction <= 1 && block_delete_num_blocks >= 0,
-           "TrainingSampleConfig: block_delete_fraction ", block_delete_fraction, " / num_blocks ",
-           block_delete_num_blocks, " out of range");
+  FC_CHECK(block_deletion.fraction_per_block >= 0 && block_deletion.fraction_per_block <= 1 &&
+               block_deletion.num_blocks >= 0,
+           "TrainingSampleConfig: block_deletion fraction_per_block ", block_deletion.fraction_per_block,
+           " / num_blocks ", block_deletion.num_blocks, " out of range");
 }
 
 uint64_t sample_seed(const SampleKey& key) {
@@ -263,8 +248,7 @@ FeatureDict make_training_sample(const TrainingChain& chain, const TrainingSampl
     const bool spatial = config.spatial_crop || crop_rng.uniform() < config.spatial_crop_probability;
     crop = spatial ? spatial_crop(chain, config.crop_size, crop_rng) : contiguous_crop(n, config.crop_size, crop_rng);
   }
-  PhiloxStream block_rng = stream(seed, kBlockDelete), template_rng = stream(seed, kTemplates);
-  const std::vector<int64_t> rows = kept_msa_rows(chain.msa.depth, config, block_rng);
+  PhiloxStream template_rng = stream(seed, kTemplates);
   std::vector<size_t> templates;
   if (config.use_templates) templates = sampled_templates(chain.templates.size(), config, template_rng);
 
@@ -277,11 +261,13 @@ FeatureDict make_training_sample(const TrainingChain& chain, const TrainingSampl
   fp.num_recycles = num_recycles;
   fp.use_masked_msa = config.use_masked_msa;
   fp.masked_msa = config.masked_msa;
+  fp.block_delete_msa = config.block_delete_msa;
+  fp.block_deletion = config.block_deletion;
   fp.seed = seed;
   fp.use_clamped_fape = clamped ? 1.0f : 0.0f;
   fp.padding = {config.crop_size, config.max_msa_clusters, config.max_extra_msa, config.max_templates,
                 config.max_recycles + 1};
-  FeatureDict out = process_features(cropped_raw_features(chain, crop, rows, templates), fp);
+  FeatureDict out = process_features(cropped_raw_features(chain, crop, templates), fp);
   NpyArray recycles{NpyDType::i64(), {1}, std::vector<uint8_t>(sizeof(int64_t))};
   const int64_t r64 = num_recycles;
   std::memcpy(recycles.data.data(), &r64, sizeof(r64));

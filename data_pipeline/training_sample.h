@@ -12,23 +12,24 @@
 //        spatial (spatial_crop, or with spatial_crop_probability): a centre residue drawn among
 //        those with an observed CA, then the crop_size residues whose CA is nearest to it
 //        (residues without CA last; ties by sequence position), kept in sequence order;
-//   4. MSA block deletion (suppl. 1.2.6, OpenFold block_delete_msa): num_blocks block starts
-//      ~ Uniform{0..S-1}, each deleting floor(block_fraction·S) consecutive rows; row 0 is kept;
-//   5. templates: k ~ Uniform{0..T} of the chain's T hits, a random permutation, the first
+//   4. templates: k ~ Uniform{0..T} of the chain's T hits, a random permutation, the first
 //      min(k, max_templates) (OpenFold's subsample_templates);
-//   6. process_features (feature_processing.h) on the cropped chain for iterations 0..num_recycles:
-//      per iteration MSA cluster sampling (max_msa_clusters centres, query first), BERT masking
-//      (MaskedMsaConfig, 15 %), nearest-neighbour cluster profiles, extra-MSA crop (max_extra_msa);
-//   7. labels (training_labels.h) of the crop: computed on the crop plus each residue's
+//   5. process_features (feature_processing.h) on the cropped chain for iterations 0..num_recycles:
+//      per iteration (AlphaFold's ensembled transforms) MSA block deletion (suppl. 1.2.6:
+//      num_blocks block starts ~ U{0..S-1}, each deleting 30 % of the rows; the query stays),
+//      cluster sampling (max_msa_clusters centres, query first), BERT masking (MaskedMsaConfig,
+//      15 %), nearest-neighbour cluster profiles, extra-MSA crop (max_extra_msa);
+//   6. labels (training_labels.h) of the crop: computed on the crop plus each residue's
 //      predecessor, so that they equal the crop of the full chain's labels (φ and pre-ω of a crop's
 //      first residue use the residue before it).
-// Deviation from AlphaFold, for speed: the chain is cropped before the MSA transforms, so the
-// nearest-neighbour cluster assignment compares rows over the cropped columns only (AlphaFold
-// compares full-length rows, then crops). Everything else is per column or per row and the same.
+// Deviations from AlphaFold, for speed (the chain is cropped before process_features, AlphaFold
+// crops after it): the nearest-neighbour cluster assignment compares rows over the cropped columns
+// only (AlphaFold: full-length rows), and template pre-ω/φ at a crop boundary are masked (no
+// predecessor in the crop). Everything else is per column or per row and the same.
 //
 // Randomness: the sample seed is the Philox4x32-10 block of counter (epoch, sample_index) under
-// key `seed` — a bijection, so distinct keys give unrelated streams; steps 1-5 use stream offsets
-// 2^32 + k of that seed, process_features its offsets 4r..4r+2. Equal keys and configs give
+// key `seed` (64 of its 128 bits: distinct keys collide with probability 2^-64); steps 1-4 use offsets
+// 2^32 + k of that seed, process_features its offsets 4r..4r+3. Equal keys and configs give
 // byte-identical samples on every platform.
 //
 // Output (C = crop_size, S = max_msa_clusters, E = max_extra_msa, T = max_templates,
@@ -79,10 +80,9 @@ struct TrainingSampleConfig {
   bool use_masked_msa = true;
   msa_tf::MaskedMsaConfig masked_msa;  // 15 % of positions; 10/10/10 % profile/same/uniform, rest mask token
   double clamped_fape_probability = 0.9;
-  // MSA block deletion (suppl. 1.2.6): num_blocks blocks of block_fraction·S rows.
+  // MSA block deletion per recycling iteration (suppl. 1.2.6): 5 blocks of 30 % of the rows.
   bool block_delete_msa = true;
-  double block_delete_fraction = 0.3;
-  int block_delete_num_blocks = 5;
+  msa_tf::BlockDeletionConfig block_deletion;
 
   // AlphaFold's initial training: crop 256, 128 clusters, 1024 extra rows.
   static TrainingSampleConfig initial();

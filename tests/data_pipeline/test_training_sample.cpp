@@ -228,6 +228,36 @@ TEST(TrainingSample, ClusterAndExtraRowCounts) {
   }
 }
 
+TEST(TrainingSample, BlockDeletionRemovesContiguousBlocksAndKeepsTheQuery) {
+  msa_tf::MsaRows m;  // 100 rows of 2 residues; the deletion value names the row
+  m.num_res = 2;
+  for (int r = 0; r < 100; ++r)
+    for (int k = 0; k < 2; ++k) {
+      m.msa.push_back(r % 20);
+      m.deletion.push_back(static_cast<float>(r));
+      m.mask.push_back(1.0f);
+    }
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    msa_tf::PhiloxStream rng(seed, 3);
+    const msa_tf::MsaRows out = msa_tf::block_delete_msa(m, {0.3, 5}, rng);
+    std::vector<int> kept;
+    for (int64_t r = 0; r < out.rows(); ++r) kept.push_back(static_cast<int>(out.deletion[static_cast<size_t>(r) * 2]));
+    ASSERT_FALSE(kept.empty());
+    EXPECT_EQ(kept[0], 0);
+    EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end()));
+    EXPECT_LT(kept.size(), 100u);  // 5 blocks of 30 rows: at least one row goes
+    // Deleted rows form runs of 30 (29 when the block starts at the query), longer where blocks
+    // overlap, shorter only where clipped at the end.
+    kept.push_back(100);
+    for (size_t k = 0; k + 1 < kept.size(); ++k) {
+      const int gap = kept[k + 1] - kept[k] - 1;
+      if (gap > 0 && kept[k + 1] != 100) {
+        EXPECT_GE(gap, 29) << "seed " << seed;
+      }
+    }
+  }
+}
+
 TEST(TrainingSample, MaskedMsaRateIsFifteenPercent) {
   const TrainingChain c = synthetic_chain(2, 300, 0);
   TrainingSampleConfig config = small_config();
