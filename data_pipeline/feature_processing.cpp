@@ -97,24 +97,36 @@ NpyArray stack(const std::vector<const std::vector<T>*>& per_iter, const std::ve
              "process_features: iteration ", k, " has ", per_iter[k]->size(), " values, expected ", numel);
   NpyArray a{dtype, std::move(out_shape), std::vector<uint8_t>(padded_numel * r_out * sizeof(Out), 0)};
   uint8_t* base = a.data.data();
-  const size_t inner_padded = rank == 0 ? 1 : static_cast<size_t>(shape.back().padded);
+  // Rows of `inner` contiguous values, walked by an odometer over the leading axes; a rank-1 array
+  // is rows of one value (its one axis may be shorter in some iterations).
+  const bool flat = rank <= 1;
+  const size_t inner = flat ? 1 : static_cast<size_t>(shape.back().size);
+  const size_t inner_padded = flat ? 1 : static_cast<size_t>(shape.back().padded);
+  const size_t lead_axes = flat ? rank : rank - 1;
+  std::vector<const T*> src(r_out);
+  std::vector<size_t> rows(r_out);
+  size_t max_rows = 0;
   for (size_t j = 0; j < r_out; ++j) {
-    const std::vector<T>& src = *per_iter[std::min(j, per_iter.size() - 1)];
-    // Rank 1: the (possibly shorter) leading axis is the innermost one.
-    const size_t inner = rank == 0 ? 1 : rank == 1 ? src.size() : static_cast<size_t>(shape.back().size);
-    const size_t outer = inner == 0 ? 0 : src.size() / inner;
-    std::vector<size_t> index(rank == 0 ? 0 : rank - 1, 0);  // odometer over the leading axes
-    for (size_t o = 0; o < outer; ++o) {
-      size_t row = 0;
-      for (size_t d = 0; d + 1 < rank; ++d) row = row * static_cast<size_t>(shape[d].padded) + index[d];
-      for (size_t i = 0; i < inner; ++i) {
-        const Out v = static_cast<Out>(src[o * inner + i]);
-        std::memcpy(base + ((row * inner_padded + i) * r_out + j) * sizeof(Out), &v, sizeof(Out));
+    const std::vector<T>& v = *per_iter[std::min(j, per_iter.size() - 1)];
+    src[j] = v.data();
+    rows[j] = inner == 0 ? 0 : v.size() / inner;
+    max_rows = std::max(max_rows, rows[j]);
+  }
+  std::vector<size_t> index(lead_axes, 0);
+  for (size_t o = 0; o < max_rows; ++o) {
+    size_t row = 0;
+    for (size_t d = 0; d < lead_axes; ++d) row = row * static_cast<size_t>(shape[d].padded) + index[d];
+    // The r_out values of one element are adjacent (recycling axis last): write them together.
+    uint8_t* dst = base + row * inner_padded * r_out * sizeof(Out);
+    for (size_t i = 0; i < inner; ++i)
+      for (size_t j = 0; j < r_out; ++j) {
+        if (o >= rows[j]) continue;
+        const Out v = static_cast<Out>(src[j][o * inner + i]);
+        std::memcpy(dst + (i * r_out + j) * sizeof(Out), &v, sizeof(Out));
       }
-      for (size_t d = index.size(); d-- > 0;) {
-        if (++index[d] < static_cast<size_t>(shape[d].size)) break;
-        index[d] = 0;
-      }
+    for (size_t d = lead_axes; d-- > 0;) {
+      if (++index[d] < static_cast<size_t>(shape[d].size)) break;
+      index[d] = 0;
     }
   }
   return a;
