@@ -15,6 +15,7 @@
 
 #include "core/philox.h"
 #include "data_pipeline/data_test_util.h"
+#include "data_pipeline/feature_processing.h"
 #include "data_pipeline/mmcif_parser.h"
 #include "data_pipeline/residue_constants.h"
 #include "data_pipeline/training_labels.h"
@@ -139,6 +140,61 @@ TEST(TrainingSample, EqualKeysGiveIdenticalBytesOtherKeysOtherDraws) {
   for (int64_t e = 0; e < 8; ++e) starts.insert(values<int64_t>(make_training_sample(c, config, {5, e, 9}), "residue_index")[0]);
   EXPECT_GT(starts.size(), 3u);  // 39 possible starts: 11 draws all alike has probability < 1e-15
   EXPECT_NE(sample_seed({1, 2, 3}), sample_seed({1, 3, 2}));
+}
+
+// FeatureProcessingConfig::padding embeds the natural output: every natural element where it was,
+// zeros elsewhere, and recycling slices past the computed ones equal to the last one.
+TEST(TrainingSample, ProcessFeaturesPaddingEmbedsTheNaturalOutput) {
+  const TrainingChain& c = chain_2q2k();
+  Msa msa;
+  for (int64_t r = 0; r < c.msa.depth; ++r) {
+    std::string row;
+    for (int64_t i = 0; i < c.num_res(); ++i) row += "ACDEFGHIKLMNPQRSTVWYX-"[c.msa.msa[static_cast<size_t>(r * c.num_res() + i)]];
+    msa.sequences.push_back(row);
+    msa.deletion_matrix.emplace_back(c.msa.deletion_matrix.begin() + r * c.num_res(),
+                                     c.msa.deletion_matrix.begin() + (r + 1) * c.num_res());
+    msa.descriptions.push_back("row");
+  }
+  FeatureDict raw = make_sequence_features(c.sequence, c.name);
+  raw.update(make_msa_features({&msa}));
+  raw.update(empty_template_features(c.num_res()));
+  FeatureProcessingConfig natural_config;
+  natural_config.max_msa_clusters = 6;
+  natural_config.max_extra_msa = 4;
+  natural_config.num_recycles = 1;
+  FeatureProcessingConfig padded_config = natural_config;
+  padded_config.padding = {c.num_res() + 5, 9, 7, 3, 4};
+  const FeatureDict natural = process_features(raw, natural_config), padded = process_features(raw, padded_config);
+  ASSERT_EQ(natural.names(), padded.names());
+  for (const auto& [name, a] : natural.arrays()) {
+    const NpyArray& b = padded.at(name);
+    ASSERT_EQ(a.shape.size(), b.shape.size()) << name;
+    const size_t item = a.dtype.itemsize, rank = a.shape.size();
+    EXPECT_EQ(b.shape.back(), 4) << name;
+    // Walk b; map each element to a's multi-index (recycling index clamped to a's last slice).
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t k = 0; k < b.numel(); ++k) {
+      bool inside = true;
+      size_t src = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t v = d + 1 == rank ? std::min(idx[d], a.shape[d] - 1) : idx[d];
+        inside = inside && v < a.shape[d];
+        src = src * static_cast<size_t>(a.shape[d]) + static_cast<size_t>(std::min(v, a.shape[d] - 1));
+      }
+      const uint8_t* got = &b.data[static_cast<size_t>(k) * item];
+      if (inside) {
+        ASSERT_EQ(std::memcmp(got, &a.data[src * item], item), 0) << name << " element " << k;
+      } else {
+        ASSERT_TRUE(std::all_of(got, got + item, [](uint8_t x) { return x == 0; })) << name << " element " << k;
+      }
+      for (size_t d = rank; d-- > 0;) {
+        if (++idx[d] < b.shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  padded_config.padding.num_res = 3;  // smaller than the chain
+  EXPECT_NE(error_of([&] { process_features(raw, padded_config); }).find("smaller"), std::string::npos);
 }
 
 TEST(TrainingSample, ContiguousCropIsAWindowAndPaddingIsMasked) {
