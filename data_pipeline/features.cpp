@@ -84,10 +84,7 @@ FeatureDict empty_template_features(int64_t num_res) {
   return f;
 }
 
-namespace {
-
-// The first of `names` present in `dir` (also with ".gz"), or "".
-std::string find_alignment(const std::string& dir, const std::vector<std::string>& names) {
+std::string find_alignment_file(const std::string& dir, const std::vector<std::string>& names) {
   for (const std::string& n : names)
     for (const std::string& suffix : {std::string(), std::string(".gz")}) {
       const std::string p = (std::filesystem::path(dir) / (n + suffix)).string();
@@ -96,8 +93,10 @@ std::string find_alignment(const std::string& dir, const std::vector<std::string
   return "";
 }
 
+namespace {
+
 std::string require_alignment(const std::string& dir, const std::vector<std::string>& names) {
-  std::string p = find_alignment(dir, names);
+  std::string p = find_alignment_file(dir, names);
   if (p.empty()) {
     std::string list;
     for (const std::string& n : names) list += (list.empty() ? "" : " or ") + (std::filesystem::path(dir) / n).string();
@@ -110,20 +109,19 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Reads an .a3m or .sto alignment (by name, ignoring ".gz") and checks that its query row is
-// the FASTA sequence (the pipeline would otherwise silently mix features of two proteins).
-Msa read_alignment(const std::string& path, const std::string& query, size_t max_sequences) {
+}  // namespace
+
+Msa read_query_alignment(const std::string& path, const std::string& query, size_t max_sequences,
+                         const std::string& query_source) {
   const std::string base = ends_with(path, ".gz") ? path.substr(0, path.size() - 3) : path;
   Msa msa = ends_with(base, ".a3m") ? read_a3m(path, max_sequences) : read_stockholm(path, max_sequences);
   FC_CHECK(!msa.empty(), path, ": alignment has no sequences");
   std::string row0 = msa.sequences[0];
   for (char& c : row0) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   FC_CHECK(row0 == query, path, ": the alignment's query (first sequence, ", row0.size(), " columns: ", row0,
-           ") does not match the FASTA sequence (", query.size(), " residues: ", query, ")");
+           ") does not match the ", query_source, " (", query.size(), " residues: ", query, ")");
   return msa;
 }
-
-}  // namespace
 
 MonomerPipelineResult run_monomer_pipeline(const MonomerPipelineOptions& options) {
   FastaOptions fasta_options;
@@ -144,9 +142,9 @@ MonomerPipelineResult run_monomer_pipeline(const MonomerPipelineOptions& options
   const std::string mgnify_path = require_alignment(options.msa_dir, {"mgnify_hits.sto", "mgnify_hits.a3m"});
   // AlphaFold truncates uniref90 and mgnify (Msa.truncate after parsing; reading only the first
   // rows is the same) and keeps the whole BFD alignment.
-  const Msa uniref = read_alignment(uniref_path, query, options.uniref_max_hits);
-  const Msa bfd = read_alignment(bfd_path, query, 0);
-  const Msa mgnify = read_alignment(mgnify_path, query, options.mgnify_max_hits);
+  const Msa uniref = read_query_alignment(uniref_path, query, options.uniref_max_hits);
+  const Msa bfd = read_query_alignment(bfd_path, query, 0);
+  const Msa mgnify = read_query_alignment(mgnify_path, query, options.mgnify_max_hits);
   result.msa_files = {uniref_path, bfd_path, mgnify_path};
 
   FeatureDict features = make_sequence_features(query, description);

@@ -61,6 +61,17 @@ FeatureDict make_msa_features(const std::vector<const Msa*>& msas);
 // code free of a special case).
 FeatureDict empty_template_features(int64_t num_res);
 
+// The first of `names` present in the folder `dir`, each also tried with ".gz" appended; "" if
+// none is there.
+std::string find_alignment_file(const std::string& dir, const std::vector<std::string>& names);
+
+// Reads an .a3m or .sto alignment (by file name, ignoring ".gz"; at most `max_sequences` rows,
+// 0 = all) and checks that its query row (upper-cased) is `query`: otherwise throws
+// foldcore::Error naming the file, `query_source` and both sequences (features of two proteins
+// must not mix).
+Msa read_query_alignment(const std::string& path, const std::string& query, size_t max_sequences,
+                         const std::string& query_source = "FASTA sequence");
+
 // Inputs of the monomer pipeline on precomputed alignments (AlphaFold's use_precomputed_msas).
 struct MonomerPipelineOptions {
   std::string fasta_path;  // exactly one protein sequence

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "data_pipeline/residue_constants.h"
 
 namespace foldcore::data {
 namespace {
@@ -141,6 +142,28 @@ std::string chain_sequence(const Structure& s, const Chain& chain, SequenceSourc
   out.reserve(chain.residues.size());
   for (const Residue& r : chain.residues) out.push_back(code(r.name, r.seq_index));
   return out;
+}
+
+void seqres_atom37(const Chain& chain, std::vector<float>& positions, std::vector<float>& mask) {
+  const size_t n = chain.seqres_to_residue.size();
+  positions.assign(n * rc::kAtomTypeNum * 3, 0.0f);
+  mask.assign(n * rc::kAtomTypeNum, 0.0f);
+  const int sd = rc::atom_order("SD");
+  for (size_t p = 0; p < n; ++p) {
+    const int r = chain.seqres_to_residue[p];
+    if (r < 0) continue;
+    const Residue& res = chain.residues[static_cast<size_t>(r)];
+    for (const Atom& atom : res.atoms) {
+      int idx = rc::atom_order(atom.name);
+      if (idx < 0 && atom.name == "SE" && res.name == "MSE") idx = sd;  // selenium in the sulphur slot
+      if (idx < 0) continue;
+      float* xyz = &positions[(p * rc::kAtomTypeNum + static_cast<size_t>(idx)) * 3];
+      xyz[0] = static_cast<float>(atom.x);
+      xyz[1] = static_cast<float>(atom.y);
+      xyz[2] = static_cast<float>(atom.z);
+      mask[p * rc::kAtomTypeNum + static_cast<size_t>(idx)] = 1.0f;
+    }
+  }
 }
 
 std::vector<int> missing_seqres_positions(const Chain& chain) {

@@ -157,6 +157,13 @@ enum class SequenceSource {
 std::string chain_sequence(const Structure& s, const Chain& chain,
                            SequenceSource source = SequenceSource::kSeqres);
 
+// AlphaFold's _get_atom_positions for one polymer chain over its seqres: positions [L,37,3] (Å)
+// and mask [L,37] of the observed residues' atoms in their atom37 slots (residue_constants),
+// L = chain.seqres_to_residue.size(); MSE's selenium goes into the SD slot (AlphaFold treats MSE
+// as MET); atoms without an atom37 name (hydrogens, ligand atoms) are skipped; unobserved
+// positions stay zero with mask 0.
+void seqres_atom37(const Chain& chain, std::vector<float>& positions, std::vector<float>& mask);
+
 // 0-based seqres positions with no atoms (empty for chains without an entity sequence).
 std::vector<int> missing_seqres_positions(const Chain& chain);
 

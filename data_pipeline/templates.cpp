@@ -158,24 +158,9 @@ void atom_positions(const std::vector<SeqresChain>& chains, const std::string& c
     throw HitFailure{TemplateHitStatus::kFeatureWarning, "could not get atom data (" + pdb_id + "_" + chain_id +
                                                              "): no protein chain " + chain_id};
   const size_t n = c->seqres.size();
-  pos.assign(n * rc::kAtomTypeNum * 3, 0.0f);
-  mask.assign(n * rc::kAtomTypeNum, 0.0f);
-  const int sd = rc::atom_order("SD");
-  for (size_t p = 0; p < n && p < c->chain->seqres_to_residue.size(); ++p) {
-    const int r = c->chain->seqres_to_residue[p];
-    if (r < 0) continue;
-    const Residue& res = c->chain->residues[static_cast<size_t>(r)];
-    for (const Atom& atom : res.atoms) {
-      int idx = rc::atom_order(atom.name);
-      if (idx < 0 && atom.name == "SE" && res.name == "MSE") idx = sd;  // selenium in the sulphur slot
-      if (idx < 0) continue;
-      float* xyz = &pos[(p * rc::kAtomTypeNum + static_cast<size_t>(idx)) * 3];
-      xyz[0] = static_cast<float>(atom.x);
-      xyz[1] = static_cast<float>(atom.y);
-      xyz[2] = static_cast<float>(atom.z);
-      mask[p * rc::kAtomTypeNum + static_cast<size_t>(idx)] = 1.0f;
-    }
-  }
+  seqres_atom37(*c->chain, pos, mask);
+  pos.resize(n * rc::kAtomTypeNum * 3, 0.0f);  // a seqres longer than the residue map: unobserved tail
+  mask.resize(n * rc::kAtomTypeNum, 0.0f);
   // _check_residue_distances: consecutive seqres positions that both have a CA.
   const size_t ca = static_cast<size_t>(rc::atom_order("CA"));
   for (size_t p = 1; p < n; ++p) {
