@@ -294,6 +294,7 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
       r.samples += static_cast<int64_t>(w.sequences);
       samples_total += static_cast<int64_t>(w.sequences);
       r.tokens += static_cast<int64_t>(w.tokens);
+      r.token_slots += batch.input_ids.numel();
       flops += 3 * model.forward_flops(w.tokens, w.tokens > 0 ? w.attn_sq / w.tokens : 0, w.predictions, w.sequences);
     }
     const nn::ClipResult clip = nn::clip_grad_norm(params.grads(), tc.max_grad_norm);
@@ -350,7 +351,9 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
   js << "{\"benchmark\": \"bert\", \"config\": " << json_string(o.config.name) << ", \"device\": "
      << json_string(o.device.str()) << ", \"precision\": " << json_string(o.precision == DType::bf16 ? "bf16" : "fp32")
      << ", \"parameters\": " << r.num_parameters << ", \"steps\": " << r.steps << ", \"samples\": " << r.samples
-     << ", \"tokens\": " << r.tokens << ", \"final_loss\": " << json_number(r.losses.empty() ? std::nan("") : r.losses.back())
+     << ", \"tokens\": " << r.tokens << ", \"token_slots\": " << r.token_slots << ", \"padding_fraction\": "
+     << json_number(r.token_slots > 0 ? 1.0 - static_cast<double>(r.tokens) / static_cast<double>(r.token_slots) : 0.0)
+     << ", \"final_loss\": " << json_number(r.losses.empty() ? std::nan("") : r.losses.back())
      << ", \"mlm_accuracy\": " << json_number(r.final_mlm_accuracy)
      << ", \"target_mlm_accuracy\": " << json_number(tc.target_mlm_accuracy)
      << ", \"reached_target\": " << (r.reached_target ? "true" : "false")
