@@ -3,6 +3,7 @@
 #include "data_pipeline/bert_corpus.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -190,6 +191,16 @@ BertExamples generate_bert_examples(const BertCorpusOptions& o, int64_t num, int
     current = (current + 1) % kPool;
   }
   return ex;
+}
+
+BertCorpusOptions wikipedia_like_lengths(BertCorpusOptions o) {
+  FC_CHECK(o.seq_len >= 8, "BERT corpus: wikipedia_like_lengths needs seq_len >= 8, got ", o.seq_len);
+  const double f = static_cast<double>(o.seq_len) / 512.0;
+  o.min_doc_sentences = 2;
+  o.max_doc_sentences = 22;
+  o.min_sentence_len = std::max(2, static_cast<int>(std::lround(6 * f)));
+  o.max_sentence_len = std::max(o.min_sentence_len, static_cast<int>(std::lround(48 * f)));
+  return o;
 }
 
 std::vector<std::string> write_bert_corpus(const std::string& out_dir, const BertCorpusOptions& o,

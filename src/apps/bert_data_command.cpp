@@ -22,7 +22,7 @@ struct BertDataArgs {
   int64_t num_sequences = 1024;
   int shards = 1, seq_len = 512, max_pred = 76, vocab = 30522;
   uint64_t seed = 12345;
-  bool eval = false;
+  bool eval = false, wikipedia_lengths = false;
 };
 
 #ifdef FOLDCORE_HAVE_DATA
@@ -36,6 +36,7 @@ int run_bert_data(const BertDataArgs& a) {
   o.vocab_size = a.vocab;
   o.seed = a.seed;
   o.eval = a.eval;
+  if (a.wikipedia_lengths) o = wikipedia_like_lengths(o);
   const std::vector<std::string> files = write_bert_corpus(a.out_dir, o, a.num_sequences, a.shards);
   // Statistics over what was written (read back: also checks the files).
   BertCorpusStats total;
@@ -84,6 +85,8 @@ void add_bert_data_command(CLI::App& app) {
   sub->add_option("--vocab", a->vocab, "vocabulary size")->check(CLI::Range(120, 1 << 30))->capture_default_str();
   sub->add_option("--seed", a->seed, "data seed")->capture_default_str();
   sub->add_flag("--eval", a->eval, "write the eval set (other documents, same grammar)");
+  sub->add_flag("--wikipedia_lengths", a->wikipedia_lengths,
+                "documents shaped for MLPerf Wikipedia's length spread (mean length ~0.49 L)");
   set_action(sub, [a]() -> int {
 #ifdef FOLDCORE_HAVE_DATA
     return run_bert_data(*a);

@@ -68,6 +68,31 @@ TEST(BertCorpus, MaskingAndNextSentenceStatistics) {
   EXPECT_LT(s.mean_length(), o.seq_len - 3);
 }
 
+// The Wikipedia-like shape: about half the slots padding at L = 512 (Krell et al. 2021), the
+// same fraction at the small L of CPU runs, and a spread that packing can fill.
+TEST(BertCorpus, WikipediaLikeLengths) {
+  for (int seq_len : {512, 128}) {
+    BertCorpusOptions o = small_options(BertCorpusKind::random, seq_len, seq_len * 15 / 100 + 1);
+    o.vocab_size = 30522;
+    o = wikipedia_like_lengths(o);
+    const BertExamples ex = generate_bert_examples(o, 2000, 0);
+    int64_t full = 0, under_quarter = 0;
+    for (int64_t i = 0; i < ex.num; ++i) {
+      full += ex.length(i) >= seq_len - 3;
+      under_quarter += ex.length(i) < seq_len / 4;
+    }
+    const double mean = bert_corpus_stats(ex).mean_length() / seq_len;
+    // Measured 0.49 (512) and 0.51 (128) over 4000 rows; ±0.05 is several standard errors of a
+    // 2000-row mean (sd of length/L ≈ 0.3 → 0.007) and still "about half padding".
+    EXPECT_NEAR(mean, 0.5, 0.05) << "L " << seq_len;
+    EXPECT_GT(full, ex.num / 20) << "L " << seq_len;          // a full-length spike (≈ 13-17%)
+    EXPECT_GT(under_quarter, ex.num / 5) << "L " << seq_len;  // many short rows (≈ 25-30%)
+  }
+  BertCorpusOptions bad;
+  bad.seq_len = 4;
+  EXPECT_THROW(wikipedia_like_lengths(bad), Error);
+}
+
 TEST(BertCorpus, LearnableTokensFollowTheGrammar) {
   const BertCorpusOptions o = small_options(BertCorpusKind::learnable);
   const BertGrammar g = BertGrammar::make(o.vocab_size);

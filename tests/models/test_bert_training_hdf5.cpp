@@ -132,7 +132,10 @@ TEST(BertTraining, ResumeReproducesTheLossCurveExactly) {
   EXPECT_EQ(run_start, 3);
   EXPECT_EQ(run_stop, 3);
   EXPECT_EQ(evals, 3);
-  EXPECT_NE(full.summary_json.find("\"tokens_per_s\""), std::string::npos);
+  for (const char* k : {"\"time_to_train_s\"", "\"sequences_per_s\"", "\"tokens_per_s\"", "\"model_tflops\"",
+                        "\"mfu\"", "\"peak_memory_bytes\"", "\"token_slots\"", "\"padding_fraction\""})
+    EXPECT_NE(full.summary_json.find(k), std::string::npos) << k;
+  EXPECT_GE(full.token_slots, full.tokens);  // slots hold the real tokens plus padding
 }
 
 // A packed step trains the same sequences as the unpacked one (the loader packs each batch's

@@ -272,7 +272,9 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
   double train_seconds = 0, flops = 0;
   const int64_t eval_every = tc.eval_every_samples;
   int64_t next_eval = eval_every > 0 ? (samples_total / eval_every + 1) * eval_every : 0;
-  mllog.start("block_start", "null", {{"first_epoch_num", json_number(static_cast<double>(samples_total))},
+  // MLPerf pairs each block_stop with its block_start by first_epoch_num (the block's first sample).
+  int64_t block_first = samples_total;
+  mllog.start("block_start", "null", {{"first_epoch_num", json_number(static_cast<double>(block_first))},
                                       {"epoch_count", json_number(static_cast<double>(eval_every))}});
   const Tensor accum_grad = Tensor::full(Shape{}, 1.0 / static_cast<double>(tc.grad_accumulation), DType::f32, o.device);
   bool stopped = false;
@@ -294,6 +296,7 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
       r.samples += static_cast<int64_t>(w.sequences);
       samples_total += static_cast<int64_t>(w.sequences);
       r.tokens += static_cast<int64_t>(w.tokens);
+      r.token_slots += batch.input_ids.numel();
       flops += 3 * model.forward_flops(w.tokens, w.tokens > 0 ? w.attn_sq / w.tokens : 0, w.predictions, w.sequences);
     }
     const nn::ClipResult clip = nn::clip_grad_norm(params.grads(), tc.max_grad_norm);
@@ -315,18 +318,19 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
     if (!o.checkpoint.empty() && o.checkpoint_every > 0 && r.steps % o.checkpoint_every == 0) save();
     if (eval_every > 0 && samples_total >= next_eval) {
       next_eval += eval_every;
-      mllog.end("block_stop", "null", {{"first_epoch_num", json_number(static_cast<double>(samples_total))}});
+      mllog.end("block_stop", "null", {{"first_epoch_num", json_number(static_cast<double>(block_first))}});
       if (run_eval() >= tc.target_mlm_accuracy && o.stop_at_target) {
         r.reached_target = true;
         stopped = true;
       } else if (r.steps < max_steps) {
-        mllog.start("block_start", "null", {{"first_epoch_num", json_number(static_cast<double>(samples_total))},
+        block_first = samples_total;
+        mllog.start("block_start", "null", {{"first_epoch_num", json_number(static_cast<double>(block_first))},
                                             {"epoch_count", json_number(static_cast<double>(eval_every))}});
       }
     }
   }
   if (!r.reached_target && (r.evals.empty() || r.evals.back().first != samples_total)) {
-    if (eval_every > 0) mllog.end("block_stop", "null", {{"first_epoch_num", json_number(static_cast<double>(samples_total))}});
+    if (eval_every > 0) mllog.end("block_stop", "null", {{"first_epoch_num", json_number(static_cast<double>(block_first))}});
     r.reached_target = run_eval() >= tc.target_mlm_accuracy;
   }
   if (!o.checkpoint.empty()) save();
@@ -350,7 +354,9 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
   js << "{\"benchmark\": \"bert\", \"config\": " << json_string(o.config.name) << ", \"device\": "
      << json_string(o.device.str()) << ", \"precision\": " << json_string(o.precision == DType::bf16 ? "bf16" : "fp32")
      << ", \"parameters\": " << r.num_parameters << ", \"steps\": " << r.steps << ", \"samples\": " << r.samples
-     << ", \"tokens\": " << r.tokens << ", \"final_loss\": " << json_number(r.losses.empty() ? std::nan("") : r.losses.back())
+     << ", \"tokens\": " << r.tokens << ", \"token_slots\": " << r.token_slots << ", \"padding_fraction\": "
+     << json_number(r.token_slots > 0 ? 1.0 - static_cast<double>(r.tokens) / static_cast<double>(r.token_slots) : 0.0)
+     << ", \"final_loss\": " << json_number(r.losses.empty() ? std::nan("") : r.losses.back())
      << ", \"mlm_accuracy\": " << json_number(r.final_mlm_accuracy)
      << ", \"target_mlm_accuracy\": " << json_number(tc.target_mlm_accuracy)
      << ", \"reached_target\": " << (r.reached_target ? "true" : "false")

@@ -51,6 +51,8 @@ struct BertRunOptions {
 struct BertRunResult {
   int64_t start_step = 0, steps = 0;     // first step of this run (resume) and the last reached
   int64_t samples = 0, tokens = 0;       // trained in this run (tokens: real ones)
+  int64_t token_slots = 0;               // rows × L of the batches trained (tokens ÷ slots:
+                                         // the packing efficiency; 1 − that: padding fraction)
   std::vector<double> losses;            // per optimizer step of this run (mean over micro-batches)
   std::vector<std::pair<int64_t, double>> evals;  // (samples trained in total, MLM accuracy)
   double final_mlm_accuracy = -1;
