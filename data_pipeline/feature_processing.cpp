@@ -68,37 +68,73 @@ std::vector<int64_t> argmax_rows(const std::vector<float>& v, size_t w) {
 
 // ------------------------------------------------------------------ writing with the recycling axis last
 
-NpyArray stack_f32(const std::vector<const std::vector<float>*>& per_iter, std::vector<int64_t> shape) {
-  const size_t r = per_iter.size(), n = per_iter[0]->size();
-  std::vector<float> out(n * r);
-  for (size_t k = 0; k < r; ++k) {
-    FC_CHECK(per_iter[k]->size() == n, "process_features: iteration ", k, " has ", per_iter[k]->size(),
-             " values, iteration 0 ", n);
-    for (size_t i = 0; i < n; ++i) out[i * r + k] = (*per_iter[k])[i];
-  }
-  shape.push_back(static_cast<int64_t>(r));
-  return NpyArray::from_f32(out, std::move(shape));
-}
+// An output axis: its natural size and the size written (larger: zero padding).
+struct Dim {
+  int64_t size, padded;
+  Dim(int64_t s) : size(s), padded(s) {}  // NOLINT: fixed axes convert implicitly
+  Dim(int64_t s, int64_t p) : size(s), padded(p) {}
+};
 
-template <typename T>
-NpyArray stack_i64(const std::vector<const std::vector<T>*>& per_iter, std::vector<int64_t> shape) {
-  const size_t r = per_iter.size(), n = per_iter[0]->size();
-  std::vector<int64_t> out(n * r);
-  for (size_t k = 0; k < r; ++k)
-    for (size_t i = 0; i < n; ++i) out[i * r + k] = static_cast<int64_t>((*per_iter[k])[i]);
-  shape.push_back(static_cast<int64_t>(r));
-  NpyArray a{NpyDType::i64(), std::move(shape), {}};
-  a.data.resize(out.size() * sizeof(int64_t));
-  if (!out.empty()) std::memcpy(a.data.data(), out.data(), a.data.size());
+// per_iter[k] (row-major over `shape`) as slice k of an array [padded..., r_out]; slices past
+// per_iter.size() repeat the last one, padding is zero. The leading axis may be shorter in some
+// iterations (block deletion leaves fewer MSA rows): `shape[0].size` is the largest.
+template <typename Out, typename T>
+NpyArray stack(const std::vector<const std::vector<T>*>& per_iter, const std::vector<Dim>& shape, size_t r_out,
+               NpyDType dtype) {
+  size_t numel = 1, padded_numel = 1;
+  std::vector<int64_t> out_shape;
+  for (const Dim& d : shape) {
+    numel *= static_cast<size_t>(d.size);
+    padded_numel *= static_cast<size_t>(d.padded);
+    out_shape.push_back(d.padded);
+  }
+  out_shape.push_back(static_cast<int64_t>(r_out));
+  const size_t rank = shape.size();
+  // Elements per index of the leading axis.
+  const size_t per_lead = rank == 0 || shape[0].size == 0 ? 1 : numel / static_cast<size_t>(shape[0].size);
+  for (size_t k = 0; k < per_iter.size(); ++k)
+    FC_CHECK(rank == 0 ? per_iter[k]->size() == 1 : per_iter[k]->size() % per_lead == 0 && per_iter[k]->size() <= numel,
+             "process_features: iteration ", k, " has ", per_iter[k]->size(), " values, expected ", numel);
+  NpyArray a{dtype, std::move(out_shape), std::vector<uint8_t>(padded_numel * r_out * sizeof(Out), 0)};
+  uint8_t* base = a.data.data();
+  const size_t inner_padded = rank == 0 ? 1 : static_cast<size_t>(shape.back().padded);
+  for (size_t j = 0; j < r_out; ++j) {
+    const std::vector<T>& src = *per_iter[std::min(j, per_iter.size() - 1)];
+    // Rank 1: the (possibly shorter) leading axis is the innermost one.
+    const size_t inner = rank == 0 ? 1 : rank == 1 ? src.size() : static_cast<size_t>(shape.back().size);
+    const size_t outer = inner == 0 ? 0 : src.size() / inner;
+    std::vector<size_t> index(rank == 0 ? 0 : rank - 1, 0);  // odometer over the leading axes
+    for (size_t o = 0; o < outer; ++o) {
+      size_t row = 0;
+      for (size_t d = 0; d + 1 < rank; ++d) row = row * static_cast<size_t>(shape[d].padded) + index[d];
+      for (size_t i = 0; i < inner; ++i) {
+        const Out v = static_cast<Out>(src[o * inner + i]);
+        std::memcpy(base + ((row * inner_padded + i) * r_out + j) * sizeof(Out), &v, sizeof(Out));
+      }
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < static_cast<size_t>(shape[d].size)) break;
+        index[d] = 0;
+      }
+    }
+  }
   return a;
 }
 
-NpyArray tile_f32(const std::vector<float>& v, std::vector<int64_t> shape, size_t r) {
-  return stack_f32(std::vector<const std::vector<float>*>(r, &v), std::move(shape));
+template <typename T>
+NpyArray stack_f32(const std::vector<const std::vector<T>*>& per_iter, const std::vector<Dim>& shape, size_t r_out) {
+  return stack<float>(per_iter, shape, r_out, NpyDType::f32());
 }
 template <typename T>
-NpyArray tile_i64(const std::vector<T>& v, std::vector<int64_t> shape, size_t r) {
-  return stack_i64(std::vector<const std::vector<T>*>(r, &v), std::move(shape));
+NpyArray stack_i64(const std::vector<const std::vector<T>*>& per_iter, const std::vector<Dim>& shape, size_t r_out) {
+  return stack<int64_t>(per_iter, shape, r_out, NpyDType::i64());
+}
+template <typename T>
+NpyArray tile_f32(const std::vector<T>& v, const std::vector<Dim>& shape, size_t r_out) {
+  return stack_f32(std::vector<const std::vector<T>*>{&v}, shape, r_out);
+}
+template <typename T>
+NpyArray tile_i64(const std::vector<T>& v, const std::vector<Dim>& shape, size_t r_out) {
+  return stack_i64(std::vector<const std::vector<T>*>{&v}, shape, r_out);
 }
 
 // ------------------------------------------------------------------ templates
@@ -156,8 +192,9 @@ Templates read_templates(const FeatureDict& raw, int64_t n, int64_t max_template
   return t;
 }
 
-void add_template_features(FeatureDict& out, const Templates& t, int64_t n, size_t r, bool first_part) {
-  const int64_t nt = t.count;
+void add_template_features(FeatureDict& out, const Templates& t, Dim n, int64_t padded_templates, size_t r,
+                           bool first_part) {
+  const Dim nt{t.count, std::max(t.count, padded_templates)};
   if (first_part) {
     out.set("template_aatype", tile_i64(t.aatype, {nt, n}, r));
     out.set("template_all_atom_positions", tile_f32(t.positions, {nt, n, 37, 3}, r));
@@ -165,11 +202,11 @@ void add_template_features(FeatureDict& out, const Templates& t, int64_t n, size
     out.set("template_all_atom_mask", tile_f32(t.mask, {nt, n, 37}, r));
     return;
   }
-  const size_t nn = static_cast<size_t>(n);
-  out.set("template_mask", tile_f32(std::vector<float>(static_cast<size_t>(nt), t.padded ? 0.0f : 1.0f), {nt}, r));
-  std::vector<float> pb(static_cast<size_t>(nt) * nn * 3), pb_mask(static_cast<size_t>(nt) * nn);
+  const size_t nn = static_cast<size_t>(n.size), ntt = static_cast<size_t>(nt.size);
+  out.set("template_mask", tile_f32(std::vector<float>(ntt, t.padded ? 0.0f : 1.0f), {nt}, r));
+  std::vector<float> pb(ntt * nn * 3), pb_mask(ntt * nn);
   std::vector<float> sin_cos, alt, tmask;
-  for (size_t k = 0; k < static_cast<size_t>(nt); ++k) {
+  for (size_t k = 0; k < ntt; ++k) {
     for (size_t i = 0; i < nn; ++i) {
       const size_t res = k * nn + i;
       const int restype = static_cast<int>(t.aatype[res]);
@@ -205,7 +242,14 @@ IterationMsa process_msa_iteration(const MsaRows& msa, const std::vector<float>&
                                    const FeatureProcessingConfig& config, int iteration) {
   const uint64_t base = 4 * static_cast<uint64_t>(iteration);
   PhiloxStream sample_rng(config.seed, base), mask_rng(config.seed, base + 1), crop_rng(config.seed, base + 2);
-  msa_tf::SampledMsa s = msa_tf::sample_msa(msa, config.msa_clusters(), sample_rng);
+  msa_tf::SampledMsa s;
+  if (config.block_delete_msa) {
+    PhiloxStream block_rng(config.seed, base + 3);
+    s = msa_tf::sample_msa(msa_tf::block_delete_msa(msa, config.block_deletion, block_rng), config.msa_clusters(),
+                           sample_rng);
+  } else {
+    s = msa_tf::sample_msa(msa, config.msa_clusters(), sample_rng);
+  }
   IterationMsa it;
   it.true_msa = s.sampled.msa;
   it.bert_mask.assign(s.sampled.msa.size(), 0.0f);
@@ -249,7 +293,11 @@ FeatureDict process_features(const FeatureDict& raw, const FeatureProcessingConf
            " leaves no cluster (max_templates ", config.max_templates, ")");
   FC_CHECK(config.max_extra_msa >= 0 && config.max_templates >= 0, "process_features: negative max_extra_msa (",
            config.max_extra_msa, ") or max_templates (", config.max_templates, ")");
-  const size_t r = static_cast<size_t>(config.num_recycles) + 1;
+  const size_t computed = static_cast<size_t>(config.num_recycles) + 1;
+  FC_CHECK(config.padding.recycling_slices == 0 || config.padding.recycling_slices >= static_cast<int64_t>(computed),
+           "process_features: padding.recycling_slices ", config.padding.recycling_slices, " < num_recycles + 1 = ",
+           computed);
+  const size_t r = std::max(computed, static_cast<size_t>(config.padding.recycling_slices));
 
   // squeeze_features: aatype one-hot → index; per-residue scalars → their first value.
   const NpyArray& aa_raw = raw.at("aatype");
@@ -304,8 +352,20 @@ FeatureDict process_features(const FeatureDict& raw, const FeatureProcessingConf
   const std::vector<float> profile = msa_tf::hhblits_profile(msa);
 
   std::vector<IterationMsa> iters;
-  for (size_t k = 0; k < r; ++k) iters.push_back(process_msa_iteration(msa, profile, config, static_cast<int>(k)));
-  const int64_t s = iters[0].num_clusters, e = iters[0].num_extra;
+  for (size_t k = 0; k < computed; ++k) iters.push_back(process_msa_iteration(msa, profile, config, static_cast<int>(k)));
+  // Output axes: natural sizes, padded to config.padding where set (never cropped).
+  auto padded = [](int64_t size, int64_t to) {
+    FC_CHECK(to == 0 || to >= size, "process_features: padding ", to, " is smaller than the axis (", size, ")");
+    return Dim{size, std::max(size, to)};
+  };
+  const Dim N = padded(n, config.padding.num_res);
+  int64_t s_max = 0, e_max = 0;  // equal in every iteration unless block deletion is on
+  for (const IterationMsa& it : iters) {
+    s_max = std::max(s_max, it.num_clusters);
+    e_max = std::max(e_max, it.num_extra);
+  }
+  const Dim S = padded(s_max, config.padding.msa_clusters);
+  const Dim E = padded(e_max, config.padding.extra_msa);
   auto per_f32 = [&](std::vector<float> IterationMsa::*field) {
     std::vector<const std::vector<float>*> v;
     for (const auto& it : iters) v.push_back(&(it.*field));
@@ -318,18 +378,18 @@ FeatureDict process_features(const FeatureDict& raw, const FeatureProcessingConf
   };
 
   FeatureDict out;
-  out.set("aatype", tile_i64(aatype, {n}, r));
-  out.set("residue_index", tile_i64(residue_index, {n}, r));
+  out.set("aatype", tile_i64(aatype, {N}, r));
+  out.set("residue_index", tile_i64(residue_index, {N}, r));
   out.set("seq_length", tile_i64(std::vector<int64_t>{n}, {}, r));
   Templates templates;
   if (config.use_templates) {
     templates = read_templates(raw, n, config.max_templates, config.single_sequence);
-    add_template_features(out, templates, n, r, /*first_part=*/true);
+    add_template_features(out, templates, N, config.padding.templates, r, /*first_part=*/true);
   }
-  out.set("seq_mask", tile_f32(std::vector<float>(nn, 1.0f), {n}, r));
-  out.set("msa_mask", stack_f32(per_f32(&IterationMsa::msa_mask), {s, n}));
-  out.set("msa_row_mask", stack_f32(per_f32(&IterationMsa::msa_row_mask), {s}));
-  if (config.use_templates) add_template_features(out, templates, n, r, /*first_part=*/false);
+  out.set("seq_mask", tile_f32(std::vector<float>(nn, 1.0f), {N}, r));
+  out.set("msa_mask", stack_f32(per_f32(&IterationMsa::msa_mask), {S, N}, r));
+  out.set("msa_row_mask", stack_f32(per_f32(&IterationMsa::msa_row_mask), {S}, r));
+  if (config.use_templates) add_template_features(out, templates, N, config.padding.templates, r, /*first_part=*/false);
 
   // make_atom14_masks: per-residue lookups of the restype tables.
   const rc::Atom14Maps& maps = rc::atom14_maps();
@@ -346,19 +406,19 @@ FeatureDict process_features(const FeatureDict& raw, const FeatureProcessingConf
       to14[i * 37 + j] = maps.atom37_to_atom14[t][j];
     }
   }
-  out.set("atom14_atom_exists", tile_f32(a14_exists, {n, 14}, r));
-  out.set("residx_atom14_to_atom37", tile_i64(to37, {n, 14}, r));
-  out.set("residx_atom37_to_atom14", tile_i64(to14, {n, 37}, r));
-  out.set("atom37_atom_exists", tile_f32(a37_exists, {n, 37}, r));
+  out.set("atom14_atom_exists", tile_f32(a14_exists, {N, 14}, r));
+  out.set("residx_atom14_to_atom37", tile_i64(to37, {N, 14}, r));
+  out.set("residx_atom37_to_atom14", tile_i64(to14, {N, 37}, r));
+  out.set("atom37_atom_exists", tile_f32(a37_exists, {N, 37}, r));
 
-  out.set("extra_msa", stack_i64(per_i32(&IterationMsa::extra_msa), {e, n}));
-  out.set("extra_msa_mask", stack_f32(per_f32(&IterationMsa::extra_mask), {e, n}));
-  out.set("extra_msa_row_mask", stack_f32(per_f32(&IterationMsa::extra_row_mask), {e}));
-  out.set("bert_mask", stack_f32(per_f32(&IterationMsa::bert_mask), {s, n}));
-  out.set("true_msa", stack_i64(per_i32(&IterationMsa::true_msa), {s, n}));
-  out.set("extra_has_deletion", stack_f32(per_f32(&IterationMsa::extra_has_deletion), {e, n}));
-  out.set("extra_deletion_value", stack_f32(per_f32(&IterationMsa::extra_deletion_value), {e, n}));
-  out.set("msa_feat", stack_f32(per_f32(&IterationMsa::msa_feat), {s, n, msa_tf::kMsaFeatDim}));
+  out.set("extra_msa", stack_i64(per_i32(&IterationMsa::extra_msa), {E, N}, r));
+  out.set("extra_msa_mask", stack_f32(per_f32(&IterationMsa::extra_mask), {E, N}, r));
+  out.set("extra_msa_row_mask", stack_f32(per_f32(&IterationMsa::extra_row_mask), {E}, r));
+  out.set("bert_mask", stack_f32(per_f32(&IterationMsa::bert_mask), {S, N}, r));
+  out.set("true_msa", stack_i64(per_i32(&IterationMsa::true_msa), {S, N}, r));
+  out.set("extra_has_deletion", stack_f32(per_f32(&IterationMsa::extra_has_deletion), {E, N}, r));
+  out.set("extra_deletion_value", stack_f32(per_f32(&IterationMsa::extra_deletion_value), {E, N}, r));
+  out.set("msa_feat", stack_f32(per_f32(&IterationMsa::msa_feat), {S, N, msa_tf::kMsaFeatDim}, r));
 
   // target_feat: [has_break, one_hot(aatype, 21)].
   std::vector<float> target(nn * 22, 0.0f);
@@ -366,7 +426,7 @@ FeatureDict process_features(const FeatureDict& raw, const FeatureProcessingConf
     target[i * 22] = bsr[i] > 0 ? 1.0f : 0.0f;
     target[i * 22 + 1 + static_cast<size_t>(aatype[i])] = 1.0f;
   }
-  out.set("target_feat", tile_f32(target, {n, 22}, r));
+  out.set("target_feat", tile_f32(target, {N, 22}, r));
   out.set("use_clamped_fape", tile_f32(std::vector<float>{config.use_clamped_fape}, {}, r));
   return out;
 }

@@ -45,16 +45,19 @@
 // atom37_to_torsion_angles('template_'), make_atom14_masks.
 //
 // Randomness: Philox4x32-10 (core/philox.h) streams keyed by `seed`; iteration r's sample_msa,
-// make_masked_msa and crop_extra_msa draw from stream offsets 4r, 4r+1, 4r+2. Same seed and input →
+// make_masked_msa, crop_extra_msa and (training) block_delete_msa draw from stream offsets 4r, 4r+1,
+// 4r+2, 4r+3. Same seed and input →
 // identical output on every platform.
 //
 // Padding: AlphaFold pads to fixed sizes at inference; here no padding is added, except where an
 // axis would be empty: no templates → one fully masked template (template_mask 0, all zero, as
 // AlphaFold's padding gives), no extra MSA rows → one fully masked extra row (mask 0). Masked rows
 // and templates do not change the model's output.
+// With FeatureProcessingConfig::padding every axis is padded to a fixed size instead (training).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,11 +77,20 @@ struct FeatureProcessingConfig {
   int num_recycles = 3;  // R = num_recycles + 1 slices
   bool use_masked_msa = true;
   msa_tf::MaskedMsaConfig masked_msa;  // profile 0.1, same 0.1, uniform 0.1, replace 0.15
+  // MSA block deletion per iteration before sampling (training; AlphaFold's ensembled transforms).
+  bool block_delete_msa = false;
+  msa_tf::BlockDeletionConfig block_deletion;
   uint64_t seed = 0;
   // Single-sequence mode: the MSA is reduced to the query row, templates are dropped (one masked
   // template stays when use_templates). `predict` without alignments.
   bool single_sequence = false;
   float use_clamped_fape = 0.0f;  // inference: unclamped FAPE is irrelevant; AlphaFold/OpenFold write 0
+  // Fixed output sizes (0: the natural size; smaller than natural is an error): axes are padded
+  // with zeros (masks 0), and recycling slices past num_recycles + 1 repeat the last computed one,
+  // so that every sample of a training run has the same shapes (training_sample.h).
+  struct Padding {
+    int64_t num_res = 0, msa_clusters = 0, extra_msa = 0, templates = 0, recycling_slices = 0;
+  } padding;
 
   // The number of MSA cluster centres requested (before limiting by the MSA depth).
   int64_t msa_clusters() const {
@@ -98,6 +110,17 @@ FeatureDict process_features(const FeatureDict& raw, const FeatureProcessingConf
 // The raw feature dict of a single sequence without alignments: sequence features, an MSA made of
 // the query alone, zero templates.
 FeatureDict single_sequence_raw_features(const std::string& sequence, const std::string& description);
+
+// One key of the layout above: `dims` space-separated, a letter (N S E T R) a size shared across
+// keys, a number a fixed size; float32 or int64; template keys are absent without templates.
+struct ProcessedKeyLayout {
+  const char* name;
+  const char* dims;
+  bool is_float;
+  bool is_template;
+};
+// The whole table, in key order.
+std::span<const ProcessedKeyLayout> processed_layout();
 
 // Checks that `features` has exactly the layout above (keys in that order, ranks, dtypes, and one
 // consistent N, S, E, T, R; template keys all present or all absent). Throws foldcore::Error

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 #include <sstream>
+#include <span>
 
 #include "core/error.h"
 #include "data_pipeline/feature_processing.h"
@@ -11,15 +12,8 @@
 namespace foldcore::data {
 namespace {
 
-struct KeyLayout {
-  const char* name;
-  const char* dims;  // space-separated: a letter is a size shared across keys, a number a fixed size
-  bool is_float;     // float32, else int64
-  bool is_template;
-};
-
 // The order of ../shared/af2/ref/features.npz.
-constexpr KeyLayout kLayout[] = {
+constexpr ProcessedKeyLayout kLayout[] = {
     {"aatype", "N R", false, false},
     {"residue_index", "N R", false, false},
     {"seq_length", "R", false, false},
@@ -54,10 +48,12 @@ constexpr KeyLayout kLayout[] = {
 
 }  // namespace
 
+std::span<const ProcessedKeyLayout> processed_layout() { return kLayout; }
+
 void check_processed_layout(const FeatureDict& features) {
   const bool with_templates = features.contains("template_aatype");
   std::vector<std::string> expected;
-  for (const KeyLayout& k : kLayout)
+  for (const ProcessedKeyLayout& k : kLayout)
     if (with_templates || !k.is_template) expected.push_back(k.name);
   const std::vector<std::string> names = features.names();
   for (size_t i = 0; i < std::max(names.size(), expected.size()); ++i) {
@@ -67,7 +63,7 @@ void check_processed_layout(const FeatureDict& features) {
              with_templates ? "" : " (layout without template keys)");
   }
   std::map<char, int64_t> sizes;
-  for (const KeyLayout& k : kLayout) {
+  for (const ProcessedKeyLayout& k : kLayout) {
     if (!with_templates && k.is_template) continue;
     const NpyArray& a = features.at(k.name);
     const NpyDType want = k.is_float ? NpyDType::f32() : NpyDType::i64();

@@ -210,6 +210,25 @@ MsaRows crop_extra_msa(const MsaRows& extra, int64_t max_extra, PhiloxStream& rn
   return out;
 }
 
+MsaRows block_delete_msa(const MsaRows& msa, const BlockDeletionConfig& config, PhiloxStream& rng) {
+  const int64_t rows = msa.rows();
+  FC_CHECK(config.fraction_per_block >= 0 && config.fraction_per_block <= 1 && config.num_blocks >= 0,
+           "block_delete_msa: fraction_per_block ", config.fraction_per_block, " / num_blocks ", config.num_blocks,
+           " out of range");
+  std::vector<char> deleted(static_cast<size_t>(rows), 0);
+  const int64_t block = static_cast<int64_t>(static_cast<double>(rows) * config.fraction_per_block);
+  for (int b = 0; b < config.num_blocks && rows > 0; ++b) {
+    const int64_t start = static_cast<int64_t>(rng.below(static_cast<uint64_t>(rows)));
+    for (int64_t k = start; k < std::min(rows, start + block); ++k) deleted[static_cast<size_t>(k)] = 1;
+  }
+  std::vector<int64_t> kept;
+  for (int64_t k = 0; k < rows; ++k)
+    if (k == 0 || !deleted[static_cast<size_t>(k)]) kept.push_back(k);  // the query always stays
+  MsaRows out = msa.gather(kept, 0, kept.size());
+  out.num_res = msa.num_res;
+  return out;
+}
+
 float deletion_value(float d) {
   return static_cast<float>(std::atan(static_cast<double>(d) / 3.0) * (2.0 / std::numbers::pi));
 }

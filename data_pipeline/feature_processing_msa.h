@@ -93,6 +93,15 @@ ClusterSummary summarize_clusters(const MsaRows& centres, const MsaRows& extra, 
 // crop_extra_msa: a uniformly random subset of min(max_extra, rows) extra rows, in random order.
 MsaRows crop_extra_msa(const MsaRows& extra, int64_t max_extra, PhiloxStream& rng);
 
+// block_delete_msa (AlphaFold suppl. 1.2.6, Alg. 1 MSABlockDeletion; training only): num_blocks block
+// starts ~ U{0..rows-1}, each deleting floor(fraction_per_block · rows) consecutive rows (clipped at
+// the end); row 0, the query, is always kept. The kept rows stay in order.
+struct BlockDeletionConfig {
+  double fraction_per_block = 0.3;
+  int num_blocks = 5;
+};
+MsaRows block_delete_msa(const MsaRows& msa, const BlockDeletionConfig& config, PhiloxStream& rng);
+
 // 2/π · arctan(d / 3): AlphaFold's squashing of deletion counts into [0, 1).
 float deletion_value(float d);
 
