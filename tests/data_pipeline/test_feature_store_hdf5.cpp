@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <hdf5/serial/hdf5.h>
 
+#include "feature_store_test_util.h"
+
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -173,34 +175,11 @@ TEST(FeatureStore, ConcurrentReadsFromFourThreads) {
   EXPECT_EQ(mismatches, (std::vector<int>{0, 0, 0, 0}));
 }
 
-// File offset and size of the first stored chunk of `dataset`.
-std::pair<haddr_t, hsize_t> first_chunk(const std::string& path, const std::string& dataset) {
-  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  const hid_t ds = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
-  const hid_t space = H5Dget_space(ds);
-  hsize_t offset[4];
-  unsigned mask = 0;
-  haddr_t addr = 0;
-  hsize_t size = 0;
-  EXPECT_GE(H5Dget_chunk_info(ds, space, 0, offset, &mask, &addr, &size), 0);
-  H5Sclose(space);
-  H5Dclose(ds);
-  H5Fclose(f);
-  return {addr, size};
-}
-
 TEST(FeatureStore, CorruptChunkIsReportedWithStoreAndChain) {
   const fs::path dir = temp_dir("corrupt");
   const auto chains = sample_chains();
   const std::string path = write_store(dir, chains);
-  const auto [addr, size] = first_chunk(path, "/chains/1abc_B/all_atom_positions");
-  ASSERT_GT(size, 16u);
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(addr + size / 2));
-    const char junk[8] = {'\x13', '\x37', '\x00', '\x7f', '\x55', '\x2a', '\x01', '\x02'};
-    f.write(junk, sizeof junk);
-  }
+  corrupt_chunk(path, "/chains/1abc_B/all_atom_positions");
   FeatureStoreReader r(path);
   const std::string err = error_of([&] { r.read("1abc_B"); });
   EXPECT_NE(err.find(path), std::string::npos) << err;
