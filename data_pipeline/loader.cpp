@@ -250,7 +250,7 @@ struct TrainingLoader::State {
     }
     if (!s) {
       s = std::make_unique<Slot>();
-      s->host = PinnedBuffer(bytes);
+      s->host = PinnedBuffer(bytes, o.device.is_cuda());
       if (o.device.is_cuda()) {
         s->device = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, o.device);
         s->copy_done = std::make_shared<Event>(o.device);
@@ -267,7 +267,7 @@ struct TrainingLoader::State {
         if (dev.is_cuda()) slot->consumer_done->record(current_stream(dev));
         std::lock_guard<std::mutex> lock(pool->m);
         pool->free.push_back(std::move(slot));
-      } catch (...) {  // cannot return it safely: free it (its memory is then synchronised)
+      } catch (...) {  // recording failed (device error): drop the slot instead of reusing it
       }
     });
   }

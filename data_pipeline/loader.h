@@ -72,7 +72,7 @@ struct LoaderStats {
 
 // One batch: every numeric sample feature stacked to [B, ...] on the loader's device. String
 // features are left out. The tensors view a pooled buffer that returns to the loader when the
-// batch is destroyed.
+// batch is destroyed: copy (Tensor::to, copy_) anything that must outlive the batch.
 struct TrainingBatch {
   int64_t epoch = 0;
   int64_t step = 0;  // batch number within the epoch (this rank)

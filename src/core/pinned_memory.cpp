@@ -17,9 +17,11 @@ void cuda_memcpy_to_device_async(void* dst, const void* src, size_t bytes, int d
 }  // namespace detail
 #endif
 
-PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
+PinnedBuffer::PinnedBuffer(size_t bytes, bool pin) : bytes_(bytes) {
 #if defined(FOLDCORE_HAVE_CUDA)
-  if (bytes > 0 && cuda_available()) pinned_ = detail::cuda_host_alloc(bytes);
+  if (pin && bytes > 0 && cuda_available()) pinned_ = detail::cuda_host_alloc(bytes);
+#else
+  (void)pin;
 #endif
   if (!pinned_) fallback_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
 }

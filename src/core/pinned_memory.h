@@ -15,7 +15,8 @@ namespace foldcore {
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t bytes);
+  // pin = false gives ordinary memory (a consumer that never copies to a device).
+  explicit PinnedBuffer(size_t bytes, bool pin = true);
   ~PinnedBuffer();
   PinnedBuffer(PinnedBuffer&& o) noexcept;
   PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
