@@ -31,6 +31,7 @@ void register_commands(CLI::App& app) {
   add_predict_command(app);
   add_bert_command(app);
   add_bert_data_command(app);
+  add_preprocess_command(app);
 }
 
 }  // namespace foldcore::apps
