@@ -12,17 +12,22 @@
 #   scripts/bench_bert_gpu.sh            (STEPS=20, BATCH=56; PEAK_TFLOPS overrides the datasheet peak;
 #                                         results also in ${OUT:-out}/bench_bert_gpu.jsonl)
 # BENCH_BERT=path/to/bench_bert picks the binary; default: the first of build/bench/bench_bert,
+# build-gpu-prebuilt/bench/bench_bert (gpu_check.sh --prebuilt ARCHIVE unpacks there),
 # build-gpu-portable/prebuilt/bench/bench_bert (scripts/gpu_build_portable.sh) and
-# build-gpu/bench/bench_bert (scripts/gpu_check.sh) that exists and whose libraries all load here.
+# build-gpu/bench/bench_bert (scripts/gpu_check.sh) that is a CUDA build and whose libraries all
+# load here.
 # It needs CUDA and the data pipeline (zlib), not HDF5.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CUDA_LIB=${CUDA_HOME:-/usr/local/cuda}/lib64
-[ -d "$CUDA_LIB" ] && export LD_LIBRARY_PATH="$CUDA_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for d in "${CUDA_HOME:-/usr/local/cuda}"/lib64 "${CUDA_HOME:-/usr/local/cuda}"/lib; do  # the toolkit's runtime, cuBLAS
+  if [ -d "$d" ]; then export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi
+done
 BIN=${BENCH_BERT:-}
 if [ -z "$BIN" ]; then
-  for b in build/bench/bench_bert build-gpu-portable/prebuilt/bench/bench_bert build-gpu/bench/bench_bert; do
-    if [ -x "$b" ] && ! ldd "$b" | grep -q 'not found'; then BIN=$b; break; fi
+  for b in build/bench/bench_bert build-gpu-prebuilt/bench/bench_bert build-gpu-portable/prebuilt/bench/bench_bert \
+           build-gpu/bench/bench_bert; do
+    # a CUDA build (links the CUDA runtime) whose libraries all resolve here
+    if [ -x "$b" ] && ldd "$b" | grep -q libcudart && ! ldd "$b" | grep -q 'not found'; then BIN=$b; break; fi
   done
   BIN=${BIN:-build/bench/bench_bert}
 fi

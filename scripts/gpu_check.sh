@@ -43,8 +43,9 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 
 # 2. The binaries: prebuilt, or built here.
-CUDA_LIB=${CUDA_HOME:-/usr/local/cuda}/lib64
-[ -d "$CUDA_LIB" ] && export LD_LIBRARY_PATH="$CUDA_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for d in "${CUDA_HOME:-/usr/local/cuda}"/lib64 "${CUDA_HOME:-/usr/local/cuda}"/lib; do  # the toolkit's runtime, cuBLAS
+  if [ -d "$d" ]; then export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi
+done
 if [ -n "$PREBUILT" ]; then
   if [ -f "$PREBUILT" ]; then  # the .tar.xz archive: unpack it next to the sources
     BIN_DIR=$ROOT/build-gpu-prebuilt
