@@ -27,6 +27,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 
 #include "bench/bench_util.h"
 #include "core/device.h"
+#include "core/error.h"
 
 #ifdef FOLDCORE_HAVE_DATA
 #include "data_pipeline/bert_corpus.h"
