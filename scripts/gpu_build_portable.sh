@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds the GPU test and benchmark binaries on a machine with the CUDA toolkit and the Debian
+# development libraries, for a GPU machine that has only the CUDA toolkit (and Python): no HDF5,
+# OpenBLAS, yaml-cpp, CLI11 or zlib headers needed there. Then
+#   scripts/gpu_check.sh --prebuilt build-gpu-portable/prebuilt     (on the GPU machine)
+# (or --prebuilt build-gpu-portable/prebuilt.tar.xz) runs them. What is built:
+#   - libfoldcore with CUDA (sm_90a: H100/H200/GH200; ARCHS overrides), the data pipeline and the
+#     models (zlib linked statically), without HDF5, OpenBLAS (built-in GEMM), yaml-cpp and RDKit;
+#   - every GPU test (tests/<area>/test_*_cuda.cpp -> <area>_test_*_cuda) and every benchmark with
+#     a --device option (bench_bert included: without HDF5 it feeds its data from memory),
+#     googletest from source, static; libstdc++, libgcc and libgomp linked statically;
+#   - the tests compiled with FOLDCORE_SOURCE_DIR="." (configs/, examples/ relative to the working
+#     directory: gpu_check.sh runs them from the repository root).
+# The binaries are stripped and copied to $BUILD_DIR/prebuilt/{tests,bench}, and packed into
+# $BUILD_DIR/prebuilt.tar.xz (the one file to copy to the GPU machine: gpu_check.sh --prebuilt takes
+# either); the script fails when one of them needs a shared library other than the CUDA runtime and
+# cuBLAS (from the toolkit), glibc and libgcc_s, and prints their sizes.
+#   scripts/gpu_build_portable.sh      (BUILD_DIR=build-gpu-portable, ARCHS=90a, JOBS=nproc,
+#                                       GTEST_SRC=/usr/src/googletest)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build-gpu-portable}
+ARCHS=${ARCHS:-90a}
+JOBS=${JOBS:-$(nproc)}
+GTEST_SRC=${GTEST_SRC:-/usr/src/googletest}
+die() { echo "gpu_build_portable: $1" >&2; exit 1; }
+command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || die "no nvcc (CUDA toolkit) on this machine"
+[ -d "$GTEST_SRC" ] || die "no googletest sources at $GTEST_SRC (GTEST_SRC=...)"
+LIBGOMP_A=$(${CXX:-g++} -print-file-name=libgomp.a)
+[ -f "$LIBGOMP_A" ] || die "no static libgomp ($LIBGOMP_A)"
+
+# OpenMP_gomp_LIBRARY preset: FindOpenMP links what that cache entry names, the static archive.
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLDCORE_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DFOLDCORE_APPS=OFF -DFOLDCORE_HDF5=OFF -DFOLDCORE_BLAS=OFF \
+  -DFOLDCORE_DATA=ON -DFOLDCORE_RDKIT=OFF -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DFOLDCORE_GTEST_SOURCE="$GTEST_SRC" -DBUILD_SHARED_LIBS=OFF \
+  -DZLIB_USE_STATIC_LIBS=ON -DOpenMP_gomp_LIBRARY="$LIBGOMP_A" \
+  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" -DFOLDCORE_TEST_SOURCE_DIR=. >/dev/null
+
+TESTS=()
+for f in tests/*/test_*_cuda.cpp; do
+  area=$(basename "$(dirname "$f")")
+  TESTS+=("${area}_$(basename "$f" .cpp)")
+done
+BENCHES=()  # the benchmarks with a CUDA path (a --device option); the rest are CPU-only
+for f in bench/bench_*.cpp; do grep -q -- '--device' "$f" && BENCHES+=("$(basename "$f" .cpp)"); done
+ninja -C "$BUILD_DIR" -j "$JOBS" "${TESTS[@]}" "${BENCHES[@]}"
+
+DIST=$BUILD_DIR/prebuilt
+rm -rf "$DIST"
+mkdir -p "$DIST/tests" "$DIST/bench"
+for t in "${TESTS[@]}"; do strip -o "$DIST/tests/$t" "$BUILD_DIR/tests/$t"; done
+for b in "${BENCHES[@]}"; do strip -o "$DIST/bench/$b" "$BUILD_DIR/bench/$b"; done
+
+# Shared libraries every CUDA + PyTorch image has: the toolkit's runtime and cuBLAS, glibc and
+# libgcc_s (cuBLAS's own dependency; an essential package of every Debian/Ubuntu image).
+ALLOWED='^(linux-vdso\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libc\.so|libm\.so|ld-linux-x86-64\.so|libdl\.so|libpthread\.so|librt\.so|libgcc_s\.so)'
+bad=0
+for f in "$DIST"/tests/* "$DIST"/bench/*; do
+  while read -r lib _; do
+    [[ "$(basename "$lib")" =~ $ALLOWED ]] || { echo "gpu_build_portable: $f needs $lib" >&2; bad=1; }
+  done < <(ldd "$f" | sed 's/^[[:space:]]*//')
+done
+[ "$bad" = 0 ] || die "binaries need libraries a bare CUDA machine may lack (see above)"
+{
+  echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with local changes)')"
+  echo "cuda_archs $ARCHS"
+  echo "needs $(for f in "$DIST"/tests/* "$DIST"/bench/*; do ldd "$f"; done | awk '{print $1}' | sort -u | tr '\n' ' ')"
+} >"$DIST/MANIFEST"
+# One archive to copy: the binaries share most of their CUDA kernels and code, which xz's 64 MiB
+# window (-9) finds across files (≈ 7x smaller than the files).
+(cd "$DIST" && tar cf - MANIFEST tests bench) | xz -9 -T"$JOBS" >"$DIST.tar.xz.tmp"
+mv "$DIST.tar.xz.tmp" "$DIST.tar.xz"
+cat "$DIST/MANIFEST"
+ls -l "$DIST"/tests "$DIST"/bench | awk 'NF > 5 {printf "%10d %s\n", $5, $NF}'
+echo "gpu_build_portable: $(du -sb "$DIST" | cut -f1) bytes in $DIST ($(ls "$DIST"/tests | wc -l) GPU tests, $(ls "$DIST"/bench | wc -l) benchmarks); $(stat -c %s "$DIST.tar.xz") bytes in $DIST.tar.xz"
