@@ -110,7 +110,7 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
     const Variable t = template_angle_embedder_->forward(Variable(
         template_angle_feat(batch.template_aatype, batch.template_torsion_angles_sin_cos,
                             batch.template_alt_torsion_angles_sin_cos, batch.template_torsion_angles_mask)));
-    m = ag::concat({m, t}, 0);
+    m = ag::concat({m, ag::cast(t, m.dtype())}, 0);  // bf16 autocast: t is bf16, m f32
     msa_mask = ag::concat({Variable(msa_mask), Variable(template_msa_mask(batch.template_torsion_angles_mask))}, 0)
                    .value();
   }

@@ -232,7 +232,9 @@ MsaPair RecyclingEmbedder::apply(const MsaPair& embedded, const Variable& prev_m
   out.pair = ag::bias_dropout_residual(embedded.pair, Variable(), u.pair, {}, !ag::grad_enabled());  // in place
   const int64_t s = embedded.msa.size(0);
   const Variable row0 = ag::add(ag::narrow(embedded.msa, 0, 0, 1), ag::unsqueeze(u.msa_first_row, 0));
-  out.msa = s == 1 ? row0 : ag::concat({row0, ag::narrow(embedded.msa, 0, 1, s - 1)}, 0);
+  // Under bf16 autocast the embedding is bf16 and row 0 was promoted to f32 by the add: the rows
+  // are concatenated in row 0's (the wider) dtype.
+  out.msa = s == 1 ? row0 : ag::concat({row0, ag::cast(ag::narrow(embedded.msa, 0, 1, s - 1), row0.dtype())}, 0);
   return out;
 }
 
