@@ -3,7 +3,9 @@
 // as a fraction of the OpenBLAS sgemm peak measured in the same run.
 //
 //   bench_predict [--lengths 64,128,256] [--evoformer_blocks B] [--extra_msa_blocks E]
-//                 [--msa_rows S] [--recycles R]
+//                 [--msa_rows S] [--recycles R] [--chunk C] [--precision fp32|bf16]
+//   bench_predict --memory [--lengths 256,512,768,1024] [--chunk 16] [--precision fp32|bf16]
+//                 [--device cpu|cuda:0] [--budget_gib 22] [--verify N]
 //
 // Full width (c_m 256, c_z 128, c_s 384, c_e 64); depth is reduced by default (2 Evoformer
 // blocks, 1 extra-MSA block: the full 48 take hours on 2 CPU cores) and reported in every line;
@@ -16,7 +18,17 @@
 // contractions, the outer-product mean — per module from the config's widths and the actual
 // S, E, T, N. Elementwise work (LayerNorm, softmax, gating, activations) is not counted, so the
 // rate is a lower bound on the work done. Peak memory: the process's peak resident set (VmHWM),
-// reset per target through /proc/self/clear_refs.
+// reset per target through /proc/self/clear_refs, and the peak of the device allocator (every
+// tensor byte: parameters, features, activations, outputs).
+//
+// --memory: the long-sequence memory curve. Same widths, depth 1 + 1 (blocks run one after the
+// other and each block's activations die before the next starts, so the peak does not depend on
+// depth), 16 MSA clusters + 16 extra rows, 0 recycles, chunked inference (default chunk 16: the
+// attention logits of one chunk, chunk·H·N² values, stay below half a pair for H = 4 heads).
+// Prints peak allocator bytes and peak RSS per N_res, then fits peak(N) = a·N² + b·N + c to the
+// allocator peaks (least squares over the lengths) and solves it for the largest N under
+// --budget_gib less the measured RSS overhead (an extrapolation; --verify N runs that length after
+// the fit to check it).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -41,9 +53,17 @@
 namespace {
 using namespace foldcore;
 
+// --memory: a small MSA (the pair track dominates memory at long N).
+constexpr int64_t kMemoryMsaClusters = 16, kMemoryExtraMsa = 16;
+
 struct Args {
   std::vector<int64_t> lengths{64, 128, 256};
-  int64_t evoformer_blocks = 2, extra_msa_blocks = 1, msa_rows = 128, recycles = 3;
+  int64_t evoformer_blocks = 2, extra_msa_blocks = 1, msa_rows = 128, recycles = 3, chunk = 0;
+  std::string precision = "fp32";
+  bool memory = false;
+  Device device = Device::cpu();
+  double budget_gib = 22;  // of the 24 GiB machine: 2 GiB for the OS and other processes
+  int64_t verify = 0;
 };
 
 // Matrix-product FLOPs of one Evoformer-style block on an [S, N] MSA and [N, N] pair.
@@ -162,42 +182,206 @@ std::vector<int64_t> parse_list(const std::string& s) {
   return v;
 }
 
+// A synthetic target processed by AlphaFold's inference pipeline, read back as the model reads a
+// feature file. max_msa_clusters / max_extra_msa <= 0: the pipeline defaults.
+af2::Af2Features synthetic_features(int64_t n, int64_t msa_rows, int64_t recycles, int64_t max_templates,
+                                    int64_t max_msa_clusters, int64_t max_extra_msa, std::mt19937& g) {
+  data::FeatureProcessingConfig pc;
+  pc.num_recycles = static_cast<int>(recycles);
+  pc.max_templates = max_templates;
+  if (max_msa_clusters > 0) pc.max_msa_clusters = max_msa_clusters + max_templates;  // minus the template rows
+  if (max_extra_msa > 0) pc.max_extra_msa = max_extra_msa;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("bench_predict_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".npz"))
+                               .string();
+  data::write_processed_features(path, data::process_features(synthetic_raw(n, msa_rows, g), pc));
+  af2::Af2Features features = af2::Af2Features::read_npz(path);
+  std::filesystem::remove(path);
+  return features;
+}
+
+// The fields every result line starts with: what ran, on what, at which size and settings.
+bench::JsonLine case_line(const std::string& bench_name, const std::string& kind, Device device, int64_t n,
+                          const af2::Af2Batch& b0, const af2::Af2Config& config) {
+  bench::JsonLine line;
+  line.str("bench", bench_name)
+      .str("case", kind)
+      .str("device", device.str())
+      .integer("n_res", n)
+      .integer("msa_rows", b0.num_msa())
+      .integer("extra_msa_rows", b0.num_extra_msa())
+      .integer("evoformer_blocks", config.num_evoformer_blocks)
+      .integer("extra_msa_blocks", config.num_extra_msa_blocks)
+      .integer("recycles", config.num_recycles)
+      .integer("chunk", config.chunk_size)
+      .str("precision", config.precision);
+  return line;
+}
+
+// Least-squares fit of y = a·x² + b·x + c (normal equations, solved by Cramer's rule in double).
+struct Quadratic {
+  double a = 0, b = 0, c = 0;
+  double operator()(double x) const { return (a * x + b) * x + c; }
+  // The largest integer x >= 0 with (*this)(x) <= y (the fit grows for x beyond its vertex).
+  int64_t solve_max(double y) const {
+    int64_t lo = 0, hi = 1;
+    while ((*this)(static_cast<double>(hi)) <= y && hi < (int64_t{1} << 30)) hi *= 2;
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      ((*this)(static_cast<double>(mid)) <= y ? lo : hi) = mid;
+    }
+    return lo;
+  }
+};
+Quadratic fit_quadratic(const std::vector<double>& x, const std::vector<double>& y) {
+  double s[5] = {0, 0, 0, 0, 0}, t[3] = {0, 0, 0};  // s[k] = Σ x^k, t[k] = Σ x^k·y
+  for (size_t i = 0; i < x.size(); ++i) {
+    double p = 1;
+    for (int k = 0; k < 5; ++k, p *= x[i]) {
+      s[k] += p;
+      if (k < 3) t[k] += p * y[i];
+    }
+  }
+  // [s4 s3 s2; s3 s2 s1; s2 s1 s0] · [a b c]ᵀ = [t2 t1 t0]ᵀ
+  auto det = [](double m00, double m01, double m02, double m10, double m11, double m12, double m20, double m21,
+                double m22) {
+    return m00 * (m11 * m22 - m12 * m21) - m01 * (m10 * m22 - m12 * m20) + m02 * (m10 * m21 - m11 * m20);
+  };
+  const double d = det(s[4], s[3], s[2], s[3], s[2], s[1], s[2], s[1], s[0]);
+  if (x.size() < 3 || d == 0) return {};
+  return {det(t[2], s[3], s[2], t[1], s[2], s[1], t[0], s[1], s[0]) / d,
+          det(s[4], t[2], s[2], s[3], t[1], s[1], s[2], t[0], s[0]) / d,
+          det(s[4], s[3], t[2], s[3], s[2], t[1], s[2], s[1], t[0]) / d};
+}
+
+// model_1_ptm widths with the depth, recycles, chunk and precision of the command line.
+af2::Af2Config make_config(const Args& args) {
+  af2::Af2Config config;
+  config.num_evoformer_blocks = args.evoformer_blocks;
+  config.num_extra_msa_blocks = args.extra_msa_blocks;
+  config.num_recycles = args.recycles;
+  config.chunk_size = args.chunk;
+  config.precision = args.precision;
+  af2::validate_af2_config(config);
+  return config;
+}
+
+// The --memory mode (see the header).
+int run_memory(const Args& args) {
+  const af2::Af2Config config = make_config(args);
+  autograd::ParamStore params(args.device);
+  Generator init(7);
+  af2::AlphaFold model(nn::Scope{&params, &init, nullptr, ""}, config);
+  model.train(false);
+  params.finalize();
+  Allocator& alloc = default_allocator(args.device);
+  std::mt19937 g(42);
+  constexpr double kMiB = 1 << 20;
+  // One length: its JSON line; returns {peak allocator MiB, peak RSS MiB}.
+  auto measure = [&](int64_t n, const std::string& kind) {
+    const af2::Af2Features features =
+        synthetic_features(n, 2 * kMemoryMsaClusters, args.recycles, config.templates.max_templates,
+                           kMemoryMsaClusters, kMemoryExtraMsa, g);
+    const af2::Af2Batch b0 = features.iteration(0);
+    reset_peak_rss();
+    alloc.reset_peak();
+    const size_t base = alloc.stats().current;
+    WallTimer timer;
+    double peak_alloc = 0;
+    {
+      const af2::Af2Outputs out = model.predict(features, args.recycles, args.device);
+      peak_alloc = static_cast<double>(alloc.stats().peak) / kMiB;
+    }
+    const double seconds = timer.seconds(), rss = static_cast<double>(peak_rss()) / kMiB;
+    case_line("predict_memory", kind, args.device, n, b0, config)
+        .num("seconds", seconds)
+        .num("pair_mib", static_cast<double>(n * n * config.c_z * 4) / kMiB)
+        .num("peak_alloc_mib", peak_alloc)
+        .num("peak_above_inputs_mib", peak_alloc - static_cast<double>(base) / kMiB)
+        .num("peak_rss_mib", rss)
+        .print();
+    return std::pair{peak_alloc, rss};
+  };
+  std::vector<double> ns, alloc_mib, rss_mib;
+  for (const int64_t n : args.lengths) {
+    const auto [a, r] = measure(n, "long_sequence");
+    ns.push_back(static_cast<double>(n));
+    alloc_mib.push_back(a);
+    rss_mib.push_back(r);
+  }
+  // The fit is on allocator bytes (deterministic); peak RSS adds what the allocator does not see
+  // (code, OpenBLAS/OpenMP buffers, malloc slack), taken as the largest measured RSS − allocator
+  // difference and subtracted from the budget (on a GPU the allocator is the whole story).
+  const Quadratic fit = fit_quadratic(ns, alloc_mib);
+  double overhead = 0;
+  if (args.device.is_cpu())
+    for (size_t i = 0; i < ns.size(); ++i) overhead = std::max(overhead, rss_mib[i] - alloc_mib[i]);
+  const double budget = args.budget_gib * 1024 - overhead;
+  bench::JsonLine()
+      .str("bench", "predict_memory")
+      .str("case", "fit")
+      .str("quantity", "peak_alloc_mib")
+      .num("a_mib_per_n2", fit.a)
+      .num("b_mib_per_n", fit.b)
+      .num("c_mib", fit.c)
+      .num("a_in_pairs", fit.a * kMiB / (static_cast<double>(config.c_z) * 4))
+      .num("rss_overhead_mib", overhead)
+      .num("budget_gib", args.budget_gib)
+      .integer("n_max", fit.solve_max(budget))
+      .print();
+  if (args.verify > 0) measure(args.verify, "verify");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args args;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--lengths") args.lengths = parse_list(v);
-    else if (k == "--evoformer_blocks") args.evoformer_blocks = std::stoll(v);
-    else if (k == "--extra_msa_blocks") args.extra_msa_blocks = std::stoll(v);
+  bool lengths_given = false, blocks_given = false, recycles_given = false, chunk_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--memory") {
+      args.memory = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "bench_predict: option %s needs a value\n", k.c_str());
+      return 2;
+    }
+    const std::string v = argv[++i];
+    if (k == "--lengths") args.lengths = parse_list(v), lengths_given = true;
+    else if (k == "--evoformer_blocks") args.evoformer_blocks = std::stoll(v), blocks_given = true;
+    else if (k == "--extra_msa_blocks") args.extra_msa_blocks = std::stoll(v), blocks_given = true;
     else if (k == "--msa_rows") args.msa_rows = std::stoll(v);
-    else if (k == "--recycles") args.recycles = std::stoll(v);
+    else if (k == "--recycles") args.recycles = std::stoll(v), recycles_given = true;
+    else if (k == "--chunk") args.chunk = std::stoll(v), chunk_given = true;
+    else if (k == "--precision") args.precision = v;
+    else if (k == "--device") args.device = Device::parse(v);
+    else if (k == "--budget_gib") args.budget_gib = std::stod(v);
+    else if (k == "--verify") args.verify = std::stoll(v);
     else {
       std::fprintf(stderr, "bench_predict: unknown option %s\n", k.c_str());
       return 2;
     }
   }
+  if (args.memory) {
+    if (!lengths_given) args.lengths = {256, 512, 768, 1024};
+    if (!blocks_given) args.evoformer_blocks = args.extra_msa_blocks = 1;
+    if (!recycles_given) args.recycles = 0;
+    if (!chunk_given) args.chunk = 16;
+    return run_memory(args);
+  }
   const double peak = sgemm_peak_gflops();
   bench::JsonLine().str("bench", "predict").str("case", "sgemm_peak").str("device", "cpu").num("gflops", peak).print();
-  af2::Af2Config config;  // model_1_ptm widths
-  config.num_evoformer_blocks = args.evoformer_blocks;
-  config.num_extra_msa_blocks = args.extra_msa_blocks;
-  config.num_recycles = args.recycles;
+  const af2::Af2Config config = make_config(args);
   std::mt19937 g(42);
   for (const int64_t n : args.lengths) {
-    data::FeatureProcessingConfig pc;
-    pc.num_recycles = static_cast<int>(args.recycles);
-    pc.max_templates = config.templates.max_templates;
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("bench_predict_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".npz"))
-                                 .string();
-    data::write_processed_features(path, data::process_features(synthetic_raw(n, args.msa_rows, g), pc));
-    const af2::Af2Features features = af2::Af2Features::read_npz(path);
-    std::filesystem::remove(path);
+    const af2::Af2Features features =
+        synthetic_features(n, args.msa_rows, args.recycles, config.templates.max_templates, 0, 0, g);
     const af2::Af2Batch b0 = features.iteration(0);
 
     reset_peak_rss();
+    bench::reset_peak(Device::cpu());
     autograd::ParamStore params(Device::cpu());
     Generator init(7);
     af2::AlphaFold model(nn::Scope{&params, &init, nullptr, ""}, config);
@@ -210,18 +394,10 @@ int main(int argc, char** argv) {
                                                          static_cast<double>(b0.num_extra_msa()),
                                                          static_cast<double>(std::max<int64_t>(1, b0.num_templates())),
                                                          static_cast<double>(n));
-    bench::JsonLine()
-        .str("bench", "predict")
-        .str("case", "model_1_ptm_random")
-        .str("device", "cpu")
-        .integer("n_res", n)
-        .integer("msa_rows", b0.num_msa())
-        .integer("extra_msa_rows", b0.num_extra_msa())
-        .integer("evoformer_blocks", config.num_evoformer_blocks)
-        .integer("extra_msa_blocks", config.num_extra_msa_blocks)
-        .integer("recycles", args.recycles)
+    case_line("predict", "model_1_ptm_random", Device::cpu(), n, b0, config)
         .num("seconds", seconds)
         .num("peak_rss_mib", static_cast<double>(peak_rss()) / (1 << 20))
+        .num("peak_alloc_mib", static_cast<double>(bench::peak_bytes(Device::cpu())) / (1 << 20))
         .num("model_gflop", flops / 1e9)
         .num("gflops", flops / seconds / 1e9)
         .num("fraction_of_sgemm_peak", flops / seconds / 1e9 / peak)

@@ -70,7 +70,9 @@ void add_predict_command(CLI::App& app) {
   sub->add_option("--random_seed", a->random_seed, "seed of the feature processing (MSA sampling, masking)");
   sub->add_option("--device", a->device, "cpu or cuda:<i>");
   sub->add_option("--precision", a->precision, "fp32 or bf16");
-  sub->add_option("--chunk_size", a->chunk_size, "attention/transition chunk size (0: no chunking)");
+  sub->add_option("--chunk_size", a->chunk_size,
+                  "inference chunk along the long axis of attention, triangle multiplication, transitions and "
+                  "the outer product mean (0: none; 16 for long sequences)");
   sub->add_flag("--benchmark", a->benchmark, "run each model twice and report the second run's time");
   sub->add_option("--random_params", a->random_params,
                   "use randomly initialised parameters with this seed instead of params files (NOT a real "

@@ -29,8 +29,14 @@ Af2Batch batch_to(const Af2Batch& b, Device d) {
   return o;
 }
 
-// A CPU copy that owns its storage (outputs outlive the iteration's buffers).
-Tensor host(const Tensor& t) { return t.to(Device::cpu()).contiguous().clone(); }
+// A CPU tensor that owns its whole storage (outputs outlive the iteration's buffers). A host
+// tensor that already is its whole storage is shared, not cloned: at long N the pair-sized
+// outputs would otherwise exist twice or three times (pair, recycle_z, the recycled state).
+// Sharing is safe: the in-place residual adds skip storage with more than one owner.
+Tensor host(const Tensor& t) {
+  const Tensor h = t.to(Device::cpu()).contiguous();
+  return h.offset() == 0 && h.nbytes() == h.storage()->bytes() ? h : h.clone();
+}
 Tensor host(const Variable& v) { return host(v.value()); }
 
 }  // namespace
@@ -116,6 +122,7 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
   for (int64_t r = 0; r <= num_recycles; ++r) {
     const Af2Batch batch = batch_to(features.iteration(r), device);
     Af2RecycleState next;
+    out.clear();  // the previous iteration's outputs are not needed while this one runs
     out = iteration(batch, state, &next);
     rec_m1.push_back(host(next.m1));
     rec_z.push_back(host(next.z));
@@ -123,6 +130,7 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
     state = std::move(next);  // the previous state dies here
   }
   auto stack = [](const std::vector<Tensor>& ts) {
+    if (ts.size() == 1) return ts[0].unsqueeze(0);  // a view: no second copy of the pair
     std::vector<Variable> vs;
     for (const Tensor& t : ts) vs.push_back(Variable(t.unsqueeze(0)));
     return ag::concat(vs, 0).value();

@@ -76,12 +76,17 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
 
   // Alg. 3/4 input embedding; Alg. 32 recycling (zeros on the first iteration: the empty
   // distogram of all-zero positions leaves prev_pos_linear's bias, LN(0) its offset).
-  MsaPair mz = input_embedder_->forward(Variable(batch.target_feat), Variable(batch.msa_feat), batch.residue_index);
-  const Tensor prev_m1 = prev.m1.defined() ? prev.m1 : Tensor::zeros({n, c.c_m}, DType::f32, dev);
-  const Tensor prev_z = prev.z.defined() ? prev.z : Tensor::zeros({n, n, c.c_z}, DType::f32, dev);
-  const Tensor prev_x = prev.x.defined() ? prev.x : Tensor::zeros({n, 37, 3}, DType::f32, dev);
-  mz = recycling_embedder_->apply(mz, Variable(prev_m1), Variable(prev_z), pseudo_beta(batch.aatype, prev_x));
-  Variable m = std::move(mz.msa), z = std::move(mz.pair);
+  Variable m, z;
+  {  // scoped: the zero state of the first iteration (pair-sized) dies before the stacks run
+    MsaPair mz =
+        input_embedder_->forward(Variable(batch.target_feat), Variable(batch.msa_feat), batch.residue_index);
+    const Tensor prev_m1 = prev.m1.defined() ? prev.m1 : Tensor::zeros({n, c.c_m}, DType::f32, dev);
+    const Tensor prev_z = prev.z.defined() ? prev.z : Tensor::zeros({n, n, c.c_z}, DType::f32, dev);
+    const Tensor prev_x = prev.x.defined() ? prev.x : Tensor::zeros({n, 37, 3}, DType::f32, dev);
+    mz = recycling_embedder_->apply(mz, Variable(prev_m1), Variable(prev_z), pseudo_beta(batch.aatype, prev_x));
+    m = std::move(mz.msa);
+    z = std::move(mz.pair);
+  }
 
   // Alg. 16/17: the template pair stack and pointwise attention, added to the pair.
   if (template_embedder_ && batch.has_templates()) {
@@ -105,7 +110,7 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
     const Variable t = template_angle_embedder_->forward(Variable(
         template_angle_feat(batch.template_aatype, batch.template_torsion_angles_sin_cos,
                             batch.template_alt_torsion_angles_sin_cos, batch.template_torsion_angles_mask)));
-    m = ag::concat({m, t}, 0);
+    m = ag::concat({m, ag::cast(t, m.dtype())}, 0);  // bf16 autocast: t is bf16, m f32
     msa_mask = ag::concat({Variable(msa_mask), Variable(template_msa_mask(batch.template_torsion_angles_mask))}, 0)
                    .value();
   }

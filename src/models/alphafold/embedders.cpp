@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "models/alphafold/af2_util.h"
 #include "models/alphafold/evoformer_util.h"
 #include "data_pipeline/residue_constants.h"
@@ -215,7 +216,9 @@ RecyclingEmbedder::Updates RecyclingEmbedder::forward(const Variable& prev_m1, c
                            .to(prev_z.device())
                            .to(prev_z.dtype()));
   Updates u;
-  u.pair = ag::add(prev_pos_linear_.forward(dgram), prev_pair_norm_.forward(prev_z));  // [N, N, c_z]
+  // Summed into the Linear's output in place in no-grad mode (one pair-sized buffer fewer at long N).
+  u.pair = ag::bias_dropout_residual(prev_pair_norm_.forward(prev_z), Variable(), prev_pos_linear_.forward(dgram), {},
+                                     !ag::grad_enabled());  // [N, N, c_z]
   u.msa_first_row = prev_msa_first_row_norm_.forward(prev_m1);                         // [N, c_m]
   return u;
 }
@@ -226,10 +229,12 @@ MsaPair RecyclingEmbedder::apply(const MsaPair& embedded, const Variable& prev_m
            "RecyclingEmbedder::apply: the embedding must have msa [S, N, c_m] and pair [N, N, c_z]");
   const Updates u = forward(prev_m1, prev_z, prev_pseudo_beta);
   MsaPair out;
-  out.pair = ag::add(embedded.pair, u.pair);
+  out.pair = ag::bias_dropout_residual(embedded.pair, Variable(), u.pair, {}, !ag::grad_enabled());  // in place
   const int64_t s = embedded.msa.size(0);
   const Variable row0 = ag::add(ag::narrow(embedded.msa, 0, 0, 1), ag::unsqueeze(u.msa_first_row, 0));
-  out.msa = s == 1 ? row0 : ag::concat({row0, ag::narrow(embedded.msa, 0, 1, s - 1)}, 0);
+  // Under bf16 autocast the embedding is bf16 and row 0 was promoted to f32 by the add: the rows
+  // are concatenated in row 0's (the wider) dtype.
+  out.msa = s == 1 ? row0 : ag::concat({row0, ag::cast(ag::narrow(embedded.msa, 0, 1, s - 1), row0.dtype())}, 0);
   return out;
 }
 

@@ -74,8 +74,8 @@ std::pair<Variable, Variable> EvoformerBlock::forward_impl(const Variable& m0, c
   m = residual(m, transition_forward(msa_transition_, m, chunk), none, true);
   // Pair track.
   Variable z = residual(z0, opm_.forward(m, msa_mask, chunk), none, own_inputs);
-  z = residual(z, tri_mul_out_.forward(z, pair_mask), tri_mul_out_dropout_.spec(), true);
-  z = residual(z, tri_mul_in_.forward(z, pair_mask), tri_mul_in_dropout_.spec(), true);
+  z = residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), true);
+  z = residual(z, tri_mul_in_.forward(z, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
   z = residual(z, tri_att_start_.forward(z, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
   z = residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
   z = residual(z, transition_forward(pair_transition_, z, chunk), none, true);

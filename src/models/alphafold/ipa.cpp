@@ -27,6 +27,13 @@ Variable split_xyz(const Variable& x) {
 }
 
 // Initial trainable_point_weights: log(e − 1), so that softplus gives 1 (AF2).
+// Under bf16 autocast the projections come out in bf16 while the point terms are f32 (the frames
+// are f32 host geometry): concatenations are done in f32 (a no-op in fp32).
+Variable concat_f32(std::vector<Variable> xs, int axis) {
+  for (Variable& x : xs) x = ag::cast(x, DType::f32);
+  return ag::concat(xs, axis);
+}
+
 Tensor point_weight_init(int64_t h) { return Tensor::full({h}, std::log(std::exp(1.0) - 1.0), DType::f32); }
 
 }  // namespace
@@ -89,8 +96,8 @@ Variable InvariantPointAttention::forward(const Variable& s, const Variable& z, 
   const Variable gamma = ag::reshape(ag::scale(softplus(point_weights_), w_point), {h, 1, 1});  // [H, 1, 1]
 
   // logits = w_C q·k + γ q_p·k_p − ½γ|q_p|² − ½γ|k_p|² + w_L b − 1e5 (1 − m_i m_j): [H, N, N].
-  const Variable q_aug = ag::concat({ag::scale(q, w_scalar), ag::mul(qp, gamma)}, -1);
-  const Variable k_aug = ag::concat({k, kp}, -1);
+  const Variable q_aug = concat_f32({ag::scale(q, w_scalar), ag::mul(qp, gamma)}, -1);
+  const Variable k_aug = concat_f32({k, kp}, -1);
   Variable logits = ag::matmul(ag::contiguous(q_aug), ag::contiguous(k_aug), false, true);
   const Variable q_sq = ag::scale(ag::mul(ag::sum(ag::mul(qp, qp), {2}), ag::reshape(gamma, {h, 1})), -0.5f);
   const Variable k_sq = ag::scale(ag::mul(ag::sum(ag::mul(kp, kp), {2}), ag::reshape(gamma, {h, 1})), -0.5f);
@@ -108,7 +115,7 @@ Variable InvariantPointAttention::forward(const Variable& s, const Variable& z, 
   const Variable attn = ag::softmax(logits);  // [H, N, N]
 
   // Scalar and point values in one GEMM: [H, N, c_v + 3·P_v] → [N, H, c_v + 3·P_v].
-  const Variable o = ag::contiguous(ag::permute(ag::matmul(attn, ag::contiguous(ag::concat({v, vp}, -1))), {1, 0, 2}));
+  const Variable o = ag::contiguous(ag::permute(ag::matmul(attn, ag::contiguous(concat_f32({v, vp}, -1))), {1, 0, 2}));
   const Variable o_scalar = ag::reshape(ag::contiguous(ag::narrow(o, 2, 0, cv)), {n, h * cv});
   const Variable o_point = to_local(ag::reshape(ag::contiguous(ag::narrow(o, 2, cv, 3 * pv)), {n, h * pv, 3}), rot,
                                     trans);  // [N, H·P_v, 3]
@@ -117,7 +124,7 @@ Variable InvariantPointAttention::forward(const Variable& s, const Variable& z, 
   // Attention over the pair representation: [N, H, N]·[N, N, c_z] → [N, H·c_z].
   const Variable o_pair =
       ag::reshape(ag::matmul(ag::contiguous(ag::permute(attn, {1, 0, 2})), z), {n, h * cfg_.c_z});
-  return output_projection_.forward(ag::concat({o_scalar, o_xyz, o_norm, o_pair}, -1));
+  return output_projection_.forward(concat_f32({o_scalar, o_xyz, o_norm, o_pair}, -1));
 }
 
 void InvariantPointAttention::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,

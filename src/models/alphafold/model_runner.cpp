@@ -27,6 +27,10 @@ NamedArrays run_features(const RunFeaturesOptions& o) {
   } else {
     config = infer_af2_config(o.params_path);
   }
+  if (!o.precision.empty()) {
+    config.precision = o.precision;
+    validate_af2_config(config);
+  }
   const Af2Features features = Af2Features::read_npz(o.features_path);
   const int64_t available = features.num_iterations() - 1;
   const int64_t recycles = o.num_recycles < 0 ? available : o.num_recycles;

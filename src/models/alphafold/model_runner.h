@@ -19,6 +19,7 @@ struct RunFeaturesOptions {
   std::string config_path;    // "" → infer_af2_config(params_path)
   int64_t num_recycles = -1;  // < 0: every iteration the feature file holds (its recycling extent − 1)
   Device device = Device::cpu();
+  std::string precision;  // "" → the config's; "fp32" / "bf16" override it (e.g. bf16 on a GPU)
 };
 
 using NamedArrays = std::vector<std::pair<std::string, Tensor>>;

@@ -181,8 +181,8 @@ TemplatePairBlock::TemplatePairBlock(nn::Scope scope, const TemplateConfig& c)
 Variable TemplatePairBlock::forward(const Variable& t0, const Tensor& pair_mask, int64_t chunk) const {
   Variable t = residual(t0, tri_att_start_.forward(t0, pair_mask, chunk), tri_att_start_dropout_, false);
   t = residual(t, tri_att_end_.forward(t, pair_mask, chunk), tri_att_end_dropout_, true);
-  t = residual(t, tri_mul_out_.forward(t, pair_mask), tri_mul_out_dropout_, true);
-  t = residual(t, tri_mul_in_.forward(t, pair_mask), tri_mul_in_dropout_, true);
+  t = residual(t, tri_mul_out_.forward(t, pair_mask, chunk), tri_mul_out_dropout_, true);
+  t = residual(t, tri_mul_in_.forward(t, pair_mask, chunk), tri_mul_in_dropout_, true);
   // Pair transition: dropout rate 0 in AlphaFold's config (a plain residual add).
   return ag::add(t, transition_forward(pair_transition_, t, chunk));
 }

@@ -1,5 +1,9 @@
 #include "models/alphafold/triangle_attention.h"
 
+#include <algorithm>
+
+#include "autograd/grad_mode.h"
+
 namespace foldcore::af2 {
 
 TriangleAttention::TriangleAttention(nn::Scope scope, int64_t c_z, const AttentionConfig& att, bool starting)
@@ -26,10 +30,32 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
   // Ending node: z_ji (AF2 swaps the two residue axes, attends per row, swaps back).
   const Variable zz = starting_ ? z : autograd::transpose(z, 0, 1);
   const Tensor mask = starting_ ? pair_mask : pair_mask.transpose(0, 1).contiguous();
-  const Variable z_ln = query_norm_.forward(zz);                       // [N, N, c_z]
-  const Variable bias = pair_bias(feat_2d_, z_ln);                      // [1, H, N, N]
-  const Variable o = row_attention(attention_, z_ln, bias, mask, chunk);  // [N, N, c_z]
-  return starting_ ? o : autograd::transpose(o, 0, 1);
+  const int64_t n = z.size(0);
+  if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) {
+    const Variable z_ln = query_norm_.forward(zz);                       // [N, N, c_z]
+    const Variable bias = pair_bias(feat_2d_, z_ln);                      // [1, H, N, N]
+    const Variable o = row_attention(attention_, z_ln, bias, mask, chunk);  // [N, N, c_z]
+    return starting_ ? o : autograd::transpose(o, 0, 1);
+  }
+  // Chunked inference without a pair-sized LN(z): LN is recomputed per chunk of rows, once for the
+  // pair bias (b[h, i, j] = Σ_c LN(z)_ijc w_ch, written chunk by chunk) and once for the attention.
+  // The ending node's output chunks go straight into z's orientation (columns of the result), so
+  // no transposed pair-sized copy is made for the residual add.
+  auto z_ln = [&](int64_t s, int64_t len) { return query_norm_.forward(autograd::narrow(zz, 0, s, len)); };
+  Tensor bias;  // [1, H, N, N]
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t len = std::min(chunk, n - s);
+    const Tensor b = feat_2d_.forward(z_ln(s, len)).value();  // [len, N, H]
+    if (!bias.defined()) bias = Tensor::empty({1, b.size(2), n, n}, b.dtype(), b.device());
+    bias.select(0, 0).narrow(1, s, len).copy_(b.permute({2, 0, 1}));
+  }
+  return run_chunked(
+      n, chunk,
+      [&](int64_t s, int64_t len) {
+        const Variable o = row_attention(attention_, z_ln(s, len), Variable(bias), mask.narrow(0, s, len), 0);
+        return starting_ ? o : autograd::transpose(o, 0, 1);  // [len, N, c] / [N, len, c]
+      },
+      starting_ ? 0 : 1);
 }
 
 void TriangleAttention::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {

@@ -1,5 +1,9 @@
 #include "models/alphafold/triangle_multiplication.h"
 
+#include <algorithm>
+
+#include "autograd/grad_mode.h"
+
 namespace foldcore::af2 {
 
 TriangleMultiplication::TriangleMultiplication(nn::Scope scope, int64_t c_z, int64_t c_hidden, bool outgoing)
@@ -19,14 +23,20 @@ TriangleMultiplication::TriangleMultiplication(nn::Scope scope, int64_t c_z, int
     register_child(*c);
 }
 
-Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_mask) const {
+Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_mask, int64_t chunk) const {
   const int64_t c_z = layer_norm_input_.scale().numel();
   FC_CHECK(z.dim() == 3 && z.size(0) == z.size(1) && z.size(2) == c_z && pair_mask.dim() == 2 &&
                pair_mask.size(0) == z.size(0) && pair_mask.size(1) == z.size(1),
            "TriangleMultiplication '", path(), "': z ", z.shape().str(), ", pair_mask ", pair_mask.shape().str(),
            " (expected [N, N, ", c_z, "] and [N, N])");
-  const Variable mask3(pair_mask.to(DType::f32).contiguous().unsqueeze(-1));  // [N, N, 1]
-  const Variable x = layer_norm_input_.forward(z);                             // [N, N, c_z]
+  const Tensor mask = pair_mask.to(DType::f32).contiguous();
+  if (chunk > 0 && chunk < z.size(0) && !autograd::grad_enabled()) return forward_chunked(z, mask, chunk);
+  return forward_whole(z, mask);
+}
+
+Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& mask) const {
+  const Variable mask3(mask.unsqueeze(-1));          // [N, N, 1]
+  const Variable x = layer_norm_input_.forward(z);  // [N, N, c_z]
   const Variable a = autograd::mul(autograd::sigmoid_gate(left_gate_.forward(x), left_projection_.forward(x)),
                                    mask3);  // [N, N, c]
   const Variable b = autograd::mul(autograd::sigmoid_gate(right_gate_.forward(x), right_projection_.forward(x)),
@@ -40,6 +50,60 @@ Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_m
   const Variable t_ij = autograd::contiguous(autograd::permute(t, {1, 2, 0}));  // [N, N, c]
   const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));  // [N, N, c_z]
   return autograd::sigmoid_gate(gating_linear_.forward(x), o);
+}
+
+Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk) const {
+  const int64_t n = z.size(0), c = left_projection_.out_features(), c_z = z.size(2);
+  // Channel block: cb·N² elements per edge tensor ≈ chunk·N·c, the size of one row chunk of a.
+  const int64_t cb = std::clamp<int64_t>(chunk * c / n, 1, c);
+  // The block [c0, c0 + len) of a Linear's output columns (weights [in, out], bias [out]).
+  struct Slice {
+    Variable w, b;
+  };
+  auto slice = [](const nn::Linear& l, int64_t c0, int64_t len) {
+    return Slice{Variable(l.weight().value().narrow(1, c0, len).contiguous()),
+                 Variable(l.bias().value().narrow(0, c0, len).contiguous())};
+  };
+  Tensor t;  // [N, N, c]: the contraction, channel block by channel block
+  for (int64_t c0 = 0; c0 < c; c0 += cb) {
+    const int64_t cl = std::min(cb, c - c0);
+    const Slice lp = slice(left_projection_, c0, cl), lg = slice(left_gate_, c0, cl);
+    const Slice rp = slice(right_projection_, c0, cl), rg = slice(right_gate_, c0, cl);
+    Tensor ac, bc;  // [cl, N, N]: ac[q, r, s] = a[r, s, c0 + q] (both directions use this layout)
+    for (int64_t i0 = 0; i0 < n; i0 += chunk) {
+      const int64_t len = std::min(chunk, n - i0);
+      const Variable x = layer_norm_input_.forward(autograd::narrow(z, 0, i0, len));  // [len, N, c_z]
+      const Variable m3(mask.narrow(0, i0, len).unsqueeze(-1));                      // [len, N, 1]
+      auto edge = [&](const Slice& gate, const Slice& proj) {  // mask ⊙ sigmoid(x W_g + b_g) ⊙ (x W_p + b_p)
+        return autograd::mul(
+            autograd::sigmoid_gate(autograd::linear(x, gate.w, gate.b), autograd::linear(x, proj.w, proj.b)), m3);
+      };
+      const Variable a = edge(lg, lp), b = edge(rg, rp);  // [len, N, cl]
+      if (!ac.defined()) {
+        ac = Tensor::empty({cl, n, n}, a.dtype(), a.device());
+        bc = Tensor::empty({cl, n, n}, b.dtype(), b.device());
+      }
+      ac.narrow(1, i0, len).copy_(a.value().permute({2, 0, 1}));
+      bc.narrow(1, i0, len).copy_(b.value().permute({2, 0, 1}));
+    }
+    const Variable av(ac), bv(bc);
+    const Variable tb = outgoing_ ? autograd::matmul(av, bv, false, true) : autograd::matmul(bv, av, true, false);
+    if (!t.defined()) t = Tensor::empty({n, n, c}, tb.dtype(), tb.device());
+    t.narrow(2, c0, cl).copy_(tb.value().permute({1, 2, 0}));  // [cl, N, N] → t[:, :, c0:c0+cl]
+  }
+  // Output per row block: row i of the update needs only row i of t and of z, so the update may
+  // overwrite t's rows as they are consumed.
+  Tensor out;
+  for (int64_t i0 = 0; i0 < n; i0 += chunk) {
+    const int64_t len = std::min(chunk, n - i0);
+    const Variable x = layer_norm_input_.forward(autograd::narrow(z, 0, i0, len));
+    const Variable o = output_projection_.forward(center_layer_norm_.forward(Variable(t.narrow(0, i0, len))));
+    const Variable u = autograd::sigmoid_gate(gating_linear_.forward(x), o);  // [len, N, c_z]
+    if (!out.defined())
+      out = c == c_z && u.dtype() == t.dtype() ? t : Tensor::empty({n, n, c_z}, u.dtype(), u.device());
+    out.narrow(0, i0, len).copy_(u.value());
+  }
+  return Variable(out);
 }
 
 void TriangleMultiplication::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {

@@ -9,6 +9,16 @@
 //                                                                output_projection)
 // The contraction is one batched GEMM over the channels: [c, i, k] · [c, j, k]ᵀ → [c, i, j].
 // Configurable by dims (the template pair stack reuses it with c_t = 64).
+//
+// Long sequences (chunk > 0, no-grad mode): the whole path keeps ~12 pair-sized temporaries alive
+// at its peak (x, a, b, their channel-major copies, t, LN(t), …). The chunked path instead keeps
+// one: t [N, N, c] (c = c_hidden, 128 = c_z in the Evoformer), into whose storage the update is
+// written row block by row block when the dtypes and widths agree. a and b exist only one channel
+// block at a time (cb channels, chosen so cb·N ≈ chunk·c: O(chunk·N·c) memory), projected from
+// LN(z) recomputed per row block of `chunk` rows; the gate and output projection run per row
+// block. Peak ≈ z + t + O(chunk·N·(c + c_z)). Same arithmetic as the whole path (every element
+// comes from the same kernels on the same operands; a GEMM over fewer rows/columns may take a
+// different BLAS blocking: ~1e-7 relative differences).
 #pragma once
 
 #include "models/alphafold/evoformer_util.h"
@@ -18,13 +28,17 @@ namespace foldcore::af2 {
 class TriangleMultiplication : public nn::Module {
  public:
   TriangleMultiplication(nn::Scope scope, int64_t c_z, int64_t c_hidden, bool outgoing);
-  // z [N, N, c_z], pair_mask [N, N] → update [N, N, c_z] (before residual/dropout).
-  Variable forward(const Variable& z, const Tensor& pair_mask) const;
+  // z [N, N, c_z], pair_mask [N, N] → update [N, N, c_z] (before residual/dropout). chunk > 0 (and
+  // chunk < N, no-grad mode): the low-memory chunked path above.
+  Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0) const;
   // key_prefix e.g. "evoformer/evoformer_iteration/triangle_multiplication_outgoing".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   bool outgoing() const { return outgoing_; }
 
  private:
+  Variable forward_whole(const Variable& z, const Tensor& mask) const;
+  Variable forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk) const;
+
   bool outgoing_;
   nn::LayerNorm layer_norm_input_, center_layer_norm_;
   nn::Linear left_projection_, right_projection_, left_gate_, right_gate_, output_projection_, gating_linear_;

@@ -1,0 +1,67 @@
+// The whole AlphaFold2 model on a GPU against the CPU fp32 run: the parity fixture
+// (../shared/af2/ref: params.npz, features.npz, 1 recycle) through run_features on cuda:0.
+//
+// fp32 on CUDA vs fp32 on the CPU: the same math with a different summation order (cuBLAS and the
+// CUDA reduction trees vs OpenBLAS; GEMMs in plain fp32, no TF32), i.e. the regime of the CPU vs
+// reference test (test_af2_model.cpp): every array within atol 1e-4·max|cpu| + rtol 1e-3, atom
+// positions within 1e-3 Å. The structure module's geometry runs on the host in both runs
+// (rigid.h), so positions differ only through the network's inputs to it.
+//
+// bf16 on CUDA vs fp32 on the CPU: the bounds derived in af2_precision_check.h (trunk-head
+// logits within 5%·max|fp32|, pLDDT within 2 points, …); test_af2_model_bf16.cpp checks the same
+// bounds for bf16 on the CPU.
+#include <gtest/gtest.h>
+
+#include "af2_precision_check.h"
+
+namespace foldcore::af2 {
+namespace {
+
+// The CPU fp32 run, once per process (ctest runs each test in its own process).
+const Outputs& cpu_fp32() {
+  static const Outputs out = run(Device::cpu(), "fp32");
+  return out;
+}
+
+TEST(Af2ModelCuda, Fp32MatchesCpu) {
+  FC_REQUIRE_CUDA();
+  const Outputs gpu = run(Device::cuda(), "fp32");
+  const Outputs& cpu = cpu_fp32();
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (const auto& [name, ref] : cpu) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(gpu.count(name)) << "missing output " << name;
+    const Tensor& got = gpu.at(name);
+    ASSERT_EQ(got.shape(), ref.shape());
+    if (ref.dtype() == DType::i64) {
+      EXPECT_EQ(got.to_vector_i64(), ref.to_vector_i64());
+      continue;
+    }
+    const bool positions = name == "final_atom_positions" || name == "sm_positions" || name == "recycle_x";
+    const auto r = positions ? testing::all_close(got, ref, 1e-3, 0)  // Å
+                             : testing::all_close(got.to(DType::f32), ref.to(DType::f32), 1e-4 * max_abs(ref), 1e-3);
+    EXPECT_TRUE(r.ok) << r.message;
+    std::printf("  %-32s max|d| %.3g  max|cpu| %.3g\n", name.c_str(), r.max_abs, max_abs(ref));
+  }
+}
+
+TEST(Af2ModelCuda, Bf16WithinDerivedTolerance) {
+  FC_REQUIRE_CUDA();
+  check_bf16_against_fp32(run(Device::cuda(), "bf16"), cpu_fp32());
+}
+
+TEST(Af2ModelCuda, Bf16StoresActivationsInFp32ButRunsGemmsInBf16) {
+  // The residual streams handed back (pair, MSA) are fp32 (autocast changes the GEMM/attention
+  // compute dtype; the residual adds promote to fp32), and they differ from the fp32 run (bf16
+  // was really used).
+  FC_REQUIRE_CUDA();
+  const Outputs gpu = run(Device::cuda(), "bf16");
+  const Outputs& cpu = cpu_fp32();
+  for (const char* name : {"pair", "msa"}) {
+    EXPECT_EQ(gpu.at(name).dtype(), DType::f32) << name;
+    EXPECT_GT(max_diff(gpu.at(name), cpu.at(name)), 1e-4 * max_abs(cpu.at(name))) << name;
+  }
+}
+
+}  // namespace
+}  // namespace foldcore::af2
