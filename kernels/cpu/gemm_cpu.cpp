@@ -7,6 +7,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <omp.h>
+
 #include "core/error.h"
 #ifdef FOLDCORE_HAVE_BLAS
 #include <cblas.h>
@@ -20,14 +22,27 @@ namespace {
 // than it saves, and calling a threaded BLAS from inside an OpenMP region would oversubscribe.
 constexpr int64_t kSmallGemmMacs = 32 * 32 * 32;
 
-// With OpenBLAS (pthreads build) our conversions and epilogue run serially: an OpenMP region
-// between BLAS calls leaves its worker threads spin-waiting, and they then starve OpenBLAS's own
-// threads (measured 10-20x slowdowns on 2 cores; OMP_WAIT_POLICY=passive also avoids it).
+// OpenBLAS built on OpenMP (openblas_get_parallel() == 2, the build CMake prefers) shares our
+// OpenMP runtime: it runs single-threaded when called inside a parallel region (so batch-parallel
+// regions and the attention kernel may call it per thread), and our OpenMP regions between BLAS
+// calls cost nothing extra. The pthreads build does neither: its threads and our spin-waiting
+// OpenMP workers starve each other (measured 10-20x slowdowns on 2 cores), so with it our
+// conversions and epilogue run serially and threads never call BLAS.
+bool blas_shares_openmp() {
 #ifdef FOLDCORE_HAVE_BLAS
-constexpr bool kThreadedEpilogue = false;
+  static const bool v = openblas_get_parallel() == 2;
+  return v;
 #else
-constexpr bool kThreadedEpilogue = true;
+  return false;
 #endif
+}
+bool threaded_epilogue() {
+#ifdef FOLDCORE_HAVE_BLAS
+  return blas_shares_openmp();
+#else
+  return true;
+#endif
+}
 
 // Fallback tile sizes: a kKc×kNc panel of op(B) (64 KiB of fp32) stays in L2 while every row of
 // the current row block streams through it.
@@ -117,7 +132,7 @@ template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool paral
 
   const bool epilogue = bias || pre || p.act != Activation::none || !std::is_same_v<T, float>;
   if (!epilogue) return;
-#pragma omp parallel for schedule(static) if (kThreadedEpilogue && parallel && p.m * p.n > 16384)
+#pragma omp parallel for schedule(static) if (threaded_epilogue() && parallel && p.m * p.n > 16384)
   for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t j = 0; j < p.n; ++j) {
       float t = cf[i * ldc + j];
@@ -144,9 +159,9 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, bool parallel, bool force_fallback) {
   if (m == 0 || n == 0) return;
 #ifdef FOLDCORE_HAVE_BLAS
-  // Inside a batch-parallel region BLAS would start its own threads: use the serial fallback for
-  // those (they are small by construction, see kSmallGemmMacs).
-  if (!force_fallback && parallel) {
+  // Serial calls (inside a parallel region) go to BLAS only when it runs them single-threaded
+  // there; otherwise to the fallback.
+  if (!force_fallback && (parallel || (blas_shares_openmp() && (omp_in_parallel() || omp_get_max_threads() == 1)))) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                 static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
                 static_cast<int>(std::max<int64_t>(lda, 1)), b, static_cast<int>(std::max<int64_t>(ldb, 1)), beta, c,
