@@ -85,15 +85,6 @@ void sgemm_fallback(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 
 inline float gelu_exact(float x) { return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f)); }
 
-inline float activate(Activation act, float x) {
-  switch (act) {
-    case Activation::relu: return x > 0.f ? x : 0.f;
-    case Activation::gelu: return gelu_exact(x);
-    case Activation::none: break;
-  }
-  return x;
-}
-
 template <typename T> inline float load(const T* p, int64_t i) { return static_cast<float>(p[i]); }
 
 // Copies a rows×cols row-major T matrix (leading dim ld) into dense fp32.
@@ -132,13 +123,27 @@ template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool paral
 
   const bool epilogue = bias || pre || p.act != Activation::none || !std::is_same_v<T, float>;
   if (!epilogue) return;
+  // Row by row, one branch-free (vectorisable) loop per step; the fp32 result row is updated in
+  // place (it is `out` itself for fp32, the scratch otherwise).
 #pragma omp parallel for schedule(static) if (threaded_epilogue() && parallel && p.m * p.n > 16384)
   for (int64_t i = 0; i < p.m; ++i) {
-    for (int64_t j = 0; j < p.n; ++j) {
-      float t = cf[i * ldc + j];
-      if (bias) t += load(bias, j);
-      if (pre) pre[i * p.pre_act.ld + j] = T(t);
-      out[i * p.out.ld + j] = T(activate(p.act, t));
+    float* t = cf + i * ldc;
+    T* o = out + i * p.out.ld;
+    if (bias)
+      for (int64_t j = 0; j < p.n; ++j) t[j] += load(bias, j);
+    if (pre)
+      for (int64_t j = 0; j < p.n; ++j) pre[i * p.pre_act.ld + j] = T(t[j]);
+    switch (p.act) {
+      case Activation::relu:
+        for (int64_t j = 0; j < p.n; ++j) o[j] = T(t[j] > 0.f ? t[j] : 0.f);
+        break;
+      case Activation::gelu:
+        for (int64_t j = 0; j < p.n; ++j) o[j] = T(gelu_exact(t[j]));
+        break;
+      case Activation::none:
+        if constexpr (!std::is_same_v<T, float>)
+          for (int64_t j = 0; j < p.n; ++j) o[j] = T(t[j]);
+        break;
     }
   }
 }
