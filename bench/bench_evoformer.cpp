@@ -1,13 +1,15 @@
 // Evoformer block benchmark: one AlphaFold2 Evoformer block (model_1_ptm widths: c_m 256, c_z 128;
 // Alg. 6) forward in inference mode (no grad, eval), N_seq 128 and N_res 64 / 128 / 256.
-//   bench_evoformer [--device cpu|cuda] [--chunk N] [--n-res a,b,c] [--n-seq S] [--iters K] [--profile]
+//   bench_evoformer [--device cpu|cuda] [--chunk N] [--n-res a,b,c] [--n-seq S] [--iters K]
+//                   [--profile | --profile-only NAME]
 // One JSON line per case: time (median), GFLOP/s from the analytic FLOP count below, peak memory of
 // the device allocator during the forward (parameters excluded: allocated before the reset).
 // With --chunk N, each size is also run chunked (attention/transitions/outer product mean in
 // chunks of N rows or columns) and the line carries memory_ratio = unchunked ÷ chunked peak and
 // slowdown = chunked ÷ unchunked time, both measured in the same run. On the CPU each rate is also
 // given as a fraction of the sgemm peak measured at the start (sgemm_peak_before/after lines).
-// --profile adds one line per submodule (each timed alone, with its share of the FLOP count).
+// --profile adds one line per submodule (each timed alone, with its share of the FLOP count);
+// --profile-only NAME (e.g. msa_column_attention) just that one, to run under a profiler.
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -94,7 +96,7 @@ double sgemm_peak_gflops() {
 // --profile: each submodule of the block timed alone on the same (m, z), one JSON line each with
 // its analytic GFLOP and rate (and, on the CPU, the fraction of the sgemm peak).
 void profile(const af2::EvoformerBlock& block, Device dev, int64_t s, int64_t n, int64_t chunk, int iters,
-             double peak) {
+             double peak, const std::string& only) {
   Generator gen(5);
   const af2::EvoformerBlockConfig& c = block.config();
   const autograd::Variable m(randn({s, n, c.c_m}, gen).to(dev)), z(randn({n, n, c.c_z}, gen).to(dev));
@@ -113,6 +115,7 @@ void profile(const af2::EvoformerBlock& block, Device dev, int64_t s, int64_t n,
   };
   const std::vector<Part> parts = block_flops(c, static_cast<double>(s), static_cast<double>(n));
   for (size_t i = 0; i < parts.size(); ++i) {
+    if (!only.empty() && only != parts[i].name) continue;
     const double ms = bench::time_ms(dev, steps[i], 1, iters), gflop = parts[i].flops * 1e-9;
     bench::JsonLine j;
     j.str("bench", "evoformer_profile")
@@ -141,6 +144,7 @@ int main(int argc, char** argv) {
   Device dev = Device::cpu();
   int64_t chunk = 0, n_seq = 128;
   bool prof = false;
+  std::string only;  // --profile-only NAME: one submodule (for a profiler)
   int iters = 0;  // 0: 3 on the CPU, 10 on CUDA
   std::vector<int64_t> n_res{64, 128, 256};
   for (int i = 1; i < argc; ++i) {
@@ -150,8 +154,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--n-seq") && i + 1 < argc) n_seq = std::stoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--profile")) prof = true;
+    else if (!std::strcmp(argv[i], "--profile-only") && i + 1 < argc) prof = true, only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--chunk N] [--n-res a,b,c] [--n-seq S] [--iters K] [--profile]\n",
+      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--chunk N] [--n-res a,b,c] [--n-seq S] [--iters K] [--profile | --profile-only NAME]\n",
                    argv[0]);
       return 2;
     }
@@ -199,7 +204,7 @@ int main(int argc, char** argv) {
       };
       line(whole, 0);
       if (chunk > 0) line(run(block, dev, n_seq, n, chunk, iters), chunk);
-      if (prof) profile(block, dev, n_seq, n, chunk, iters, peak);
+      if (prof) profile(block, dev, n_seq, n, chunk, iters, peak, only);
     }
     print_peak("after");
   } catch (const Error& e) {
