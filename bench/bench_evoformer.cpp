@@ -7,11 +7,14 @@
 // With --chunk N, each size is also run chunked (attention/transitions/outer product mean in
 // chunks of N rows or columns) and the line carries memory_ratio = unchunked ÷ chunked peak and
 // slowdown = chunked ÷ unchunked time, both measured in the same run. On the CPU each rate is also
-// given as a fraction of the sgemm peak measured at the start (sgemm_peak_before/after lines).
+// given as a fraction of the sgemm peak measured at the start (sgemm_peak_before/after lines), per
+// wall second and per CPU second of the process (cpu_fraction_of_sgemm; with OMP_NUM_THREADS=1
+// it is insensitive to other users' load).
 // --profile adds one line per submodule (each timed alone, with its share of the FLOP count);
 // --profile-only NAME (e.g. msa_column_attention) just that one, to run under a profiler.
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -62,8 +65,35 @@ double total_flops(const std::vector<Part>& parts) {
   return f;
 }
 
+// CPU seconds used by the whole process (all threads). On a shared machine wall time depends on the
+// other users' load; the CPU time of a single-threaded run (OMP_NUM_THREADS=1) barely does, so
+// rates per CPU-second, compared with the sgemm's own, are the load-robust figures.
+double process_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Median wall ms (bench::time_ms) and mean CPU ms per call of fn over the same calls.
+struct Timing {
+  double ms = 0, cpu_ms = 0;
+};
+Timing time_both(Device dev, const std::function<void()>& fn, int warmup, int iters) {
+  double cpu = 0;
+  int calls = 0;
+  Timing t;
+  t.ms = bench::time_ms(dev, [&] {
+    const double c0 = process_cpu_s();
+    fn();
+    cpu += process_cpu_s() - c0;
+    ++calls;
+  }, warmup, iters);
+  t.cpu_ms = 1e3 * cpu / calls;
+  return t;
+}
+
 struct Result {
-  double ms = 0;
+  double ms = 0, cpu_ms = 0;
   size_t peak = 0;
 };
 
@@ -79,24 +109,40 @@ Result run(const af2::EvoformerBlock& block, Device dev, int64_t s, int64_t n, i
   synchronize(dev);
   bench::reset_peak(dev);
   const size_t base = default_allocator(dev).stats().current;
-  r.ms = bench::time_ms(dev, step, 1, iters);
+  const Timing t = time_both(dev, step, 1, iters);
+  r.ms = t.ms;
+  r.cpu_ms = t.cpu_ms;
   r.peak = bench::peak_bytes(dev) - base;
   return r;
 }
 
-// OpenBLAS-backed fp32 GEMM rate (1024³), the yardstick for the fractions in --profile: the
-// machine is shared, so rates are only comparable as fractions of a peak measured in the same run.
-double sgemm_peak_gflops() {
+// OpenBLAS-backed fp32 GEMM rate (1024³) per wall second and per CPU second: the yardstick for the
+// fractions below (the machine is shared, so rates are only comparable as fractions of a peak
+// measured in the same run).
+struct Peak {
+  double gflops = 0, gflops_per_cpu_s = 0;
+};
+Peak sgemm_peak() {
   constexpr int64_t n = 1024;
   Generator g(1);
   const Tensor a = randn({n, n}, g), b = randn({n, n}, g), c = Tensor::empty({n, n}, DType::f32);
-  return 2.0 * n * n * n / (bench::time_ms(Device::cpu(), [&] { ops::gemm(a, b, c); }, 1, 5) * 1e-3) / 1e9;
+  const Timing t = time_both(Device::cpu(), [&] { ops::gemm(a, b, c); }, 1, 5);
+  const double gflop = 2.0 * n * n * n * 1e-9;
+  return {gflop / (t.ms * 1e-3), gflop / (t.cpu_ms * 1e-3)};
+}
+
+// Adds the rates of `gflop` done in `t` and, on the CPU, their fractions of the sgemm's.
+void add_rates(bench::JsonLine& j, double gflop, const Timing& t, const Peak& peak) {
+  j.num("ms", t.ms).num("cpu_ms", t.cpu_ms).num("gflop", gflop).num("gflops_per_s", gflop / (t.ms * 1e-3));
+  if (peak.gflops <= 0) return;
+  j.num("fraction_of_sgemm_peak", gflop / (t.ms * 1e-3) / peak.gflops)
+      .num("cpu_fraction_of_sgemm", gflop / (t.cpu_ms * 1e-3) / peak.gflops_per_cpu_s);
 }
 
 // --profile: each submodule of the block timed alone on the same (m, z), one JSON line each with
 // its analytic GFLOP and rate (and, on the CPU, the fraction of the sgemm peak).
 void profile(const af2::EvoformerBlock& block, Device dev, int64_t s, int64_t n, int64_t chunk, int iters,
-             double peak, const std::string& only) {
+             const Peak& peak, const std::string& only) {
   Generator gen(5);
   const af2::EvoformerBlockConfig& c = block.config();
   const autograd::Variable m(randn({s, n, c.c_m}, gen).to(dev)), z(randn({n, n, c.c_z}, gen).to(dev));
@@ -116,17 +162,14 @@ void profile(const af2::EvoformerBlock& block, Device dev, int64_t s, int64_t n,
   const std::vector<Part> parts = block_flops(c, static_cast<double>(s), static_cast<double>(n));
   for (size_t i = 0; i < parts.size(); ++i) {
     if (!only.empty() && only != parts[i].name) continue;
-    const double ms = bench::time_ms(dev, steps[i], 1, iters), gflop = parts[i].flops * 1e-9;
+    const Timing t = time_both(dev, steps[i], 1, iters);
     bench::JsonLine j;
     j.str("bench", "evoformer_profile")
         .str("case", std::string(parts[i].name) + "_nres" + std::to_string(n) + "_nseq" + std::to_string(s))
         .str("device", dev.str())
         .integer("n_res", n)
-        .integer("n_seq", s)
-        .num("ms", ms)
-        .num("gflop", gflop)
-        .num("gflops_per_s", gflop / (ms * 1e-3));
-    if (peak > 0) j.num("fraction_of_sgemm_peak", gflop / (ms * 1e-3) / peak);
+        .integer("n_seq", s);
+    add_rates(j, parts[i].flops * 1e-9, t, peak);
     j.print();
   }
 }
@@ -172,12 +215,17 @@ int main(int argc, char** argv) {
     // The CPU's sgemm peak before and after the cases: the spread shows how much the shared
     // machine's load moved during the run.
     auto print_peak = [&](const char* when) {
-      if (dev.is_cuda()) return 0.0;
-      const double peak = sgemm_peak_gflops();
-      bench::JsonLine().str("bench", "evoformer").str("case", std::string("sgemm_peak_") + when).num("gflops", peak).print();
-      return peak;
+      if (dev.is_cuda()) return Peak{};
+      const Peak p = sgemm_peak();
+      bench::JsonLine()
+          .str("bench", "evoformer")
+          .str("case", std::string("sgemm_peak_") + when)
+          .num("gflops", p.gflops)
+          .num("gflops_per_cpu_s", p.gflops_per_cpu_s)
+          .print();
+      return p;
     };
-    const double peak = print_peak("before");
+    const Peak peak = print_peak("before");
     for (int64_t n : n_res) {
       const Result whole = run(block, dev, n_seq, n, 0, iters);
       const double gflop = total_flops(block_flops(cfg.evoformer, static_cast<double>(n_seq), static_cast<double>(n))) * 1e-9;
@@ -191,11 +239,8 @@ int main(int argc, char** argv) {
             .integer("n_res", n)
             .integer("n_seq", n_seq)
             .integer("chunk", ch)
-            .num("ms", r.ms)
-            .num("gflop", gflop)
-            .num("gflops_per_s", gflop / (r.ms * 1e-3))
-            .num("fraction_of_sgemm_peak", peak > 0 ? gflop / (r.ms * 1e-3) / peak : 0.0)
             .num("peak_mb", static_cast<double>(r.peak) / (1 << 20));
+        add_rates(j, gflop, Timing{r.ms, r.cpu_ms}, peak);
         if (ch > 0) {
           j.num("memory_ratio", static_cast<double>(whole.peak) / static_cast<double>(std::max<size_t>(r.peak, 1)));
           j.num("slowdown", r.ms / whole.ms);

@@ -150,7 +150,11 @@ template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool paral
 
 template <typename T> void gemm_typed(const GemmProblem& p) {
   const bool small = p.m * p.n * p.k <= kSmallGemmMacs;
-  if (p.batch > 1 && small) {
+  // Many batch entries (the triangle multiplication's per-channel products, attention heads):
+  // one whole entry per thread on single-threaded BLAS, instead of a fork/join of the threaded
+  // BLAS per entry (whose barriers cost a lot whenever another process holds a core).
+  const bool many = blas_shares_openmp() && p.batch >= 4 * omp_get_max_threads();
+  if (p.batch > 1 && (small || many)) {
 #pragma omp parallel for schedule(dynamic)
     for (int64_t bi = 0; bi < p.batch; ++bi) gemm_one<T>(p, bi, false);
   } else {
