@@ -1,11 +1,12 @@
 // Fused attention benchmark: forward and forward+backward at the AlphaFold MSA-row shape (pair
 // bias + mask bias + gate, D = 32) and the BERT shape (padding mask, D = 64).
-//   bench_attention [--device cpu|cuda] [--full]
+//   bench_attention [--device cpu|cuda] [--full] [--forward]
 // Default: small shapes on the CPU; --full: AF2 N_res 256 (B = 256 rows, H = 8, L = 256) and BERT
 // (B = 8, H = 16, L = 512). FLOPs: 4·B·H·Lq·Lk·D forward, 2.5× that for the backward.
 // Each case also runs a naive baseline in the same process, the way an eager framework computes
 // attention (PyTorch eager: matmul + softmax + matmul): s = scale·q·kᵀ materialised by a batched
-// GEMM, biases added, softmax, a = p·v, gate; its backward materialises dp and ds. The
+// GEMM, biases added, softmax, a = p·v, gate; its backward materialises dp and ds. --forward:
+// forward cases only. The
 // "speedup" and "memory_ratio" fields are naive ÷ fused for time and peak memory.
 #include <algorithm>
 #include <cmath>
@@ -89,7 +90,7 @@ struct Naive {
   }
 };
 
-void run_case(const Shape5& s, Device dev, DType dt) {
+void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
   Generator gen(1);
   ops::AttentionInputs in;
   in.q = randn({s.B, s.H, s.L, s.D}, gen, 0, 1, dt, dev);
@@ -143,6 +144,7 @@ void run_case(const Shape5& s, Device dev, DType dt) {
   measure([&] { ops::attention_forward(in, o, lse, a); }, &ms, &peak);
   measure([&] { naive.forward(); naive.p = Tensor(); naive.a = Tensor(); }, &nms, &npeak);
   report("fwd", ms, flops_fwd, nms, peak, npeak);
+  if (forward_only) return;
   measure([&] {
     ops::attention_forward(in, o, lse, a);
     ops::attention_backward(in, s.alphafold ? a : o, lse, d_o, g);
@@ -160,23 +162,24 @@ void run_case(const Shape5& s, Device dev, DType dt) {
 
 int main(int argc, char** argv) {
   Device dev = Device::cpu();
-  bool full = false;
+  bool full = false, forward_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = Device::parse(argv[++i]);
     else if (!std::strcmp(argv[i], "--full")) full = true;
+    else if (!std::strcmp(argv[i], "--forward")) forward_only = true;
     else {
-      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--full]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--full] [--forward]\n", argv[0]);
       return 2;
     }
   }
   try {
     const DType dt = dev.is_cuda() ? DType::bf16 : DType::f32;
     if (full) {
-      run_case({"af2_msa_row", 256, 8, 256, 32, true}, dev, dt);
-      run_case({"bert_large", 8, 16, 512, 64, false}, dev, dt);
+      run_case({"af2_msa_row", 256, 8, 256, 32, true}, dev, dt, forward_only);
+      run_case({"bert_large", 8, 16, 512, 64, false}, dev, dt, forward_only);
     } else {
-      run_case({"af2_msa_row_small", 8, 8, 64, 32, true}, dev, dt);
-      run_case({"bert_small", 1, 16, 128, 64, false}, dev, dt);
+      run_case({"af2_msa_row_small", 8, 8, 64, 32, true}, dev, dt, forward_only);
+      run_case({"bert_small", 1, 16, 128, 64, false}, dev, dt, forward_only);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_attention: %s\n", e.what());

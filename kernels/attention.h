@@ -17,7 +17,8 @@
 // cu[0] = 0 ≤ cu[1] ≤ … ≤ cu[n] = L; row i attends only to keys j in its own segment
 // [cu[s], cu[s+1]) (segments apply to both axes).
 // dtypes: q, k, v, g, o, a, biases f32/bf16/f16 (all the same); lse f32; fp32 accumulation.
-// CPU: reference implementation (materialises one row of s at a time).
+// CPU: forward per (b, h, query tile of ≤ 128 rows): s for the tile materialised in fp32 scratch,
+// q·kᵀ and p·v as sgemm calls; backward: reference loops, one row of s at a time.
 // CUDA: FlashAttention-style tiled kernel with online softmax; never materialises s or p in the
 // forward; the backward recomputes p tile by tile from lse.
 //

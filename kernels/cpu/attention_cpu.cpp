@@ -1,12 +1,18 @@
-// CPU reference for fused gated attention and AlphaFold2 global attention.
-// Readable rather than fast: OpenMP over (b, h); one row of scores s[b,h,i,:] at a time in fp32.
+// CPU fused gated attention and AlphaFold2 global attention. Forward: OpenMP over (b, h, query
+// tile), the two contractions as single-threaded sgemm calls on a materialised fp32 score tile.
+// Backward: the readable reference, one row of scores s[b,h,i,:] at a time in fp32.
 #include "kernels/cpu/attention_cpu.h"
+
+#include "kernels/cpu/gemm_cpu.h"
+#include "kernels/cpu/softmax_cpu_math.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace foldcore::ops::cpu {
@@ -100,46 +106,129 @@ float score_row(const float* qi, const std::vector<float>& kf, const std::vector
   return mx;
 }
 
+// A forward work unit of one (b, h): queries [q0, q1) against keys [k0, k1) (one packed segment,
+// or all keys), small enough that its score tile stays in cache.
+struct Tile {
+  int64_t q0, q1, k0, k1;
+};
+
+// Score-tile budget: 32 Ki floats (128 KiB, in L2 next to the K and V panels); at least 16 query
+// rows per tile so that the P·V product still has some height.
+constexpr int64_t kTileFloats = 32 * 1024, kMinTileRows = 16, kMaxTileRows = 128;
+
+std::vector<Tile> make_tiles(const AttentionInputs& in) {
+  std::vector<std::pair<int64_t, int64_t>> q_segs, k_segs;
+  if (in.cu_seqlens.defined()) {
+    const int32_t* c = in.cu_seqlens.data<int32_t>();
+    for (int64_t t = 0; t + 1 < in.cu_seqlens.size(0); ++t) {
+      q_segs.emplace_back(c[t], c[t + 1]);
+      k_segs.emplace_back(c[t], c[t + 1]);
+    }
+  } else {
+    q_segs.emplace_back(0, in.q.size(2));
+    k_segs.emplace_back(0, in.k.size(2));
+  }
+  std::vector<Tile> tiles;
+  for (size_t t = 0; t < q_segs.size(); ++t) {
+    const auto [k0, k1] = k_segs[t];
+    const int64_t rows = std::clamp(kTileFloats / std::max<int64_t>(k1 - k0, 1), kMinTileRows, kMaxTileRows);
+    for (int64_t i = q_segs[t].first; i < q_segs[t].second; i += rows)
+      tiles.push_back({i, std::min(q_segs[t].second, i + rows), k0, k1});
+  }
+  return tiles;
+}
+
+// Rows [r0, r1) of (b, h) as an fp32 matrix for sgemm: the tensor's own memory (leading dim = its
+// row stride) when it is fp32 with rows at least D apart, else converted into `scratch`.
+template <typename T>
+const float* f32_rows(const Rows& r, int64_t b, int64_t h, int64_t r0, int64_t r1, int64_t D, std::vector<float>& scratch,
+                      int64_t& ld) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (r.sl >= D) {
+      ld = r.sl;
+      return r.row<const float>(b, h, r0);
+    }
+  }
+  scratch.resize(static_cast<size_t>((r1 - r0) * D));
+  for (int64_t j = r0; j < r1; ++j) {
+    const T* src = r.row<const T>(b, h, j);
+    for (int64_t d = 0; d < D; ++d) scratch[(j - r0) * D + d] = static_cast<float>(src[d]);
+  }
+  ld = D;
+  return scratch.data();
+}
+
+// s[j] += bias[b, h, i, k0 + j] for j < n: a unit-stride fp32 row (the common case: pair biases,
+// mask rows) as a plain vectorisable loop, a row broadcast along j as one scalar, else per element.
+template <typename T>
+void add_bias_row(const Broadcast4& bt, int64_t b, int64_t h, int64_t i, int64_t k0, int64_t n, float* s) {
+  const T* row = bt.at<const T>(b, h, i, k0);
+  if (bt.s[3] == 0) {
+    const float v = static_cast<float>(*row);
+    for (int64_t j = 0; j < n; ++j) s[j] += v;
+  } else if (bt.s[3] == 1) {
+    for (int64_t j = 0; j < n; ++j) s[j] += static_cast<float>(row[j]);
+  } else {
+    for (int64_t j = 0; j < n; ++j) s[j] += static_cast<float>(row[j * bt.s[3]]);
+  }
+}
+
+// Forward, one query tile at a time: S = scale·Q·Kᵀ (sgemm) + biases, row softmax in place
+// (unnormalised p = exp(s − max), lse = max + log Σp), A = P·V (sgemm) scaled by 1/Σp, then the
+// gate. Each OpenMP thread owns whole tiles and calls the single-threaded sgemm, so the
+// contractions run at BLAS speed even for AlphaFold's short heads (D = 8-32) and long key axes.
 template <typename T> void forward_impl(const AttentionInputs& in, const Tensor& o, const Tensor& lse, const Tensor& a) {
-  const int64_t B = in.q.size(0), H = in.q.size(1), Lq = in.q.size(2), D = in.q.size(3), Lk = in.k.size(2);
+  const int64_t B = in.q.size(0), H = in.q.size(1), D = in.q.size(3);
   const Rows qr(in.q), kr(in.k), vr(in.v), gr(in.gate), orr(o), ar(a);
   std::vector<Broadcast4> biases;
   for (const Tensor& t : in.biases) biases.emplace_back(t);
-  const Segments seg = make_segments(in);
+  const std::vector<Tile> tiles = make_tiles(in);
+  const int64_t n_tiles = static_cast<int64_t>(tiles.size());
   const bool gated = in.gate.defined();
   float* lse_p = lse.data<float>();
   const int64_t ls0 = lse.stride(0), ls1 = lse.stride(1), ls2 = lse.stride(2);
 
 #pragma omp parallel
   {
-    std::vector<float> kf, vf, s(static_cast<size_t>(Lk)), qi(static_cast<size_t>(D)), acc(static_cast<size_t>(D));
+    std::vector<float> qs, ks, vs, s, acc, inv;
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      load_rows<T>(kr, b, h, Lk, D, kf);
-      load_rows<T>(vr, b, h, Lk, D, vf);
-      for (int64_t i = 0; i < Lq; ++i) {
-        const T* qrow = qr.row<const T>(b, h, i);
-        for (int64_t d = 0; d < D; ++d) qi[d] = static_cast<float>(qrow[d]);
-        int64_t lo, hi;
-        seg.range(i, lo, hi);
-        const float mx = score_row<T>(qi.data(), kf, biases, in.scale, b, h, i, lo, hi, D, s);
-        std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t w = 0; w < B * H * n_tiles; ++w) {
+      const int64_t bh = w / n_tiles, b = bh / H, h = bh % H;
+      const Tile& t = tiles[static_cast<size_t>(w % n_tiles)];
+      const int64_t m = t.q1 - t.q0, n = t.k1 - t.k0;
+      s.resize(static_cast<size_t>(m * std::max<int64_t>(n, 1)));
+      acc.assign(static_cast<size_t>(m * D), 0.f);
+      inv.resize(static_cast<size_t>(m));
+      int64_t ldq = 0, ldk = 0, ldv = 0;
+      const float* qf = f32_rows<T>(qr, b, h, t.q0, t.q1, D, qs, ldq);
+      if (n > 0) {
+        const float* kf = f32_rows<T>(kr, b, h, t.k0, t.k1, D, ks, ldk);
+        sgemm(false, true, m, n, D, in.scale, qf, ldq, kf, ldk, 0.f, s.data(), n, false);
+      }
+      for (int64_t r = 0; r < m; ++r) {
+        float* sr = s.data() + r * n;
+        for (const Broadcast4& bt : biases) add_bias_row<T>(bt, b, h, t.q0 + r, t.k0, n, sr);
+        const float mx = row_max(sr, n);
         float sum = 0.f;
-        if (mx != kNegInf) {  // all −inf (or empty): a = 0, lse = −inf
-          for (int64_t j = lo; j < hi; ++j) {
-            const float p = std::exp(s[j] - mx);
-            sum += p;
-            for (int64_t d = 0; d < D; ++d) acc[d] += p * vf[j * D + d];
-          }
-        }
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
-        lse_p[b * ls0 + h * ls1 + i * ls2] = sum > 0.f ? mx + std::log(sum) : kNegInf;
+        if (mx == kNegInf)  // all −inf (or no keys): p = 0, a = 0, lse = −inf
+          std::fill(sr, sr + n, 0.f);
+        else
+          sum = exp_shift_sum(sr, n, mx);
+        inv[static_cast<size_t>(r)] = sum > 0.f ? 1.f / sum : 0.f;
+        lse_p[b * ls0 + h * ls1 + (t.q0 + r) * ls2] = sum > 0.f ? mx + std::log(sum) : kNegInf;
+      }
+      if (n > 0) {
+        const float* vf = f32_rows<T>(vr, b, h, t.k0, t.k1, D, vs, ldv);
+        sgemm(false, false, m, D, n, 1.f, s.data(), n, vf, ldv, 0.f, acc.data(), D, false);
+      }
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t i = t.q0 + r;
         T* orow = orr.row<T>(b, h, i);
         T* arow = a.defined() ? ar.row<T>(b, h, i) : nullptr;
         const T* grow = gated ? gr.row<const T>(b, h, i) : nullptr;
+        const float* ac = acc.data() + r * D;
         for (int64_t d = 0; d < D; ++d) {
-          const float av = acc[d] * inv;
+          const float av = ac[d] * inv[static_cast<size_t>(r)];
           if (arow) arow[d] = T(av);
           orow[d] = T(gated ? av * sigmoid(static_cast<float>(grow[d])) : av);
         }

@@ -49,12 +49,21 @@ void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gam
     using T = decltype(tag);
     const T* pa = static_cast<const T*>(a.data_ptr());
     const T* pb = static_cast<const T*>(b.data_ptr());
-    const bool bc = b.is_contiguous();
-    fill_map<T>(out, [&](int64_t i) {
-      const float x = ld(pa, i);
-      const float y = ld(pb, bc ? i : strided_offset(b, i));
-      return alpha * x + beta * y + gamma * x * y;
-    });
+    auto f = [=](float x, float y) { return alpha * x + beta * y + gamma * x * y; };
+    if (b.is_contiguous() || out.dim() == 0) {
+      fill_map<T>(out, [&](int64_t i) { return f(ld(pa, i), ld(pb, i)); });
+      return;
+    }
+    // Strided / broadcast b (a mask [S, N, 1] over [S, N, c], a row vector over a matrix): one
+    // offset computation per row of the last dim, then a plain strided inner loop.
+    T* po = static_cast<T*>(out.data_ptr());
+    const int64_t c = out.size(-1), rows = c > 0 ? out.numel() / c : 0, sb = b.stride(-1);
+#pragma omp parallel for schedule(static) if (out.numel() > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* br = pb + strided_offset(b, r * c);
+      const int64_t o = r * c;
+      for (int64_t j = 0; j < c; ++j) st(po, o + j, f(ld(pa, o + j), ld(br, j * sb)));
+    }
   });
 }
 

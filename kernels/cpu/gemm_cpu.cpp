@@ -7,6 +7,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <omp.h>
+
 #include "core/error.h"
 #ifdef FOLDCORE_HAVE_BLAS
 #include <cblas.h>
@@ -20,14 +22,27 @@ namespace {
 // than it saves, and calling a threaded BLAS from inside an OpenMP region would oversubscribe.
 constexpr int64_t kSmallGemmMacs = 32 * 32 * 32;
 
-// With OpenBLAS (pthreads build) our conversions and epilogue run serially: an OpenMP region
-// between BLAS calls leaves its worker threads spin-waiting, and they then starve OpenBLAS's own
-// threads (measured 10-20x slowdowns on 2 cores; OMP_WAIT_POLICY=passive also avoids it).
+// OpenBLAS built on OpenMP (openblas_get_parallel() == 2, the build CMake prefers) shares our
+// OpenMP runtime: it runs single-threaded when called inside a parallel region (so batch-parallel
+// regions and the attention kernel may call it per thread), and our OpenMP regions between BLAS
+// calls cost nothing extra. The pthreads build does neither: its threads and our spin-waiting
+// OpenMP workers starve each other (measured 10-20x slowdowns on 2 cores), so with it our
+// conversions and epilogue run serially and threads never call BLAS.
+bool blas_shares_openmp() {
 #ifdef FOLDCORE_HAVE_BLAS
-constexpr bool kThreadedEpilogue = false;
+  static const bool v = openblas_get_parallel() == 2;
+  return v;
 #else
-constexpr bool kThreadedEpilogue = true;
+  return false;
 #endif
+}
+bool threaded_epilogue() {
+#ifdef FOLDCORE_HAVE_BLAS
+  return blas_shares_openmp();
+#else
+  return true;
+#endif
+}
 
 // Fallback tile sizes: a kKc×kNc panel of op(B) (64 KiB of fp32) stays in L2 while every row of
 // the current row block streams through it.
@@ -70,15 +85,6 @@ void sgemm_fallback(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 
 inline float gelu_exact(float x) { return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f)); }
 
-inline float activate(Activation act, float x) {
-  switch (act) {
-    case Activation::relu: return x > 0.f ? x : 0.f;
-    case Activation::gelu: return gelu_exact(x);
-    case Activation::none: break;
-  }
-  return x;
-}
-
 template <typename T> inline float load(const T* p, int64_t i) { return static_cast<float>(p[i]); }
 
 // Copies a rows×cols row-major T matrix (leading dim ld) into dense fp32.
@@ -117,20 +123,38 @@ template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool paral
 
   const bool epilogue = bias || pre || p.act != Activation::none || !std::is_same_v<T, float>;
   if (!epilogue) return;
-#pragma omp parallel for schedule(static) if (kThreadedEpilogue && parallel && p.m * p.n > 16384)
+  // Row by row, one branch-free (vectorisable) loop per step; the fp32 result row is updated in
+  // place (it is `out` itself for fp32, the scratch otherwise).
+#pragma omp parallel for schedule(static) if (threaded_epilogue() && parallel && p.m * p.n > 16384)
   for (int64_t i = 0; i < p.m; ++i) {
-    for (int64_t j = 0; j < p.n; ++j) {
-      float t = cf[i * ldc + j];
-      if (bias) t += load(bias, j);
-      if (pre) pre[i * p.pre_act.ld + j] = T(t);
-      out[i * p.out.ld + j] = T(activate(p.act, t));
+    float* t = cf + i * ldc;
+    T* o = out + i * p.out.ld;
+    if (bias)
+      for (int64_t j = 0; j < p.n; ++j) t[j] += load(bias, j);
+    if (pre)
+      for (int64_t j = 0; j < p.n; ++j) pre[i * p.pre_act.ld + j] = T(t[j]);
+    switch (p.act) {
+      case Activation::relu:
+        for (int64_t j = 0; j < p.n; ++j) o[j] = T(t[j] > 0.f ? t[j] : 0.f);
+        break;
+      case Activation::gelu:
+        for (int64_t j = 0; j < p.n; ++j) o[j] = T(gelu_exact(t[j]));
+        break;
+      case Activation::none:
+        if constexpr (!std::is_same_v<T, float>)
+          for (int64_t j = 0; j < p.n; ++j) o[j] = T(t[j]);
+        break;
     }
   }
 }
 
 template <typename T> void gemm_typed(const GemmProblem& p) {
   const bool small = p.m * p.n * p.k <= kSmallGemmMacs;
-  if (p.batch > 1 && small) {
+  // Many batch entries (the triangle multiplication's per-channel products, attention heads):
+  // one whole entry per thread on single-threaded BLAS, instead of a fork/join of the threaded
+  // BLAS per entry (whose barriers cost a lot whenever another process holds a core).
+  const bool many = blas_shares_openmp() && p.batch >= 4 * omp_get_max_threads();
+  if (p.batch > 1 && (small || many)) {
 #pragma omp parallel for schedule(dynamic)
     for (int64_t bi = 0; bi < p.batch; ++bi) gemm_one<T>(p, bi, false);
   } else {
@@ -144,9 +168,9 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, bool parallel, bool force_fallback) {
   if (m == 0 || n == 0) return;
 #ifdef FOLDCORE_HAVE_BLAS
-  // Inside a batch-parallel region BLAS would start its own threads: use the serial fallback for
-  // those (they are small by construction, see kSmallGemmMacs).
-  if (!force_fallback && parallel) {
+  // Serial calls (inside a parallel region) go to BLAS only when it runs them single-threaded
+  // there; otherwise to the fallback.
+  if (!force_fallback && (parallel || (blas_shares_openmp() && (omp_in_parallel() || omp_get_max_threads() == 1)))) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                 static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
                 static_cast<int>(std::max<int64_t>(lda, 1)), b, static_cast<int>(std::max<int64_t>(ldb, 1)), beta, c,

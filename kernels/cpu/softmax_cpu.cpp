@@ -1,29 +1,37 @@
 // CPU softmax and softmax cross-entropy: OpenMP over rows, fp32 math, max-subtracted exponentials.
 #include "kernels/cpu/softmax_cpu.h"
 
+#include "kernels/cpu/softmax_cpu_math.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace foldcore::ops::cpu {
 namespace {
 
-template <typename T> float row_max(const T* x, int64_t c) {
+template <typename T> float max_of(const T* x, int64_t c) {
   float m = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < c; ++j) m = std::max(m, static_cast<float>(x[j]));
   return m;
 }
 
+// Each row is copied to fp32 scratch, exponentiated once (the vectorised exp_shift_sum), then
+// scaled into y (y may alias x).
 template <typename T> void softmax_fwd(const T* x, T* y, int64_t rows, int64_t c) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * c;
-    T* yr = y + r * c;
-    const float m = row_max(xr, c);
-    float s = 0.f;
-    for (int64_t j = 0; j < c; ++j) s += std::exp(static_cast<float>(xr[j]) - m);
-    const float inv = 1.f / s;
-    for (int64_t j = 0; j < c; ++j) yr[j] = T(std::exp(static_cast<float>(xr[j]) - m) * inv);
+#pragma omp parallel
+  {
+    std::vector<float> buf(static_cast<size_t>(c));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = x + r * c;
+      T* yr = y + r * c;
+      for (int64_t j = 0; j < c; ++j) buf[j] = static_cast<float>(xr[j]);
+      const float m = row_max(buf.data(), c);
+      const float inv = 1.f / exp_shift_sum(buf.data(), c, m);
+      for (int64_t j = 0; j < c; ++j) yr[j] = T(buf[j] * inv);
+    }
   }
 }
 
@@ -55,7 +63,7 @@ void cross_entropy(const T* x, const L* labels, const TT* targets, const float* 
       continue;
     }
     const float w = weights ? weights[r] : 1.f;
-    const float m = row_max(xr, c);
+    const float m = max_of(xr, c);
     float s = 0.f;
     for (int64_t j = 0; j < c; ++j) s += std::exp(static_cast<float>(xr[j]) - m);
     const float lse = m + std::log(s);

@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/random.h"
+#include "kernels/cpu/softmax_cpu_math.h"
 #include "kernels/softmax.h"
 #include "test_util.h"
 
@@ -175,6 +177,39 @@ TEST(CrossEntropy, RejectsBadArguments) {
   short_labels.labels = Tensor::from_vector_i64({0, 1, 2}, {3});
   EXPECT_THROW(ops::softmax_cross_entropy(x, short_labels, loss), Error);
   EXPECT_THROW(ops::softmax_forward(x, Tensor::zeros({4, 6}, DType::f32)), Error);
+}
+
+// The vectorised row primitives behind the CPU softmax and attention: exp_shift_sum against double
+// exp over the whole softmax range [−87, 0] (relative error bound 4e-7, a few fp32 ulp: the
+// polynomial is accurate to ~1e-7 and the final scaling is exact), exact 0 for scores far below
+// the max (−1e9 mask biases, −inf), NaN propagated; row_max on lengths around the lane count.
+TEST(Softmax, RowPrimitivesMatchDoubleMath) {
+  std::vector<float> x;
+  for (float v = -87.f; v <= 0.f; v += 0.0137f) x.push_back(v);
+  const std::vector<float> arg = x;
+  const float sum = ops::cpu::exp_shift_sum(x.data(), static_cast<int64_t>(x.size()), 0.f);
+  double ref_sum = 0;
+  for (size_t j = 0; j < x.size(); ++j) {
+    const double e = std::exp(static_cast<double>(arg[j]));
+    ref_sum += e;
+    ASSERT_LE(std::fabs(x[j] - e), 4e-7 * e) << "exp(" << arg[j] << ")";
+  }
+  EXPECT_NEAR(sum, ref_sum, 1e-5 * ref_sum);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> odd{-1e9f, -inf, 3.f, std::nanf("")};
+  ops::cpu::exp_shift_sum(odd.data(), 4, 3.f);
+  EXPECT_EQ(odd[0], 0.f);
+  EXPECT_EQ(odd[1], 0.f);
+  EXPECT_EQ(odd[2], 1.f);
+  EXPECT_TRUE(std::isnan(odd[3]));
+  for (int64_t n : {0, 1, 15, 16, 17, 40}) {
+    std::vector<float> r(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) r[j] = static_cast<float>((j * 7) % 11) - 5.f;
+    if (n > 3) r[n - 2] = 9.f;  // the max in the scalar tail or the last vector block
+    float want = -inf;
+    for (float v : r) want = std::max(want, v);
+    EXPECT_EQ(ops::cpu::row_max(r.data(), n), want) << "n = " << n;
+  }
 }
 
 }  // namespace
