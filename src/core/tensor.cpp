@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -273,7 +274,76 @@ template <typename Body> void for_each_row(const Shape& shape, const Strides& ds
   }
 }
 
+// Same-dtype copy where one axis p (not the last) has unit stride in `src` and the last axis
+// has unit stride in `dst`: a batch of 2-D transposes (permute copies such as [N, N, c] <->
+// [c, N, N]). The element-wise row walk reads `src` with a large stride and touches a new cache
+// line per element; copying 32×32 tiles reads and writes whole lines. The tiles of large
+// tensors are spread over OpenMP threads (independent destinations). Returns false when the
+// pattern does not apply (the generic walk below handles it).
+void cpu_generic_strided_copy(const Tensor& dst, const Tensor& src);
+
+template <typename T> bool cpu_transpose_copy(const Tensor& dst, const Tensor& src) {
+  const Shape& shape = dst.shape();
+  const Strides &ds = dst.strides(), &ss = src.strides();
+  const int nd = shape.size();
+  if (nd < 2 || ds[nd - 1] != 1 || ss[nd - 1] == 1) return false;
+  int p = -1;
+  for (int a = nd - 2; a >= 0; --a)
+    if (ss[a] == 1 && shape[a] > 1) {
+      p = a;
+      break;
+    }
+  if (p < 0) return false;
+  constexpr int64_t kTile = 32;
+  const int64_t rows = shape[p], cols = shape[nd - 1];  // dst: rows stride ds[p], cols stride 1
+  if (rows < kTile / 2 || cols < kTile / 2) return false;  // thin: the row walk is as good
+  // The remaining axes, flattened: each index gives one base offset pair.
+  int outer_axes[kMaxDims];
+  int n_outer = 0;
+  int64_t n_outer_items = 1;
+  for (int a = 0; a < nd - 1; ++a)
+    if (a != p) {
+      outer_axes[n_outer++] = a;
+      n_outer_items *= shape[a];
+    }
+  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+  const int64_t n_tasks = n_outer_items * row_tiles * col_tiles;
+  T* dp = static_cast<T*>(dst.data_ptr());
+  const T* sp = static_cast<const T*>(src.data_ptr());
+  const int64_t dsr = ds[p], ssc = ss[nd - 1];
+  // Parallel only when the copy is large enough to pay for the fork/join (≈ 1 MiB).
+  const bool parallel = dst.numel() * static_cast<int64_t>(sizeof(T)) >= (int64_t{1} << 20);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t task = 0; task < n_tasks; ++task) {
+    const int64_t ct = task % col_tiles, rt = (task / col_tiles) % row_tiles;
+    int64_t rest = task / (col_tiles * row_tiles), doff = 0, soff = 0;
+    for (int k = n_outer - 1; k >= 0; --k) {
+      const int a = outer_axes[k];
+      const int64_t i = rest % shape[a];
+      rest /= shape[a];
+      doff += i * ds[a];
+      soff += i * ss[a];
+    }
+    const int64_t r0 = rt * kTile, r1 = std::min(rows, r0 + kTile);
+    const int64_t c0 = ct * kTile, c1 = std::min(cols, c0 + kTile);
+    for (int64_t r = r0; r < r1; ++r) {
+      T* drow = dp + doff + r * dsr;
+      const T* scol = sp + soff + r;
+      for (int64_t c = c0; c < c1; ++c) drow[c] = scol[c * ssc];
+    }
+  }
+  return true;
+}
+
 void cpu_strided_copy(const Tensor& dst, const Tensor& src) {
+  if (dst.dtype() == src.dtype()) {
+    const bool done = dispatch_dtype(dst.dtype(), [&](auto z) { return cpu_transpose_copy<decltype(z)>(dst, src); });
+    if (done) return;
+  }
+  cpu_generic_strided_copy(dst, src);
+}
+
+void cpu_generic_strided_copy(const Tensor& dst, const Tensor& src) {
   dispatch_dtype(dst.dtype(), [&](auto d0) {
     using D = decltype(d0);
     dispatch_dtype(src.dtype(), [&](auto s0) {
@@ -288,8 +358,12 @@ void cpu_strided_copy(const Tensor& dst, const Tensor& src) {
                          return;
                        }
                      }
-                     for (int64_t i = 0; i < n; ++i)
-                       dp[doff + i * dst_st] = from_double<D>(to_double(sp[soff + i * src_st]));
+                     if constexpr (std::is_same_v<D, S>) {
+                       for (int64_t i = 0; i < n; ++i) dp[doff + i * dst_st] = sp[soff + i * src_st];
+                     } else {
+                       for (int64_t i = 0; i < n; ++i)
+                         dp[doff + i * dst_st] = from_double<D>(to_double(sp[soff + i * src_st]));
+                     }
                    });
     });
   });
