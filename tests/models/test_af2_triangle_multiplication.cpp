@@ -1,4 +1,5 @@
 // Chunked (long-sequence) triangle multiplication: the no-grad chunked path equals the whole path
+// (and the no-grad unchunked path equals the graph path)
 // for both directions, ragged chunks and c_hidden ≠ c_z, matches the parity fixture with the
 // official block-0 parameters, and keeps its peak memory near one pair-sized buffer.
 //
@@ -46,13 +47,14 @@ Tensor test_mask(int64_t n) {
   return Tensor::from_vector(m, {n, n});
 }
 
+struct Case {  // widths and sequence length of one module instance
+  int64_t c_z, c, n;
+};
+
 TEST(Af2TriangleMultiplication, ChunkedEqualsWhole) {
   autograd::NoGradGuard ng;
   // (c_z, c_hidden, N): the Evoformer's equal widths (the update reuses t's storage) and unequal
   // ones (a separate output buffer); chunks that divide N, ragged ones, 1, N − 1 and ≥ N (whole).
-  struct Case {
-    int64_t c_z, c, n;
-  };
   for (const Case k : {Case{16, 16, 24}, Case{12, 8, 17}}) {
     for (const bool outgoing : {true, false}) {
       Env env;
@@ -68,6 +70,32 @@ TEST(Af2TriangleMultiplication, ChunkedEqualsWhole) {
         EXPECT_LE(e, 2e-6) << (outgoing ? "outgoing" : "incoming") << " c_z " << k.c_z << " c " << k.c << " N "
                            << k.n << " chunk " << chunk;
       }
+    }
+  }
+}
+
+// The no-grad unchunked path (channel-major projections through one GEMM with the weights on the
+// left, in-place gating, the contraction written into the projection buffer) equals the graph
+// path run with grad mode on. Same 2e-6 tolerance as above: the same products, summed in GEMMs
+// of other shapes (a transposed [4c, N²] product instead of four [N², c] ones).
+TEST(Af2TriangleMultiplication, InferencePathEqualsGraphPath) {
+  for (const Case k : {Case{16, 16, 24}, Case{12, 8, 17}, Case{8, 20, 33}}) {
+    for (const bool outgoing : {true, false}) {
+      Env env;
+      TriangleMultiplication tm(env.scope("tm"), k.c_z, k.c, outgoing);
+      env.ps.finalize();
+      env.randomize(5);
+      Generator g(13);
+      const Tensor zt = randn({k.n, k.n, k.c_z}, g);
+      const Tensor mask = test_mask(k.n);
+      const Tensor graph = tm.forward(Variable(zt, /*requires_grad=*/true), mask).value();
+      Tensor fast;
+      {
+        autograd::NoGradGuard ng;
+        fast = tm.forward(Variable(zt), mask).value();
+      }
+      const double e = rel_err(fast, graph);
+      EXPECT_LE(e, 2e-6) << (outgoing ? "outgoing" : "incoming") << " c_z " << k.c_z << " c " << k.c << " N " << k.n;
     }
   }
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "autograd/grad_mode.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
 
 namespace foldcore::af2 {
 
@@ -30,7 +32,10 @@ Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_m
            "TriangleMultiplication '", path(), "': z ", z.shape().str(), ", pair_mask ", pair_mask.shape().str(),
            " (expected [N, N, ", c_z, "] and [N, N])");
   const Tensor mask = pair_mask.to(DType::f32).contiguous();
-  if (chunk > 0 && chunk < z.size(0) && !autograd::grad_enabled()) return forward_chunked(z, mask, chunk);
+  if (!autograd::grad_enabled()) {
+    if (chunk > 0 && chunk < z.size(0)) return forward_chunked(z, mask, chunk);
+    if (z.device().is_cpu() && z.dtype() == DType::f32) return forward_inference(z, mask);
+  }
   return forward_whole(z, mask);
 }
 
@@ -50,6 +55,52 @@ Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& 
   const Variable t_ij = autograd::contiguous(autograd::permute(t, {1, 2, 0}));  // [N, N, c]
   const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));  // [N, N, c_z]
   return autograd::sigmoid_gate(gating_linear_.forward(x), o);
+}
+
+Variable TriangleMultiplication::forward_inference(const Variable& z, const Tensor& mask) const {
+  const int64_t n = z.size(0), c = left_projection_.out_features(), c_z = z.size(2), nn = n * n;
+  const Tensor x = layer_norm_input_.forward(z).value();  // [N, N, c_z]
+  // The four edge projections as one GEMM with the weights on the left, so the result comes out
+  // channel-major, the layout of the per-channel contraction: rows [lp | lg | rp | rg] of
+  //   y[q, p] = Σ_k W_cat[k, q] x[p, k] + b_cat[q]     (y = W_catᵀ·xᵀ + b_cat, [4c, N²]).
+  // The row bias is pre-filled into y and the GEMM accumulates onto it (beta = 1); that fill takes
+  // the place of the zeroing pass a beta = 0 GEMM makes anyway.
+  const nn::Linear* parts[4] = {&left_projection_, &left_gate_, &right_projection_, &right_gate_};
+  Tensor w_cat = Tensor::empty({c_z, 4 * c}, DType::f32), b_cat = Tensor::empty({4 * c, 1}, DType::f32);
+  for (int64_t q = 0; q < 4; ++q) {
+    w_cat.narrow(1, q * c, c).copy_(parts[q]->weight().value());
+    b_cat.narrow(0, q * c, c).copy_(parts[q]->bias().value().unsqueeze(-1));
+  }
+  Tensor y = Tensor::empty({4 * c, nn}, DType::f32);
+  y.copy_(b_cat.expand({4 * c, nn}));
+  ops::GemmArgs args;
+  args.trans_a = args.trans_b = true;
+  args.beta = 1.f;
+  ops::gemm(w_cat, x.view({nn, c_z}), y, args);
+  // a = mask ⊙ sigmoid(gate) ⊙ proj, in place over the projection rows (ops allow aliasing).
+  const Tensor lp = y.narrow(0, 0, c), lg = y.narrow(0, c, c), rp = y.narrow(0, 2 * c, c), rg = y.narrow(0, 3 * c, c);
+  const Tensor mask_row = mask.view({1, nn});
+  ops::sigmoid_gate_forward(lg, lp, lp);
+  ops::mul(lp, mask_row, lp);
+  ops::sigmoid_gate_forward(rg, rp, rp);
+  ops::mul(rp, mask_row, rp);
+  // The gate rows are free now: the contraction (same products as the whole path) goes into lg's
+  // storage, its transpose to [N, N, c] (one tiled copy) into rg's.
+  const Tensor ac = lp.view({c, n, n}), bc = rp.view({c, n, n}), t = lg.view({c, n, n});
+  ops::GemmArgs targs;
+  if (outgoing_) {
+    targs.trans_b = true;
+    ops::gemm(ac, bc, t, targs);  // t[c,i,j] = Σ_k a[c,i,k] b[c,j,k]
+  } else {
+    targs.trans_a = true;
+    ops::gemm(bc, ac, t, targs);  // t[c,i,j] = Σ_k b[c,k,i] a[c,k,j]
+  }
+  Tensor t_ij = rg.view({n, n, c});
+  t_ij.copy_(t.permute({1, 2, 0}));
+  const Tensor o = output_projection_.forward(center_layer_norm_.forward(Variable(t_ij))).value();  // [N, N, c_z]
+  const Tensor g = gating_linear_.forward(Variable(x)).value();
+  ops::sigmoid_gate_forward(g, o, o);
+  return Variable(o);
 }
 
 Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk) const {

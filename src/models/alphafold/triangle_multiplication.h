@@ -10,8 +10,15 @@
 // The contraction is one batched GEMM over the channels: [c, i, k] · [c, j, k]ᵀ → [c, i, j].
 // Configurable by dims (the template pair stack reuses it with c_t = 64).
 //
-// Long sequences (chunk > 0, no-grad mode): the whole path keeps ~12 pair-sized temporaries alive
-// at its peak (x, a, b, their channel-major copies, t, LN(t), …). The chunked path instead keeps
+// No-grad, unchunked, CPU fp32 (forward_inference): the four edge projections are one GEMM with
+// the weights on the left, which yields a and b directly in the channel-major [c, N, N] layout of
+// the contraction (no permute copies); gating and masking run in place, the contraction reuses the
+// gate rows' storage and a single tiled transpose feeds the centre LayerNorm. Peak ≈ 7 pair-sized
+// buffers (the graph path: 10, tests/models/test_af2_triangle_multiplication.cpp measures both
+// ways).
+//
+// Long sequences (chunk > 0, no-grad mode): the unchunked paths keep 7-10 pair-sized temporaries
+// alive at their peak (x, a, b, t, LN(t), …). The chunked path instead keeps
 // one: t [N, N, c] (c = c_hidden, 128 = c_z in the Evoformer), into whose storage the update is
 // written row block by row block when the dtypes and widths agree. a and b exist only one channel
 // block at a time (cb channels, chosen so cb·N ≈ chunk·c: O(chunk·N·c) memory), projected from
@@ -37,6 +44,9 @@ class TriangleMultiplication : public nn::Module {
 
  private:
   Variable forward_whole(const Variable& z, const Tensor& mask) const;
+  // No-grad, CPU fp32, unchunked: the whole path's arithmetic with channel-major projections and
+  // in-place gating (no permute copies of a and b; 8 instead of ~17 pair-sized allocations).
+  Variable forward_inference(const Variable& z, const Tensor& mask) const;
   Variable forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk) const;
 
   bool outgoing_;
