@@ -40,22 +40,87 @@ void StatsTracker::reset_peak() {
   s_.peak_reserved = s_.reserved;
 }
 
+namespace {
+size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+}  // namespace
+
+CpuAllocator::~CpuAllocator() {
+  empty_cache();
+  // The default allocator is a function-local static: a static tensor built before it was first
+  // used may still be freed after this; such late frees go straight back to the system.
+  closed_ = true;
+}
+
 void* CpuAllocator::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  const size_t rounded = round_up(bytes, kAlignment);
+  if (rounded >= kCacheMin) {
+    std::lock_guard<std::mutex> l(mu_);
+    // The newest cached block of exactly this size (deallocate() gets the requested size back,
+    // so a block must go out at the size it will come back with).
+    size_t best = cache_.size();
+    for (size_t i = cache_.size(); i-- > 0;)
+      if (cache_[i].size == rounded) {
+        best = i;
+        break;
+      }
+    if (best < cache_.size()) {
+      void* p = cache_[best].ptr;
+      cached_bytes_ -= cache_[best].size;
+      cache_.erase(cache_.begin() + static_cast<std::ptrdiff_t>(best));
+      stats_.on_alloc(bytes);
+      return p;
+    }
+  }
   void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) {  // out of memory: give the cache back and retry once
+    empty_cache();
+    p = std::aligned_alloc(kAlignment, rounded);
+  }
   FC_CHECK(p != nullptr, "host allocation of ", bytes, " bytes failed (current ", stats_.get().current,
            " bytes)");
   stats_.on_alloc(bytes);
-  stats_.on_reserve(bytes);
+  stats_.on_reserve(rounded);
   return p;
 }
 
 void CpuAllocator::deallocate(void* ptr, size_t bytes) {
   if (ptr == nullptr) return;
-  std::free(ptr);
+  const size_t rounded = round_up(bytes, kAlignment);
+  if (closed_) {
+    std::free(ptr);
+    return;
+  }
   stats_.on_free(bytes);
-  stats_.on_release(bytes);
+  if (rounded >= kCacheMin && rounded <= kCacheCap) {
+    std::lock_guard<std::mutex> l(mu_);
+    // Make room by returning the oldest blocks: sizes from an earlier phase (another sequence
+    // length) leave the cache as the current phase's sizes come in.
+    size_t drop = 0, freed = 0;
+    while (drop < cache_.size() && cached_bytes_ - freed + rounded > kCacheCap) {
+      std::free(cache_[drop].ptr);
+      stats_.on_release(cache_[drop].size);
+      freed += cache_[drop].size;
+      ++drop;
+    }
+    cache_.erase(cache_.begin(), cache_.begin() + static_cast<std::ptrdiff_t>(drop));
+    cached_bytes_ -= freed;
+    cache_.push_back({rounded, ptr});
+    cached_bytes_ += rounded;
+    return;
+  }
+  std::free(ptr);
+  stats_.on_release(rounded);
+}
+
+void CpuAllocator::empty_cache() {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const Block& b : cache_) {
+    std::free(b.ptr);
+    stats_.on_release(b.size);
+  }
+  cache_.clear();
+  cached_bytes_ = 0;
 }
 
 Allocator& default_allocator(Device d) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "core/device.h"
 
@@ -51,16 +52,37 @@ class StatsTracker {
   MemStats s_;
 };
 
+// Large blocks (>= kCacheMin) are kept after a free, up to kCacheCap bytes (oldest returned
+// first), and reused for a later request of the same (64-byte rounded) size: repeated pair-sized
+// temporaries then skip the page faults and kernel zeroing of freshly mapped memory. Reused
+// memory is not zeroed (no allocation ever was). current/peak count requested bytes as before;
+// reserved includes the cached blocks.
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kCacheMin = size_t{1} << 20;
+  static constexpr size_t kCacheCap = size_t{512} << 20;
+  CpuAllocator() = default;
+  CpuAllocator(const CpuAllocator&) = delete;
+  CpuAllocator& operator=(const CpuAllocator&) = delete;
+  ~CpuAllocator() override;
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   Device device() const override { return Device::cpu(); }
   MemStats stats() const override { return stats_.get(); }
   void reset_peak() override { stats_.reset_peak(); }
+  // Returns the cached blocks to the system.
+  void empty_cache();
 
  private:
+  struct Block {
+    size_t size;
+    void* ptr;
+  };
+  std::mutex mu_;
+  std::vector<Block> cache_;  // oldest first
+  size_t cached_bytes_ = 0;
+  bool closed_ = false;  // set by the destructor
   StatsTracker stats_;
 };
 

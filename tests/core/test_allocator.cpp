@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "core/allocator.h"
 #include "core/arena.h"
 #include "core/stream.h"
@@ -29,6 +31,41 @@ TEST(CpuAllocator, CurrentAndPeakFollowTensors) {
   EXPECT_EQ(s.num_frees, 2u);
   alloc.reset_peak();
   EXPECT_EQ(alloc.stats().peak, 0u);
+}
+
+// Large blocks are cached after a free and handed out again for the same size; current/peak
+// still count live bytes only, reserved includes the cache, and the cache stays under its cap.
+TEST(CpuAllocator, LargeBlocksAreCachedAndReused) {
+  CpuAllocator alloc;
+  const size_t big = CpuAllocator::kCacheMin + 4096;
+  void* p = alloc.allocate(big);
+  alloc.deallocate(p, big);
+  EXPECT_EQ(alloc.stats().current, 0u);
+  EXPECT_EQ(alloc.stats().reserved, big);  // kept
+  void* q = alloc.allocate(big);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(alloc.stats().current, big);
+  EXPECT_EQ(alloc.stats().peak, big);
+  void* r = alloc.allocate(big + 64);  // another size: fresh memory
+  EXPECT_NE(r, p);
+  EXPECT_EQ(alloc.stats().peak, 2 * big + 64);
+  alloc.deallocate(q, big);
+  alloc.deallocate(r, big + 64);
+  // Small blocks are not cached.
+  void* s = alloc.allocate(1000);
+  alloc.deallocate(s, 1000);
+  EXPECT_EQ(alloc.stats().reserved, 2 * big + 64);
+  // Beyond the cap the oldest cached blocks go back to the system.
+  const size_t chunk = CpuAllocator::kCacheCap / 4;
+  std::vector<void*> held;
+  for (int i = 0; i < 5; ++i) held.push_back(alloc.allocate(chunk + 64 * static_cast<size_t>(i)));
+  for (int i = 0; i < 5; ++i) alloc.deallocate(held[static_cast<size_t>(i)], chunk + 64 * static_cast<size_t>(i));
+  EXPECT_EQ(alloc.stats().current, 0u);
+  EXPECT_LE(alloc.stats().reserved, CpuAllocator::kCacheCap);
+  EXPECT_GT(alloc.stats().reserved, CpuAllocator::kCacheCap / 2);
+  alloc.empty_cache();
+  EXPECT_EQ(alloc.stats().reserved, 0u);
+  EXPECT_EQ(alloc.stats().num_allocs, alloc.stats().num_frees);
 }
 
 TEST(ActivationArena, BumpLifoReclaimAndHighWater) {
