@@ -5,7 +5,8 @@
 //   bench_predict [--lengths 64,128,256] [--evoformer_blocks B] [--extra_msa_blocks E]
 //                 [--msa_rows S] [--recycles R] [--chunk C] [--precision fp32|bf16]
 //   bench_predict --memory [--lengths 256,512,768,1024] [--chunk 16] [--precision fp32|bf16]
-//                 [--device cpu|cuda:0] [--budget_gib 22] [--verify N]
+//                 [--device cpu|cuda:0] [--budget_gib 22] [--verify N] [--evoformer_blocks B]
+//                 [--extra_msa_blocks E] [--no_templates]
 //
 // Full width (c_m 256, c_z 128, c_s 384, c_e 64); depth is reduced by default (2 Evoformer
 // blocks, 1 extra-MSA block: the full 48 take hours on 2 CPU cores) and reported in every line;
@@ -61,6 +62,7 @@ struct Args {
   int64_t evoformer_blocks = 2, extra_msa_blocks = 1, msa_rows = 128, recycles = 3, chunk = 0;
   std::string precision = "fp32";
   bool memory = false;
+  bool templates = true;  // --no_templates: the model without its template stack (as model_3..5)
   Device device = Device::cpu();
   double budget_gib = 22;  // of the 24 GiB machine: 2 GiB for the OS and other processes
   int64_t verify = 0;
@@ -212,6 +214,7 @@ bench::JsonLine case_line(const std::string& bench_name, const std::string& kind
       .integer("extra_msa_rows", b0.num_extra_msa())
       .integer("evoformer_blocks", config.num_evoformer_blocks)
       .integer("extra_msa_blocks", config.num_extra_msa_blocks)
+      .str("templates", config.templates.enabled ? "on" : "off")
       .integer("recycles", config.num_recycles)
       .integer("chunk", config.chunk_size)
       .str("precision", config.precision);
@@ -262,6 +265,7 @@ af2::Af2Config make_config(const Args& args) {
   config.num_recycles = args.recycles;
   config.chunk_size = args.chunk;
   config.precision = args.precision;
+  config.templates.enabled = args.templates;
   af2::validate_af2_config(config);
   return config;
 }
@@ -342,6 +346,10 @@ int main(int argc, char** argv) {
     const std::string k = argv[i];
     if (k == "--memory") {
       args.memory = true;
+      continue;
+    }
+    if (k == "--no_templates") {
+      args.templates = false;
       continue;
     }
     if (i + 1 >= argc) {

@@ -311,8 +311,9 @@ template <typename T> bool cpu_transpose_copy(const Tensor& dst, const Tensor& s
   T* dp = static_cast<T*>(dst.data_ptr());
   const T* sp = static_cast<const T*>(src.data_ptr());
   const int64_t dsr = ds[p], ssc = ss[nd - 1];
-  // Parallel only when the copy is large enough to pay for the fork/join (≈ 1 MiB).
-  const bool parallel = dst.numel() * static_cast<int64_t>(sizeof(T)) >= (int64_t{1} << 20);
+  // Parallel only when the copy is large enough to pay for the fork/join (≈ 1 MiB); unused in
+  // builds without OpenMP (the fuzz build), where the pragma is ignored.
+  [[maybe_unused]] const bool parallel = dst.numel() * static_cast<int64_t>(sizeof(T)) >= (int64_t{1} << 20);
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t task = 0; task < n_tasks; ++task) {
     const int64_t ct = task % col_tiles, rt = (task / col_tiles) % row_tiles;
