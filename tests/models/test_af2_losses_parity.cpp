@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "af2_loss_fixture.h"
+#include "af2_loss_grad_check.h"
 
 namespace foldcore::af2 {
 namespace {
@@ -124,6 +125,97 @@ TEST(Af2LossesParity, ViolationPartsAndRenaming) {
       EXPECT_EQ(better[i], 0.f) << i;
     }
   }
+}
+
+// The total's gradient (weights, the sqrt(min(seq_length, crop)) scale, the 0.5/0.5 FAPE split, the
+// sum of side-chain FAPE and violation on the atom14 positions) against central differences of the
+// total, on the fixture, 12 coordinates per output (6 with a nonzero gradient). Steps: logits 1e-3; frames 1e-5 (see
+// test_af2_losses_grad.cpp); atom14 positions 1e-4 Å (violation relu kinks are ~1e-2 Å apart at
+// worst here). Tolerance as in af2_loss_grad_check.h.
+TEST(Af2LossesParity, TotalGradientMatchesFiniteDifferences) {
+  const Fixture& f = fixture();
+  Af2LossOutputs o = f.outputs;
+  // Private copies: the check perturbs them in place.
+  for (Tensor* t : {&o.sm_frames, &o.sm_angles, &o.sm_unnormalized_angles, &o.sidechain_frames, &o.atom14_positions,
+                    &o.distogram_logits, &o.masked_msa_logits, &o.lddt_logits, &o.experimentally_resolved_logits,
+                    &o.tm_logits})
+    *t = t->clone();
+  const Af2Loss base = af2_loss(o, f.batch, f.config);
+  auto total = [&] { return af2_loss(o, f.batch, f.config).loss; };
+  const Af2LossOutputs& g = base.grads;
+  struct Case {
+    const char* name;
+    Tensor x, grad;
+    double h;
+  };
+  for (const Case& c : {Case{"sm_frames", o.sm_frames, g.sm_frames, 1e-5},
+                        Case{"sm_angles", o.sm_angles, g.sm_angles, 1e-4},
+                        Case{"sm_unnormalized_angles", o.sm_unnormalized_angles, g.sm_unnormalized_angles, 1e-4},
+                        Case{"sidechain_frames", o.sidechain_frames, g.sidechain_frames, 1e-5},
+                        Case{"atom14_positions", o.atom14_positions, g.atom14_positions, 1e-4},
+                        Case{"distogram_logits", o.distogram_logits, g.distogram_logits, 1e-3},
+                        Case{"masked_msa_logits", o.masked_msa_logits, g.masked_msa_logits, 1e-3},
+                        Case{"lddt_logits", o.lddt_logits, g.lddt_logits, 1e-3},
+                        Case{"experimentally_resolved_logits", o.experimentally_resolved_logits,
+                             g.experimentally_resolved_logits, 1e-3},
+                        Case{"tm_logits", o.tm_logits, g.tm_logits, 1e-3}}) {
+    expect_fd_gradient(total, c.x, c.grad, std::string("total / ") + c.name, c.h, 1e-5, 1e-5, 12);
+  }
+}
+
+// Nothing to score: every mask 0. OpenFold's ε keep every term finite (0), and so every gradient.
+TEST(Af2LossesParity, AllMaskedInputsGiveZeroNotNaN) {
+  const Fixture& f = fixture();
+  Af2LossBatch b = f.batch;
+  for (Tensor* m : {&b.seq_mask, &b.pseudo_beta_mask, &b.bert_mask, &b.all_atom_mask, &b.atom37_atom_exists,
+                    &b.atom14_atom_exists, &b.atom14_gt_exists, &b.atom14_alt_gt_exists, &b.rigidgroups_gt_exists,
+                    &b.backbone_rigid_mask, &b.chi_mask})
+    *m = Tensor::zeros(m->shape(), DType::f32);
+  const Af2Loss loss = af2_loss(f.outputs, b, f.config);
+  EXPECT_TRUE(loss.skipped.empty());
+  for (const auto& [name, v] : loss.terms) EXPECT_EQ(v, 0.0) << name;
+  EXPECT_EQ(loss.loss, 0.0);
+  for (const Tensor* t : {&loss.grads.sm_frames, &loss.grads.sm_angles, &loss.grads.sm_unnormalized_angles,
+                          &loss.grads.sidechain_frames, &loss.grads.atom14_positions, &loss.grads.distogram_logits,
+                          &loss.grads.masked_msa_logits, &loss.grads.lddt_logits,
+                          &loss.grads.experimentally_resolved_logits, &loss.grads.tm_logits})
+    for (float v : t->to_vector()) ASSERT_EQ(v, 0.f);
+}
+
+// AlphaFold trains pLDDT, experimentally resolved and TM only on chains resolved at 0.1–3.0 Å.
+TEST(Af2LossesParity, ResolutionOutsideFilterZeroesConfidenceLosses) {
+  const Fixture& f = fixture();
+  const Af2Loss in = af2_loss(f.outputs, f.batch, f.config);
+  for (float res : {3.01f, 0.09f}) {
+    Af2LossBatch b = f.batch;
+    b.resolution = Tensor::from_vector({res}, {1});
+    const Af2Loss out = af2_loss(f.outputs, b, f.config);
+    for (const char* name : {"plddt_loss", "experimentally_resolved", "tm"}) EXPECT_EQ(out.terms.at(name), 0.0) << name;
+    for (const char* name : {"distogram", "fape", "masked_msa", "supervised_chi", "violation"})
+      EXPECT_EQ(out.terms.at(name), in.terms.at(name)) << name;
+    for (const Tensor* t : {&out.grads.lddt_logits, &out.grads.experimentally_resolved_logits, &out.grads.tm_logits})
+      for (float v : t->to_vector()) ASSERT_EQ(v, 0.f);
+  }
+}
+
+// Each constant the parity rests on moves a term far beyond the parity tolerance: the check can fail.
+TEST(Af2LossesParity, ParityIsSensitiveToTheConstants) {
+  const Fixture& f = fixture();
+  const auto& terms = f.ref["terms"];
+  Af2LossConfig c = f.config;
+  c.supervised_chi.angle_norm_weight = 0.02;  // AF2 paper's eq. 7 value, not OpenFold's config
+  EXPECT_GT(rel(af2_loss(f.outputs, f.batch, c).terms.at("supervised_chi"), terms["supervised_chi"].get<double>()),
+            100 * kRelTol);
+  c = f.config;
+  c.fape.clamp_distance = 11.0;
+  EXPECT_GT(rel(af2_loss(f.outputs, f.batch, c).terms.at("fape"), terms["fape"].get<double>()), 100 * kRelTol);
+  c = f.config;
+  c.violation.violation_tolerance_factor = 15.0;
+  EXPECT_GT(rel(af2_loss(f.outputs, f.batch, c).terms.at("violation"), terms["violation"].get<double>()),
+            100 * kRelTol);
+  Af2LossBatch b = f.batch;
+  b.use_clamped_fape = Tensor::from_vector({0.f}, {1});
+  EXPECT_GT(rel(af2_loss(f.outputs, b, f.config).terms.at("fape"), terms["fape"].get<double>()), 100 * kRelTol);
 }
 
 TEST(Af2LossesParity, MissingBatchKeyIsAnError) {
