@@ -87,23 +87,22 @@ TEST(Af2LossesParity, EveryTermAndTotal) {
   EXPECT_LE(rel(loss.loss, terms["loss"].get<double>()), kRelTol);
   EXPECT_NEAR(loss.scale, std::sqrt(48.0), 1e-12);
   // Every output the loss reads has a finite gradient of its own shape.
-  const Af2LossOutputs& g = loss.grads;
-  for (const auto& [grad, out] : {std::pair{&g.sm_frames, &f.outputs.sm_frames}, {&g.sm_angles, &f.outputs.sm_angles},
-                                  {&g.sm_unnormalized_angles, &f.outputs.sm_unnormalized_angles},
-                                  {&g.sidechain_frames, &f.outputs.sidechain_frames},
-                                  {&g.atom14_positions, &f.outputs.atom14_positions},
-                                  {&g.distogram_logits, &f.outputs.distogram_logits},
-                                  {&g.masked_msa_logits, &f.outputs.masked_msa_logits},
-                                  {&g.lddt_logits, &f.outputs.lddt_logits},
-                                  {&g.experimentally_resolved_logits, &f.outputs.experimentally_resolved_logits},
-                                  {&g.tm_logits, &f.outputs.tm_logits}}) {
-    ASSERT_EQ(grad->shape(), out->shape());
+  const auto outs = f.outputs.named();
+  const auto grads = loss.grads.named();
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const auto& [name, grad] = grads[k];
+    ASSERT_EQ(grad->shape(), outs[k].second->shape()) << name;
     double norm = 0;
     for (float v : grad->to_vector()) {
-      ASSERT_TRUE(std::isfinite(v));
+      ASSERT_TRUE(std::isfinite(v)) << name;
       norm += static_cast<double>(v) * v;
     }
-    EXPECT_GT(norm, 0);  // fine-tuning weights: every term carries gradient
+    // Fine-tuning weights: every term carries gradient; the pLDDT target (final atoms) is detached.
+    if (name == "final_atom_positions") {
+      EXPECT_EQ(norm, 0) << name;
+    } else {
+      EXPECT_GT(norm, 0) << name;
+    }
   }
 }
 
@@ -135,31 +134,16 @@ TEST(Af2LossesParity, ViolationPartsAndRenaming) {
 TEST(Af2LossesParity, TotalGradientMatchesFiniteDifferences) {
   const Fixture& f = fixture();
   Af2LossOutputs o = f.outputs;
-  // Private copies: the check perturbs them in place.
-  for (Tensor* t : {&o.sm_frames, &o.sm_angles, &o.sm_unnormalized_angles, &o.sidechain_frames, &o.atom14_positions,
-                    &o.distogram_logits, &o.masked_msa_logits, &o.lddt_logits, &o.experimentally_resolved_logits,
-                    &o.tm_logits})
-    *t = t->clone();
+  for (auto& [name, t] : o.named()) *t = t->clone();  // private copies: the check perturbs them in place
   const Af2Loss base = af2_loss(o, f.batch, f.config);
   auto total = [&] { return af2_loss(o, f.batch, f.config).loss; };
-  const Af2LossOutputs& g = base.grads;
-  struct Case {
-    const char* name;
-    Tensor x, grad;
-    double h;
-  };
-  for (const Case& c : {Case{"sm_frames", o.sm_frames, g.sm_frames, 1e-5},
-                        Case{"sm_angles", o.sm_angles, g.sm_angles, 1e-4},
-                        Case{"sm_unnormalized_angles", o.sm_unnormalized_angles, g.sm_unnormalized_angles, 1e-4},
-                        Case{"sidechain_frames", o.sidechain_frames, g.sidechain_frames, 1e-5},
-                        Case{"atom14_positions", o.atom14_positions, g.atom14_positions, 1e-4},
-                        Case{"distogram_logits", o.distogram_logits, g.distogram_logits, 1e-3},
-                        Case{"masked_msa_logits", o.masked_msa_logits, g.masked_msa_logits, 1e-3},
-                        Case{"lddt_logits", o.lddt_logits, g.lddt_logits, 1e-3},
-                        Case{"experimentally_resolved_logits", o.experimentally_resolved_logits,
-                             g.experimentally_resolved_logits, 1e-3},
-                        Case{"tm_logits", o.tm_logits, g.tm_logits, 1e-3}}) {
-    expect_fd_gradient(total, c.x, c.grad, std::string("total / ") + c.name, c.h, 1e-5, 1e-5, 12);
+  const auto grads = base.grads.named();
+  const auto outs = o.named();
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const std::string& name = outs[k].first;
+    if (name == "final_atom_positions") continue;  // no gradient (checked in EveryTermAndTotal)
+    const double h = name.find("frames") != std::string::npos ? 1e-5 : name.find("logits") != std::string::npos ? 1e-3 : 1e-4;
+    expect_fd_gradient(total, *outs[k].second, *grads[k].second, "total / " + name, h, 1e-5, 1e-5, 12);
   }
 }
 
@@ -175,11 +159,8 @@ TEST(Af2LossesParity, AllMaskedInputsGiveZeroNotNaN) {
   EXPECT_TRUE(loss.skipped.empty());
   for (const auto& [name, v] : loss.terms) EXPECT_EQ(v, 0.0) << name;
   EXPECT_EQ(loss.loss, 0.0);
-  for (const Tensor* t : {&loss.grads.sm_frames, &loss.grads.sm_angles, &loss.grads.sm_unnormalized_angles,
-                          &loss.grads.sidechain_frames, &loss.grads.atom14_positions, &loss.grads.distogram_logits,
-                          &loss.grads.masked_msa_logits, &loss.grads.lddt_logits,
-                          &loss.grads.experimentally_resolved_logits, &loss.grads.tm_logits})
-    for (float v : t->to_vector()) ASSERT_EQ(v, 0.f);
+  for (const auto& [name, t] : loss.grads.named())
+    for (float v : t->to_vector()) ASSERT_EQ(v, 0.f) << name;
 }
 
 // AlphaFold trains pLDDT, experimentally resolved and TM only on chains resolved at 0.1–3.0 Å.

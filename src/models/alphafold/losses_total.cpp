@@ -20,6 +20,26 @@ void accumulate(Tensor& out, const Tensor& g, double s) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, Tensor*>> Af2LossOutputs::named() {
+  return {{"sm_frames", &sm_frames},
+          {"sm_angles", &sm_angles},
+          {"sm_unnormalized_angles", &sm_unnormalized_angles},
+          {"sidechain_frames", &sidechain_frames},
+          {"atom14_positions", &atom14_positions},
+          {"final_atom_positions", &final_atom_positions},
+          {"distogram_logits", &distogram_logits},
+          {"masked_msa_logits", &masked_msa_logits},
+          {"lddt_logits", &lddt_logits},
+          {"experimentally_resolved_logits", &experimentally_resolved_logits},
+          {"tm_logits", &tm_logits}};
+}
+
+std::vector<std::pair<std::string, const Tensor*>> Af2LossOutputs::named() const {
+  std::vector<std::pair<std::string, const Tensor*>> out;
+  for (const auto& [name, t] : const_cast<Af2LossOutputs*>(this)->named()) out.emplace_back(name, t);
+  return out;
+}
+
 LossWeights LossWeights::initial(bool ptm) {
   LossWeights w;
   w.tm = ptm ? 0.1 : 0.0;
@@ -168,19 +188,11 @@ Af2Loss af2_loss(const Af2LossOutputs& o, const Af2LossBatch& b, const Af2LossCo
   r.loss = r.unscaled_loss * r.scale;
 
   // Every output the loss reads gets a gradient tensor (zeros where its terms have weight 0).
-  auto zeros_like = [](Tensor& g, const Tensor& like) {
-    if (!g.defined() && like.defined()) g = Tensor::zeros(like.shape(), DType::f32);
-  };
-  zeros_like(r.grads.sm_frames, o.sm_frames);
-  zeros_like(r.grads.sm_angles, o.sm_angles);
-  zeros_like(r.grads.sm_unnormalized_angles, o.sm_unnormalized_angles);
-  zeros_like(r.grads.sidechain_frames, o.sidechain_frames);
-  zeros_like(r.grads.atom14_positions, o.atom14_positions);
-  zeros_like(r.grads.distogram_logits, o.distogram_logits);
-  zeros_like(r.grads.masked_msa_logits, o.masked_msa_logits);
-  zeros_like(r.grads.lddt_logits, o.lddt_logits);
-  zeros_like(r.grads.experimentally_resolved_logits, o.experimentally_resolved_logits);
-  zeros_like(r.grads.tm_logits, o.tm_logits);
+  const auto outs = o.named();
+  const auto grads = r.grads.named();
+  for (size_t k = 0; k < outs.size(); ++k)
+    if (!grads[k].second->defined() && outs[k].second->defined())
+      *grads[k].second = Tensor::zeros(outs[k].second->shape(), DType::f32);
   return r;
 }
 

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -68,6 +69,10 @@ struct Af2LossOutputs {
   Tensor lddt_logits;                     // [N, 50]
   Tensor experimentally_resolved_logits;  // [N, 37]
   Tensor tm_logits;                       // [N, N, 64]; may be undefined when weights.tm is 0
+
+  // Every field under its name above, in declaration order (loops over all outputs or gradients).
+  std::vector<std::pair<std::string, Tensor*>> named();
+  std::vector<std::pair<std::string, const Tensor*>> named() const;
 };
 
 // The labels and features the loss reads (the final recycling iteration's, no batch axis).
@@ -100,7 +105,7 @@ struct Af2Loss {
   double loss = 0;
   double scale = 1;                  // sqrt(min(seq_length, N))
   std::vector<std::string> skipped;  // terms that were NaN/Inf and counted as 0
-  Af2LossOutputs grads;              // d loss / d output (final_atom_positions: none)
+  Af2LossOutputs grads;              // d loss / d output (final_atom_positions: 0, a detached target)
   RenamedGroundTruth renamed;        // the side-chain naming chosen per residue
   ViolationLoss violation;           // the violation parts (value, grads unscaled)
 };
