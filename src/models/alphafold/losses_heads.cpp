@@ -26,7 +26,7 @@ std::vector<float> squared(std::vector<float> v) {
 // Pairwise cross-entropy over an [N, N, bins] logits tensor with pair mask m_i m_j, normalised as
 //   scale·Σ_ij m_ij CE_ij / (ε + scale·Σ_ij m_ij)   (scale 1 for the distogram, 0.5 for TM).
 LogitsLoss pair_xent(const std::vector<float>& logits, const std::vector<int64_t>& bins, const std::vector<double>& mask,
-                     int64_t n, int64_t nb, double eps, double scale, double weight) {
+                     int64_t n, int64_t nb, double eps, double scale) {
   double msum = 0;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) msum += mask[i] * mask[j];
@@ -38,10 +38,10 @@ LogitsLoss pair_xent(const std::vector<float>& logits, const std::vector<int64_t
       const double m = mask[i] * mask[j];
       if (m == 0) continue;
       const int64_t ij = i * n + j;
-      const double s = weight * scale * m / denom;
+      const double s = scale * m / denom;
       total += m * loss_detail::softmax_xent_row(&logits[nb * ij], nb, bins[ij], s, &grad[nb * ij]);
     }
-  return {weight * scale * total / denom, loss_detail::to_tensor(grad, {n, n, nb})};
+  return {scale * total / denom, loss_detail::to_tensor(grad, {n, n, nb})};
 }
 
 }  // namespace
@@ -73,7 +73,7 @@ LogitsLoss distogram_loss(const Tensor& logits, const Tensor& pseudo_beta, const
       for (int k = 0; k < 3; ++k) d2 += (x[3 * i + k] - x[3 * j + k]) * (x[3 * i + k] - x[3 * j + k]);
       bins[i * n + j] = bin_of(d2, breaks);
     }
-  return pair_xent(z, bins, mask, n, nb, config.eps, 1.0, 1.0);
+  return pair_xent(z, bins, mask, n, nb, config.eps, 1.0);
 }
 
 LogitsLoss masked_msa_loss(const Tensor& logits, const Tensor& true_msa, const Tensor& bert_mask, double eps) {
@@ -223,7 +223,7 @@ LogitsLoss tm_loss(const Tensor& logits, const Tensor& final_frames, const Tenso
       }
       bins[i * n + j] = bin_of(sq, breaks);
     }
-  return pair_xent(logits.to_vector(), bins, mask, n, nb, config.eps, 0.5, 1.0);
+  return pair_xent(logits.to_vector(), bins, mask, n, nb, config.eps, 0.5);
 }
 
 }  // namespace foldcore::af2
