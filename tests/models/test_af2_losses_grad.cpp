@@ -339,5 +339,28 @@ TEST(Af2LossesGrad, ViolationIgnoresMissingAtomsAndGaps) {
   for (float v : none.grad_positions.to_vector()) ASSERT_EQ(v, 0.f);
 }
 
+// The clash term's exceptions, with one or two present atoms per residue (so no within-residue or
+// peptide terms): clash = 2·E / (ε + #atoms), E = r_a + r_b − 1.5 − d.
+TEST(Af2LossesGrad, ClashExceptions) {
+  const Tensor cys2 = Tensor::from_vector_i64({4, 4}, {2});
+  auto clash = [&](int slot_a, int slot_b, const std::vector<int64_t>& ridx) {
+    std::vector<float> x(2 * 14 * 3, 0.f), ex(2 * 14, 0.f);
+    x[(14 + slot_b) * 3] = 1.0f;  // the two atoms 1 Å apart along x
+    ex[slot_a] = ex[14 + slot_b] = 1.f;
+    return violation_loss(Tensor::from_vector(x, {2, 14, 3}), Tensor::from_vector(ex, {2, 14}),
+                          Tensor::from_vector_i64(ridx, {2}), cys2)
+        .clash;
+  };
+  // Cys SG (slot 5) – SG: a disulfide bridge, no clash. SG – CB (slot 4): 1.8 + 1.7 − 1.5 − 1 = 1.
+  EXPECT_EQ(clash(5, 5, {0, 7}), 0.0);
+  EXPECT_NEAR(clash(5, 4, {0, 7}), 2.0 * 1.0 / 2.0, 1e-7);
+  // C_i (slot 2) – N_{i+1} (slot 0) is the peptide bond, not a clash; across a gap it is one:
+  // 1.7 + 1.55 − 1.5 − 1 = 0.75.
+  EXPECT_EQ(clash(2, 0, {0, 1}), 0.0);
+  EXPECT_NEAR(clash(2, 0, {0, 2}), 2.0 * 0.75 / 2.0, 1e-7);
+  // Pairs are taken once, ordered by residue index, not by row.
+  EXPECT_NEAR(clash(5, 4, {7, 0}), 1.0, 1e-7);
+}
+
 }  // namespace
 }  // namespace foldcore::af2

@@ -42,6 +42,18 @@ std::pair<double, double> flat_bottom(double y, double y0, double tol, double ep
   return {e - tol, (y - y0) / e};
 }
 
+// The three bond vectors around the peptide bond between rows i and i+1: C_i→N_{i+1},
+// C_i→CA_i, N_{i+1}→CA_{i+1}.
+struct Peptide {
+  int64_t ca, c, n1, ca1;  // atom indices (atom14 slots 1, 2 of i; 0, 1 of i+1)
+  Unit c_n, c_ca, n_ca;
+};
+Peptide peptide(const std::vector<double>& x, int64_t i, double eps) {
+  const int64_t ca = 14 * i + 1, c = 14 * i + 2, n1 = 14 * (i + 1), ca1 = 14 * (i + 1) + 1;
+  return {ca, c, n1, ca1, Unit(sub(at(x, n1), at(x, c)), eps), Unit(sub(at(x, ca), at(x, c)), eps),
+          Unit(sub(at(x, ca1), at(x, n1)), eps)};
+}
+
 // Peptide bond length and the two peptide angles (eqs. 44–45).
 void between_residue_terms(const std::vector<double>& x, const std::vector<double>& exists,
                            const std::vector<int64_t>& residue_index, const std::vector<int64_t>& aatype, double tol,
@@ -59,23 +71,20 @@ void between_residue_terms(const std::vector<double>& x, const std::vector<doubl
   };
   std::vector<Pair> pairs(n > 0 ? n - 1 : 0);
   for (int64_t i = 0; i + 1 < n; ++i) {
-    const int64_t ca = 14 * i + 1, c = 14 * i + 2, n1 = 14 * (i + 1), ca1 = 14 * (i + 1) + 1;
+    const Peptide g = peptide(x, i, kEps);
     const double no_gap = residue_index[i + 1] - residue_index[i] == 1 ? 1.0 : 0.0;
     Pair& p = pairs[i];
-    p.mb = exists[c] * exists[n1] * no_gap;
-    p.ma1 = exists[ca] * exists[c] * exists[n1] * no_gap;
-    p.ma2 = exists[c] * exists[n1] * exists[ca1] * no_gap;
+    p.mb = exists[g.c] * exists[g.n1] * no_gap;
+    p.ma1 = exists[g.ca] * exists[g.c] * exists[g.n1] * no_gap;
+    p.ma2 = exists[g.c] * exists[g.n1] * exists[g.ca1] * no_gap;
     m_bond += p.mb;
     m_a1 += p.ma1;
     m_a2 += p.ma2;
     const bool next_pro = aatype[i + 1] == pro;
-    const Unit c_n(sub(at(x, n1), at(x, c)), kEps);
-    const Unit c_ca(sub(at(x, ca), at(x, c)), kEps);
-    const Unit n_ca(sub(at(x, ca1), at(x, n1)), kEps);
-    std::tie(p.bond, p.dbond) = flat_bottom(c_n.len, rc::kBetweenResBondLengthCN[next_pro],
+    std::tie(p.bond, p.dbond) = flat_bottom(g.c_n.len, rc::kBetweenResBondLengthCN[next_pro],
                                             tol * rc::kBetweenResBondLengthStddevCN[next_pro], kEps);
-    std::tie(p.a1, p.da1) = flat_bottom(dot(c_ca.u, c_n.u), cos_cacn, tol * sd_cacn, kEps);
-    std::tie(p.a2, p.da2) = flat_bottom(-dot(c_n.u, n_ca.u), cos_cnca, tol * sd_cnca, kEps);
+    std::tie(p.a1, p.da1) = flat_bottom(dot(g.c_ca.u, g.c_n.u), cos_cacn, tol * sd_cacn, kEps);
+    std::tie(p.a2, p.da2) = flat_bottom(-dot(g.c_n.u, g.n_ca.u), cos_cnca, tol * sd_cnca, kEps);
   }
   const double db = m_bond + kEps, d1 = m_a1 + kEps, d2 = m_a2 + kEps;
   for (int64_t i = 0; i + 1 < n; ++i) {
@@ -85,10 +94,7 @@ void between_residue_terms(const std::vector<double>& x, const std::vector<doubl
     out.angles_c_n_ca += p.ma2 * p.a2 / d2;
     const double gb = p.mb * p.dbond / db, g1 = p.ma1 * p.da1 / d1, g2 = p.ma2 * p.da2 / d2;
     if (gb == 0 && g1 == 0 && g2 == 0) continue;
-    const int64_t ca = 14 * i + 1, c = 14 * i + 2, n1 = 14 * (i + 1), ca1 = 14 * (i + 1) + 1;
-    const Unit c_n(sub(at(x, n1), at(x, c)), kEps);
-    const Unit c_ca(sub(at(x, ca), at(x, c)), kEps);
-    const Unit n_ca(sub(at(x, ca1), at(x, n1)), kEps);
+    const auto [ca, c, n1, ca1, c_n, c_ca, n_ca] = peptide(x, i, kEps);
     // ∂ℓ_CN/∂(N − C) = (N − C)/ℓ.
     Vec g_cn = {gb * c_n.v[0] / c_n.len, gb * c_n.v[1] / c_n.len, gb * c_n.v[2] / c_n.len};
     // cos1 = û_CA·û_N (both from C), cos2 = −û_N·û_NCA.
