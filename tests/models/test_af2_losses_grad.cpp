@@ -100,6 +100,15 @@ TEST(Af2LossesGrad, BackboneFapeClampedUnclampedAndMixed) {
   }
   const Tensor exact = Tensor::from_vector(perfect, {1, 7, 7});
   EXPECT_NEAR(backbone_fape_loss(exact, c.truth, c.mask, 1.0).value, 1e-3, 1e-6);
+  // The same frames as [L, N, 4, 4] matrices: same value, and the matrix gradient checks too.
+  const int64_t nl = c.frames.size(0), n = c.frames.size(1);
+  const Tensor q4 = c.frames.narrow(-1, 0, 4).contiguous(), t3 = c.frames.narrow(-1, 4, 3).contiguous();
+  Tensor m44 = rigid_to_4x4(Rigid{quat_to_rot(q4), t3}).contiguous();
+  ASSERT_EQ(m44.shape(), Shape({nl, n, 4, 4}));
+  const auto r44 = backbone_fape_loss(m44, c.truth, c.mask, 0.3);
+  EXPECT_NEAR(r44.value, mixed, 1e-6 * mixed);
+  expect_fd_gradient([&] { return backbone_fape_loss(m44, c.truth, c.mask, 0.3).value; }, m44, r44.grad_frames,
+                     "backbone FAPE, 4x4 frames", kFrameStep);
   EXPECT_THROW(backbone_fape_loss(c.frames, c.truth, c.mask, 1.5), Error);
   EXPECT_THROW(backbone_fape_loss(c.frames.narrow(-1, 0, 4).contiguous(), c.truth, c.mask, 1.0), Error);
 }

@@ -106,6 +106,17 @@ TEST(Af2LossesParity, EveryTermAndTotal) {
   }
 }
 
+// Backbone frames given as [L, N, 4, 4] matrices instead of quaternions: the same terms.
+TEST(Af2LossesParity, MatrixFramesGiveTheSameTerms) {
+  const Fixture& f = fixture();
+  Af2LossOutputs o = f.outputs;
+  const Tensor q = o.sm_frames.narrow(-1, 0, 4).contiguous(), t = o.sm_frames.narrow(-1, 4, 3).contiguous();
+  o.sm_frames = rigid_to_4x4(Rigid{quat_to_rot(q), t}).contiguous();
+  const Af2Loss quat = af2_loss(f.outputs, f.batch, f.config), mat = af2_loss(o, f.batch, f.config);
+  for (const auto& [name, v] : quat.terms) EXPECT_LE(rel(mat.terms.at(name), v), 1e-6) << name;
+  EXPECT_EQ(mat.grads.sm_frames.shape(), o.sm_frames.shape());
+}
+
 TEST(Af2LossesParity, ViolationPartsAndRenaming) {
   const Fixture& f = fixture();
   const Af2Loss loss = af2_loss(f.outputs, f.batch, f.config);

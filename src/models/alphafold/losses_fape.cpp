@@ -67,6 +67,14 @@ double fape(const std::vector<Frame>& pred, const std::vector<Frame>& truth, con
   return total / pm_denom;
 }
 
+// ∂/∂(4x4 matrix) from ∂/∂R and ∂/∂t (the bottom row gets 0).
+void write_4x4_grad(const std::array<double, 9>& gr, const std::array<double, 3>& gt, double* m) {
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) m[4 * i + j] = gr[3 * i + j];
+    m[4 * i + 3] = gt[i];
+  }
+}
+
 std::vector<Frame> frames_from_4x4(const std::vector<double>& m, size_t n) {
   std::vector<Frame> out(n);
   for (size_t i = 0; i < n; ++i) out[i] = loss_detail::frame_from_4x4(&m[16 * i]);
@@ -78,12 +86,16 @@ std::vector<Frame> frames_from_4x4(const std::vector<double>& m, size_t n) {
 BackboneFapeLoss backbone_fape_loss(const Tensor& frames, const Tensor& backbone_rigid_tensor,
                                     const Tensor& backbone_rigid_mask, double use_clamped_fape,
                                     const FapeLossConfig& config) {
-  loss_detail::check_shape(frames, "sm frames", {-1, -1, 7});
-  const int64_t nl = frames.size(0), n = frames.size(1);
+  FC_CHECK(frames.defined(), "AlphaFold loss input 'sm frames' is missing");
+  // [L, N, 7] (quaternion, translation) or [L, N, 4, 4].
+  const bool quat = frames.dim() == 3;
+  loss_detail::check_shape(frames, "sm frames", quat ? std::vector<int64_t>{-1, -1, 7} : std::vector<int64_t>{-1, -1, 4, 4});
+  const int64_t nl = frames.size(0), n = frames.size(1), width = quat ? 7 : 16;
   FC_CHECK(nl > 0, "backbone FAPE needs at least one structure-module layer");
   FC_CHECK(use_clamped_fape >= 0 && use_clamped_fape <= 1, "use_clamped_fape must lie in [0, 1], got ",
            use_clamped_fape);
-  const auto q7 = loss_detail::host_doubles(frames, "sm frames", {nl, n, 7});
+  const auto values = frames.to_vector();
+  const std::vector<double> fr(values.begin(), values.end());
   const auto gt4 = loss_detail::host_doubles(backbone_rigid_tensor, "backbone_rigid_tensor", {n, 4, 4});
   const auto mask = loss_detail::host_doubles(backbone_rigid_mask, "backbone_rigid_mask", {n});
   const auto truth = frames_from_4x4(gt4, static_cast<size_t>(n));
@@ -92,14 +104,19 @@ BackboneFapeLoss backbone_fape_loss(const Tensor& frames, const Tensor& backbone
     for (int k = 0; k < 3; ++k) x_true[3 * i + k] = truth[i].t[k];
 
   BackboneFapeLoss out;
-  std::vector<double> grad(q7.size(), 0.0);
+  std::vector<double> grad(fr.size(), 0.0);
   for (int64_t l = 0; l < nl; ++l) {
-    const double* layer = &q7[7 * n * l];
+    const double* layer = &fr[width * n * l];
     std::vector<Frame> pred(n);
     std::vector<double> x(3 * n);
     for (int64_t i = 0; i < n; ++i) {
-      pred[i].r = loss_detail::quat_to_rot(&layer[7 * i]);
-      for (int k = 0; k < 3; ++k) pred[i].t[k] = x[3 * i + k] = layer[7 * i + 4 + k];
+      if (quat) {
+        pred[i].r = loss_detail::quat_to_rot(&layer[7 * i]);
+        for (int k = 0; k < 3; ++k) pred[i].t[k] = layer[7 * i + 4 + k];
+      } else {
+        pred[i] = loss_detail::frame_from_4x4(&layer[16 * i]);
+      }
+      for (int k = 0; k < 3; ++k) x[3 * i + k] = pred[i].t[k];
     }
     std::vector<std::array<double, 9>> gr(n);
     std::vector<std::array<double, 3>> gt(n);
@@ -112,15 +129,20 @@ BackboneFapeLoss backbone_fape_loss(const Tensor& frames, const Tensor& backbone
                                     config.eps, w_clamped, g);
     if (w_free != 0)
       out.value += w_free * fape(pred, truth, mask, x, x_true, mask, -1, config.length_scale, config.eps, w_free, g);
-    double* gl = &grad[7 * n * l];
+    double* gl = &grad[width * n * l];
     for (int64_t i = 0; i < n; ++i) {
-      const auto gq = loss_detail::quat_to_rot_backward(&layer[7 * i], gr[i]);
-      for (int k = 0; k < 4; ++k) gl[7 * i + k] = gq[k];
       // The translation is both the frame origin and the point (Cα).
-      for (int k = 0; k < 3; ++k) gl[7 * i + 4 + k] = gt[i][k] + gx[3 * i + k];
+      for (int k = 0; k < 3; ++k) gt[i][k] += gx[3 * i + k];
+      if (quat) {
+        const auto gq = loss_detail::quat_to_rot_backward(&layer[7 * i], gr[i]);
+        for (int k = 0; k < 4; ++k) gl[7 * i + k] = gq[k];
+        for (int k = 0; k < 3; ++k) gl[7 * i + 4 + k] = gt[i][k];
+      } else {
+        write_4x4_grad(gr[i], gt[i], &gl[16 * i]);
+      }
     }
   }
-  out.grad_frames = loss_detail::to_tensor(grad, {nl, n, 7});
+  out.grad_frames = loss_detail::to_tensor(grad, frames.shape());
   return out;
 }
 
@@ -200,11 +222,7 @@ SidechainFapeLoss sidechain_fape_loss(const Tensor& sidechain_frames, const Tens
   out.value = fape(pred, truth, fmask, x, x_true, pmask, config.clamp_distance, config.length_scale, config.eps, 1.0,
                    FapeGrads{&gr, &gt, &gx});
   std::vector<double> gf(16 * nf, 0.0);
-  for (size_t f = 0; f < nf; ++f)
-    for (int i = 0; i < 3; ++i) {
-      for (int j = 0; j < 3; ++j) gf[16 * f + 4 * i + j] = gr[f][3 * i + j];
-      gf[16 * f + 4 * i + 3] = gt[f][i];
-    }
+  for (size_t f = 0; f < nf; ++f) write_4x4_grad(gr[f], gt[f], &gf[16 * f]);
   out.grad_frames = loss_detail::to_tensor(gf, {n, 8, 4, 4});
   out.grad_positions = loss_detail::to_tensor(gx, {n, 14, 3});
   return out;

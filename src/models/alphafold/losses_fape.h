@@ -28,8 +28,9 @@ struct FapeLossConfig {
 // per layer): frames are the backbone frames of each layer, points their translations (Cα).
 //   loss = mean_l [ c·FAPE_clamped(l) + (1 − c)·FAPE_unclamped(l) ],  c = use_clamped_fape ∈ [0,1]
 // frames [L, N, 7] (quaternion w,x,y,z — rotated through the unnormalised quadratic form as
-// OpenFold does — and translation in Å), backbone_rigid_tensor [N, 4, 4], backbone_rigid_mask [N].
-// grad_frames [L, N, 7] = ∂loss/∂frames.
+// OpenFold does — and translation in Å) or [L, N, 4, 4] ([R t; 0 1], Å); backbone_rigid_tensor
+// [N, 4, 4], backbone_rigid_mask [N]. grad_frames = ∂loss/∂frames, shaped like frames (4x4: the
+// bottom rows 0).
 struct BackboneFapeLoss {
   double value = 0;
   Tensor grad_frames;

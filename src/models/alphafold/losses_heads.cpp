@@ -185,7 +185,10 @@ LogitsLoss tm_loss(const Tensor& logits, const Tensor& final_frames, const Tenso
   loss_detail::check_shape(logits, "tm logits", {-1, -1, config.num_bins});
   const int64_t n = logits.size(0), nb = config.num_bins;
   loss_detail::check_shape(logits, "tm logits", {n, n, nb});
-  const auto q7 = loss_detail::host_doubles(final_frames, "final frames", {n, 7});
+  FC_CHECK(final_frames.defined(), "AlphaFold loss input 'final frames' is missing");
+  const bool quat = final_frames.dim() == 2;  // [N, 7], else [N, 4, 4]
+  const auto fr = loss_detail::host_doubles(final_frames, "final frames",
+                                            quat ? std::vector<int64_t>{n, 7} : std::vector<int64_t>{n, 4, 4});
   const auto gt4 = loss_detail::host_doubles(backbone_rigid_tensor, "backbone_rigid_tensor", {n, 4, 4});
   const auto mask = loss_detail::host_doubles(backbone_rigid_mask, "backbone_rigid_mask", {n});
   if (!config.filter.accepts(resolution)) return {0.0, loss_detail::to_tensor(std::vector<double>(n * n * nb, 0.0), {n, n, nb})};
@@ -195,14 +198,20 @@ LogitsLoss tm_loss(const Tensor& logits, const Tensor& final_frames, const Tenso
   };
   std::vector<F32Frame> pred(n), truth(n);
   for (int64_t i = 0; i < n; ++i) {
-    const auto r = loss_detail::quat_to_rot(&q7[7 * i]);
+    loss_detail::Frame p;
+    if (quat) {
+      p.r = loss_detail::quat_to_rot(&fr[7 * i]);
+      for (int k = 0; k < 3; ++k) p.t[k] = fr[7 * i + 4 + k];
+    } else {
+      p = loss_detail::frame_from_4x4(&fr[16 * i]);
+    }
     const auto g = loss_detail::frame_from_4x4(&gt4[16 * i]);
     for (int k = 0; k < 9; ++k) {
-      pred[i].r[k] = static_cast<float>(r[k]);
+      pred[i].r[k] = static_cast<float>(p.r[k]);
       truth[i].r[k] = static_cast<float>(g.r[k]);
     }
     for (int k = 0; k < 3; ++k) {
-      pred[i].t[k] = static_cast<float>(q7[7 * i + 4 + k]);
+      pred[i].t[k] = static_cast<float>(p.t[k]);
       truth[i].t[k] = static_cast<float>(g.t[k]);
     }
   }

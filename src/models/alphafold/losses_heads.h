@@ -76,8 +76,8 @@ LogitsLoss experimentally_resolved_loss(const Tensor& logits, const Tensor& atom
 // (x the frame translations), lower breaks b_k = linspace(0, 31, 63); bin = #{k : e² > b_k²};
 //   L = 0.5·Σ_ij m_i m_j CE(logits_ij, bin_ij) / (ε + 0.5·Σ_ij m_i m_j),  ε = 1e-8;
 // 0 outside the resolution filter. No gradient into the frames (the target is detached).
-// logits [N, N, 64], final_frames [N, 7] (quaternion + translation Å, the last structure-module
-// layer), backbone_rigid_tensor [N, 4, 4], backbone_rigid_mask [N].
+// logits [N, N, 64], final_frames [N, 7] (quaternion + translation Å) or [N, 4, 4] (the last
+// structure-module layer), backbone_rigid_tensor [N, 4, 4], backbone_rigid_mask [N].
 struct TmLossConfig {
   double max_bin = 31.0;
   int64_t num_bins = 64;

@@ -134,7 +134,8 @@ Af2Loss af2_loss(const Af2LossOutputs& o, const Af2LossBatch& b, const Af2LossCo
   };
 
   // FAPE: backbone over all layers + side chains on the renamed truth (final layer).
-  loss_detail::check_shape(o.sm_frames, "sm frames", {-1, n, 7});
+  FC_CHECK(o.sm_frames.defined() && o.sm_frames.dim() >= 3 && o.sm_frames.size(1) == n,
+           "AlphaFold loss input 'sm frames' must be [L, N, 7] or [L, N, 4, 4] with N = ", n);
   const Tensor final_frames = o.sm_frames.select(0, o.sm_frames.size(0) - 1).contiguous();
   const auto bb = backbone_fape_loss(o.sm_frames, b.backbone_rigid_tensor, b.backbone_rigid_mask,
                                      loss_detail::host_scalar(b.use_clamped_fape, "use_clamped_fape"), config.fape);

@@ -58,7 +58,7 @@ struct Af2LossConfig {
 // The model outputs the loss reads (one example, no batch axis; L structure-module layers). The
 // same struct carries their gradients in Af2Loss::grads.
 struct Af2LossOutputs {
-  Tensor sm_frames;                       // [L, N, 7] backbone frames per layer (quaternion, Å)
+  Tensor sm_frames;                       // [L, N, 7] backbone frames per layer (quaternion, Å) or [L, N, 4, 4]
   Tensor sm_angles;                       // [L, N, 7, 2] normalised torsion (sin, cos)
   Tensor sm_unnormalized_angles;          // [L, N, 7, 2]
   Tensor sidechain_frames;                // [N, 8, 4, 4] final layer's global rigid-group frames (Å)
