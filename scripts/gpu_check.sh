@@ -10,9 +10,11 @@
 #   scripts/gpu_check.sh --prebuilt DIR|FILE [parts]  runs the binaries scripts/gpu_build_portable.sh
 #       built on another machine: DIR = its build-gpu-portable/prebuilt, or FILE = its
 #       build-gpu-portable/prebuilt.tar.xz (unpacked to build-gpu-prebuilt/). Nothing is compiled here.
-# parts: --tests (GPU tests), --bench (gemm, layernorm, attention with --device cuda --full;
-# evoformer with --device cuda), --bert (scripts/bench_bert_gpu.sh with this bench_bert); default
-# --tests --bench. The tests run from the repository root with FOLDCORE_SHARED_DIR (default: ./shared,
+# parts: --tests (GPU tests), --sanitize (compute-sanitizer memcheck and racecheck over the op
+# tests, tests/kernels_*_cuda), --bench (gemm, layernorm, attention with --device cuda --full;
+# evoformer with --device cuda; predict at 1,000 residues), --bert (scripts/bench_bert_gpu.sh with
+# this bench_bert); default --tests --sanitize --bench, about 10 minutes on an H100. A summary
+# table (test counts, sanitizer findings, each benchmark's figure and its goal) closes the output. The tests run from the repository root with FOLDCORE_SHARED_DIR (default: ./shared,
 # else ../shared); one gtest XML per binary. Results go to ${OUT:-out}/: gpu_tests.log,
 # gpu_tests/*.xml, gpu_bench.jsonl, gpu_bench.log (and bench_bert_gpu.jsonl with --bert).
 # Exits 1 without building or running anything when no CUDA device is visible; non-zero when a
@@ -26,11 +28,11 @@ PARTS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) PREBUILT=${2:?--prebuilt needs a directory}; shift 2 ;;
-    --tests|--bench|--bert) PARTS+=("${1#--}"); shift ;;
-    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--tests] [--bench] [--bert]" >&2; exit 2 ;;
+    --tests|--sanitize|--bench|--bert) PARTS+=("${1#--}"); shift ;;
+    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--tests] [--sanitize] [--bench] [--bert]" >&2; exit 2 ;;
   esac
 done
-[ ${#PARTS[@]} -gt 0 ] || PARTS=(tests bench)
+[ ${#PARTS[@]} -gt 0 ] || PARTS=(tests sanitize bench)
 want() { [[ " ${PARTS[*]} " == *" $1 "* ]]; }
 die() { echo "gpu_check: $1" >&2; exit "${2:-1}"; }
 OUT_DIR=${OUT:-$ROOT/out}
@@ -112,6 +114,32 @@ if want tests; then
   done
 fi
 
+# 3b. compute-sanitizer over the op tests: memcheck (out-of-bounds and misaligned device accesses,
+# leaks) and racecheck (shared-memory hazards between threads of a block, which the host emulation
+# cannot show). One filtered f32 pass per binary keeps it within the time budget.
+SANITIZER_SUMMARY=()
+if want sanitize; then
+  CS=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+  [ -x "$CS" ] || die "compute-sanitizer not found (CUDA toolkit's bin/)" 2
+  mkdir -p "$OUT_DIR/sanitizer"
+  for tool in memcheck racecheck; do
+    errors=0
+    for t in "$BIN_DIR"/tests/kernels_*_cuda; do
+      name=$(basename "$t")
+      set +e
+      timeout 240 "$CS" --tool "$tool" --error-exitcode 3 "$t" --gtest_filter='*F32*:*f32*:*Fp32*' \
+        >"$OUT_DIR/sanitizer/$name.$tool.log" 2>&1
+      rc=$?
+      set -e
+      if [ $rc -ne 0 ]; then
+        errors=$((errors + 1))
+        failed+=("$tool: $name (exit $rc, see sanitizer/$name.$tool.log)")
+      fi
+    done
+    SANITIZER_SUMMARY+=("$tool: $errors binaries with findings")
+  done
+fi
+
 # 4. CUDA benchmarks, one JSON line per case.
 if want bench; then
   : >"$OUT_DIR/gpu_bench.jsonl"
@@ -131,11 +159,45 @@ if want bench; then
   run_bench bench_layernorm --device cuda --full
   run_bench bench_attention --device cuda --full
   run_bench bench_evoformer --device cuda
+  run_bench bench_predict --device cuda:0 --precision bf16 --lengths 1000
 fi
 
 # 5. BERT-Large vs PyTorch.
 if want bert; then
   BENCH_BERT=$BIN_DIR/bench/bench_bert OUT=$OUT_DIR "$ROOT/scripts/bench_bert_gpu.sh" || failed+=("bench_bert_gpu.sh (exit $?)")
+fi
+
+# 6. Summary table: test counts from the gtest XML, sanitizer findings, benchmark figures with
+# the goals of docs/benchmarks.md.
+echo
+echo "| part | result |"
+echo "| --- | --- |"
+if want tests; then
+  t_total=0 t_fail=0 t_skip=0
+  for x in "$OUT_DIR"/gpu_tests/*.xml; do
+    [ -f "$x" ] || continue
+    t_total=$((t_total + $(grep -o '<testsuites tests="[0-9]*"' "$x" | grep -o '[0-9]*' || echo 0)))
+    t_fail=$((t_fail + $(grep -o '<testsuites tests="[0-9]*" failures="[0-9]*"' "$x" | grep -o '[0-9]*$' || echo 0)))
+    t_skip=$((t_skip + $(grep -c 'result="skipped"' "$x" || true)))
+  done
+  echo "| gpu tests | $t_total run, $t_fail failed, $t_skip skipped |"
+fi
+for line in "${SANITIZER_SUMMARY[@]}"; do echo "| compute-sanitizer | $line |"; done
+if want bench && [ -s "$OUT_DIR/gpu_bench.jsonl" ]; then
+  # Goals: attention fwd+bwd >= 2x eager, AF2 prediction of 1,000 residues <= 10 s.
+  python3 - "$OUT_DIR/gpu_bench.jsonl" <<'PY' || true
+import json, sys
+goals = {"attention": "fwd+bwd >= 2x eager", "predict": "1,000 residues <= 10 s", "bert": ">= 60% MFU"}
+for raw in open(sys.argv[1]):
+    try:
+        r = json.loads(raw)
+    except ValueError:
+        continue
+    name = r.get("bench", r.get("name", "?"))
+    figs = [f"{k}={r[k]}" for k in ("case", "shape", "n_res", "ms", "seconds", "tflops", "fraction_of_peak", "ratio", "speedup", "peak_mb") if k in r]
+    goal = next((g for k, g in goals.items() if k in str(name)), "")
+    print(f"| {name} | {', '.join(figs)} {('(goal: ' + goal + ')') if goal else ''} |")
+PY
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then

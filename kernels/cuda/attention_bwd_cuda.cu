@@ -59,7 +59,7 @@ static_assert(kThreads == 2 * kBlockN, "the dS pass maps two threads to each key
 
 template <typename T, int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_kernel(const AttnParams p) {
   using L = BwdLayout<T, Dp>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  FC_DYNAMIC_SHARED(unsigned char, smem, 128);
   T* sq = reinterpret_cast<T*>(smem + L::kQ);
   T* sda = reinterpret_cast<T*>(smem + L::kDA);
   T* sk = reinterpret_cast<T*>(smem + L::kK);
@@ -258,21 +258,21 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   cuda_dispatch_float(in.q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int warps_per_block = 8;
-    attention_bwd_pre_kernel<T><<<static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), 32 * warps_per_block, 0, stream>>>(
+    launch_kernel<attention_bwd_pre_kernel<T>>(static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), 32 * warps_per_block, 0, stream,
         p, static_cast<const T*>(a_or_o.data_ptr()), a_or_o.stride(0), a_or_o.stride(1), a_or_o.stride(2));
     FC_CUDA_CHECK_LAUNCH();
     dispatch_head_dim(p.D, "attention_backward (CUDA)", [&](auto dp) {
       constexpr int Dp = decltype(dp)::value;
       const size_t bytes = BwdLayout<T, Dp>::kBytes;
-      auto kernel = attention_bwd_kernel<T, Dp>;
+      constexpr auto kernel = &attention_bwd_kernel<T, Dp>;
       FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
       const dim3 grid((p.Lk + kBlockN - 1) / kBlockN, p.H, p.B);
-      kernel<<<grid, kThreads, bytes, stream>>>(p);
+      launch_kernel<kernel>(grid, kThreads, bytes, stream, p);
       FC_CUDA_CHECK_LAUNCH();
     });
     if (grads.dq.defined()) {
       const int64_t n = rows * p.D;
-      dq_convert_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(p.dq_acc, static_cast<T*>(grads.dq.data_ptr()), p.H, p.Lq, p.D,
+      launch_kernel<dq_convert_kernel<T>>(grid_for(n, 256), 256, 0, stream, p.dq_acc, static_cast<T*>(grads.dq.data_ptr()), p.H, p.Lq, p.D,
                                                                 grads.dq.stride(0), grads.dq.stride(1), grads.dq.stride(2), n);
       FC_CUDA_CHECK_LAUNCH();
     }

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "core/cuda/cuda_utils.cuh"
+#include "core/cuda/launch.cuh"
 #include "kernels/attention.h"
 
 namespace foldcore::ops::cuda::detail {

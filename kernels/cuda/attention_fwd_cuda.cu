@@ -66,7 +66,7 @@ template <typename T, int Dp> struct FwdLayout {
 
 template <typename T, int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_kernel(const AttnParams p) {
   using L = FwdLayout<T, Dp>;
-  extern __shared__ __align__(128) unsigned char smem[];
+  FC_DYNAMIC_SHARED(unsigned char, smem, 128);
   T* sq = reinterpret_cast<T*>(smem + L::kQ);
   T* sk = reinterpret_cast<T*>(smem + L::kK);
   T* sv = reinterpret_cast<T*>(smem + L::kV);
@@ -193,9 +193,9 @@ void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor&
     dispatch_head_dim(p.D, "attention_forward (CUDA)", [&](auto dp) {
       constexpr int Dp = decltype(dp)::value;
       const size_t bytes = FwdLayout<T, Dp>::kBytes;
-      auto kernel = attention_fwd_kernel<T, Dp>;
+      constexpr auto kernel = &attention_fwd_kernel<T, Dp>;
       FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      kernel<<<grid, kThreads, bytes, stream>>>(p);
+      launch_kernel<kernel>(grid, kThreads, bytes, stream, p);
       FC_CUDA_CHECK_LAUNCH();
     });
   });

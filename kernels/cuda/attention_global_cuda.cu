@@ -60,7 +60,7 @@ template <typename T> __device__ void global_stats(const GlobalParams& p, const 
 __device__ __forceinline__ float prob(float s, float m, float l) { return l > 0.f ? __expf(s - m) / l : 0.f; }
 
 template <typename T> __global__ void global_fwd_kernel(const GlobalParams p, T* o, int64_t o0, int64_t o1, int64_t o2, T* a, int64_t a0, int64_t a1) {
-  extern __shared__ __align__(16) float gsm[];
+  FC_DYNAMIC_SHARED(float, gsm, 16);
   const int H = p.H, D = p.D, b = blockIdx.x, tid = threadIdx.x;
   float* sq = gsm;              // [H][D]
   float* sa = sq + H * D;       // [H][D]
@@ -103,7 +103,7 @@ struct GlobalGrads {
 };
 
 template <typename T> __global__ void global_bwd_kernel(const GlobalParams p, const GlobalGrads gg) {
-  extern __shared__ __align__(16) float gsm[];
+  FC_DYNAMIC_SHARED(float, gsm, 16);
   const int H = p.H, D = p.D, b = blockIdx.x, tid = threadIdx.x;
   float* sq = gsm;               // [H][D]
   float* sa = sq + H * D;        // [H][D]
@@ -213,9 +213,9 @@ void global_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   const size_t floats = 2 * p.H * p.D + p.H * kChunk + 2 * p.H + 2 * (kChunk / 32);
   cuda_dispatch_float(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    auto kernel = global_fwd_kernel<T>;
+    constexpr auto kernel = &global_fwd_kernel<T>;
     prepare_launch(kernel, floats, "global_attention_forward (CUDA)");
-    kernel<<<B, kChunk, floats * sizeof(float), stream>>>(p, static_cast<T*>(o.data_ptr()), o.stride(0), o.stride(1), o.stride(2),
+    launch_kernel<kernel>(B, kChunk, floats * sizeof(float), stream, p, static_cast<T*>(o.data_ptr()), o.stride(0), o.stride(1), o.stride(2),
                                                            static_cast<T*>(a.data_ptr()), a.stride(0), a.stride(1));
     FC_CUDA_CHECK_LAUNCH();
   });
@@ -249,9 +249,9 @@ void global_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   const size_t floats = 4 * p.H * p.D + 2 * p.H * kChunk + 3 * p.H + 2 * (kChunk / 32);
   cuda_dispatch_float(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    auto kernel = global_bwd_kernel<T>;
+    constexpr auto kernel = &global_bwd_kernel<T>;
     prepare_launch(kernel, floats, "global_attention_backward (CUDA)");
-    kernel<<<B, kChunk, floats * sizeof(float), stream>>>(p, gg);
+    launch_kernel<kernel>(B, kChunk, floats * sizeof(float), stream, p, gg);
     FC_CUDA_CHECK_LAUNCH();
   });
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/cuda/cuda_utils.cuh"
+#include "core/cuda/launch.cuh"
 #include "core/philox.h"
 
 namespace foldcore::ops::cuda {
@@ -69,7 +70,7 @@ template <typename T, int NIN, typename F> void launch_map(const Tensor (&ins)[N
   }
   const int64_t n = out.numel();
   const int64_t work = vec ? (n + Pack<T>::kN - 1) / Pack<T>::kN : n;
-  map_kernel<T, NIN, F><<<grid_for(work, kBlock), kBlock, 0, cuda_stream_of(out.device())>>>(
+  launch_kernel<map_kernel<T, NIN, F>>(grid_for(work, kBlock), kBlock, 0, cuda_stream_of(out.device()),
       n, p, static_cast<T*>(out.data_ptr()), vec, f);
   FC_CUDA_CHECK_LAUNCH();
 }
@@ -208,7 +209,7 @@ void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gam
   cuda_dispatch_float(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = out.numel();
-    strided_binary_kernel<T><<<grid_for(n, kBlock), kBlock, 0, cuda_stream_of(out.device())>>>(
+    launch_kernel<strided_binary_kernel<T>>(grid_for(n, kBlock), kBlock, 0, cuda_stream_of(out.device()),
         n, static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), strided_desc(b),
         static_cast<T*>(out.data_ptr()), f);
     FC_CUDA_CHECK_LAUNCH();
@@ -231,7 +232,7 @@ void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout,
   cuda_dispatch_float(g.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = g.numel();
-    sigmoid_gate_backward_kernel<T><<<grid_for(n, kBlock), kBlock, 0, cuda_stream_of(g.device())>>>(
+    launch_kernel<sigmoid_gate_backward_kernel<T>>(grid_for(n, kBlock), kBlock, 0, cuda_stream_of(g.device()),
         n, static_cast<const T*>(g.data_ptr()), static_cast<const T*>(x.data_ptr()),
         static_cast<const T*>(dout.data_ptr()), static_cast<T*>(dg.data_ptr()), static_cast<T*>(dx.data_ptr()));
     FC_CUDA_CHECK_LAUNCH();
@@ -245,7 +246,7 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
   cuda_dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = x.numel();
-    bias_dropout_residual_kernel<T><<<grid_for((n + 3) / 4, kBlock), kBlock, 0, cuda_stream_of(x.device())>>>(
+    launch_kernel<bias_dropout_residual_kernel<T>>(grid_for((n + 3) / 4, kBlock), kBlock, 0, cuda_stream_of(x.device()),
         n, x.size(-1), static_cast<const T*>(x.data_ptr()), ptr_or_null<T>(bias), ptr_or_null<T>(residual),
         static_cast<T*>(out.data_ptr()), d);
     FC_CUDA_CHECK_LAUNCH();
@@ -258,7 +259,7 @@ void dropout_backward(const Tensor& dout, float p, uint64_t seed, uint64_t offse
   cuda_dispatch_float(dout.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = dout.numel();
-    dropout_backward_kernel<T><<<grid_for((n + 3) / 4, kBlock), kBlock, 0, cuda_stream_of(dout.device())>>>(
+    launch_kernel<dropout_backward_kernel<T>>(grid_for((n + 3) / 4, kBlock), kBlock, 0, cuda_stream_of(dout.device()),
         n, static_cast<const T*>(dout.data_ptr()), static_cast<T*>(dx.data_ptr()), d);
     FC_CUDA_CHECK_LAUNCH();
   });

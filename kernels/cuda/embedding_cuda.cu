@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/cuda/cuda_utils.cuh"
+#include "core/cuda/launch.cuh"
 
 namespace foldcore::ops::cuda {
 namespace {
@@ -106,7 +107,7 @@ void embedding_forward(const Tensor& table, const Tensor& idx, const Tensor& out
     using T = decltype(tag);
     dispatch_index(idx.dtype(), [&](auto itag) {
       using TI = decltype(itag);
-      gather_kernel<T, TI><<<grid_for(rows * c, kBlock), kBlock, 0, stream>>>(
+      launch_kernel<gather_kernel<T, TI>>(grid_for(rows * c, kBlock), kBlock, 0, stream,
           static_cast<const T*>(table.data_ptr()), static_cast<const TI*>(idx.data_ptr()), rows, vocab, c,
           static_cast<T*>(out.data_ptr()), static_cast<unsigned long long*>(flag.data_ptr()));
       FC_CUDA_CHECK_LAUNCH();
@@ -130,7 +131,7 @@ void embedding_backward(const Tensor& dout, const Tensor& idx, const Tensor& dta
   int32_t* v_out = v_in + rows;
   dispatch_index(idx.dtype(), [&](auto itag) {
     using TI = decltype(itag);
-    make_keys_kernel<TI><<<grid_for(rows, kBlock), kBlock, 0, stream>>>(
+    launch_kernel<make_keys_kernel<TI>>(grid_for(rows, kBlock), kBlock, 0, stream,
         static_cast<const TI*>(idx.data_ptr()), rows, vocab, k_in, v_in,
         static_cast<unsigned long long*>(flag.data_ptr()));
     FC_CUDA_CHECK_LAUNCH();
@@ -147,7 +148,7 @@ void embedding_backward(const Tensor& dout, const Tensor& idx, const Tensor& dta
   cuda_dispatch_float(dout.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((c + kBlock - 1) / kBlock));
-    segment_scatter_kernel<T><<<grid, kBlock, 0, stream>>>(k_out, v_out, rows, vocab, c,
+    launch_kernel<segment_scatter_kernel<T>>(grid, kBlock, 0, stream, k_out, v_out, rows, vocab, c,
                                                            static_cast<const T*>(dout.data_ptr()),
                                                            dtable.data<float>());
     FC_CUDA_CHECK_LAUNCH();
@@ -163,7 +164,7 @@ void one_hot(const Tensor& idx, int64_t num_classes, const Tensor& out) {
   auto* h16 = out.dtype() == DType::f16 ? static_cast<__half*>(out.data_ptr()) : nullptr;
   dispatch_index(idx.dtype(), [&](auto itag) {
     using TI = decltype(itag);
-    one_hot_kernel<TI><<<grid_for(rows * num_classes, kBlock), kBlock, 0, stream>>>(
+    launch_kernel<one_hot_kernel<TI>>(grid_for(rows * num_classes, kBlock), kBlock, 0, stream,
         static_cast<const TI*>(idx.data_ptr()), rows, num_classes, f32, b16, h16);
     FC_CUDA_CHECK_LAUNCH();
   });

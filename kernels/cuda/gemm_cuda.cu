@@ -22,6 +22,7 @@
 #include <mutex>
 
 #include "core/cuda/cuda_utils.cuh"
+#include "core/cuda/launch.cuh"
 
 #define FC_CUBLAS_CHECK(expr)                                                                     \
   do {                                                                                            \
@@ -122,7 +123,7 @@ void launch_post(const GemmProblem& p, const MatrixRef& src, float src_scale, co
                  cudaStream_t stream) {
   const int64_t total = p.batch * p.m * p.n;
   constexpr int kThreads = 256;
-  post_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
+  launch_kernel<post_kernel<T>>(grid_for(total, kThreads), kThreads, 0, stream,
       static_cast<const T*>(src.ptr), src.ld, src.batch_stride, src_scale, static_cast<const T*>(bias),
       pre ? static_cast<T*>(pre->ptr) : nullptr, pre ? pre->ld : 0, pre ? pre->batch_stride : 0,
       static_cast<T*>(p.out.ptr), p.out.ld, p.out.batch_stride, p.act, p.batch, p.m, p.n);

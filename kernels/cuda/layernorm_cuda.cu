@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "core/cuda/cuda_utils.cuh"
+#include "core/cuda/launch.cuh"
 #include "kernels/cuda/softmax_row_reduce.cuh"
 
 namespace foldcore::ops::cuda {
@@ -157,7 +158,9 @@ template <typename T>
 __global__ void ln_param_partial_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ dx,
                                         const float* __restrict__ mean, const float* __restrict__ rstd,
                                         float* __restrict__ partial, int64_t rows, int c, int64_t rows_per_chunk) {
-  __shared__ float sg[kRowThreads][kColTile + 1], sb[kRowThreads][kColTile + 1], sd[kRowThreads][kColTile + 1];
+  FC_SHARED(float, sg, [kRowThreads][kColTile + 1]);
+  FC_SHARED(float, sb, [kRowThreads][kColTile + 1]);
+  FC_SHARED(float, sd, [kRowThreads][kColTile + 1]);
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int col = blockIdx.x * kColTile + tx;
   const int64_t r0 = blockIdx.y * rows_per_chunk;
@@ -222,7 +225,7 @@ void launch_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
                                         ptr_or_null<T>(residual), ptr_or_null<T>(h), ptr_or_null<T>(bias)});
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
-      ln_forward_kernel<T, G, V, kFused><<<row_blocks<G>(rows), kRowBlock, 0, stream>>>(
+      launch_kernel<ln_forward_kernel<T, G, V, kFused>>(row_blocks<G>(rows), kRowBlock, 0, stream,
           static_cast<const T*>(x.data_ptr()), ptr_or_null<T>(bias), ptr_or_null<T>(residual), ptr_or_null<T>(h), d,
           gamma.data<float>(), beta.data<float>(), eps, static_cast<T*>(y.data_ptr()), mean.data<float>(),
           rstd.data<float>(), rows, static_cast<int>(c));
@@ -270,18 +273,18 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
         c, sizeof(T), {dy.data_ptr(), h.data_ptr(), gamma.data_ptr(), ptr_or_null<T>(dh), ptr_or_null<T>(dx)});
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
-      ln_backward_dx_kernel<T, G, V><<<row_blocks<G>(rows), kRowBlock, 0, stream>>>(
+      launch_kernel<ln_backward_dx_kernel<T, G, V>>(row_blocks<G>(rows), kRowBlock, 0, stream,
           dyp, hp, gamma.data<float>(), mean.data<float>(), rstd.data<float>(), ptr_or_null<T>(dh), ptr_or_null<T>(dx),
           drop, rows, static_cast<int>(c));
       FC_CUDA_CHECK_LAUNCH();
     });
     const dim3 grid(static_cast<unsigned>((c + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
-    ln_param_partial_kernel<T><<<grid, dim3(kColTile, kRowThreads), 0, stream>>>(
+    launch_kernel<ln_param_partial_kernel<T>>(grid, dim3(kColTile, kRowThreads), 0, stream,
         dyp, hp, dbias.defined() ? ptr_or_null<T>(dx) : nullptr, mean.data<float>(), rstd.data<float>(),
         partial.data<float>(), rows, static_cast<int>(c), rows_per_chunk);
     FC_CUDA_CHECK_LAUNCH();
   });
-  ln_param_final_kernel<<<static_cast<unsigned>((c + 255) / 256), 256, 0, stream>>>(
+  launch_kernel<ln_param_final_kernel>(static_cast<unsigned>((c + 255) / 256), 256, 0, stream,
       partial.data<float>(), static_cast<int>(chunks), static_cast<int>(c), dgamma.data<float>(), dbeta.data<float>(),
       dbias.defined() ? dbias.data<float>() : nullptr);
   FC_CUDA_CHECK_LAUNCH();

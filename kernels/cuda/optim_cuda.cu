@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/cuda/cuda_utils.cuh"
+#include "core/cuda/launch.cuh"
 #include "kernels/cuda/optim_cuda.h"
 #include "kernels/optim_math.h"
 
@@ -71,7 +72,7 @@ __global__ void adam_chunk_kernel(float* __restrict__ p, const float* __restrict
 __global__ void lamb_moments_kernel(const float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
                                     float* __restrict__ v, const int64_t* __restrict__ chunks, MomentCoeffs c,
                                     float wd, double* __restrict__ partial) {
-  __shared__ double scratch[kWarps];
+  FC_SHARED(double, scratch, [kWarps]);
   const int64_t* ch = chunks + 4 * static_cast<int64_t>(blockIdx.x);
   const int64_t end = ch[1];
   const float w = ch[3] ? wd : 0.f;
@@ -129,7 +130,7 @@ __global__ void lamb_update_kernel(float* __restrict__ p, const float* __restric
 
 // Global norm stage 1: block b sums g² over its grid-stride share into partial[b].
 __global__ void sumsq_partial_kernel(const float* __restrict__ g, int64_t n, double* __restrict__ partial) {
-  __shared__ double scratch[kWarps];
+  FC_SHARED(double, scratch, [kWarps]);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   double s = 0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -140,7 +141,7 @@ __global__ void sumsq_partial_kernel(const float* __restrict__ g, int64_t n, dou
 
 // Global norm stage 2: one block combines the partials in a fixed order.
 __global__ void sum_partials_kernel(const double* __restrict__ partial, int count, double* __restrict__ out) {
-  __shared__ double scratch[kWarps];
+  FC_SHARED(double, scratch, [kWarps]);
   double s = 0;
   for (int i = threadIdx.x; i < count; i += blockDim.x) s += partial[i];
   s = block_sum(s, scratch);
@@ -173,12 +174,12 @@ void adam_step(const Tensor& params, const Tensor& grads, const Tensor& m, const
       detail::make_moment_coeffs(a.beta1, a.beta2, a.eps, a.grad_scale, a.step, a.bias_correction);
   if (segments.empty()) {
     const int64_t n = params.numel();
-    adam_flat_kernel<<<grid_for(n, kBlock), kBlock, 0, stream>>>(params.data<float>(), grads.data<float>(),
+    launch_kernel<adam_flat_kernel>(grid_for(n, kBlock), kBlock, 0, stream, params.data<float>(), grads.data<float>(),
                                                                   m.data<float>(), v.data<float>(), n, c, a.lr,
                                                                   a.weight_decay, a.decoupled);
   } else {
     if (segments.num_chunks() == 0) return;
-    adam_chunk_kernel<<<chunk_grid(segments), kBlock, 0, stream>>>(
+    launch_kernel<adam_chunk_kernel>(chunk_grid(segments), kBlock, 0, stream,
         params.data<float>(), grads.data<float>(), m.data<float>(), v.data<float>(),
         segments.chunks().data<int64_t>(), c, a.lr, a.weight_decay, a.decoupled);
   }
@@ -197,16 +198,16 @@ void lamb_step(const Tensor& params, const Tensor& grads, const Tensor& m, const
   const Tensor ratio = Tensor::empty({ns}, DType::f32, dev);
   const int64_t* chunks = segments.chunks().data<int64_t>();
 
-  lamb_moments_kernel<<<chunk_grid(segments), kBlock, 0, stream>>>(params.data<float>(), grads.data<float>(),
+  launch_kernel<lamb_moments_kernel>(chunk_grid(segments), kBlock, 0, stream, params.data<float>(), grads.data<float>(),
                                                                     m.data<float>(), v.data<float>(), chunks, c,
                                                                     a.weight_decay, as_double(partial));
   FC_CUDA_CHECK_LAUNCH();
   const auto ratio_blocks = static_cast<unsigned>((ns + kWarps - 1) / kWarps);
-  lamb_ratio_kernel<<<ratio_blocks, kBlock, 0, stream>>>(as_double(partial),
+  launch_kernel<lamb_ratio_kernel>(ratio_blocks, kBlock, 0, stream, as_double(partial),
                                                           segments.segment_chunks().data<int64_t>(), ns,
                                                           ratio.data<float>());
   FC_CUDA_CHECK_LAUNCH();
-  lamb_update_kernel<<<chunk_grid(segments), kBlock, 0, stream>>>(params.data<float>(), m.data<float>(),
+  launch_kernel<lamb_update_kernel>(chunk_grid(segments), kBlock, 0, stream, params.data<float>(), m.data<float>(),
                                                                    v.data<float>(), chunks, ratio.data<float>(), c,
                                                                    a.lr, a.weight_decay);
   FC_CUDA_CHECK_LAUNCH();
@@ -222,9 +223,9 @@ double global_grad_norm(const Tensor& grads) {
   const int blocks = static_cast<int>(std::min<int64_t>((n + per_block - 1) / per_block, kNormBlocksMax));
   const Tensor partial = double_scratch(blocks + 1, dev);
   double* part = as_double(partial);
-  sumsq_partial_kernel<<<blocks, kBlock, 0, stream>>>(grads.data<float>(), n, part);
+  launch_kernel<sumsq_partial_kernel>(blocks, kBlock, 0, stream, grads.data<float>(), n, part);
   FC_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, kBlock, 0, stream>>>(part, blocks, part + blocks);
+  launch_kernel<sum_partials_kernel>(1, kBlock, 0, stream, part, blocks, part + blocks);
   FC_CUDA_CHECK_LAUNCH();
   double total = 0;
   FC_CUDA_CHECK(cudaMemcpyAsync(&total, part + blocks, sizeof(double), cudaMemcpyDeviceToHost, stream));
@@ -236,7 +237,7 @@ void ema_update(const Tensor& ema, const Tensor& params, float decay) {
   set_device(params.device());
   const cudaStream_t stream = cuda_stream_of(params.device());
   const int64_t n = params.numel();
-  ema_kernel<<<grid_for(n, kBlock), kBlock, 0, stream>>>(ema.data<float>(), params.data<float>(), n, decay,
+  launch_kernel<ema_kernel>(grid_for(n, kBlock), kBlock, 0, stream, ema.data<float>(), params.data<float>(), n, decay,
                                                           1.f - decay);
   FC_CUDA_CHECK_LAUNCH();
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/cuda/cuda_utils.cuh"
+#include "core/cuda/launch.cuh"
 
 namespace foldcore::ops::cuda {
 namespace {
@@ -33,7 +34,7 @@ __device__ __forceinline__ void store_out(TO* out, int64_t o, float sum, float s
 // Block-wide sum with a fixed tree (warp shuffles, then warp 0 over the warp totals). All
 // threads must call it; the result is valid in thread 0.
 __device__ __forceinline__ float block_sum(float v) {
-  __shared__ float warp_sums[kWarps];
+  FC_SHARED(float, warp_sums, [kWarps]);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -52,7 +53,7 @@ __device__ __forceinline__ float block_sum(float v) {
 __device__ __forceinline__ float nan_max(float a, float b) { return (a != a || a > b) ? a : b; }
 
 __device__ __forceinline__ float block_max(float v) {
-  __shared__ float warp_max[kWarps];
+  FC_SHARED(float, warp_max, [kWarps]);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_down_sync(0xffffffffu, v, o));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -75,7 +76,7 @@ constexpr int kColTile = 32, kRowLanes = 8;
 template <typename TX, typename TO>
 __global__ void col_sum_stage1(const TX* x, int64_t r, int64_t k, int64_t rows_per_split, float* ws, TO* out,
                                float scale, bool accumulate) {
-  __shared__ float tile[kRowLanes][kColTile + 1];
+  FC_SHARED(float, tile, [kRowLanes][kColTile + 1]);
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_split;
   const int64_t r1 = min(r, r0 + rows_per_split);
@@ -170,11 +171,11 @@ void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accum
         if (splits > 1) ws = Tensor::empty({splits, k}, DType::f32, x.device());
         float* pws = splits > 1 ? ws.data<float>() : nullptr;
         const dim3 grid(static_cast<unsigned>(ceil_div(k, kColTile)), static_cast<unsigned>(splits));
-        col_sum_stage1<TX, TO><<<grid, dim3(kColTile, kRowLanes), 0, stream>>>(px, r, k, rps, pws, po, scale,
+        launch_kernel<col_sum_stage1<TX, TO>>(grid, dim3(kColTile, kRowLanes), 0, stream, px, r, k, rps, pws, po, scale,
                                                                               accumulate);
         FC_CUDA_CHECK_LAUNCH();
         if (splits > 1) {
-          combine_partials<TO><<<grid_for(k, kBlock), kBlock, 0, stream>>>(pws, k, splits, k, 1, po, scale,
+          launch_kernel<combine_partials<TO>>(grid_for(k, kBlock), kBlock, 0, stream, pws, k, splits, k, 1, po, scale,
                                                                              accumulate);
           FC_CUDA_CHECK_LAUNCH();
         }
@@ -186,16 +187,15 @@ void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accum
         Tensor ws;
         if (splits > 1) ws = Tensor::empty({k, splits}, DType::f32, x.device());
         float* pws = splits > 1 ? ws.data<float>() : nullptr;
-        row_sum_kernel<TX, TO><<<dim3(static_cast<unsigned>(k), static_cast<unsigned>(splits)), kBlock, 0,
-                                 stream>>>(px, r, chunk, pws, po, scale, accumulate);
+        launch_kernel<row_sum_kernel<TX, TO>>(dim3(static_cast<unsigned>(k), static_cast<unsigned>(splits)), kBlock, 0, stream, px, r, chunk, pws, po, scale, accumulate);
         FC_CUDA_CHECK_LAUNCH();
         if (splits > 1) {
-          combine_partials<TO><<<grid_for(k, kBlock), kBlock, 0, stream>>>(pws, k, splits, 1, splits, po, scale,
+          launch_kernel<combine_partials<TO>>(grid_for(k, kBlock), kBlock, 0, stream, pws, k, splits, 1, splits, po, scale,
                                                                              accumulate);
           FC_CUDA_CHECK_LAUNCH();
         }
       } else {
-        general_sum_kernel<TX, TO><<<grid_for(k, kBlock), kBlock, 0, stream>>>(
+        launch_kernel<general_sum_kernel<TX, TO>>(grid_for(k, kBlock), kBlock, 0, stream,
             px, desc_of(plan.kept), desc_of(plan.reduced), k, r, po, scale, accumulate);
         FC_CUDA_CHECK_LAUNCH();
       }
@@ -237,9 +237,9 @@ template <Stat S> std::vector<float> stat_partials_host(const Tensor& x) {
     using T = decltype(tag);
     const T* px = static_cast<const T*>(x.data_ptr());
     if (x.is_contiguous())
-      stat_partials<T, S, true><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(px, d, n, partials.data<float>());
+      launch_kernel<stat_partials<T, S, true>>(static_cast<unsigned>(blocks), kBlock, 0, stream, px, d, n, partials.data<float>());
     else
-      stat_partials<T, S, false><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(px, d, n, partials.data<float>());
+      launch_kernel<stat_partials<T, S, false>>(static_cast<unsigned>(blocks), kBlock, 0, stream, px, d, n, partials.data<float>());
     FC_CUDA_CHECK_LAUNCH();
   });
   return partials.to_vector();  // synchronous copy, ordered after the kernel on the same stream

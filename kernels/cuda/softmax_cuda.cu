@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/cuda/cuda_utils.cuh"
+#include "core/cuda/launch.cuh"
 #include "kernels/cuda/softmax_row_reduce.cuh"
 
 namespace foldcore::ops::cuda {
@@ -123,10 +124,10 @@ template <typename T, typename TT, typename L>
 void launch_ce(const T* x, const L* labels, const TT* targets, const float* w, float dscale, float* loss, T* dl,
                int64_t rows, int64_t c, cudaStream_t stream) {
   if (c <= kWarpRowMax) {
-    cross_entropy_kernel<T, TT, L, 32><<<row_blocks<32>(rows), kRowBlock, 0, stream>>>(
+    launch_kernel<cross_entropy_kernel<T, TT, L, 32>>(row_blocks<32>(rows), kRowBlock, 0, stream,
         x, labels, targets, w, dscale, loss, dl, rows, static_cast<int>(c));
   } else {
-    cross_entropy_kernel<T, TT, L, kRowBlock><<<row_blocks<kRowBlock>(rows), kRowBlock, 0, stream>>>(
+    launch_kernel<cross_entropy_kernel<T, TT, L, kRowBlock>>(row_blocks<kRowBlock>(rows), kRowBlock, 0, stream,
         x, labels, targets, w, dscale, loss, dl, rows, static_cast<int>(c));
   }
   FC_CUDA_CHECK_LAUNCH();
@@ -142,7 +143,7 @@ void softmax_forward(const Tensor& x, const Tensor& y, int64_t rows, int64_t c) 
     using T = decltype(tag);
     row_switch<T>(c, can_vectorise(c, sizeof(T), {x.data_ptr(), y.data_ptr()}), [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
-      softmax_forward_kernel<T, G, V><<<row_blocks<G>(rows), kRowBlock, 0, stream>>>(
+      launch_kernel<softmax_forward_kernel<T, G, V>>(row_blocks<G>(rows), kRowBlock, 0, stream,
           static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()), rows, static_cast<int>(c));
       FC_CUDA_CHECK_LAUNCH();
     });
@@ -157,7 +158,7 @@ void softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, int64
     using T = decltype(tag);
     row_switch<T>(c, can_vectorise(c, sizeof(T), {y.data_ptr(), dy.data_ptr(), dx.data_ptr()}), [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
-      softmax_backward_kernel<T, G, V><<<row_blocks<G>(rows), kRowBlock, 0, stream>>>(
+      launch_kernel<softmax_backward_kernel<T, G, V>>(row_blocks<G>(rows), kRowBlock, 0, stream,
           static_cast<const T*>(y.data_ptr()), static_cast<const T*>(dy.data_ptr()), static_cast<T*>(dx.data_ptr()),
           rows, static_cast<int>(c));
       FC_CUDA_CHECK_LAUNCH();

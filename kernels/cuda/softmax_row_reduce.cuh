@@ -30,7 +30,7 @@ template <int G, typename Op> __device__ __forceinline__ float group_reduce(floa
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   if constexpr (G > 32) {
-    __shared__ float partial[G / 32];
+    FC_SHARED(float, partial, [G / 32]);
     __syncthreads();  // a previous call may still be reading `partial`
     if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
     __syncthreads();

@@ -160,6 +160,7 @@ void* CudaCachingAllocator::allocate(size_t bytes) {
   if (it != free_blocks_.end() && (it->first <= 2 * size || it->first - size <= (1u << 20))) {
     void* p = it->second;
     stats_.on_alloc(it->first);
+    detail::cuda_mark_block(p, bytes, it->first);
     free_blocks_.erase(it);
     return p;
   }
@@ -181,6 +182,7 @@ void* CudaCachingAllocator::allocate(size_t bytes) {
   block_size_[p] = size;
   stats_.on_reserve(size);
   stats_.on_alloc(size);
+  detail::cuda_mark_block(p, bytes, size);
   return p;
 }
 
@@ -190,6 +192,7 @@ void CudaCachingAllocator::deallocate(void* ptr, size_t /*bytes*/) {
   auto it = block_size_.find(ptr);
   FC_CHECK(it != block_size_.end(), "CUDA allocator: free of a pointer it does not own");
   stats_.on_free(it->second);
+  detail::cuda_mark_block(ptr, 0, it->second);  // a stale pointer into a cached block faults
   free_blocks_.emplace(it->second, ptr);
 }
 

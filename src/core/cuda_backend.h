@@ -16,6 +16,9 @@ void cuda_device_synchronize(int index);
 // nullptr when the device is out of memory; throws Error for other failures.
 void* cuda_malloc(size_t bytes, int index);
 void cuda_free(void* ptr, int index);
+// Tells the host emulation's AddressSanitizer which bytes of a cached block are in use (the first
+// `used` of `block`); a no-op on a real device.
+void cuda_mark_block(void* ptr, size_t used, size_t block);
 void* cuda_stream_create(int index);
 void cuda_stream_destroy(void* stream);
 void cuda_stream_synchronize(void* stream);

@@ -15,6 +15,7 @@ void cuda_set_device(int) { no_cuda(); }
 void cuda_device_synchronize(int) { no_cuda(); }
 void* cuda_malloc(size_t, int) { no_cuda(); }
 void cuda_free(void*, int) { no_cuda(); }
+void cuda_mark_block(void*, size_t, size_t) {}
 void* cuda_stream_create(int) { no_cuda(); }
 void cuda_stream_destroy(void*) {}
 void cuda_stream_synchronize(void*) { no_cuda(); }

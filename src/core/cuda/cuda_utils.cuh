@@ -21,6 +21,22 @@
                                                                          cudaGetErrorString(fc_err_))); \
   } while (0)
 
+// Shared memory declarations. On a CUDA build they are plain `__shared__` declarations; under the
+// host emulation a static one is a function-local static that is refilled with the NaN pattern
+// for every block (so a read before write shows), and the dynamic one is the running block's
+// buffer (C++ has no block-scope extern arrays of unknown size).
+//   FC_SHARED(float, tile, [32][33]);        __shared__ float tile[32][33];
+//   FC_DYNAMIC_SHARED(float, smem, 16);      extern __shared__ __align__(16) float smem[];
+#if defined(FOLDCORE_CUDA_EMULATE)
+#define FC_SHARED(type, name, dims) \
+  alignas(16) static type name dims; \
+  ::fc_emu::fresh_shared(&name, sizeof(name))
+#define FC_DYNAMIC_SHARED(type, name, align) type* name = static_cast<type*>(::fc_emu::dynamic_shared())
+#else
+#define FC_SHARED(type, name, dims) __shared__ type name dims
+#define FC_DYNAMIC_SHARED(type, name, align) extern __shared__ __align__(align) type name[]
+#endif
+
 // Checks the last kernel launch.
 #define FC_CUDA_CHECK_LAUNCH() FC_CUDA_CHECK(cudaGetLastError())
 

@@ -1,6 +1,7 @@
 // CUDA implementation of core/cuda_backend.h: device queries, raw memory, streams, events,
 // copies and fills.
 #include "core/cuda/cuda_utils.cuh"
+#include "core/cuda/launch.cuh"
 #include "core/cuda_backend.h"
 
 namespace foldcore {
@@ -40,6 +41,14 @@ void* cuda_malloc(size_t bytes, int index) {
 void cuda_free(void* ptr, int index) {
   FC_CUDA_CHECK(cudaSetDevice(index));
   FC_CUDA_CHECK(cudaFree(ptr));
+}
+
+void cuda_mark_block(void* ptr, size_t used, size_t block) {
+#if defined(FOLDCORE_CUDA_EMULATE)
+  ::fc_emu::mark_device_block(ptr, used, block);
+#else
+  (void)ptr, (void)used, (void)block;
+#endif
 }
 
 void* cuda_stream_create(int index) {
@@ -123,7 +132,7 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
     using D = typename DevType<decltype(d0)>::type;
     dispatch_dtype(src.dtype(), [&](auto s0) {
       using S = typename DevType<decltype(s0)>::type;
-      strided_copy_kernel<D, S><<<grid_for(n, 256), 256, 0, s>>>(static_cast<D*>(dst.data_ptr()), strided_desc(dst),
+      launch_kernel<strided_copy_kernel<D, S>>(grid_for(n, 256), 256, 0, s, static_cast<D*>(dst.data_ptr()), strided_desc(dst),
                                                                  static_cast<const S*>(src.data_ptr()),
                                                                  strided_desc(src), n);
     });
@@ -146,7 +155,7 @@ void cuda_fill(const Tensor& dst, double value) {
     D dv;
     static_assert(sizeof(D) == sizeof(H));
     std::memcpy(static_cast<void*>(&dv), &hv, sizeof(D));
-    fill_kernel<D><<<grid_for(n, 256), 256, 0, s>>>(static_cast<D*>(dst.data_ptr()), strided_desc(dst), dv, n);
+    launch_kernel<fill_kernel<D>>(grid_for(n, 256), 256, 0, s, static_cast<D*>(dst.data_ptr()), strided_desc(dst), dv, n);
   });
   FC_CUDA_CHECK_LAUNCH();
 }

@@ -1,0 +1,38 @@
+// The one way FoldCore launches a kernel:
+//   launch_kernel<my_kernel<T>>(grid, block, dynamic_smem_bytes, stream, args...)
+// is `my_kernel<T><<<grid, block, dynamic_smem_bytes, stream>>>(args...)` on a CUDA build, and
+// under -DFOLDCORE_CUDA=EMULATE runs the kernel on the CPU through the host emulation
+// (core/cuda/emu/cuda_emu.h), which names the kernel in its error messages. Launch errors are
+// picked up as usual by FC_CUDA_CHECK_LAUNCH().
+#pragma once
+
+#include <cstddef>
+#include <tuple>
+
+#include "core/cuda/cuda_utils.cuh"
+
+namespace foldcore {
+
+#if defined(FOLDCORE_CUDA_EMULATE)
+template <auto Kernel> const char* kernel_name() {
+  static const char* name = ::fc_emu::kernel_name_from_signature(__PRETTY_FUNCTION__);
+  return name;
+}
+
+template <auto Kernel, typename... Args>
+inline void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const Args&... args) {
+  using Pack = std::tuple<const Args&...>;
+  Pack pack(args...);
+  // Every emulated thread calls the kernel with its own copies of the arguments, as CUDA passes
+  // kernel parameters by value.
+  auto body = [](void* p) { std::apply([](const Args&... a) { Kernel(a...); }, *static_cast<Pack*>(p)); };
+  ::fc_emu::launch(kernel_name<Kernel>(), reinterpret_cast<const void*>(Kernel), grid, block, smem, stream, body, &pack);
+}
+#else
+template <auto Kernel, typename... Args>
+inline void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const Args&... args) {
+  Kernel<<<grid, block, smem, stream>>>(args...);
+}
+#endif
+
+}  // namespace foldcore
