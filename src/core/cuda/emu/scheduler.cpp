@@ -206,9 +206,10 @@ bool complete_warp_groups(Run& r) {
   const int warps = (static_cast<int>(r.threads.size()) + 31) / 32;
   for (int w = 0; w < warps; ++w) {
     const int n = lanes_in_warp(r, w);
+    unsigned not_ready_mask = 0;  // a mask already found incomplete in this warp: skip its lanes
     for (int l = 0; l < n; ++l) {
       EmuThread& t = lane_thread(r, w, l);
-      if (t.state != State::warp) continue;
+      if (t.state != State::warp || (not_ready_mask != 0 && t.mask == not_ready_mask)) continue;
       bool ready = true;
       for (int m = 0; m < 32 && ready; ++m) {
         if (!(t.mask >> m & 1u)) continue;
@@ -222,6 +223,8 @@ bool complete_warp_groups(Run& r) {
       if (ready && (t.mask >> l & 1u)) {
         complete_group(r, w, t.mask);
         progress = true;
+      } else if (!ready) {
+        not_ready_mask = t.mask;
       }
     }
   }
