@@ -10,7 +10,7 @@ ROOT=$PWD
 WORK=${EMU_MUTATION_DIR:-$ROOT/build-mutation}
 JOBS=${JOBS:-$(nproc)}
 SRC=$WORK/src
-BUILD=$WORK/build
+BUILD=$SRC/build-emu  # same layout as build-emu/ in the checkout, so the compiler cache hits
 
 # A copy of the working tree (tracked and untracked, not ignored files), so the faults never
 # touch the checkout.
