@@ -32,6 +32,7 @@ void register_commands(CLI::App& app) {
   add_bert_command(app);
   add_bert_data_command(app);
   add_preprocess_command(app);
+  add_serve_command(app);
 }
 
 }  // namespace foldcore::apps

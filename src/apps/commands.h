@@ -21,6 +21,7 @@ void add_predict_command(CLI::App& app);
 void add_bert_command(CLI::App& app);
 void add_bert_data_command(CLI::App& app);
 void add_preprocess_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 // Sets the subcommand's callback to `action`; an Error or std::exception from it is printed as
 // "foldcore <name>: error: <what>" and the program exits with status 1.
