@@ -113,6 +113,8 @@ int run_serve(const ServeArgs& a) {
   JobStore store(a.jobs_dir);
   if (const int n = store.recover_after_restart())
     log::warn("serve: ", n, " job(s) were running when the server last stopped; queued again");
+  if (const int n = store.remove_orphan_dirs())
+    log::info("serve: removed ", n, " job folder(s) without a job (an interrupted submission or delete)");
   Worker worker(store, predictor, wo);
 
   ApiOptions ao;

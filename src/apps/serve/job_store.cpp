@@ -196,6 +196,21 @@ int JobStore::recover_after_restart() {
   return sqlite3_changes(db_);
 }
 
+int JobStore::remove_orphan_dirs() {
+  std::lock_guard lock(mu_);
+  int removed = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir_) / "jobs", ec)) {
+    Stmt s(db_, "SELECT 1 FROM jobs WHERE id = ?");
+    s.bind(e.path().filename().string());
+    if (s.step()) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+    ++removed;
+  }
+  return removed;
+}
+
 JobStore::Admit JobStore::submit(const Job& job, int64_t max_queue) {
   std::lock_guard lock(mu_);
   Transaction tx(db_);

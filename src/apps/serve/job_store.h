@@ -51,6 +51,10 @@ class JobStore {
 
   // Running jobs (the process died mid-job) back to queued, ahead of newer jobs; returns how many.
   int recover_after_restart();
+  // Removes folders under jobs/ that have no row: a submission interrupted between writing its
+  // input and committing its row (never acknowledged), or a delete interrupted after its commit.
+  // Call before the server takes requests; returns how many.
+  int remove_orphan_dirs();
 
   enum class Admit { kAdmitted, kQueueFull };
   // Inserts a queued job unless `max_queue` jobs are queued already (count and insert in one
