@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -19,6 +20,15 @@ void set_action(CLI::App* sub, std::function<int()> action) {
     }
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
 }
 
 void register_commands(CLI::App& app) {

@@ -34,18 +34,6 @@
 #endif
 
 namespace foldcore::apps {
-namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-}  // namespace
 
 void add_predict_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(

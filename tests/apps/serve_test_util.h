@@ -21,35 +21,15 @@
 #include <thread>
 #include <vector>
 
+#include "apps_test_util.h"
+
 namespace foldcore::serve_test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-inline fs::path build_dir() { return fs::read_symlink("/proc/self/exe").parent_path().parent_path(); }
-
-inline std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A scratch folder named after the running test, removed afterwards.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& tag) {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("foldcore_" + tag + "_" + std::to_string(::getpid()) + "_" + (info ? info->name() : "suite"));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using apps_test::build_dir;
+using apps_test::read_file;
+using ScratchDir = apps_test::TempDir;
 
 // The fast model of the tests: configs/model/tiny.yaml with random parameters.
 inline std::vector<std::string> tiny_model_args() {
@@ -81,7 +61,7 @@ class ServeProcess {
     const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+)/)");
     while (std::chrono::steady_clock::now() < deadline) {
       std::smatch m;
-      const std::string text = read_text(log_);
+      const std::string text = read_file(log_);
       if (std::regex_search(text, m, listening)) {
         port_ = std::stoi(m[1]);
         return;
@@ -93,7 +73,7 @@ class ServeProcess {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    ADD_FAILURE() << "foldcore serve did not start; its log:\n" << read_text(log_);
+    ADD_FAILURE() << "foldcore serve did not start; its log:\n" << read_file(log_);
   }
   ~ServeProcess() { kill(SIGKILL); }
   // Numbers the servers of one test process: each gets its own log, so a restarted server on the
@@ -107,7 +87,7 @@ class ServeProcess {
 
   bool ok() const { return port_ > 0; }
   int port() const { return port_; }
-  std::string log() const { return read_text(log_); }
+  std::string log() const { return read_file(log_); }
   httplib::Client client(const std::string& token = "") const {
     httplib::Client c("127.0.0.1", port_);
     c.set_connection_timeout(5);

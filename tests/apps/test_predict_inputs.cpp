@@ -13,6 +13,7 @@
 #include <string>
 
 #include "apps/memory_estimate.h"
+#include "apps_test_util.h"
 #include "data_pipeline/pdb_reader.h"
 
 namespace fs = std::filesystem;
@@ -21,15 +22,14 @@ namespace {
 
 const std::string kQuery73 = "MAAHKGAEHHHKAAEHHEQAAKHHHAAAEHHEKGEHEQAAHHADTAYAHHKHAEEHAAQAAKHDAEHHAPKPH";
 
-std::string foldcore_binary() { return (fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "foldcore").string(); }
+using foldcore::apps_test::foldcore_binary;
+using foldcore::apps_test::read_file;
+
 std::string source(const std::string& rel) { return std::string(FOLDCORE_SOURCE_DIR) + "/" + rel; }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+struct TempDir : foldcore::apps_test::TempDir {
+  TempDir() : foldcore::apps_test::TempDir("test_predict_inputs") {}
+};
 
 struct PredictRun {
   int rc = -1;
@@ -44,21 +44,6 @@ PredictRun predict(const std::string& args, const fs::path& dir) {
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(log)};
 }
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("foldcore_test_predict_inputs_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 int64_t msa_rows_logged(const std::string& log) {
   std::smatch m;

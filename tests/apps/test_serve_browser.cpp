@@ -29,7 +29,7 @@ TEST(ServeBrowser, SubmitExampleAndViewResult) {
                           (src / "web").string() + " " + (src / "examples" / "query73" / "query.fasta").string() +
                           " > " + log.string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
-  const std::string out = read_text(log);
+  const std::string out = read_file(log);
   std::printf("%s", out.c_str());
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << out << "\nserver log:\n" << server.log();
   EXPECT_NE(out.find("PASS"), std::string::npos) << out;

@@ -141,7 +141,7 @@ TEST(ServeLocalMsa, SearchesLocalDatabasesPerJob) {
   ServeProcess server(dir.path() / "jobs", args);
   ASSERT_TRUE(server.ok());
   auto c = server.client();
-  auto r = c.Post("/api/jobs", read_text(fs::path(FOLDCORE_SOURCE_DIR) / "examples/query73/query.fasta"), "text/plain");
+  auto r = c.Post("/api/jobs", read_file(fs::path(FOLDCORE_SOURCE_DIR) / "examples/query73/query.fasta"), "text/plain");
   ASSERT_TRUE(r && r->status == 201) << (r ? r->body : "no answer");
   const std::string id = json::parse(r->body)["id"];
   const json job = wait_job(c, id, finished, 300);
