@@ -114,6 +114,14 @@ int run_serve(const ServeArgs& a) {
   ao.max_length = max_length;
   ao.max_body_bytes = static_cast<size_t>(a.max_body_mb) << 20;
   ao.web_dir = a.web_dir.empty() ? default_web_dir() : a.web_dir;
+  if (!std::filesystem::is_regular_file(std::filesystem::path(ao.web_dir) / "index.html")) {
+    // A page asked for by name must be there; the default one may be missing (a build without
+    // web/node_modules): the API works without it.
+    FC_CHECK(a.web_dir.empty(), "--web_dir ", a.web_dir, ": no index.html there");
+    log::warn("serve: no page in ", ao.web_dir, " (run scripts/setup.sh, which runs `npm ci` in web/, then "
+              "rebuild); the API works without it");
+    ao.web_dir.clear();
+  }
   ao.device = po.device.str();
   ao.model_names = po.model_names;
   ao.msa_mode = a.msa_mode;

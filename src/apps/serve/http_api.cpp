@@ -183,11 +183,7 @@ void Api::install(httplib::Server& server) {
   server.Get(R"(/api/jobs/([^/]+)/files/(.*))", [this](const httplib::Request& q, httplib::Response& r) { file(q, r); });
   server.Get("/api/health", [this](const httplib::Request& q, httplib::Response& r) { health(q, r); });
   server.Get("/metrics", [this](const httplib::Request& q, httplib::Response& r) { metrics(q, r); });
-  if (!o_.web_dir.empty()) {
-    FC_CHECK(fs::is_regular_file(fs::path(o_.web_dir) / "index.html"), "--web_dir ", o_.web_dir,
-             ": no index.html (build the `foldcore_web` target, which needs `npm ci` in web/)");
-    server.set_mount_point("/", o_.web_dir);
-  }
+  if (!o_.web_dir.empty()) server.set_mount_point("/", o_.web_dir);
 }
 
 void Api::submit(const httplib::Request& req, httplib::Response& res) {
