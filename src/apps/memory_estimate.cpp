@@ -9,9 +9,6 @@
 
 #include "core/error.h"
 
-#ifdef FOLDCORE_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace foldcore::apps {
 
@@ -58,16 +55,7 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
 }
 
 int64_t device_memory_limit(Device device) {
-  if (device.is_cuda()) {
-#ifdef FOLDCORE_HAVE_CUDA
-    size_t free_bytes = 0, total_bytes = 0;
-    set_device(device);
-    FC_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess, "cannot query the memory of ", device.str());
-    return static_cast<int64_t>(total_bytes);
-#else
-    FC_THROW("this foldcore was built without CUDA; ", device.str(), " is unavailable");
-#endif
-  }
+  if (device.is_cuda()) return static_cast<int64_t>(cuda_total_memory(device));
   int64_t limit = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(::sysconf(_SC_PAGE_SIZE));
   // A container's cgroup (v2) limit is what the kernel enforces when lower than the RAM.
   std::ifstream cg("/sys/fs/cgroup/memory.max");

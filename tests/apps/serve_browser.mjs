@@ -5,7 +5,8 @@
 // Checks: the page loads without script errors; live validation flags a bad letter and disables
 // the button; the example sequence is submitted; the job appears in the list and reaches done;
 // the 3D viewer drew a non-empty canvas (pixels other than the background); the PAE and pLDDT
-// images loaded; the scores are shown. Saves a screenshot. Exit 0 only when every check passed.
+// images loaded; the scores are shown; at a phone's width nothing is wider than the screen.
+// Saves a laptop and a phone screenshot. Exit 0 only when every check passed.
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -113,7 +114,17 @@ try {
   if (errors.length) fail(`script errors on the page: ${errors.join(' | ')}`);
   fs.mkdirSync(path.dirname(screenshot), { recursive: true });
   await page.screenshot({ path: screenshot, fullPage: true });
-  console.log(`PASS: screenshot ${screenshot}`);
+
+  // A phone's width: one column, nothing wider than the screen (no sideways scrolling).
+  await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+  await new Promise((r) => setTimeout(r, 300));
+  const phone = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth,
+                                             viewer: document.getElementById('viewer').getBoundingClientRect().width }));
+  if (phone.scroll > phone.inner + 1) fail(`the page is wider than a phone screen: ${JSON.stringify(phone)}`);
+  if (phone.viewer < 200) fail(`the viewer is too narrow on a phone: ${JSON.stringify(phone)}`);
+  const phoneShot = screenshot.replace(/\.png$/, '_phone.png');
+  await page.screenshot({ path: phoneShot, fullPage: true });
+  console.log(`PASS: screenshots ${screenshot} ${phoneShot}`);
 } catch (e) {
   console.error(`FAIL: ${e.message}`);
   status = 1;

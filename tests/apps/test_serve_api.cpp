@@ -159,6 +159,23 @@ TEST_F(ServeApi, JsonSubmissionWithA3m) {
   EXPECT_TRUE(job["has_a3m"].get<bool>());
 }
 
+// An A3M that passes the submission check (its first row is the sequence) but not the
+// pipeline's parser: the job fails with the parser's message, and the worker goes on.
+TEST_F(ServeApi, JobThatFailsReportsTheErrorAndTheWorkerGoesOn) {
+  auto c = server_->client();
+  auto r = c.Post("/api/jobs", json{{"sequence", "MKTAYIAKQRQ"}, {"a3m", ">q\nMKTAYIAKQRQ\n>short\nMKT\n"}}.dump(),
+                  "application/json");
+  ASSERT_TRUE(r && r->status == 201) << (r ? r->body : "");
+  const json failed = wait_job(c, json::parse(r->body)["id"], finished, 300);
+  EXPECT_EQ(failed.value("status", ""), "failed") << failed.dump();
+  EXPECT_NE(failed.value("error", "").find("upload.a3m"), std::string::npos) << failed.dump();
+  EXPECT_NE(failed.value("error", "").find("aligned columns"), std::string::npos) << failed.dump();
+  EXPECT_TRUE(failed["files"].empty());
+  auto next = submit(c, "after_failure", test_sequence(15));
+  ASSERT_TRUE(next && next->status == 201);
+  EXPECT_EQ(wait_job(c, json::parse(next->body)["id"], finished, 300).value("status", ""), "done");
+}
+
 TEST_F(ServeApi, CancelQueuedAndRunningThenDelete) {
   auto c = server_->client();
   // A longer job (seconds with the tiny model) keeps the worker busy while the next ones wait.
