@@ -75,8 +75,6 @@ TEST(ServeLoad, ConcurrentStatusAndSubmissions) {
   EXPECT_EQ(other.load(), 0);
   EXPECT_EQ(status_ok.load(), kStatus);
   EXPECT_EQ(static_cast<int>(accepted.size()) + refused.load(), kSubmit);
-  EXPECT_LE(accepted.size(), 20u);
-  EXPECT_GE(refused.load(), kSubmit - 20 - 1);  // the occupant may finish and free one place
   ASSERT_EQ(latencies_ms.size(), static_cast<size_t>(kStatus));
   std::sort(latencies_ms.begin(), latencies_ms.end());
   const double p50 = latencies_ms[latencies_ms.size() / 2], p99 = latencies_ms[latencies_ms.size() * 99 / 100];
@@ -92,6 +90,14 @@ TEST(ServeLoad, ConcurrentStatusAndSubmissions) {
   for (const json& j : listed["jobs"]) stored.insert(j["id"].get<std::string>());
   for (const std::string& id : accepted) EXPECT_TRUE(stored.count(id)) << id << " was accepted but is not stored";
   EXPECT_EQ(stored.size(), accepted.size() + 1);
+  // At most 20 waited at any moment: beyond 20, only as many were accepted as left the queue for
+  // the worker meanwhile (none, unless the occupant finished during the burst).
+  int64_t left_queue = 0;
+  for (const json& j : listed["jobs"])
+    if (accepted.count(j["id"].get<std::string>()) && j["status"] != "queued") ++left_queue;
+  EXPECT_LE(static_cast<int64_t>(accepted.size()), 20 + left_queue);
+  EXPECT_GE(refused.load(), kSubmit - 20 - left_queue);
+  EXPECT_GT(refused.load(), 0);
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m && m->status == 200);
   EXPECT_NE(m->body.find("foldcore_submissions_refused_total{reason=\"queue_full\"} " + std::to_string(refused.load())),
