@@ -95,16 +95,6 @@ std::string find_alignment_file(const std::string& dir, const std::vector<std::s
 
 namespace {
 
-std::string require_alignment(const std::string& dir, const std::vector<std::string>& names) {
-  std::string p = find_alignment_file(dir, names);
-  if (p.empty()) {
-    std::string list;
-    for (const std::string& n : names) list += (list.empty() ? "" : " or ") + (std::filesystem::path(dir) / n).string();
-    FC_THROW("msa_dir ", dir, ": missing alignment file ", list);
-  }
-  return p;
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -134,21 +124,46 @@ MonomerPipelineResult run_monomer_pipeline(const MonomerPipelineOptions& options
   const std::string& description = records[0].description;
   FC_CHECK(!query.empty(), options.fasta_path, ": empty sequence");
 
-  FC_CHECK(std::filesystem::is_directory(options.msa_dir), "msa_dir ", options.msa_dir, " is not a folder");
   MonomerPipelineResult result;
-  const std::string uniref_path = require_alignment(options.msa_dir, {"uniref90_hits.sto", "uniref90_hits.a3m"});
-  const std::string bfd_path = require_alignment(
-      options.msa_dir, {"bfd_uniref_hits.a3m", "bfd_uniclust_hits.a3m", "small_bfd_hits.sto", "bfd_uniref_hits.sto"});
-  const std::string mgnify_path = require_alignment(options.msa_dir, {"mgnify_hits.sto", "mgnify_hits.a3m"});
-  // AlphaFold truncates uniref90 and mgnify (Msa.truncate after parsing; reading only the first
-  // rows is the same) and keeps the whole BFD alignment.
-  const Msa uniref = read_query_alignment(uniref_path, query, options.uniref_max_hits);
-  const Msa bfd = read_query_alignment(bfd_path, query, 0);
-  const Msa mgnify = read_query_alignment(mgnify_path, query, options.mgnify_max_hits);
-  result.msa_files = {uniref_path, bfd_path, mgnify_path};
+  // AlphaFold's merge order (uniref90, BFD, MGnify); each database is optional, so a search
+  // against some of them, or one uploaded A3M, is enough. AlphaFold truncates uniref90 and mgnify
+  // (Msa.truncate after parsing; reading only the first rows is the same) and keeps the whole BFD.
+  struct Source {
+    std::vector<std::string> names;
+    size_t max_hits;
+  };
+  const Source sources[] = {
+      {{"uniref90_hits.sto", "uniref90_hits.a3m"}, options.uniref_max_hits},
+      {{"bfd_uniref_hits.a3m", "bfd_uniclust_hits.a3m", "small_bfd_hits.sto", "bfd_uniref_hits.sto"}, 0},
+      {{"mgnify_hits.sto", "mgnify_hits.a3m"}, options.mgnify_max_hits},
+  };
+  std::vector<Msa> msas;
+  if (!options.msa_dir.empty()) {
+    FC_CHECK(std::filesystem::is_directory(options.msa_dir), "msa_dir ", options.msa_dir, " is not a folder");
+    for (const Source& src : sources) {
+      const std::string path = find_alignment_file(options.msa_dir, src.names);
+      if (path.empty()) continue;
+      msas.push_back(read_query_alignment(path, query, src.max_hits));
+      result.msa_files.push_back(path);
+    }
+  }
+  for (const std::string& path : options.extra_alignments) {
+    FC_CHECK(std::filesystem::is_regular_file(path), path, ": alignment file not found");
+    msas.push_back(read_query_alignment(path, query, 0, "FASTA sequence of " + options.fasta_path));
+    result.msa_files.push_back(path);
+  }
+  if (msas.empty()) {
+    std::string list;
+    for (const Source& src : sources)
+      for (const std::string& n : src.names) list += (list.empty() ? "" : ", ") + n;
+    FC_THROW("msa_dir ", options.msa_dir.empty() ? "(none)" : options.msa_dir,
+             ": missing alignment file: none of ", list, " is there and no other alignment was given");
+  }
+  std::vector<const Msa*> msa_ptrs;
+  for (const Msa& m : msas) msa_ptrs.push_back(&m);
 
   FeatureDict features = make_sequence_features(query, description);
-  features.update(make_msa_features({&uniref, &bfd, &mgnify}));
+  features.update(make_msa_features(msa_ptrs));
 
   if (!options.template_hits_path.empty()) {
     const std::vector<TemplateHit> hits = read_hhr(options.template_hits_path);

@@ -77,8 +77,12 @@ struct MonomerPipelineOptions {
   std::string fasta_path;  // exactly one protein sequence
   // Folder with AlphaFold's alignment file names: uniref90_hits.sto, mgnify_hits.sto, and
   // bfd_uniref_hits.a3m or bfd_uniclust_hits.a3m or small_bfd_hits.sto (first found). Each is
-  // read plain or gzip, also under the name with ".gz" appended.
+  // read plain or gzip, also under the name with ".gz" appended. Any subset of the three may be
+  // present (a reduced search, or only some databases installed); "" = no folder.
   std::string msa_dir;
+  // Further alignments (e.g. one ColabFold-style .a3m), merged after the folder's files. At least
+  // one alignment must come from msa_dir or here.
+  std::vector<std::string> extra_alignments;
   size_t uniref_max_hits = 10000;  // AlphaFold's defaults
   size_t mgnify_max_hits = 501;
   // Templates (optional): an hhsearch .hhr file; needs mmcif_dir and max_template_date.
@@ -94,7 +98,7 @@ struct MonomerPipelineResult {
 
 // DataPipeline.process for a monomer: {sequence features, MSA features, template features}.
 // Errors (foldcore::Error) name the offending file: an empty FASTA or one with several records,
-// non-amino-acid letters, a missing alignment file, an alignment whose query row differs from the
+// non-amino-acid letters, no alignment file at all, an alignment whose query row differs from the
 // FASTA sequence, malformed inputs. Template hits that cannot be featurised (missing mmCIF, date,
 // prefilter, realignment failure) are reported in template_reports, not thrown.
 MonomerPipelineResult run_monomer_pipeline(const MonomerPipelineOptions& options);

@@ -7,6 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libopenblas-dev libopenblas-openmp-dev libomp-dev zlib1g-dev
   libhdf5-dev libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libcpp-httplib-dev
+  libsqlite3-dev chromium
   libopenmpi-dev openmpi-bin
   librdkit-dev libboost-dev
   googletest libgtest-dev libgmock-dev
@@ -34,6 +35,15 @@ fi
 # newer Node from elsewhere, which Debian's npm package would conflict with.
 if ! command -v npm >/dev/null; then
   ${SUDO:-} apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+
+# The page of `serve`: 3Dmol.js (copied into build/web/ by the build) and puppeteer-core (the
+# browser test), exactly the versions in web/package-lock.json. Skipped when node_modules was
+# installed after the lock file last changed (npm writes node_modules/.package-lock.json).
+WEB="$(cd "$(dirname "$0")/.." && pwd)/web"
+if [ ! -f "$WEB/node_modules/.package-lock.json" ] || [ "$WEB/package-lock.json" -nt "$WEB/node_modules/.package-lock.json" ]; then
+  echo "setup: npm ci in web/"
+  (cd "$WEB" && npm ci --no-audit --no-fund)
 fi
 
 if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then

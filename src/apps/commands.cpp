@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -21,6 +22,15 @@ void set_action(CLI::App* sub, std::function<int()> action) {
   });
 }
 
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
 void register_commands(CLI::App& app) {
   add_info_command(app);
   add_smoke_command(app);
@@ -32,6 +42,7 @@ void register_commands(CLI::App& app) {
   add_bert_command(app);
   add_bert_data_command(app);
   add_preprocess_command(app);
+  add_serve_command(app);
 }
 
 }  // namespace foldcore::apps

@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace foldcore::apps {
 
@@ -21,9 +23,13 @@ void add_predict_command(CLI::App& app);
 void add_bert_command(CLI::App& app);
 void add_bert_data_command(CLI::App& app);
 void add_preprocess_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 // Sets the subcommand's callback to `action`; an Error or std::exception from it is printed as
 // "foldcore <name>: error: <what>" and the program exits with status 1.
 void set_action(CLI::App* sub, std::function<int()> action);
+
+// "a,b,,c" → {"a", "b", "c"}: the comma-separated lists of --model_names and --fasta_paths.
+std::vector<std::string> split_commas(const std::string& s);
 
 }  // namespace foldcore::apps

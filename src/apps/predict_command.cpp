@@ -1,15 +1,17 @@
 // `foldcore predict`: FASTA → AlphaFold2 structure predictions, following run_alphafold.py.
 //
 //   foldcore predict --fasta_paths a.fasta,b.fasta --output_dir O --data_dir D
-//       [--model_names model_1_ptm,…] [--use_precomputed_msas] [--num_recycles N]
+//       [--model_names model_1_ptm,…] [--use_precomputed_msas] [--msa F.a3m] [--num_recycles N]
 //       [--random_seed S] [--device cpu|cuda:0] [--precision fp32|bf16] [--chunk_size C]
 //       [--benchmark] [--random_params SEED] [--ranking_by plddt|ptm] [--model_config F.yaml]
 //
 // Per FASTA (one protein chain; target name = file stem; output folder O/<target>, skipped when
 // it holds a `done` marker):
-//   1. raw features (data_pipeline/features.h): with --use_precomputed_msas from AlphaFold's
-//      alignment files in O/<target>/msas/ (the search itself is `foldcore msa`), otherwise
-//      single-sequence mode (the query as the only MSA row, no templates);
+//   1. raw features (data_pipeline/features.h): with --use_precomputed_msas from any subset of
+//      AlphaFold's alignment files in O/<target>/msas/ (the search itself is `foldcore msa`),
+//      and/or one alignment given with --msa F.a3m (ColabFold style), otherwise single-sequence
+//      mode (the query as the only MSA row, no templates); then the memory estimate
+//      (memory_estimate.h) refuses a target that cannot fit on the device;
 //   2. per model: processed features (AlphaFold's inference input pipeline, seeded with
 //      random_seed + model index), then the model (parameters from D/params/params_<model>.npz,
 //      or random ones with --random_params: loud warnings everywhere), num_recycles recycles;
@@ -32,25 +34,13 @@
 #endif
 
 namespace foldcore::apps {
-namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-}  // namespace
 
 void add_predict_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "predict", "Predict structures with AlphaFold2 from FASTA files (AlphaFold's output layout and formats)");
   struct Args {
     std::string fasta_paths, output_dir, data_dir, model_names = "model_1_ptm", device = "cpu", precision = "fp32";
-    std::string ranking_by = "plddt", model_config, template_mmcif_dir, max_template_date;
+    std::string ranking_by = "plddt", model_config, template_mmcif_dir, max_template_date, msa;
     bool use_precomputed_msas = false, benchmark = false;
     int64_t num_recycles = 3, chunk_size = 0, random_seed = 0;
     int64_t random_params = -1;
@@ -63,6 +53,9 @@ void add_predict_command(CLI::App& app) {
   sub->add_flag("--use_precomputed_msas", a->use_precomputed_msas,
                 "read alignments from <output_dir>/<target>/msas/ (AlphaFold's file names); without it the "
                 "prediction runs in single-sequence mode");
+  sub->add_option("--msa", a->msa,
+                  "one alignment (.a3m, e.g. ColabFold's; or .sto) for the single FASTA file, used with or "
+                  "without --use_precomputed_msas");
   sub->add_option("--template_mmcif_dir", a->template_mmcif_dir,
                   "mmCIF folder for the template hits in msas/pdb70_hits.hhr (needs --use_precomputed_msas)");
   sub->add_option("--max_template_date", a->max_template_date, "YYYY-MM-DD: templates released later are skipped");
@@ -101,6 +94,7 @@ void add_predict_command(CLI::App& app) {
     o.model_config = a->model_config;
     o.template_mmcif_dir = a->template_mmcif_dir;
     o.max_template_date = a->max_template_date;
+    o.msa_a3m = a->msa;
     FC_CHECK(o.template_mmcif_dir.empty() || o.use_precomputed_msas,
              "--template_mmcif_dir needs --use_precomputed_msas (the hits come from msas/pdb70_hits.hhr)");
     run_predict(o);

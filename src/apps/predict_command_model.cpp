@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "apps/memory_estimate.h"
 #include "apps/predict_outputs.h"
 #include "autograd/param_store.h"
 #include "core/error.h"
@@ -31,8 +32,8 @@ std::string random_params_warning(uint64_t seed) {
          "): this is NOT a real structure prediction; coordinates and confidences are meaningless";
 }
 
-TargetFeatures target_features(const std::string& fasta_path, const std::string& msa_dir, bool use_precomputed_msas,
-                               const std::string& template_mmcif_dir, const std::string& max_template_date) {
+TargetFeatures target_features(const TargetInputs& in) {
+  const std::string& fasta_path = in.fasta_path;
   TargetFeatures t;
   t.target = fs::path(fasta_path).stem().string();
   FC_CHECK(!t.target.empty(), fasta_path, ": cannot derive a target name from the file name");
@@ -45,22 +46,24 @@ TargetFeatures target_features(const std::string& fasta_path, const std::string&
   FC_CHECK(!records[0].sequence.empty(), fasta_path, ": the sequence is empty");
   t.description = records[0].description;
   t.sequence = records[0].sequence;
-  if (use_precomputed_msas) {
-    FC_CHECK(fs::is_directory(msa_dir), fasta_path, ": --use_precomputed_msas, but the alignment folder ", msa_dir,
-             " does not exist (run `foldcore msa` first)");
+  if (!in.msa_dir.empty() || !in.extra_alignments.empty()) {
+    FC_CHECK(in.msa_dir.empty() || fs::is_directory(in.msa_dir), fasta_path,
+             ": --use_precomputed_msas, but the alignment folder ", in.msa_dir,
+             " does not exist (run `foldcore msa` first, or pass --msa F.a3m)");
     data::MonomerPipelineOptions o;
     o.fasta_path = fasta_path;
-    o.msa_dir = msa_dir;
-    if (!template_mmcif_dir.empty()) {
-      FC_CHECK(fs::is_directory(template_mmcif_dir), "--template_mmcif_dir ", template_mmcif_dir,
+    o.msa_dir = in.msa_dir;
+    o.extra_alignments = in.extra_alignments;
+    if (!in.template_mmcif_dir.empty()) {
+      FC_CHECK(fs::is_directory(in.template_mmcif_dir), "--template_mmcif_dir ", in.template_mmcif_dir,
                " is not a directory");
-      FC_CHECK(!max_template_date.empty(), "--template_mmcif_dir needs --max_template_date (YYYY-MM-DD)");
-      const fs::path hits = fs::path(msa_dir) / "pdb70_hits.hhr";
+      FC_CHECK(!in.max_template_date.empty(), "--template_mmcif_dir needs --max_template_date (YYYY-MM-DD)");
+      const fs::path hits = fs::path(in.msa_dir) / "pdb70_hits.hhr";
       FC_CHECK(fs::exists(hits), fasta_path, ": --template_mmcif_dir given, but ", hits.string(),
                " does not exist (run `foldcore msa` with a template search first)");
       o.template_hits_path = hits.string();
-      o.templates.mmcif_dir = template_mmcif_dir;
-      o.templates.max_template_date = max_template_date;
+      o.templates.mmcif_dir = in.template_mmcif_dir;
+      o.templates.max_template_date = in.max_template_date;
     }
     data::MonomerPipelineResult r = data::run_monomer_pipeline(o);
     for (const data::TemplateHitReport& rep : r.template_reports)
@@ -112,6 +115,8 @@ af2::Af2Config load_config_file(const std::string& path) {
 #endif
 }
 
+}  // namespace
+
 // An AlphaFold model with its parameter storage; kept for every target.
 struct LoadedModel {
   explicit LoadedModel(Device device, uint64_t seed) : params(device), init_rng(seed) {}
@@ -121,6 +126,8 @@ struct LoadedModel {
   Generator init_rng;
   std::unique_ptr<af2::AlphaFold> model;
 };
+
+namespace {
 
 std::unique_ptr<LoadedModel> load_model(const std::string& name, const PredictOptions& o) {
   auto m = std::make_unique<LoadedModel>(o.device, o.random_params_seed);
@@ -224,25 +231,131 @@ ModelPrediction to_prediction(const std::string& name, const af2::Af2Config& con
 
 }  // namespace
 
-void run_predict(const PredictOptions& o) {
-  FC_CHECK(!o.fasta_paths.empty(), "--fasta_paths: no FASTA file given");
+Predictor::Predictor(PredictOptions options) : o_(std::move(options)) {
+  const PredictOptions& o = o_;
   FC_CHECK(!o.model_names.empty(), "--model_names: no model given");
   FC_CHECK(o.num_recycles >= 0, "--num_recycles must be >= 0, got ", o.num_recycles);
   FC_CHECK(o.chunk_size >= 0, "--chunk_size must be >= 0, got ", o.chunk_size);
   FC_CHECK(o.precision == "fp32" || o.precision == "bf16", "--precision must be fp32 or bf16, got '", o.precision, "'");
   FC_CHECK(o.ranking_by == "plddt" || o.ranking_by == "ptm", "--ranking_by must be plddt or ptm, got '",
            o.ranking_by, "'");
+  warning_ = o.random_params ? random_params_warning(o.random_params_seed) : "";
+  if (o.random_params)
+    for (int i = 0; i < 3; ++i) log::warn("predict: ", warning_);
+}
+
+Predictor::~Predictor() = default;
+
+LoadedModel& Predictor::model(const std::string& name) {
+  std::unique_ptr<LoadedModel>& m = models_[name];
+  if (!m) m = load_model(name, o_);
+  return *m;
+}
+
+void Predictor::load_models() {
+  for (const std::string& name : o_.model_names) model(name);
+}
+
+const af2::Af2Config& Predictor::config(const std::string& model_name) { return model(model_name).config; }
+
+int64_t Predictor::num_params(const std::string& model_name) { return model(model_name).params.num_elements(); }
+
+TargetSummary Predictor::predict_target(const TargetInputs& in, const std::string& target_dir_path,
+                                        const PredictProgress& progress) {
+  const PredictOptions& o = o_;
+  auto report = [&](const std::string& stage, double fraction) {
+    if (progress) progress(stage, fraction);
+  };
+  const fs::path target_dir(target_dir_path);
+  TargetOutputs out;
+  out.ranking_by = o.ranking_by;
+  out.warning = warning_;
+  WallTimer timer;
+  report("features", 0.0);
+  const TargetFeatures tf = target_features(in);
+  out.target = tf.target;
+  out.timings.emplace_back("features", timer.seconds());
+  out.sequence = tf.sequence;
+  const data::NpyArray& msa = tf.raw.at("msa");
+  out.msa_rows = msa.shape.at(0);
+  const int64_t n_res = static_cast<int64_t>(tf.sequence.size());
+  // Refuse what cannot fit before the processed features and the activations are allocated.
+  for (const std::string& name : o.model_names)
+    check_fits_in_memory(in.fasta_path, model(name).config, n_res, out.msa_rows, o.num_recycles + 1,
+                         model(name).params.num_elements(), o.device);
+  const int32_t* codes = msa.as<int32_t>();
+  out.msa.assign(codes, codes + msa.numel());
+  log::info("predict: ", tf.target, ": ", n_res, " residues, ", out.msa_rows, " MSA rows");
+
+  // Progress: features 5 %, the models share 5..90 % evenly (processing, then each recycling
+  // iteration, the structure/heads inside the last one), writing the last 10 %.
+  const double per_model = 0.85 / static_cast<double>(o.model_names.size());
+  for (size_t mi = 0; mi < o.model_names.size(); ++mi) {
+    const std::string& name = o.model_names[mi];
+    const double base = 0.05 + per_model * static_cast<double>(mi);
+    report("model " + name, base);
+    const LoadedModel& m = model(name);
+    // AlphaFold seeds each model's feature processing differently (random_seed + model index).
+    const uint64_t seed = static_cast<uint64_t>(o.random_seed) + mi;
+    timer.reset();
+    TempFile processed{(fs::temp_directory_path() / ("foldcore_predict_" + std::to_string(::getpid()) + "_" +
+                                                      tf.target + "_" + name + "_" + std::to_string(mi) + ".npz"))
+                           .string()};
+    process_features_to_npz(tf.raw, m.config, o.num_recycles + 1, seed, processed.path);
+    const af2::Af2Features features = af2::Af2Features::read_npz(processed.path);
+    out.timings.emplace_back("process_features_" + name, timer.seconds());
+
+    auto on_iteration = [&](int64_t r, int64_t total) {
+      report("recycle " + std::to_string(r + 1) + "/" + std::to_string(total) + " " + name,
+             base + per_model * (0.1 + 0.9 * static_cast<double>(r) / static_cast<double>(total)));
+    };
+    timer.reset();
+    af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device, on_iteration);
+    out.timings.emplace_back("predict_and_compile_" + name, timer.seconds());
+    if (o.benchmark) {
+      timer.reset();
+      outs = m.model->predict(features, o.num_recycles, o.device);
+      out.timings.emplace_back("predict_benchmark_" + name, timer.seconds());
+    }
+    report("structure " + name, base + per_model * 0.99);
+    out.models.push_back(to_prediction(name, m.config, outs, features.iteration(0), seed));
+    log::info("predict: ", tf.target, " ", name, ": mean pLDDT ", out.models.back().mean_plddt(),
+              std::isnan(out.models.back().ptm) ? "" : ", pTM " + std::to_string(out.models.back().ptm), " (",
+              out.timings.back().second, " s)");
+  }
+  report("writing", 0.9);
+  std::error_code ec;
+  fs::create_directories(target_dir, ec);
+  FC_CHECK(!ec, target_dir.string(), ": cannot create the output folder: ", ec.message());
+  write_target_outputs(target_dir.string(), out);
+  log::info("predict: ", tf.target, ": outputs in ", target_dir.string());
+
+  TargetSummary summary;
+  summary.target = tf.target;
+  summary.num_residues = n_res;
+  summary.msa_rows = out.msa_rows;
+  const std::string top = ranked_order(out).front();
+  for (const ModelPrediction& p : out.models)
+    if (p.model_name == top) {
+      summary.mean_plddt = p.mean_plddt();
+      summary.ptm = p.ptm;
+    }
+  report("done", 1.0);
+  return summary;
+}
+
+void run_predict(const PredictOptions& o) {
+  FC_CHECK(!o.fasta_paths.empty(), "--fasta_paths: no FASTA file given");
+  FC_CHECK(o.msa_a3m.empty() || o.fasta_paths.size() == 1, "--msa ", o.msa_a3m,
+           ": one alignment belongs to one target, but ", o.fasta_paths.size(), " FASTA files were given");
+  FC_CHECK(o.msa_a3m.empty() || fs::is_regular_file(o.msa_a3m), "--msa ", o.msa_a3m, ": file not found");
   std::map<std::string, int> stems;
   for (const std::string& f : o.fasta_paths) {
     FC_CHECK(fs::is_regular_file(f), f, ": FASTA file not found");
     FC_CHECK(++stems[fs::path(f).stem().string()] == 1, f, ": another FASTA file has the same name (stem) ",
              fs::path(f).stem().string(), "; output folders would collide");
   }
-  const std::string warning = o.random_params ? random_params_warning(o.random_params_seed) : "";
-  if (o.random_params)
-    for (int i = 0; i < 3; ++i) log::warn("predict: ", warning);
-
-  std::map<std::string, std::unique_ptr<LoadedModel>> models;
+  Predictor predictor(o);
   for (const std::string& fasta : o.fasta_paths) {
     const std::string target = fs::path(fasta).stem().string();
     const fs::path target_dir = fs::path(o.output_dir) / target;
@@ -250,53 +363,13 @@ void run_predict(const PredictOptions& o) {
       log::info("predict: ", target, ": ", (target_dir / "done").string(), " exists, skipping");
       continue;
     }
-    TargetOutputs out;
-    out.target = target;
-    out.ranking_by = o.ranking_by;
-    out.warning = warning;
-    WallTimer timer;
-    const TargetFeatures tf = target_features(fasta, (target_dir / "msas").string(), o.use_precomputed_msas,
-                                              o.template_mmcif_dir, o.max_template_date);
-    out.timings.emplace_back("features", timer.seconds());
-    out.sequence = tf.sequence;
-    const data::NpyArray& msa = tf.raw.at("msa");
-    out.msa_rows = msa.shape.at(0);
-    const int32_t* codes = msa.as<int32_t>();
-    out.msa.assign(codes, codes + msa.numel());
-    log::info("predict: ", target, ": ", tf.sequence.size(), " residues, ", out.msa_rows, " MSA rows");
-
-    for (size_t mi = 0; mi < o.model_names.size(); ++mi) {
-      const std::string& name = o.model_names[mi];
-      if (!models.count(name)) models[name] = load_model(name, o);
-      const LoadedModel& m = *models[name];
-      // AlphaFold seeds each model's feature processing differently (random_seed + model index).
-      const uint64_t seed = static_cast<uint64_t>(o.random_seed) + mi;
-      timer.reset();
-      TempFile processed{(fs::temp_directory_path() / ("foldcore_predict_" + std::to_string(::getpid()) + "_" +
-                                                        target + "_" + name + ".npz"))
-                             .string()};
-      process_features_to_npz(tf.raw, m.config, o.num_recycles + 1, seed, processed.path);
-      const af2::Af2Features features = af2::Af2Features::read_npz(processed.path);
-      out.timings.emplace_back("process_features_" + name, timer.seconds());
-
-      timer.reset();
-      af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device);
-      out.timings.emplace_back("predict_and_compile_" + name, timer.seconds());
-      if (o.benchmark) {
-        timer.reset();
-        outs = m.model->predict(features, o.num_recycles, o.device);
-        out.timings.emplace_back("predict_benchmark_" + name, timer.seconds());
-      }
-      out.models.push_back(to_prediction(name, m.config, outs, features.iteration(0), seed));
-      log::info("predict: ", target, " ", name, ": mean pLDDT ", out.models.back().mean_plddt(),
-                std::isnan(out.models.back().ptm) ? "" : ", pTM " + std::to_string(out.models.back().ptm), " (",
-                out.timings.back().second, " s)");
-    }
-    std::error_code ec;
-    fs::create_directories(target_dir, ec);
-    FC_CHECK(!ec, target_dir.string(), ": cannot create the output folder: ", ec.message());
-    write_target_outputs(target_dir.string(), out);
-    log::info("predict: ", target, ": outputs in ", target_dir.string());
+    TargetInputs in;
+    in.fasta_path = fasta;
+    if (o.use_precomputed_msas) in.msa_dir = (target_dir / "msas").string();
+    if (!o.msa_a3m.empty()) in.extra_alignments = {o.msa_a3m};
+    in.template_mmcif_dir = o.template_mmcif_dir;
+    in.max_template_date = o.max_template_date;
+    predictor.predict_target(in, target_dir.string());
   }
 }
 

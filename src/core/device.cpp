@@ -32,6 +32,11 @@ void set_device(Device d) {
   if (d.is_cuda()) detail::cuda_set_device(d.index);
 }
 
+size_t cuda_total_memory(Device d) {
+  FC_CHECK(d.is_cuda(), "cuda_total_memory: ", d.str(), " is not a CUDA device");
+  return detail::cuda_total_memory(d.index);
+}
+
 void synchronize(Device d) {
   if (d.is_cuda()) detail::cuda_device_synchronize(d.index);
 }

@@ -33,5 +33,7 @@ inline bool cuda_available() { return cuda_device_count() > 0; }
 void set_device(Device d);
 // Waits for all work on device `d` (no-op for cpu).
 void synchronize(Device d);
+// Total memory of CUDA device `d` in bytes; throws Error for cpu or without the CUDA backend.
+size_t cuda_total_memory(Device d);
 
 }  // namespace foldcore

@@ -20,6 +20,7 @@
 // sources are compiled into this test directly for the unit tests below.
 #include "apps/png_plot.h"
 #include "apps/predict_outputs.h"
+#include "apps_test_util.h"
 #include "data_pipeline/mmcif_parser.h"
 #include "data_pipeline/npy.h"
 #include "data_pipeline/pdb_reader.h"
@@ -30,16 +31,15 @@ using nlohmann::json;
 
 namespace {
 
-std::string foldcore_binary() { return (fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "foldcore").string(); }
+using foldcore::apps_test::foldcore_binary;
+using foldcore::apps_test::read_file;
+
+// A scratch folder per test.
+struct TempDir : foldcore::apps_test::TempDir {
+  TempDir() : foldcore::apps_test::TempDir("test_predict") {}
+};
 
 std::string tiny_config() { return std::string(FOLDCORE_SOURCE_DIR) + "/configs/model/tiny.yaml"; }
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_file(const fs::path& p, const std::string& s) {
   fs::create_directories(p.parent_path());
@@ -60,21 +60,6 @@ RunResult run_foldcore(const std::string& args, const fs::path& dir) {
   r.output = read_file(log);
   return r;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("foldcore_test_predict_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 uint32_t be32(const std::string& s, size_t at) {
   return (uint32_t(uint8_t(s[at])) << 24) | (uint32_t(uint8_t(s[at + 1])) << 16) | (uint32_t(uint8_t(s[at + 2])) << 8) |

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data_pipeline/a3m.h"
 #include "data_pipeline/features.h"
 #include "data_pipeline/npy.h"
 #include "data_pipeline/data_test_util.h"
@@ -164,14 +165,45 @@ TEST(Features, BadInputsNameTheFile) {
   const std::string a3m_err = error_of([&] { run_monomer_pipeline(o); });
   EXPECT_NE(a3m_err.find("bfd_uniclust_hits.a3m"), std::string::npos) << a3m_err;
 
-  // A missing alignment file.
+  // Any subset of the alignment files is enough; none at all is an error naming what was looked for.
   fs::remove(a3m);
+  EXPECT_EQ(run_monomer_pipeline(o).msa_files.size(), 2u);
+  fs::remove(fs::path(o.msa_dir) / "uniref90_hits.sto");
+  fs::remove(fs::path(o.msa_dir) / "mgnify_hits.sto");
   const std::string missing = error_of([&] { run_monomer_pipeline(o); });
   EXPECT_NE(missing.find("missing alignment file"), std::string::npos) << missing;
   EXPECT_NE(missing.find("bfd_uniclust_hits.a3m"), std::string::npos) << missing;
 
+  // An extra alignment (an uploaded A3M) of another protein names that file.
+  o.extra_alignments = {dir.file("other.a3m", ">101\nMKTAYIAKQRQ\n")};
+  const std::string extra = error_of([&] { run_monomer_pipeline(o); });
+  EXPECT_NE(extra.find("other.a3m"), std::string::npos) << extra;
+
   o.msa_dir = (dir.path / "nowhere").string();
   EXPECT_NE(error_of([&] { run_monomer_pipeline(o); }).find("nowhere"), std::string::npos);
+}
+
+// A subset of AlphaFold's files (only MGnify) and one ColabFold-style A3M (with its "#len card"
+// header line) each give features on their own; the A3M alone matches the folder's BFD rows.
+TEST(Features, SubsetAndSingleA3mAreAccepted) {
+  ScratchDir dir;
+  MonomerPipelineOptions o = q73_options();
+  const std::string msa = copy_alignments(dir);
+  fs::remove(fs::path(msa) / "uniref90_hits.sto");
+  fs::remove(fs::path(msa) / "bfd_uniclust_hits.a3m");
+  o.msa_dir = msa;
+  const MonomerPipelineResult mgnify_only = run_monomer_pipeline(o);
+  ASSERT_EQ(mgnify_only.msa_files.size(), 1u);
+  EXPECT_GT(mgnify_only.features.at("msa").shape.at(0), 1);
+
+  std::ifstream in(q73("alignments/bfd_uniclust_hits.a3m"));
+  const std::string bfd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string colabfold = dir.file("colabfold.a3m", "#73\t1\n" + bfd);
+  o.msa_dir = "";
+  o.extra_alignments = {colabfold};
+  const MonomerPipelineResult a3m_only = run_monomer_pipeline(o);
+  EXPECT_EQ(a3m_only.msa_files, std::vector<std::string>{colabfold});
+  EXPECT_EQ(a3m_only.features.at("msa").shape.at(0), static_cast<int64_t>(read_a3m(q73("alignments/bfd_uniclust_hits.a3m"), 0).sequences.size()));
 }
 
 }  // namespace

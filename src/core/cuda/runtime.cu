@@ -21,6 +21,13 @@ int cuda_device_count_impl() {
 
 void cuda_set_device(int index) { FC_CUDA_CHECK(cudaSetDevice(index)); }
 
+size_t cuda_total_memory(int index) {
+  FC_CUDA_CHECK(cudaSetDevice(index));
+  size_t free_bytes = 0, total_bytes = 0;
+  FC_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return total_bytes;
+}
+
 void cuda_device_synchronize(int index) {
   FC_CUDA_CHECK(cudaSetDevice(index));
   FC_CUDA_CHECK(cudaDeviceSynchronize());

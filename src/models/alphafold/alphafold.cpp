@@ -109,7 +109,8 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& pr
   return out;
 }
 
-Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles, Device device) const {
+Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles, Device device,
+                              const std::function<void(int64_t, int64_t)>& on_iteration) const {
   FC_CHECK(num_recycles >= 0 && num_recycles < features.num_iterations(), "AlphaFold::predict: ", num_recycles,
            " recycles need ", num_recycles + 1, " feature iterations, ", features.path(), " holds ",
            features.num_iterations());
@@ -120,6 +121,7 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
   std::vector<Tensor> rec_m1, rec_z, rec_x;
   Af2Outputs out;
   for (int64_t r = 0; r <= num_recycles; ++r) {
+    if (on_iteration) on_iteration(r, num_recycles + 1);
     const Af2Batch batch = batch_to(features.iteration(r), device);
     Af2RecycleState next;
     out.clear();  // the previous iteration's outputs are not needed while this one runs

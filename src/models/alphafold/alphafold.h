@@ -9,6 +9,7 @@
 // with it except the recycled state and the outputs kept.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,8 +44,10 @@ class AlphaFold : public nn::Module {
 
   // Inference (no-grad, eval): iterations 0..num_recycles on the feature slices [..., r]; the
   // final iteration's outputs plus recycle_m1 / recycle_z / recycle_x [R, …] (each iteration's
-  // handed-on state) and num_recycles.
-  Af2Outputs predict(const Af2Features& features, int64_t num_recycles, Device device) const;
+  // handed-on state) and num_recycles. `on_iteration(r, num_recycles + 1)`, when given, runs before
+  // iteration r (progress reports; an exception from it aborts the prediction, e.g. a cancel).
+  Af2Outputs predict(const Af2Features& features, int64_t num_recycles, Device device,
+                     const std::function<void(int64_t, int64_t)>& on_iteration = {}) const;
 
   // Every parameter under its official key (prefix "" → "evoformer/…", "structure_module/…").
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "") const;
