@@ -9,7 +9,13 @@
 //
 // bf16 on CUDA vs fp32 on the CPU: the bounds derived in af2_precision_check.h (trunk-head
 // logits within 5%·max|fp32|, pLDDT within 2 points, …); test_af2_model_bf16.cpp checks the same
-// bounds for bf16 on the CPU.
+// bounds for bf16 on the CPU. These runs have no recycling iteration: the fixture's model does
+// not fold, so the bf16 positions are already Å away from the fp32 ones after the first pass,
+// and the recycling embedding bins them into 15 one-hot distance bins — a flipped bin moves the
+// pair, hence the distogram and TM logits, by a discrete step the smooth error model of the bounds
+// does not cover. Measured on the CUDA host emulation: distogram 13%·max|fp32| with one recycle
+// against 1.3% without (CPU bf16 1.4%; CUDA bf16 vs CPU bf16 0.97%), so the kernels agree and the
+// recycled comparison only measures the model's chaos.
 #include <gtest/gtest.h>
 
 #include "af2_precision_check.h"
@@ -20,6 +26,10 @@ namespace {
 // The CPU fp32 run, once per process (ctest runs each test in its own process).
 const Outputs& cpu_fp32() {
   static const Outputs out = run(Device::cpu(), "fp32");
+  return out;
+}
+const Outputs& cpu_fp32_no_recycling() {
+  static const Outputs out = run(Device::cpu(), "fp32", 0);
   return out;
 }
 
@@ -47,7 +57,7 @@ TEST(Af2ModelCuda, Fp32MatchesCpu) {
 
 TEST(Af2ModelCuda, Bf16WithinDerivedTolerance) {
   FC_REQUIRE_CUDA();
-  check_bf16_against_fp32(run(Device::cuda(), "bf16"), cpu_fp32());
+  check_bf16_against_fp32(run(Device::cuda(), "bf16", 0), cpu_fp32_no_recycling());
 }
 
 TEST(Af2ModelCuda, Bf16StoresActivationsInFp32ButRunsGemmsInBf16) {
@@ -55,8 +65,8 @@ TEST(Af2ModelCuda, Bf16StoresActivationsInFp32ButRunsGemmsInBf16) {
   // compute dtype; the residual adds promote to fp32), and they differ from the fp32 run (bf16
   // was really used).
   FC_REQUIRE_CUDA();
-  const Outputs gpu = run(Device::cuda(), "bf16");
-  const Outputs& cpu = cpu_fp32();
+  const Outputs gpu = run(Device::cuda(), "bf16", 0);
+  const Outputs& cpu = cpu_fp32_no_recycling();
   for (const char* name : {"pair", "msa"}) {
     EXPECT_EQ(gpu.at(name).dtype(), DType::f32) << name;
     EXPECT_GT(max_diff(gpu.at(name), cpu.at(name)), 1e-4 * max_abs(cpu.at(name))) << name;

@@ -102,6 +102,13 @@ cudaError_t cudaGetDevice(int* device) {
 }
 cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  std::lock_guard<std::mutex> l(fc_emu::g_mem_mutex);
+  *total_bytes = fc_emu::device_capacity();
+  *free_bytes = *total_bytes - fc_emu::g_in_use;
+  return cudaSuccess;
+}
+
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   std::lock_guard<std::mutex> l(fc_emu::g_mem_mutex);
   if (fc_emu::g_in_use + bytes > fc_emu::device_capacity())
