@@ -1,6 +1,7 @@
 #include "dist/communicator.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 

@@ -210,15 +210,28 @@ TEST(Collectives, SendRecvRing) {
 }
 
 TEST(Collectives, BarrierWaitsForTheSlowestRank) {
+  // Rank r arrives r·40 ms late; nobody may leave before the last one arrived. The ranks share one
+  // host under ctest, so steady_clock (CLOCK_MONOTONIC) readings are comparable across them.
   auto& world = mpi_world();
-  world.barrier();
-  const auto start = std::chrono::steady_clock::now();
-  // Rank r arrives r·60 ms late; nobody may leave before the last one arrived.
-  std::this_thread::sleep_for(std::chrono::milliseconds(60 * world.rank()));
-  if (world.rank() % 2) world.barrier_async().wait();
-  else world.barrier();
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_GE(ms, 60.0 * (world.size() - 1) - 5) << "rank " << world.rank() << " left the barrier early";
+  auto now_us = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  for (bool async : {false, true}) {
+    world.barrier();
+    std::this_thread::sleep_for(std::chrono::milliseconds(40 * world.rank()));
+    const int64_t arrived = now_us();
+    if (async) world.barrier_async().wait();
+    else world.barrier();
+    const int64_t left = now_us();
+    Tensor times = Tensor::empty({2 * world.size()}, DType::i64);
+    world.all_gather(Tensor::from_vector_i64({arrived, left}, {2}), times);
+    const auto t = times.to_vector_i64();
+    int64_t last_arrival = 0;
+    for (int r = 0; r < world.size(); ++r) last_arrival = std::max(last_arrival, t[static_cast<size_t>(2 * r)]);
+    for (int r = 0; r < world.size(); ++r)
+      EXPECT_GE(t[static_cast<size_t>(2 * r + 1)], last_arrival) << "rank " << r << " left the barrier early";
+  }
 }
 
 TEST(Collectives, BadArgumentsAreErrorsBeforeAnyCommunication) {
