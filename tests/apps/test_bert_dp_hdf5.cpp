@@ -12,7 +12,7 @@
 #include <regex>
 #include <string>
 
-#include "data_pipeline/bert_corpus.h"
+#include "dist/bert_dp_corpus.h"
 
 namespace foldcore {
 namespace {
@@ -46,18 +46,8 @@ double field(const std::string& out, const std::string& key) {
 }
 
 TEST(BertDataParallelCli, TwoRanksEqualOneProcessWithTwiceTheAccumulation) {
-  const fs::path dir = fs::temp_directory_path() / ("foldcore_bert_dp_cli_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  data::BertCorpusOptions c;
-  c.kind = data::BertCorpusKind::learnable;
-  c.seq_len = 32;
-  c.max_predictions = 5;
-  c.vocab_size = 2000;
-  c.seed = 3;
-  c.max_sentence_len = 12;
-  data::write_bert_corpus((dir / "train").string(), c, 512, 2);
-  c.eval = true;
-  data::write_bert_corpus((dir / "eval").string(), c, 64, 1);
+  const testing::BertDpCorpus corpus("cli");
+  const fs::path& dir = corpus.dir;
   std::ofstream(dir / "dp.yaml") << "name: tiny-dp\n"
                                     "model: {vocab_size: 2000, hidden: 32, num_layers: 2, num_heads: 4, ffn: 64,\n"
                                     "        max_positions: 32, dropout: 0.0}\n"
@@ -70,7 +60,6 @@ TEST(BertDataParallelCli, TwoRanksEqualOneProcessWithTwiceTheAccumulation) {
   const CommandRun dp = run("OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1 timeout -s KILL 300 " FOLDCORE_MPIEXEC
                      " --oversubscribe --allow-run-as-root -n 2 " + foldcore_binary() + common +
                      " --grad_accumulation 2 --dp 2");
-  fs::remove_all(dir);
   ASSERT_EQ(one.status, 0) << one.output;
   ASSERT_EQ(dp.status, 0) << dp.output;
   EXPECT_EQ(field(dp.output, "dp_ranks"), 2) << dp.output;

@@ -4,12 +4,10 @@
 // summation orders differ), the same sample counts and eval accuracy. Dropout off (with dropout
 // the masks of a rank's micro-batches differ from the single process's).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 
-#include "data_pipeline/bert_corpus.h"
+#include "bert_dp_corpus.h"
 #include "dist/grad_reducer.h"
 #include "dist_test_util.h"
 #include "models/bert/bert_trainer.h"
@@ -17,25 +15,7 @@
 namespace foldcore::testing {
 namespace {
 
-namespace fs = std::filesystem;
-
-struct Corpus {
-  fs::path dir;
-  Corpus() : dir(fs::temp_directory_path() / ("foldcore_bert_dp_" + std::to_string(::getpid()))) {
-    fs::remove_all(dir);
-    data::BertCorpusOptions o;
-    o.kind = data::BertCorpusKind::learnable;
-    o.seq_len = 32;
-    o.max_predictions = 5;
-    o.vocab_size = 2000;
-    o.seed = 3;
-    o.max_sentence_len = 12;
-    data::write_bert_corpus((dir / "train").string(), o, 512, 2);
-    o.eval = true;
-    data::write_bert_corpus((dir / "eval").string(), o, 64, 1);
-  }
-  ~Corpus() { fs::remove_all(dir); }
-};
+using Corpus = BertDpCorpus;
 
 bert::BertRunOptions options(int64_t accumulation) {
   bert::BertRunOptions o;
@@ -72,7 +52,7 @@ bert::BertRunResult run(bert::BertRunOptions o, const Corpus& corpus) {
 TEST(BertDataParallel, EqualsOneProcessWithNTimesTheAccumulation) {
   auto& world = mpi_world();
   const int n = world.size();
-  const Corpus corpus;  // every rank writes the same seeded corpus to its own folder
+  const Corpus corpus("mpi");  // every rank writes the same seeded corpus to its own folder
   for (int64_t a : {int64_t{1}, int64_t{2}}) {
     SCOPED_TRACE(::testing::Message() << "accumulation " << a << " × " << n << " ranks");
     bert::BertRunOptions dp = options(a);
