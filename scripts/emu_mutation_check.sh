@@ -17,7 +17,7 @@ BUILD=$SRC/build-emu  # same layout as build-emu/ in the checkout, so the compil
 mkdir -p "$SRC"
 git ls-files -z -co --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$SRC"
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT}  # compiler cache hits from build-emu/
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLDCORE_CUDA=EMULATE -DFOLDCORE_SANITIZE=address \
+cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLDCORE_CUDA=EMULATE -DFOLDCORE_SANITIZE=address -DFOLDCORE_MPI=OFF \
   -DFOLDCORE_APPS=OFF -DFOLDCORE_BENCH=OFF >/dev/null
 
 # name | file | sed expression | tests (ctest regex)

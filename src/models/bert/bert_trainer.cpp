@@ -159,6 +159,10 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
   FC_CHECK(tc.grad_accumulation > 0 && tc.batch_size > 0, "bert: batch_size ", tc.batch_size,
            " and grad_accumulation ", tc.grad_accumulation, " must be positive");
   FC_CHECK(!eval.empty(), "bert: no eval batches");
+  const int64_t dp = o.dp_size;
+  FC_CHECK(dp >= 1 && o.dp_rank >= 0 && o.dp_rank < dp, "bert: data-parallel rank ", o.dp_rank, " of ", dp);
+  FC_CHECK(dp == 1 || (o.average_gradients && o.sum_over_ranks),
+           "bert: data parallelism over ", dp, " ranks needs the gradient-averaging and sum hooks");
   const int64_t max_steps = o.max_steps > 0 ? o.max_steps : tc.total_steps;
   MlLogger mllog(o.log);
   auto say = [&](const std::string& s) {
@@ -171,7 +175,7 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
            {"submission_benchmark", json_string("bert")}, {"submission_org", json_string("foldcore")},
            {"submission_division", json_string("closed")}, {"submission_status", json_string("research")},
            {"submission_platform", json_string(o.device.str())},
-           {"global_batch_size", json_number(static_cast<double>(tc.batch_size * tc.grad_accumulation))},
+           {"global_batch_size", json_number(static_cast<double>(tc.batch_size * tc.grad_accumulation * dp))},
            {"gradient_accumulation_steps", json_number(static_cast<double>(tc.grad_accumulation))},
            {"max_sequence_length", json_number(static_cast<double>(tc.max_seq_length))},
            {"opt_name", json_string("lamb")}, {"opt_base_learning_rate", json_float(tc.lr)},
@@ -282,8 +286,11 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
     const auto t_step = Clock::now();
     params.zero_grad();
     double loss_sum = 0;
-    for (int64_t micro = 0; micro < tc.grad_accumulation; ++micro) {
+    // This step's local work: samples, tokens, token slots, model FLOPs (summed over ranks below).
+    std::vector<double> work(4, 0.0);
+    for (int64_t micro = 0; micro < tc.grad_accumulation * dp; ++micro) {
       const BertBatch batch = train.next();
+      if (micro / tc.grad_accumulation != o.dp_rank) continue;  // another rank's micro-batch
       const BatchWork w = batch_work(batch);
       Variable loss;
       {
@@ -293,12 +300,22 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
       }
       autograd::backward({loss}, {accum_grad});
       loss_sum += loss.value().item();
-      r.samples += static_cast<int64_t>(w.sequences);
-      samples_total += static_cast<int64_t>(w.sequences);
-      r.tokens += static_cast<int64_t>(w.tokens);
-      r.token_slots += batch.input_ids.numel();
-      flops += 3 * model.forward_flops(w.tokens, w.tokens > 0 ? w.attn_sq / w.tokens : 0, w.predictions, w.sequences);
+      work[0] += w.sequences;
+      work[1] += w.tokens;
+      work[2] += static_cast<double>(batch.input_ids.numel());
+      work[3] += 3 * model.forward_flops(w.tokens, w.tokens > 0 ? w.attn_sq / w.tokens : 0, w.predictions, w.sequences);
     }
+    if (dp > 1) {
+      o.average_gradients(params.grads(), params.segments());
+      work.push_back(loss_sum);
+      o.sum_over_ranks(work);
+      loss_sum = work[4];
+    }
+    r.samples += static_cast<int64_t>(work[0]);
+    samples_total += static_cast<int64_t>(work[0]);
+    r.tokens += static_cast<int64_t>(work[1]);
+    r.token_slots += static_cast<int64_t>(work[2]);
+    flops += work[3];
     const nn::ClipResult clip = nn::clip_grad_norm(params.grads(), tc.max_grad_norm);
     if (clip.finite()) {
       lamb.set_lr(schedule.lr(lamb.step_count()));
@@ -308,14 +325,15 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
     }
     synchronize(o.device);
     train_seconds += seconds_since(t_step);
-    r.losses.push_back(loss_sum / static_cast<double>(tc.grad_accumulation));
+    r.losses.push_back(loss_sum / static_cast<double>(tc.grad_accumulation * dp));
     r.steps = step + 1;
     if (o.progress_every > 0 && r.steps % o.progress_every == 0) {
       std::ostringstream s;
       s << "bert: step " << r.steps << " loss " << r.losses.back() << " lr " << lamb.lr() << " grad_norm " << clip.norm;
       say(s.str());
     }
-    if (!o.checkpoint.empty() && o.checkpoint_every > 0 && r.steps % o.checkpoint_every == 0) save();
+    if (!o.checkpoint.empty() && o.write_checkpoint && o.checkpoint_every > 0 && r.steps % o.checkpoint_every == 0)
+      save();
     if (eval_every > 0 && samples_total >= next_eval) {
       next_eval += eval_every;
       mllog.end("block_stop", "null", {{"first_epoch_num", json_number(static_cast<double>(block_first))}});
@@ -333,7 +351,7 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
     if (eval_every > 0) mllog.end("block_stop", "null", {{"first_epoch_num", json_number(static_cast<double>(block_first))}});
     r.reached_target = run_eval() >= tc.target_mlm_accuracy;
   }
-  if (!o.checkpoint.empty()) save();
+  if (!o.checkpoint.empty() && o.write_checkpoint) save();
   r.time_to_train_seconds = seconds_since(t_run);
   mllog.end("run_stop", "null", {{"status", json_string(r.reached_target ? "success" : "aborted")}});
   mllog.event("train_samples", json_number(static_cast<double>(samples_total)));
@@ -348,12 +366,13 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
     r.model_tflops = flops / train_seconds / 1e12;
     r.rule_tflops = 6.0 * static_cast<double>(r.num_parameters) * static_cast<double>(r.tokens) / train_seconds / 1e12;
   }
-  r.mfu = r.peak_tflops > 0 ? r.model_tflops / r.peak_tflops : 0.0;
+  // Throughput is the job's (all ranks); the MFU is against the peak of all ranks' devices.
+  r.mfu = r.peak_tflops > 0 ? r.model_tflops / (r.peak_tflops * static_cast<double>(dp)) : 0.0;
   r.peak_bytes = alloc.stats().peak;
   std::ostringstream js;
   js << "{\"benchmark\": \"bert\", \"config\": " << json_string(o.config.name) << ", \"device\": "
      << json_string(o.device.str()) << ", \"precision\": " << json_string(o.precision == DType::bf16 ? "bf16" : "fp32")
-     << ", \"parameters\": " << r.num_parameters << ", \"steps\": " << r.steps << ", \"samples\": " << r.samples
+     << ", \"dp_ranks\": " << dp << ", \"parameters\": " << r.num_parameters << ", \"steps\": " << r.steps << ", \"samples\": " << r.samples
      << ", \"tokens\": " << r.tokens << ", \"token_slots\": " << r.token_slots << ", \"padding_fraction\": "
      << json_number(r.token_slots > 0 ? 1.0 - static_cast<double>(r.tokens) / static_cast<double>(r.token_slots) : 0.0)
      << ", \"final_loss\": " << json_number(r.losses.empty() ? std::nan("") : r.losses.back())

@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "data_pipeline/bert_batch.h"
+#include "kernels/optim.h"
 #include "models/bert/bert_config.h"
 
 namespace foldcore::bert {
@@ -40,12 +41,27 @@ struct BertRunOptions {
   DType precision = DType::f32;  // f32 or bf16 (autocast; fp32 master weights and optimizer)
   std::string checkpoint;        // save here (every checkpoint_every steps and at the end);
                                  // resumed from when the file exists at start
+  bool write_checkpoint = true;  // false: resume from `checkpoint` but never write it (all ranks
+                                 // of a data-parallel job but one)
   int64_t checkpoint_every = 0;
   std::string init_checkpoint;   // parameters only (e.g. MLPerf's converted TF checkpoint)
   bool stop_at_target = true;    // stop at target_mlm_accuracy (MLPerf time-to-train)
   bool measure_peak = true;      // time a GEMM for the MFU denominator
   std::function<void(const std::string&)> log;  // MLLOG and progress lines (empty: stdout)
   int64_t progress_every = 0;    // progress line every N steps (0: none)
+
+  // Data parallelism over dp_size ranks, this one being dp_rank (foldcore bert --dp N). A step's
+  // global batch is grad_accumulation × dp_size micro-batches taken from `train` in order; rank r
+  // trains micro-batches r·a … r·a + a − 1 of them and skips the others' (every rank reads the
+  // whole stream: positions, resume and the sample order stay those of one process, at the cost of
+  // reading every batch on every rank). N ranks with accumulation a thus equal one process with
+  // accumulation a·N (exactly so without dropout; with dropout the masks differ).
+  // average_gradients: replaces the flat gradient buffer by its mean over the ranks
+  // (dist::GradReducer); sum_over_ranks: sums a few doubles over the ranks in place. Both are
+  // required when dp_size > 1; `train` must deliver the same batches on every rank.
+  int dp_rank = 0, dp_size = 1;
+  std::function<void(const Tensor& grads, const std::vector<ops::ParamSegment>& segments)> average_gradients;
+  std::function<void(std::vector<double>& values)> sum_over_ranks;
 };
 
 struct BertRunResult {
