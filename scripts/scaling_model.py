@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Communication model of AlphaFold2 training under DP, DAP and BP (docs/scaling.md).
+
+Counts the bytes each GPU receives per training step for data parallelism (gradient all-reduce),
+dynamic axial parallelism (the MSA/pair transposes and gathers of every Evoformer-like block) and
+branch parallelism (the exchange of the two branches' results at the end of each block), and
+turns them into a predicted step time and parallel efficiency from stated bandwidths, latencies
+and an achieved compute rate. A model, not a measurement: every assumption is a flag.
+
+    scripts/scaling_model.py                      # the tables of docs/scaling.md
+    scripts/scaling_model.py --rate_tflops 60     # another achieved compute rate
+"""
+import argparse
+
+# AlphaFold2 model_1 (Suppl. Table 1 / our configs/model/model_1.yaml) and its training presets.
+C_M, C_Z, C_E, C_T = 256, 128, 64, 64
+H_MSA, H_PAIR, D_HEAD = 8, 4, 32
+C_TRI, C_OPM = 128, 32
+EVO_BLOCKS, EXTRA_BLOCKS, TEMPLATE_BLOCKS, TEMPLATES = 48, 4, 2, 4
+PARAMS = 93_237_338  # scalars in params_model_1_ptm.npz (../shared/af2/params_manifest_model_1_ptm.txt)
+PRESETS = {  # crop, MSA clusters, extra MSA rows (Suppl. Table 4)
+    "initial (crop 256)": (256, 128, 1024),
+    "finetune (crop 384)": (384, 512, 5120),
+}
+ACT_BYTES = 2   # bf16 activations on the wire
+GRAD_BYTES = 4  # fp32 gradients
+# Passes over the trunk per step: on average 1.5 recycling iterations without gradients
+# (num_recycles uniform in 0..3), the forward with gradients, its recomputation in the backward
+# (one checkpoint per block), and the backward, whose collectives are the duals of the forward's
+# with the same bytes.
+PASSES = 1.5 + 1 + 1 + 1
+
+
+def a2a(total_elems, n):
+    """Bytes one rank receives in an all-to-all that re-splits a tensor of total_elems."""
+    return total_elems / n * (n - 1) / n * ACT_BYTES
+
+
+def gather(total_elems, n):
+    """Bytes one rank receives in an all-gather that assembles a tensor of total_elems."""
+    return total_elems * (n - 1) / n * ACT_BYTES
+
+
+def block_flops(n_res, n_seq, c_m, msa_heads, global_col):
+    """Forward FLOPs of one Evoformer-like block, split into the MSA and the pair branch."""
+    m = n_seq * n_res * c_m
+    z = n_res * n_res * C_Z
+    row_attn = 2 * m * (4 * msa_heads * D_HEAD) + 4 * n_seq * msa_heads * n_res * n_res * D_HEAD
+    col_attn = 2 * m * (4 * msa_heads * D_HEAD) + (0 if global_col else 4 * n_res * msa_heads * n_seq * n_seq * D_HEAD)
+    msa_transition = 2 * m * c_m * 4 * 2
+    opm = 2 * n_seq * n_res * c_m * 2 * C_OPM + 2 * n_res * n_res * n_seq * C_OPM * C_OPM + 2 * n_res * n_res * C_OPM * C_OPM * C_Z
+    tri_mult = 2 * (2 * z * C_TRI * 6 + 2 * n_res ** 3 * C_TRI)
+    tri_attn = 2 * (2 * z * C_Z * 5 + 4 * n_res * H_PAIR * n_res * n_res * D_HEAD)
+    pair_transition = 2 * z * C_Z * 4 * 2
+    return row_attn + col_attn + msa_transition + opm, tri_mult + tri_attn + pair_transition
+
+
+def dap_block(n_res, n_seq, c_m, n):
+    """(bytes, collectives) one rank receives in one block's forward under DAP-n.
+
+    MSA: seq-split for row attention, residue-split for column attention and the outer product
+    mean: 2 all-to-alls of the MSA; the outer product mean gathers its right projection; row
+    attention gathers its pair bias. Pair: row-split for the outgoing triangle update and the
+    starting-node attention, column-split for the incoming update and the ending-node attention:
+    4 all-to-alls of the pair; each triangle update gathers one C_TRI projection; each triangle
+    attention gathers its bias."""
+    if n == 1:
+        return 0.0, 0
+    m, z = n_seq * n_res * c_m, n_res * n_res * C_Z
+    b = 2 * a2a(m, n) + gather(n_seq * n_res * C_OPM, n) + gather(n_res * n_res * H_MSA, n)
+    b += 4 * a2a(z, n) + 2 * gather(n_res * n_res * C_TRI, n) + 2 * gather(n_res * n_res * H_PAIR, n)
+    return b, 2 + 1 + 1 + 4 + 2 + 2
+
+
+def step(preset, n_dap, n_bp, rate, bw, lat):
+    n_res, n_seq, n_extra = PRESETS[preset]
+    blocks = [(EVO_BLOCKS, n_seq, C_M, H_MSA, False), (EXTRA_BLOCKS, n_extra, C_E, H_MSA, True)]
+    flops = comm_bytes = comm_time = 0.0
+    t_compute = 0.0
+    for count, s, c, h, glob in blocks:
+        f_msa, f_pair = block_flops(n_res, s, c, h, glob)
+        f = f_msa + f_pair
+        flops += count * PASSES * f
+        b, colls = dap_block(n_res, s, c, n_dap)
+        # BP-2: the MSA branch (with the outer product mean at the block's end) on one rank, the
+        # pair branch on the other; they swap results: the pair rank receives the new MSA and the
+        # outer-product update, the MSA rank the new pair (the larger of the two bounds the time).
+        if n_bp == 2:
+            bp_bytes = max(s * n_res * c + n_res * n_res * C_Z, n_res * n_res * C_Z) * ACT_BYTES / n_dap
+            b += bp_bytes
+            colls += 1
+            branch = max(f_msa, f_pair)
+        else:
+            branch = f
+        comm_bytes += count * PASSES * b
+        comm_time += count * PASSES * (b / bw + colls * lat)
+        t_compute += count * PASSES * branch / n_dap / rate
+    # Template pair stack (pair-only blocks at C_T for every template) runs on all ranks of DAP too.
+    f_t = TEMPLATES * TEMPLATE_BLOCKS * block_flops(n_res, 0, 0, 0, True)[1] * (C_T / C_Z)
+    flops += PASSES * f_t
+    t_compute += PASSES * f_t / n_dap / rate
+    return flops, comm_bytes, comm_time, t_compute
+
+
+def dp_allreduce(n, bw, lat):
+    """Ring all-reduce of the fp32 gradients: bytes one rank receives, and the time."""
+    b = 2 * (n - 1) / n * PARAMS * GRAD_BYTES
+    return b, b / bw + 2 * (n - 1) * lat
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate_tflops", type=float, default=179.0,
+                    help="achieved bf16 rate of the model's kernels on one GPU (179: the 0.3 s/step goal at crop 256)")
+    ap.add_argument("--nvlink_gbs", type=float, default=300.0, help="per-GPU collective bandwidth inside a node, GB/s")
+    ap.add_argument("--nvlink_lat_us", type=float, default=15.0, help="latency per collective inside a node, µs")
+    ap.add_argument("--ib_gbs", type=float, default=40.0, help="per-GPU bandwidth between nodes (one 400 Gb/s NIC per GPU), GB/s")
+    ap.add_argument("--ib_lat_us", type=float, default=30.0, help="latency per collective step between nodes, µs")
+    a = ap.parse_args()
+    rate, bw, lat = a.rate_tflops * 1e12, a.nvlink_gbs * 1e9, a.nvlink_lat_us * 1e-6
+
+    print(f"Assumptions: achieved rate {a.rate_tflops:g} TFLOP/s per GPU; inside a node {a.nvlink_gbs:g} GB/s and "
+          f"{a.nvlink_lat_us:g} µs per collective; between nodes {a.ib_gbs:g} GB/s and {a.ib_lat_us:g} µs; "
+          f"{PASSES:g} trunk passes per step; bf16 activations, fp32 gradients.\n")
+    print("| preset | layout | TFLOP/step | compute s | received GB/GPU/step | comm s | step s, no overlap | efficiency, no overlap | efficiency, full overlap |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for preset in PRESETS:
+        _, _, _, t1 = step(preset, 1, 1, rate, bw, lat)
+        for n_dap, n_bp in [(1, 1), (2, 1), (4, 1), (8, 1), (1, 2), (4, 2)]:
+            flops, b, tc, tk = step(preset, n_dap, n_bp, rate, bw, lat)
+            gpus = n_dap * n_bp
+            serial = tk + tc
+            eff = t1 / (gpus * serial)
+            eff_overlap = t1 / (gpus * max(tk, tc))
+            print(f"| {preset} | DAP-{n_dap} × BP-{n_bp} | {flops / 1e12:.1f} | {tk:.3f} | {b / 1e9:.2f} | {tc:.3f} | "
+                  f"{serial:.3f} | {eff:.0%} | {eff_overlap:.0%} |")
+    print()
+    print("| DP ranks | where | gradient GB received/GPU/step | all-reduce s |")
+    print("| --- | --- | --- | --- |")
+    for n, where, b_, l_ in [(8, "one node", bw, lat), (64, "8 nodes", a.ib_gbs * 1e9, a.ib_lat_us * 1e-6),
+                             (512, "64 nodes", a.ib_gbs * 1e9, a.ib_lat_us * 1e-6)]:
+        gb, t = dp_allreduce(n, b_, l_)
+        print(f"| {n} | {where} | {gb / 1e9:.2f} | {t:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
