@@ -1,0 +1,165 @@
+// DAP primitives (dap.h): layout moves around the communicator's flat collectives.
+//
+// The collectives exchange P equal contiguous blocks (communicator.h), so each op first brings
+// the blocks it sends to the front: the split axis of size P·k is viewed as [P, k] and the P axis
+// permuted to dimension 0. Received blocks come back in rank order at dimension 0 and are moved to
+// the axis they index.
+#include "dist/dap.h"
+
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "core/error.h"
+
+namespace foldcore::dist::dap {
+namespace {
+
+int norm_axis(int axis, int dim, const char* op) {
+  const int a = axis < 0 ? axis + dim : axis;
+  FC_CHECK(a >= 0 && a < dim, "dap::", op, ": axis ", axis, " out of range for a ", dim, "-d tensor");
+  return a;
+}
+
+void check_divisible(const Tensor& x, int axis, int n, const char* op) {
+  FC_CHECK(x.size(axis) % n == 0, "dap::", op, ": axis ", axis, " has size ", x.size(axis),
+           ", not divisible by the DAP group size ", n);
+}
+
+// x with `axis` (size P·k) split into [P, k] and P moved to the front, contiguous: P send blocks.
+Tensor blocks_to_front(const Tensor& x, int axis, int p) {
+  Shape s;
+  for (int i = 0; i < x.dim(); ++i) {
+    if (i == axis) {
+      s.push_back(p);
+      s.push_back(x.size(i) / p);
+    } else {
+      s.push_back(x.size(i));
+    }
+  }
+  std::vector<int> order{axis};
+  for (int i = 0; i < x.dim() + 1; ++i)
+    if (i != axis) order.push_back(i);
+  return x.reshape(s).permute(order).contiguous();
+}
+
+// The inverse: `b` is [P, shape with `axis` of size k] (block j from rank j); the result has the
+// blocks concatenated along `axis` (size P·k), contiguous.
+Tensor blocks_from_front(const Tensor& b, int axis) {
+  const int dim = b.dim() - 1;
+  std::vector<int> order;
+  for (int i = 1; i <= dim; ++i) {
+    if (i - 1 == axis) order.push_back(0);
+    order.push_back(i);
+  }
+  Shape s;
+  for (int i = 0; i < dim; ++i) s.push_back(i == axis ? b.size(0) * b.size(i + 1) : b.size(i + 1));
+  return b.permute(order).contiguous().view(s);
+}
+
+Shape with_axis(const Shape& s, int axis, int64_t size) {
+  Shape r = s;
+  r[axis] = size;
+  return r;
+}
+
+struct ScatterFn final : autograd::Function {
+  Communicator* comm;
+  int axis;
+  void backward(autograd::BackwardCtx& ctx) override { ctx.put_grad(0, gather_tensor(*comm, ctx.grad_output(0), axis)); }
+};
+
+struct GatherFn final : autograd::Function {
+  Communicator* comm;
+  int axis;
+  void backward(autograd::BackwardCtx& ctx) override {
+    ctx.put_grad(0, reduce_scatter_tensor(*comm, ctx.grad_output(0), axis));
+  }
+};
+
+struct SwitchFn final : autograd::Function {
+  Communicator* comm;
+  int from, to;
+  void backward(autograd::BackwardCtx& ctx) override {
+    ctx.put_grad(0, switch_tensor(*comm, ctx.grad_output(0), to, from));
+  }
+};
+
+}  // namespace
+
+Tensor chunk(const Tensor& x, int axis, int rank, int n) {
+  axis = norm_axis(axis, x.dim(), "chunk");
+  check_divisible(x, axis, n, "chunk");
+  const int64_t k = x.size(axis) / n;
+  return x.narrow(axis, rank * k, k);
+}
+
+Tensor gather_tensor(Communicator& comm, const Tensor& x, int axis) {
+  axis = norm_axis(axis, x.dim(), "gather");
+  const int p = comm.size();
+  const Tensor in = x.contiguous();
+  if (p == 1) return in;
+  Shape bs{p};
+  for (int64_t d : in.shape()) bs.push_back(d);
+  Tensor out = Tensor::empty(bs, in.dtype(), in.device());
+  comm.all_gather(in.view({in.numel()}), out.view({out.numel()}));
+  return blocks_from_front(out, axis);
+}
+
+Tensor reduce_scatter_tensor(Communicator& comm, const Tensor& x, int axis) {
+  axis = norm_axis(axis, x.dim(), "reduce_scatter");
+  const int p = comm.size();
+  if (p == 1) return x.contiguous();
+  check_divisible(x, axis, p, "reduce_scatter");
+  const Tensor in = blocks_to_front(x, axis, p);
+  Tensor out = Tensor::empty(with_axis(x.shape(), axis, x.size(axis) / p), x.dtype(), x.device());
+  comm.reduce_scatter(in.view({in.numel()}), out.view({out.numel()}));
+  return out;
+}
+
+Tensor switch_tensor(Communicator& comm, const Tensor& x, int from, int to) {
+  from = norm_axis(from, x.dim(), "switch_axis");
+  to = norm_axis(to, x.dim(), "switch_axis");
+  FC_CHECK(from != to, "dap::switch_axis: the two axes are the same (", from, ")");
+  const int p = comm.size();
+  if (p == 1) return x.contiguous();
+  check_divisible(x, to, p, "switch_axis");
+  // Block j: my rows, the j-th chunk of the `to` axis, for rank j. Block i received: rank i's rows
+  // (chunk i of `from`) of my `to` chunk.
+  const Tensor in = blocks_to_front(x, to, p);
+  Tensor out = Tensor::empty(in.shape(), in.dtype(), in.device());
+  comm.all_to_all(in.view({in.numel()}), out.view({out.numel()}));
+  return blocks_from_front(out, from);
+}
+
+autograd::Variable scatter(Communicator& comm, const autograd::Variable& x, int axis) {
+  axis = norm_axis(axis, x.dim(), "scatter");
+  if (comm.size() == 1) return x;
+  auto fn = std::make_unique<ScatterFn>();
+  fn->comm = &comm;
+  fn->axis = axis;
+  return autograd::record1("dap_scatter", std::move(fn), {x}, chunk(x.value(), axis, comm.rank(), comm.size()).contiguous());
+}
+
+autograd::Variable gather(Communicator& comm, const autograd::Variable& x, int axis) {
+  axis = norm_axis(axis, x.dim(), "gather");
+  if (comm.size() == 1) return x;
+  auto fn = std::make_unique<GatherFn>();
+  fn->comm = &comm;
+  fn->axis = axis;
+  return autograd::record1("dap_gather", std::move(fn), {x}, gather_tensor(comm, x.value(), axis));
+}
+
+autograd::Variable switch_axis(Communicator& comm, const autograd::Variable& x, int from, int to) {
+  from = norm_axis(from, x.dim(), "switch_axis");
+  to = norm_axis(to, x.dim(), "switch_axis");
+  if (comm.size() == 1) return x;
+  auto fn = std::make_unique<SwitchFn>();
+  fn->comm = &comm;
+  fn->from = from;
+  fn->to = to;
+  return autograd::record1("dap_switch_axis", std::move(fn), {x}, switch_tensor(comm, x.value(), from, to));
+}
+
+}  // namespace foldcore::dist::dap
