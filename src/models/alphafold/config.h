@@ -28,6 +28,11 @@ struct EvoformerBlockConfig {
   AttentionConfig tri_att{4, 32, true, 0.25f};      // triangle attention start/end
   int64_t pair_transition_factor = 4;
   bool global_column_attention = false;             // true in the extra-MSA stack
+  // HelixFold's Parallel Evoformer (outer_product_mean_position: end): the MSA branch and the pair
+  // branch both read only the block's inputs, and the outer product mean of the updated MSA is
+  // added to the pair at the block's end, so branch parallelism can run the two branches on two
+  // devices. YAML key `parallel_evoformer` (main Evoformer stack only).
+  bool parallel = false;
 };
 
 struct TemplateConfig {

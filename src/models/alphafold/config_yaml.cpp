@@ -50,6 +50,7 @@ template <typename V> void visit_config(V& v, Af2Config& c) {
   v("recycle_num_bins", c.recycle_num_bins);
   v("num_evoformer_blocks", c.num_evoformer_blocks);
   v("num_extra_msa_blocks", c.num_extra_msa_blocks);
+  v("parallel_evoformer", c.evoformer.parallel);
   v("num_recycles", c.num_recycles);
   v("max_msa_clusters", c.max_msa_clusters);
   v("max_extra_msa", c.max_extra_msa);

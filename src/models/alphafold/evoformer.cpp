@@ -68,17 +68,24 @@ std::pair<Variable, Variable> EvoformerBlock::forward_impl(const Variable& m0, c
            "EvoformerBlock '", path(), "': m ", m0.shape().str(), ", z ", z0.shape().str(), " (expected [S, N, ",
            cfg_.c_m, "] and [N, N, ", cfg_.c_z, "])");
   const autograd::DropoutSpec none;  // AlphaFold applies no dropout to the transitions and the OPM
-  // MSA track.
+  // MSA track (the row attention reads z0 as its bias before the pair track may overwrite it).
   Variable m = residual(m0, row_att_.forward(m0, z0, msa_mask, chunk), row_att_dropout_.spec(), own_inputs);
   m = residual(m, msa_column_update(m, msa_mask, chunk), col_att_dropout_.spec(), true);
   m = residual(m, transition_forward(msa_transition_, m, chunk), none, true);
-  // Pair track.
-  Variable z = residual(z0, opm_.forward(m, msa_mask, chunk), none, own_inputs);
-  z = residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), true);
+  // Pair track. AlphaFold: the outer product mean first; Parallel Evoformer: last (below), so the
+  // pair stack depends on z0 only.
+  Variable z = z0;
+  bool z_owned = own_inputs;
+  if (!cfg_.parallel) {
+    z = residual(z0, opm_.forward(m, msa_mask, chunk), none, own_inputs);
+    z_owned = true;
+  }
+  z = residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), z_owned);
   z = residual(z, tri_mul_in_.forward(z, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
   z = residual(z, tri_att_start_.forward(z, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
   z = residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
   z = residual(z, transition_forward(pair_transition_, z, chunk), none, true);
+  if (cfg_.parallel) z = residual(z, opm_.forward(m, msa_mask, chunk), none, true);
   return {m, z};
 }
 
