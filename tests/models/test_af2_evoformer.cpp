@@ -20,6 +20,7 @@
 #include "core/random.h"
 #include "data_pipeline/npy.h"
 #include "models/alphafold/evoformer.h"
+#include "evoformer_test_util.h"
 #include "test_util.h"
 #include "../autograd/grad_check.h"
 
@@ -231,17 +232,7 @@ TEST(Af2Evoformer, StackEqualsBlocksInSequence) {
 // truncation error on O(1) outputs; atol 3e-3 + rtol 3e-2 is an order of magnitude above that
 // and far below any missing or wrong term.
 void check_block_gradients(bool global_column) {
-  EvoformerBlockConfig c;
-  c.c_m = 8;
-  c.c_z = 6;
-  c.msa_row = {2, 3, true, 0.f};
-  c.msa_column = {2, 3, true, 0.f};
-  c.msa_transition_factor = 2;
-  c.opm_channels = 3;
-  c.tri_mul_channels = 5;
-  c.tri_mul_dropout = 0.f;
-  c.tri_att = {2, 3, true, 0.f};
-  c.pair_transition_factor = 2;
+  EvoformerBlockConfig c = small_block_config();
   c.global_column_attention = global_column;
   autograd::ParamStore ps;
   Generator init{3}, gen{11};

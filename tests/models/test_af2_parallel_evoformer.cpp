@@ -15,6 +15,7 @@
 #include "models/alphafold/config_yaml.h"
 #include "models/alphafold/evoformer.h"
 #include "models/alphafold/evoformer_util.h"
+#include "evoformer_test_util.h"
 #include "test_util.h"
 #include "../autograd/grad_check.h"
 
@@ -22,17 +23,7 @@ namespace foldcore::af2 {
 namespace {
 
 EvoformerBlockConfig small_config(bool parallel) {
-  EvoformerBlockConfig c;
-  c.c_m = 8;
-  c.c_z = 6;
-  c.msa_row = {2, 3, true, 0.f};
-  c.msa_column = {2, 3, true, 0.f};
-  c.msa_transition_factor = 2;
-  c.opm_channels = 3;
-  c.tri_mul_channels = 5;
-  c.tri_mul_dropout = 0.f;
-  c.tri_att = {2, 3, true, 0.f};
-  c.pair_transition_factor = 2;
+  EvoformerBlockConfig c = small_block_config();
   c.parallel = parallel;
   return c;
 }
