@@ -80,6 +80,7 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
   o.experimentally_resolved_logits = host(ho.experimentally_resolved_logits);
   if (ho.tm_logits.defined()) o.tm_logits = host(ho.tm_logits);
   TrainStepResult result;
+  result.weights = config.weights;
   result.loss = af2_loss(o, Af2LossBatch::from_arrays(last_slice), config);
   const Af2LossOutputs& d = result.loss.grads;
 
@@ -178,8 +179,8 @@ TrainStepResult run_train_step(const TrainStepOptions& o) {
   return r;
 }
 
-void write_train_step(const TrainStepResult& result, const LossWeights& weights, const std::string& grads_path,
-                      const std::string& losses_path) {
+void write_train_step(const TrainStepResult& result, const std::string& grads_path, const std::string& losses_path) {
+  const LossWeights& weights = result.weights;
   std::vector<std::pair<std::string, data::NpyArray>> arrays;
   for (const auto& [name, t] : result.grads) arrays.emplace_back(name, data::NpyArray::from_tensor(t));
   std::ostringstream js;

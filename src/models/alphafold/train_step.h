@@ -34,7 +34,8 @@ struct TrainStepOptions {
 };
 
 struct TrainStepResult {
-  Af2Loss loss;  // every term (unweighted), unscaled_loss, loss
+  Af2Loss loss;         // every term (unweighted), unscaled_loss, loss
+  LossWeights weights;  // the weights `loss` was summed with
   // d loss / d parameter under the full official key, official shape, f32 CPU; in the order of
   // the parameter file.
   std::vector<std::pair<std::string, Tensor>> grads;
@@ -57,7 +58,6 @@ TrainStepResult run_train_step(const TrainStepOptions& options);
 // Writes the gradients (.npz, official keys) and the losses (JSON with "terms" — every term plus
 // unscaled_loss and loss, as ../shared/af2/ref/train/losses.json — "weights" and "grad_norm"),
 // each to a temporary name renamed into place, so a failure leaves no half file.
-void write_train_step(const TrainStepResult& result, const LossWeights& weights, const std::string& grads_path,
-                      const std::string& losses_path);
+void write_train_step(const TrainStepResult& result, const std::string& grads_path, const std::string& losses_path);
 
 }  // namespace foldcore::af2
