@@ -3,10 +3,6 @@
 // tests/models/af2_train_compare.h; bad input ends in a clear error and leaves no output file.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <map>
 #include <string>
 
@@ -20,23 +16,8 @@ namespace {
 namespace tc = af2::train_compare;
 using apps_test::fs::path;
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout + stderr
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = apps_test::foldcore_binary() + " " + args + " 2>&1";
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t got = 0;
-  while ((got = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), got);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = apps_test::RunResult;
+Result run(const std::string& args) { return apps_test::run_foldcore(args); }
 
 std::string step_args(const std::string& batch, const std::string& stage, const path& dir) {
   return "train_step --batch " + batch + " --params_file " + tc::params_path() + " --stage " + stage + " --output " +

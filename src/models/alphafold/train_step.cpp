@@ -135,9 +135,10 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
 
 TrainStepResult run_train_step(const TrainStepOptions& o) {
   // Everything that can fail on bad input is read and checked before the model is built.
-  const Af2Config config = infer_af2_config(o.params_path);
+  Af2Config config = infer_af2_config(o.params_path);
+  config.structure.stop_rotation_gradient = o.stop_rotation_gradient;
   Af2LossConfig loss_config;
-  loss_config.weights = LossWeights::stage(o.stage, config.heads.ptm);
+  loss_config.weights = o.weights ? *o.weights : LossWeights::stage(o.stage, config.heads.ptm);
   const Af2Features features = Af2Features::read_npz(o.batch_path);
   // Labels and the loss's features: every array of the batch at the last recycling slice.
   std::map<std::string, Tensor> last_slice;

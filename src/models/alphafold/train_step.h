@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,10 @@ struct TrainStepOptions {
   std::string batch_path;   // training features + labels (.npz, recycling axis last)
   std::string params_path;  // official-format parameters (.npz); the architecture is inferred from it
   std::string stage = "initial";  // loss weights: "initial" or "finetune" (suppl. Table 4)
+  std::optional<LossWeights> weights;  // when set, these weights instead of the stage's
+  // AF2 detaches the backbone rotation between structure-module layers; false differentiates
+  // through every rotation (finite-difference checks of the whole step).
+  bool stop_rotation_gradient = true;
   Device device = Device::cpu();
 };
 
