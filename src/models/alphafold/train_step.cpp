@@ -154,9 +154,11 @@ TrainStepResult run_train_step(const TrainStepOptions& o) {
   for (const std::string& key : Af2LossBatch::keys())
     FC_CHECK(last_slice.count(key), o.batch_path, ": label or feature '", key, "' is missing (a training batch needs it)");
   std::map<std::string, std::vector<int64_t>> shapes;
+  std::vector<std::string> param_names;  // the file's order
   {
     const data::NpzReader npz(o.params_path);
-    for (const std::string& name : npz.names()) shapes[name] = npz.read(name).shape;
+    param_names = npz.names();
+    for (const std::string& name : param_names) shapes[name] = npz.read(name).shape;
   }
   log::info("train_step: ", config.preset, ", ", features.iteration(0).num_res(), " residues, ",
             features.num_iterations(), " iterations, stage ", o.stage);
@@ -173,10 +175,7 @@ TrainStepResult run_train_step(const TrainStepOptions& o) {
   TrainStepResult r = af2_train_step(model, params, table, shapes, features, last_slice, loss_config, o.device);
   std::map<std::string, Tensor> by_name(r.grads.begin(), r.grads.end());
   r.grads.clear();
-  {
-    const data::NpzReader npz(o.params_path);
-    for (const std::string& name : npz.names()) r.grads.emplace_back(name, by_name.at(name));
-  }
+  for (const std::string& name : param_names) r.grads.emplace_back(name, by_name.at(name));
   return r;
 }
 
