@@ -1,10 +1,10 @@
 #include "models/alphafold/train_step.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
 #include <sstream>
 
 #include "autograd/engine.h"
@@ -44,6 +44,13 @@ Tensor grad_of(const ag::ParamStore& ps, const Tensor& value) {
   const Tensor& values = ps.values();
   FC_CHECK(value.storage() == values.storage(), "train_step: a parameter is not a view of the parameter store");
   return ps.grads().narrow(0, value.offset() - values.offset(), value.numel()).reshape(value.shape());
+}
+
+// The shortest decimal that reads back as the same double (0.3, not 0.29999999999999999).
+std::string num(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
 }
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -184,15 +191,16 @@ void write_train_step(const TrainStepResult& result, const std::string& grads_pa
   std::vector<std::pair<std::string, data::NpyArray>> arrays;
   for (const auto& [name, t] : result.grads) arrays.emplace_back(name, data::NpyArray::from_tensor(t));
   std::ostringstream js;
-  js << std::setprecision(17) << "{\n \"terms\": {\n";
-  for (const auto& [name, v] : result.loss.terms) js << "  " << json_string(name) << ": " << v << ",\n";
-  js << "  \"unscaled_loss\": " << result.loss.unscaled_loss << ",\n  \"loss\": " << result.loss.loss << "\n },\n";
-  js << " \"weights\": {\"distogram\": " << weights.distogram
-     << ", \"experimentally_resolved\": " << weights.experimentally_resolved << ", \"fape\": " << weights.fape
-     << ", \"masked_msa\": " << weights.masked_msa << ", \"plddt_loss\": " << weights.plddt
-     << ", \"supervised_chi\": " << weights.supervised_chi << ", \"tm\": " << weights.tm
-     << ", \"violation\": " << weights.violation << "},\n";
-  js << " \"scale\": " << result.loss.scale << ",\n \"grad_norm\": " << result.grad_norm << "\n}\n";
+  js << "{\n \"terms\": {\n";
+  for (const auto& [name, v] : result.loss.terms) js << "  " << json_string(name) << ": " << num(v) << ",\n";
+  js << "  \"unscaled_loss\": " << num(result.loss.unscaled_loss) << ",\n  \"loss\": " << num(result.loss.loss)
+     << "\n },\n";
+  js << " \"weights\": {\"distogram\": " << num(weights.distogram)
+     << ", \"experimentally_resolved\": " << num(weights.experimentally_resolved) << ", \"fape\": " << num(weights.fape)
+     << ", \"masked_msa\": " << num(weights.masked_msa) << ", \"plddt_loss\": " << num(weights.plddt)
+     << ", \"supervised_chi\": " << num(weights.supervised_chi) << ", \"tm\": " << num(weights.tm)
+     << ", \"violation\": " << num(weights.violation) << "},\n";
+  js << " \"scale\": " << num(result.loss.scale) << ",\n \"grad_norm\": " << num(result.grad_norm) << "\n}\n";
   // Both files under temporary names first; renamed only when both are complete.
   const std::string losses_tmp = losses_path + ".tmp";
   {
