@@ -4,8 +4,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -22,6 +25,24 @@ inline std::string read_file(const fs::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+struct RunResult {
+  int status = -1;
+  std::string output;  // stdout + stderr
+};
+// Runs `foldcore <args>` (a shell command line) and collects its exit status and output.
+inline RunResult run_foldcore(const std::string& args) {
+  const std::string cmd = foldcore_binary() + " " + args + " 2>&1";
+  RunResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t got = 0;
+  while ((got = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), got);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
 }
 
 // /tmp/foldcore_<tag>_<pid>_<test name>, emptied at the start and removed at the end.

@@ -2,15 +2,13 @@
 // clear error (non-zero exit, the offending file named) and leave no output file behind.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "apps_test_util.h"
 #include "test_util.h"
 
 namespace foldcore {
@@ -18,26 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// <build>/foldcore, the test executable living in <build>/tests/.
-fs::path foldcore_binary() { return fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "foldcore"; }
-
-struct Result {
-  int status = -1;
-  std::string output;  // stdout + stderr
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = foldcore_binary().string() + " " + args + " 2>&1";
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t got = 0;
-  while ((got = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), got);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+fs::path foldcore_binary() { return apps_test::foldcore_binary(); }
+using Result = apps_test::RunResult;
+Result run(const std::string& args) { return apps_test::run_foldcore(args); }
 
 class RunFeaturesCli : public ::testing::Test {
  protected:

@@ -1,6 +1,6 @@
 // From backbone frames and torsion angles to all-atom coordinates (AF2 suppl. 1.8.4–1.8.5),
 // with AlphaFold's residue constants (data_pipeline/residue_constants.h). Plain fp32 host
-// geometry (no autograd graph).
+// geometry (no autograd graph); structure_geometry.h wraps the first two as autograd functions.
 #pragma once
 
 #include "models/alphafold/rigid.h"

@@ -109,6 +109,34 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& pr
   return out;
 }
 
+Af2GraphOutputs AlphaFold::forward_graph(const Af2Batch& batch, const Af2RecycleState& prev,
+                                         Af2RecycleState* next) const {
+  TrunkOutput trunk = trunk_.forward(batch, prev);
+  StructureModuleInputs sin{trunk.single, trunk.pair, batch.aatype, batch.seq_mask, batch.residx_atom37_to_atom14,
+                            batch.atom37_atom_exists};
+  auto sm = std::make_shared<StructureModuleOutputs>(structure_module_->forward(sin));
+  auto ho = std::make_shared<HeadOutputs>(heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm->single}));
+  if (next != nullptr) {  // values only: the recycled state carries no graph (AF2 stop_gradient)
+    next->m1 = trunk.m1.value();
+    next->z = trunk.pair.value();
+    next->x = sm->final_atom_positions;
+  }
+  return {std::move(sm), std::move(ho)};
+}
+
+Af2GraphOutputs AlphaFold::forward_train(const Af2Features& features, Device device) const {
+  const int64_t iterations = features.num_iterations();
+  FC_CHECK(iterations >= 1, "AlphaFold::forward_train: ", features.path(), " has no recycling iterations");
+  Af2RecycleState state;
+  for (int64_t r = 0; r + 1 < iterations; ++r) {
+    ag::NoGradGuard no_grad;
+    Af2RecycleState next;
+    forward_graph(batch_to(features.iteration(r), device), state, &next);
+    state = std::move(next);
+  }
+  return forward_graph(batch_to(features.iteration(iterations - 1), device), state);
+}
+
 Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles, Device device,
                               const std::function<void(int64_t, int64_t)>& on_iteration) const {
   FC_CHECK(num_recycles >= 0 && num_recycles < features.num_iterations(), "AlphaFold::predict: ", num_recycles,

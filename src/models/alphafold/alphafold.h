@@ -26,6 +26,15 @@ namespace foldcore::af2 {
 
 class StructureModule;
 class Af2Heads;
+struct StructureModuleOutputs;
+struct HeadOutputs;
+
+// One iteration's outputs with their graph handles (training): the structure module's per-layer
+// outputs and the heads' logits as Variables, for the loss gradients to be fed back in.
+struct Af2GraphOutputs {
+  std::shared_ptr<const StructureModuleOutputs> structure;
+  std::shared_ptr<const HeadOutputs> heads;
+};
 
 // Named output arrays (AF2 / reference outputs.npz names), CPU tensors.
 using Af2Outputs = std::vector<std::pair<std::string, Tensor>>;
@@ -41,6 +50,16 @@ class AlphaFold : public nn::Module {
   // state (undefined tensors: the first iteration, zeros). Writes the state for the next
   // iteration into *next and returns the iteration's outputs.
   Af2Outputs iteration(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next) const;
+
+  // The same iteration keeping the graph handles of what the training losses read (run it with
+  // grad mode on for a training step). `next`, when given, receives the detached recycled state.
+  Af2GraphOutputs forward_graph(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next = nullptr) const;
+
+  // Training forward over recycling as AlphaFold2 trains (suppl. 1.10): R = features.num_iterations()
+  // (the sample's recycling extent); iterations 0..R−2 on the slices [..., r] run without a graph
+  // (no-grad), their recycled m1/z/x are plain values (detached); iteration R−1 runs with the graph
+  // (grad mode as the caller has it). Returns the last iteration's graph outputs.
+  Af2GraphOutputs forward_train(const Af2Features& features, Device device) const;
 
   // Inference (no-grad, eval): iterations 0..num_recycles on the feature slices [..., r]; the
   // final iteration's outputs plus recycle_m1 / recycle_z / recycle_x [R, …] (each iteration's

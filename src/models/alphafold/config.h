@@ -63,6 +63,9 @@ struct StructureModuleConfig {
   int64_t sidechain_channels = 128;
   int64_t sidechain_residual_blocks = 2;
   float dropout = 0.1f;
+  // AF2 training detaches the backbone rotation between layers (stop_gradient); off only for
+  // checking the full chain rule against finite differences.
+  bool stop_rotation_gradient = true;
 };
 
 struct HeadsConfig {

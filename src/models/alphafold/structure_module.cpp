@@ -116,36 +116,45 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
   const Variable s_initial = single_layer_norm_.forward(in.single);
   Variable s = initial_projection_.forward(s_initial);
   const Variable z = pair_layer_norm_.forward(in.pair);
-  QuatRigid frames = QuatRigid::identity({n});  // Alg. 20 line 4: identity backbone frames
+  // Alg. 20 line 4: identity backbone frames.
+  const Device dev = s.device();
+  const QuatRigid identity = QuatRigid::identity({n});
+  QuatFrameVar frame{Variable(identity.quat.to(dev)), Variable(identity.trans.to(dev))};
 
   std::vector<Tensor> frames7, sidechain, positions, angles, unnormalized, states;
   StructureModuleOutputs out;
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
-    // The rotation enters the iteration as a constant (AF2 stop_gradient on rotations); the
-    // translation has no graph either, as the geometry is host math (see the header).
-    const Rigid t = frames.to_rigid();
-    const Device dev = s.device();
-    const Variable update = ipa_.forward(s, z, mask, Variable(t.rot.to(dev)), Variable(t.trans.to(dev)));
+    // AF2 stop_gradient on rotations: the rotation enters the iteration as a constant (for IPA and
+    // for the quaternion update); the translation carries its graph from the previous layers.
+    // (cfg.stop_rotation_gradient false: the whole chain, for finite-difference checks.)
+    const bool stop = cfg_.stop_rotation_gradient;
+    const Variable quat_in = stop ? frame.quat.detach() : frame.quat;
+    const Variable rot_in = stop ? Variable(quat_to_rot(quat_in.value()).to(dev)) : quat_to_rot_var(quat_in);
+    const Variable update = ipa_.forward(s, z, mask, rot_in, frame.trans);
     s = attention_layer_norm_.forward(ipa_dropout_.forward(ag::add(s, update)));
     Variable x = s;
     for (const auto& lin : transition_) x = lin->forward(x);
     s = transition_layer_norm_.forward(transition_dropout_.forward(ag::add(x, s)));
 
-    frames = pre_compose(frames, affine_update_.forward(s).value());  // Alg. 23
-    const Variable ua = rigid_sidechain_.forward(s, s_initial);       // Alg. 24
+    frame = pre_compose_var({quat_in, frame.trans}, affine_update_.forward(s));  // Alg. 23
+    const Variable ua = rigid_sidechain_.forward(s, s_initial);                 // Alg. 24
     const Variable a = l2_normalize_last(ua);
-    const Rigid bb = scale_translation(frames.to_rigid(), cfg_.position_scale);
-    const Rigid groups = torsion_angles_to_frames(in.aatype, bb, a.value());
-    const Tensor atom14 = frames_to_atom14_positions(in.aatype, groups);
+    const RigidVar bb{quat_to_rot_var(frame.quat), ag::scale(frame.trans, cfg_.position_scale)};
+    const RigidVar groups = torsion_angles_to_frames_var(in.aatype, bb, a);
+    const Variable atom14 = frames_to_atom14_positions_var(in.aatype, groups);
 
-    frames7.push_back(frames.to_tensor7(cfg_.position_scale));
-    sidechain.push_back(rigid_to_4x4(groups));
-    positions.push_back(atom14);
+    frames7.push_back(QuatRigid{host_f32(frame.quat.value()), host_f32(frame.trans.value())}.to_tensor7(
+        cfg_.position_scale));
+    sidechain.push_back(rigid_to_4x4(Rigid{host_f32(groups.rot.value()), host_f32(groups.trans.value())}));
+    positions.push_back(host_f32(atom14.value()));
     angles.push_back(host_f32(a.value()));
     unnormalized.push_back(host_f32(ua.value()));
     states.push_back(host_f32(s.value()));
     out.angles_vars.push_back(a);
     out.unnormalized_angles_vars.push_back(ua);
+    out.frames_vars.push_back(frame);
+    out.sidechain_frames_vars.push_back(groups);
+    out.positions_vars.push_back(atom14);
   }
   out.frames = stack(frames7);
   out.sidechain_frames = stack(sidechain);
@@ -154,7 +163,7 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
   out.unnormalized_angles = stack(unnormalized);
   out.states = stack(states);
   out.single = s;
-  out.final_frames = frames;
+  out.final_frames = QuatRigid{host_f32(frame.quat.value()), host_f32(frame.trans.value())};
   out.final_atom14_positions = positions.back();
 
   Tensor residx = in.residx_atom37_to_atom14, exists = in.atom37_atom_exists;

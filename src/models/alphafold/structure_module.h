@@ -10,20 +10,23 @@
 //   T ← T ∘ (quaternion (1, b, c, d) normalised, t) with (b, c, d, t) = affine_update(s)   (Alg. 23)
 //   α̃ = angle ResNet(s, s_initial) [N, 7, 2], α = α̃/|α̃|                                    (Alg. 24)
 //   frames of the 8 rigid groups and atom14 positions from T (scaled to Å) and α (all_atom.h)
-//   T's rotation is detached before the next iteration (AF2 stop_gradient: a training detail).
+//   T's rotation is detached before the next iteration (AF2 stop_gradient on rotations): the
+//   next iteration's IPA and quaternion update see it as a constant; its translation keeps its graph.
 // Frames are kept in internal units (Å/10); outputs are in Å (position_scale 10).
 //
-// What is differentiable: the single representation path (LNs, linears, IPA, transition, angle
-// ResNet, angle normalisation) through autograd. The geometry — quaternion update, torsion →
-// frames, atom positions — is fp32 host math without a graph (rigid.h, all_atom.h): gradients do
-// not flow from positions/frames back into affine_update or the angles (inference and parity
-// are the goal here; the FAPE/torsion losses will need those paths made differentiable).
+// Everything is differentiable: the single representation path (LNs, linears, IPA, transition,
+// angle ResNet, angle normalisation) through autograd ops, and the geometry — quaternion update,
+// rotation matrices, torsions → rigid-group frames → atom14 — through the autograd functions of
+// structure_geometry.h, whose forwards are the host math of rigid.h / all_atom.h (so inference is
+// unchanged). The per-layer graph handles (frames_vars, positions_vars, sidechain_frames_vars,
+// angles_vars, …) are what a training step hands the loss gradients to.
 #pragma once
 
 #include "models/alphafold/config.h"
 #include "models/alphafold/ipa.h"
 #include "models/alphafold/param_table.h"
 #include "models/alphafold/rigid.h"
+#include "models/alphafold/structure_geometry.h"
 #include "nn/layers.h"
 
 namespace foldcore::af2 {
@@ -46,8 +49,11 @@ struct StructureModuleOutputs {
   Tensor angles;               // [L, N, 7, 2] normalised (sin, cos)
   Tensor unnormalized_angles;  // [L, N, 7, 2]
   Tensor states;               // [L, N, c_s]
-  // Per-iteration graph handles (training losses on angles / the representation).
-  std::vector<Variable> angles_vars, unnormalized_angles_vars;
+  // Per-iteration graph handles (the training losses' gradients go in here):
+  std::vector<Variable> angles_vars, unnormalized_angles_vars;  // [N, 7, 2]
+  std::vector<QuatFrameVar> frames_vars;    // backbone quat [N, 4], trans [N, 3] (internal units, Å/10)
+  std::vector<RigidVar> sidechain_frames_vars;  // rot [N, 8, 3, 3], trans [N, 8, 3] (Å)
+  std::vector<Variable> positions_vars;     // atom14 [N, 14, 3] (Å)
   Variable single;                // [N, c_s] final activation (AF2 representations/structure_module)
   QuatRigid final_frames;         // internal units (Å/10)
   Tensor final_atom14_positions;  // [N, 14, 3] (Å)

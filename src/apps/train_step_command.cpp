@@ -1,0 +1,55 @@
+// `foldcore train_step --batch B.npz --params_file P.npz --stage initial|finetune --output grads.npz
+// --losses losses.json [--device cpu]`: one AlphaFold2 training forward over every recycling
+// iteration of a training batch (features + labels, recycling axis last; the loss reads the last
+// slice), every loss term, and the gradient of `loss` for every parameter under the official
+// AlphaFold2 key names and layout (models/alphafold/train_step.h). Both files are written under
+// temporary names and renamed, so a failure leaves neither behind.
+#include <memory>
+#include <string>
+
+#include "apps/commands.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#ifdef FOLDCORE_HAVE_DATA
+#include "models/alphafold/train_step.h"
+#endif
+
+namespace foldcore::apps {
+
+void add_train_step_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand(
+      "train_step", "One AlphaFold2 training step on a batch: every loss term and the gradient of every parameter");
+  struct Args {
+    std::string batch, params, stage, output, losses, device = "cpu";
+  };
+  auto args = std::make_shared<Args>();
+  sub->add_option("--batch", args->batch, "training batch .npz (features and labels, recycling axis last)")
+      ->required();
+  sub->add_option("--params_file", args->params, "parameters .npz in the official AlphaFold2 layout")->required();
+  sub->add_option("--stage", args->stage, "loss weights of the training stage (suppl. Table 4)")
+      ->required()
+      ->check(CLI::IsMember({"initial", "finetune"}));
+  sub->add_option("--output", args->output, "gradients .npz (official keys and layout)")->required();
+  sub->add_option("--losses", args->losses, "loss terms .json (unweighted terms, unscaled_loss, loss)")->required();
+  sub->add_option("--device", args->device, "cpu or cuda[:index]");
+  set_action(sub, [args]() -> int {
+#ifdef FOLDCORE_HAVE_DATA
+    af2::TrainStepOptions o;
+    o.batch_path = args->batch;
+    o.params_path = args->params;
+    o.stage = args->stage;
+    o.device = Device::parse(args->device);
+    const af2::TrainStepResult r = af2::run_train_step(o);
+    af2::write_train_step(r, args->output, args->losses);
+    log::info("train_step: loss ", r.loss.loss, ", gradient norm ", r.grad_norm, "; wrote ", args->output, " and ",
+              args->losses);
+    return 0;
+#else
+    FC_THROW("this build has no data pipeline (zlib), which the AlphaFold model needs");
+#endif
+  });
+}
+
+}  // namespace foldcore::apps
