@@ -145,6 +145,32 @@ TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
   EXPECT_NE(again.output.find("--resume"), std::string::npos) << again.output;
 }
 
+// export_params turns a checkpoint into an official parameter file that run_features reads with
+// no config (the architecture is inferred from the array shapes); --ema exports the average.
+TEST(Train, ExportedParametersRunInRunFeatures) {
+  TempDir dir("train_export");
+  const fs::path store = make_store(dir.path());
+  const fs::path config = tiny_config(dir.path(), "tiny.yaml", {});
+  const fs::path run = dir.path() / "run";
+  ASSERT_EQ(run_foldcore(train_args(config, store, run, 3)).status, 0);
+  const fs::path ckpt = run / "checkpoint.h5";
+  for (const char* ema : {"", " --ema"}) {
+    const fs::path params = dir.path() / (std::string("params") + (*ema ? "_ema" : "") + ".npz");
+    RunResult r = run_foldcore("export_params --checkpoint " + ckpt.string() + " --output " + params.string() + ema);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("of step 3"), std::string::npos) << r.output;
+    r = run_foldcore("run_features --features " + foldcore::testing::shared_dir() + "/af2/ref/features.npz" +
+                     " --params_file " + params.string() + " --output " + (dir.path() / "out.npz").string());
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("1 Evoformer blocks"), std::string::npos) << r.output;
+  }
+  EXPECT_NE(read_file(dir.path() / "params.npz"), read_file(dir.path() / "params_ema.npz"));
+  const RunResult bad =
+      run_foldcore("export_params --checkpoint " + store.string() + " --output " + (dir.path() / "x.npz").string());
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "x.npz"));
+}
+
 TEST(Train, ConfigErrorsNameTheKey) {
   TempDir dir("train_config");
   const fs::path store = dir.path() / "absent.h5";  // never reached: the config fails first

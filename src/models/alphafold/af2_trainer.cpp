@@ -21,6 +21,7 @@
 #include "data_pipeline/feature_store.h"
 #include "data_pipeline/loader.h"
 #include "data_pipeline/training_sample.h"
+#include "models/alphafold/af2_export.h"
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/config_yaml.h"
 #include "models/alphafold/features.h"
@@ -77,20 +78,6 @@ std::set<std::string> recycled_keys(const data::TrainingSampleConfig& config) {
     if (spec.name == "num_recycles") break;
     out.insert(spec.name);
   }
-  return out;
-}
-
-// Per-key shapes for af2_train_step's gradient report: each parameter's own shape, stacked
-// arrays with the block count in front. (The official file splits some axes further — heads ×
-// channels — but the report only needs matching element counts.)
-std::map<std::string, std::vector<int64_t>> key_shapes(const Af2ParamTable& table) {
-  std::map<std::string, int64_t> blocks;
-  std::map<std::string, std::vector<int64_t>> out;
-  for (const Af2ParamEntry& e : table.entries()) {
-    out[e.key] = e.target.shape().vec();
-    if (e.stack_index >= 0) blocks[e.key] = std::max(blocks[e.key], e.stack_index + 1);
-  }
-  for (const auto& [key, n] : blocks) out[key].insert(out[key].begin(), n);
   return out;
 }
 
@@ -202,7 +189,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   params.finalize();
   Af2ParamTable table;
   model.add_af2_params(table);
-  const auto shapes = key_shapes(table);
+  const auto shapes = af2_official_shapes(table, cfg.model);  // af2_train_step's gradient report
   nn::Adam adam(params.values(), params.grads(), params.segments(), cfg.optim.adam);
   nn::Ema ema(params.values(), nn::EmaConfig{cfg.optim.ema_decay, false});
   const nn::AlphaFoldSchedule schedule(cfg.optim.schedule);
