@@ -108,6 +108,36 @@ TEST(TrainingLoader, SameBatchesForOneAndThreeWorkers) {
   EXPECT_EQ(std::memcmp(one.bytes[2].data() + 1 * kCrop * 4, d.at("aatype").data.data(), kCrop * 4), 0);
 }
 
+// A loader started at batch k (a resumed run) delivers exactly batches k, k+1, … of one started
+// at 0, across an epoch boundary, with their epoch and step numbers.
+TEST(TrainingLoader, StartBatchContinuesTheSequence) {
+  FeatureStoreReader r(make_store("start"));
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.seed = 5;
+  o.workers = 2;
+  const Seen all = run(r, o, 9);  // 6 batches per epoch
+  o.start_batch = 4;
+  TrainingLoader loader(r, toy_sample, o);
+  for (int64_t b = 4; b < 9; ++b) {
+    const TrainingBatch batch = loader.next();
+    EXPECT_EQ(batch.epoch, b / 6);
+    EXPECT_EQ(batch.step, b % 6);
+    for (int64_t i = 0; i < o.batch_size; ++i) {
+      const size_t at = static_cast<size_t>(b * o.batch_size + i);
+      EXPECT_EQ(batch.chains[static_cast<size_t>(i)], all.chains[at]);
+      EXPECT_EQ(batch.keys[static_cast<size_t>(i)].sample_index, all.keys[at].sample_index);
+      EXPECT_EQ(batch.keys[static_cast<size_t>(i)].epoch, all.keys[at].epoch);
+    }
+    size_t f = 0;
+    for (const auto& [name, t] : batch.features) {
+      const auto* p = static_cast<const uint8_t*>(t.data_ptr());
+      EXPECT_EQ(std::vector<uint8_t>(p, p + t.nbytes()), all.bytes[static_cast<size_t>(b) * 2 + f]) << name;
+      ++f;
+    }
+  }
+}
+
 TEST(TrainingLoader, RankShardsAreDisjointAndCoverTheEpoch) {
   FeatureStoreReader r(make_store("ranks"));
   LoaderOptions o;

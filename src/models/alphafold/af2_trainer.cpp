@@ -216,15 +216,13 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   lo.workers = cfg.run.workers;
   lo.batch_size = cfg.optim.batch_size;
   lo.seed = cfg.run.seed;
+  lo.start_batch = step;  // one loader batch per step: resume where the checkpoint left off
   const data::TrainingSampleConfig sample_config = cfg.data;
   data::TrainingLoader loader(
       reader, [sample_config](const data::TrainingChain& chain, const data::SampleKey& key) {
         return data::make_training_sample(chain, sample_config, key);
       },
       lo);
-  // The loader has no seek: replay the batches the checkpointed steps consumed (their order and
-  // content depend only on the seed and the position).
-  for (int64_t i = 0; i < step; ++i) (void)loader.next();
   const std::set<std::string> recycled = recycled_keys(cfg.data);
 
   std::ofstream metrics(metrics_path, std::ios::app);

@@ -10,10 +10,10 @@
 //   checkpoint.h5   weights, EMA, Adam moments and step, trainer position (steps taken = loader
 //                   batches consumed), dropout RNG offset, skip counters; written atomically
 //                   (nn/checkpoint.h) every run.checkpoint_every steps and after the last step.
-// --resume reloads checkpoint.h5, drops metrics lines past its step, replays the loader to its
-// position and continues: a run killed at any point and resumed gives the same per-step losses
-// as an uninterrupted one (the loader's order, the samples and the dropout masks depend only on
-// the seed and the position).
+// --resume reloads checkpoint.h5, drops metrics lines past its step, starts the loader at its
+// position (LoaderOptions::start_batch) and continues: a run killed at any point and resumed
+// gives the same per-step losses as an uninterrupted one (the loader's order, the samples and the
+// dropout masks depend only on the seed and the position).
 //
 // A step whose loss or gradient is not finite is skipped (no update, no EMA) and counted, as
 // OpenFold does; run.max_nonfinite_in_a_row consecutive ones stop the run with an Error, the
