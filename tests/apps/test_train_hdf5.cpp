@@ -16,12 +16,14 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "apps_test_util.h"
+#include "nn/checkpoint.h"
 #include "test_util.h"
 
 namespace foldcore::apps_test {
@@ -154,6 +156,16 @@ TEST(Train, ExportedParametersRunInRunFeatures) {
   const fs::path run = dir.path() / "run";
   ASSERT_EQ(run_foldcore(train_args(config, store, run, 3)).status, 0);
   const fs::path ckpt = run / "checkpoint.h5";
+  // The checkpoint holds the weights, the optimiser, the EMA, the position and the RNG state.
+  const nn::CheckpointSummary summary = nn::inspect_checkpoint(ckpt.string());
+  EXPECT_EQ(summary.step, 3);
+  std::set<std::string> entries;
+  for (const nn::CheckpointEntry& e : summary.entries) entries.insert(e.path);
+  for (const char* want : {"params/values", "optimizer/adam/m", "optimizer/adam/v", "optimizer/adam/step",
+                           "optimizer/ema/ema", "optimizer/ema/step", "optimizer/trainer/step",
+                           "optimizer/trainer/dropout_offset", "optimizer/trainer/skipped",
+                           "optimizer/trainer/nonfinite_in_a_row"})
+    EXPECT_TRUE(entries.count(want)) << want;
   for (const char* ema : {"", " --ema"}) {
     const fs::path params = dir.path() / (std::string("params") + (*ema ? "_ema" : "") + ".npz");
     RunResult r = run_foldcore("export_params --checkpoint " + ckpt.string() + " --output " + params.string() + ema);

@@ -159,6 +159,18 @@ std::string architecture_meta(const TrainConfig& c, int64_t num_params) {
 
 }  // namespace
 
+void accumulate_clipped_gradient(std::vector<float>& acc, const Tensor& grads, double norm, double max_norm,
+                                 int64_t batch_size) {
+  FC_CHECK(static_cast<int64_t>(acc.size()) == grads.numel(), "train: gradient accumulator of ", acc.size(),
+           " elements for a gradient of ", grads.numel());
+  FC_CHECK(batch_size >= 1, "train: batch size ", batch_size);
+  const double clip = max_norm > 0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
+  const float scale = static_cast<float>(clip / static_cast<double>(batch_size));
+  const Tensor g = grads.to(Device::cpu()).contiguous();
+  const float* gp = g.data<float>();
+  for (size_t i = 0; i < acc.size(); ++i) acc[i] += scale * gp[i];
+}
+
 TrainSummary run_af2_training(const TrainRunOptions& o) {
   const TrainConfig& cfg = o.config;
   FC_CHECK(o.precision == "fp32", "train: --precision ", o.precision,
@@ -260,13 +272,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
       for (const auto& [name, v] : r.loss.terms) terms[name] += v / static_cast<double>(batch_size);
       norm_sum += r.grad_norm;
       if (!finite) break;
-      // AlphaFold clips each example's gradient to global norm 0.1 before averaging them.
-      const double clip = cfg.optim.clip_grad_norm;
-      const float scale = static_cast<float>(
-          (clip > 0 ? std::min(1.0, clip / (r.grad_norm + 1e-6)) : 1.0) / static_cast<double>(batch_size));
-      const Tensor g = params.grads().to(Device::cpu()).contiguous();
-      const float* gp = g.data<float>();
-      for (int64_t i = 0; i < n; ++i) acc[static_cast<size_t>(i)] += scale * gp[i];
+      accumulate_clipped_gradient(acc, params.grads(), r.grad_norm, cfg.optim.clip_grad_norm, batch_size);
     }
     const float lr = schedule.lr(adam.step_count());
     ++step;

@@ -22,8 +22,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
+#include "core/tensor.h"
 #include "models/alphafold/train_config.h"
 
 namespace foldcore::af2 {
@@ -46,6 +48,12 @@ struct TrainSummary {
 };
 
 TrainSummary run_af2_training(const TrainRunOptions& options);
+
+// acc += min(1, max_norm / (norm + 1e-6)) · grads / batch_size: one example's share of the step's
+// gradient, clipped to global norm max_norm on its own before averaging (AlphaFold2 clips per
+// example); max_norm ≤ 0 disables clipping. `grads` is the flat f32 gradient (any device).
+void accumulate_clipped_gradient(std::vector<float>& acc, const Tensor& grads, double norm, double max_norm,
+                                 int64_t batch_size);
 
 // The checkpoint's file name inside a run folder.
 inline const char* kTrainCheckpointName = "checkpoint.h5";
