@@ -203,6 +203,12 @@ TEST(Train, ConfigErrorsNameTheKey) {
   EXPECT_NE(r.output.find("pretrain"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "run"));
 
+  const fs::path real_store = make_store(dir.path());
+  r = run_foldcore(train_args(kSource + "/configs/train/tiny.yaml", real_store, dir.path() / "run", 1) +
+                   " --precision bf16");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("bf16 is not implemented"), std::string::npos) << r.output;
+
   // The shipped presets parse (with their model YAMLs): the run stops at the absent store.
   for (const char* preset : {"tiny", "initial", "finetune"}) {
     r = run_foldcore(train_args(kSource + "/configs/train/" + preset + ".yaml", store, dir.path() / "run", 1));

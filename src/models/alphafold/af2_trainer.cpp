@@ -189,7 +189,6 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   }
   // The store is opened before anything is built or written, so a wrong path fails at once.
   data::FeatureStoreReader reader(o.store_path);
-  fs::create_directories(out_dir);
 
   // The model, its optimiser and EMA. Initialisation and dropout draw from their own Philox
   // generators of the run seed; dropout's position is checkpointed.
@@ -237,6 +236,8 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
       lo);
   const std::set<std::string> recycled = recycled_keys(cfg.data);
 
+  // Created only now: a run that fails on its inputs (store, device, checkpoint) writes nothing.
+  fs::create_directories(out_dir);
   std::ofstream metrics(metrics_path, std::ios::app);
   FC_CHECK(metrics.good(), "train: cannot open ", metrics_path.string());
   log::info("train: ", cfg.name, " (", cfg.model.preset, ", ", params.num_elements(), " parameters), store ",
