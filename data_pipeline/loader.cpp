@@ -314,7 +314,7 @@ struct TrainingLoader::State {
 
   void batcher() {
     try {
-      for (int64_t p0 = 0;; p0 += o.batch_size) {
+      for (int64_t p0 = o.start_batch * o.batch_size;; p0 += o.batch_size) {
         std::vector<Produced> samples;
         {
           std::unique_lock<std::mutex> lock(m);
@@ -374,6 +374,8 @@ TrainingLoader::TrainingLoader(const FeatureStoreReader& reader, SampleFn sample
   FC_CHECK(s.batches > 0, "TrainingLoader: an epoch of ", s.epoch_len, " samples over ", o.world_size,
            " ranks gives no full batch of ", o.batch_size);
   s.per_rank = s.batches * o.batch_size;
+  FC_CHECK(o.start_batch >= 0, "TrainingLoader: start_batch ", o.start_batch, " is negative");
+  s.next_pos = s.batched_pos = o.start_batch * o.batch_size;
   if (o.device.is_cuda()) s.stream = Stream::create(o.device);
   for (int i = 0; i < o.workers; ++i) s.threads.emplace_back([&s] { s.worker(); });
   s.threads.emplace_back([&s] { s.batcher(); });

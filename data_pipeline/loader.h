@@ -54,6 +54,11 @@ struct LoaderOptions {
   std::vector<int64_t> indices;  // candidate chains (store indices); empty = every chain
   std::map<std::string, int64_t> cluster_sizes;  // for weighted sampling (absent = 1)
   Device device = Device::cpu();  // where batches are delivered
+  // Rank-local batches to skip: delivery starts at batch start_batch of the sequence (epoch
+  // start_batch / batches_per_epoch), identical to what a loader from 0 delivers there. A
+  // resumed training run starts where its checkpoint left off without producing the batches
+  // before it.
+  int64_t start_batch = 0;
 };
 
 struct LoaderStats {

@@ -39,6 +39,8 @@ void register_commands(CLI::App& app) {
   add_msa_command(app);
   add_run_features_command(app);
   add_train_step_command(app);
+  add_train_command(app);
+  add_export_params_command(app);
   add_predict_command(app);
   add_bert_command(app);
   add_bert_data_command(app);

@@ -68,7 +68,7 @@ struct Seen {
 Seen run(const FeatureStoreReader& r, LoaderOptions o, int64_t num_batches, SampleFn fn = toy_sample) {
   TrainingLoader loader(r, std::move(fn), o);
   Seen s;
-  for (int64_t b = 0; b < num_batches; ++b) {
+  for (int64_t b = o.start_batch; b < o.start_batch + num_batches; ++b) {
     const TrainingBatch batch = loader.next();
     EXPECT_EQ(batch.epoch, b / loader.batches_per_epoch());
     EXPECT_EQ(batch.step, b % loader.batches_per_epoch());
@@ -106,6 +106,23 @@ TEST(TrainingLoader, SameBatchesForOneAndThreeWorkers) {
   // The batch holds exactly what the sample function gives for that chain and key.
   const FeatureDict d = toy_sample(r.read(one.chains[5]), one.keys[5]);
   EXPECT_EQ(std::memcmp(one.bytes[2].data() + 1 * kCrop * 4, d.at("aatype").data.data(), kCrop * 4), 0);
+}
+
+// A loader started at batch k (a resumed run) delivers exactly batches k, k+1, … of one started
+// at 0, across an epoch boundary, with their epoch and step numbers.
+TEST(TrainingLoader, StartBatchContinuesTheSequence) {
+  FeatureStoreReader r(make_store("start"));
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.seed = 5;
+  o.workers = 2;
+  const Seen all = run(r, o, 9);  // 6 batches per epoch
+  o.start_batch = 4;
+  const Seen tail = run(r, o, 5);  // checks each batch's epoch and step too
+  const size_t first = 4 * static_cast<size_t>(o.batch_size);
+  EXPECT_TRUE(same_keys(tail.keys, std::vector<SampleKey>(all.keys.begin() + first, all.keys.end())));
+  EXPECT_EQ(tail.chains, std::vector<std::string>(all.chains.begin() + first, all.chains.end()));
+  EXPECT_EQ(tail.bytes, decltype(all.bytes)(all.bytes.begin() + 4 * 2, all.bytes.end()));  // 2 features a batch
 }
 
 TEST(TrainingLoader, RankShardsAreDisjointAndCoverTheEpoch) {

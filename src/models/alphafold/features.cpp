@@ -73,13 +73,26 @@ const std::vector<std::string>& af2_template_features() {
 }
 
 Af2Features Af2Features::read_npz(const std::string& path) {
-  Af2Features f;
-  f.path_ = path;
   const data::NpzReader reader(path);  // throws on an unreadable or corrupt archive
+  std::map<std::string, Tensor> arrays;
+  for (const FeatureSpec& spec : feature_specs()) {
+    if (!reader.contains(spec.name)) continue;
+    const data::NpyArray a = reader.read(spec.name);
+    FC_CHECK(a.dtype.kind == 'f' || a.dtype.kind == 'i' || a.dtype.kind == 'u' || a.dtype.kind == 'b', path,
+             ": feature '", spec.name, "' ", shape_str(a.shape), ": not a numeric array (dtype ", a.dtype.descr(), ")");
+    arrays.emplace(spec.name, a.to_tensor());
+  }
+  return from_arrays(arrays, path);
+}
+
+Af2Features Af2Features::from_arrays(const std::map<std::string, Tensor>& arrays, const std::string& origin) {
+  Af2Features f;
+  f.path_ = origin;
+  const std::string& path = origin;
   for (const std::string& name : af2_required_features())
-    FC_CHECK(reader.contains(name), path, ": required feature '", name, "' is missing (is this a processed AlphaFold feature file?)");
+    FC_CHECK(arrays.count(name), path, ": required feature '", name, "' is missing (is this a processed AlphaFold feature file?)");
   int present_templates = 0;
-  for (const std::string& name : af2_template_features()) present_templates += reader.contains(name) ? 1 : 0;
+  for (const std::string& name : af2_template_features()) present_templates += arrays.count(name) ? 1 : 0;
   FC_CHECK(present_templates == 0 || present_templates == static_cast<int>(af2_template_features().size()), path,
            ": template features are incomplete (", present_templates, " of ", af2_template_features().size(),
            " present)");
@@ -88,14 +101,14 @@ Af2Features Af2Features::read_npz(const std::string& path) {
   int64_t iterations = -1;
   std::string iterations_from;
   for (const FeatureSpec& spec : feature_specs()) {
-    if (!reader.contains(spec.name)) continue;
-    const data::NpyArray a = reader.read(spec.name);
-    const std::string what = path + ": feature '" + spec.name + "' " + shape_str(a.shape);
-    FC_CHECK(a.dtype.kind == 'f' || a.dtype.kind == 'i' || a.dtype.kind == 'u' || a.dtype.kind == 'b', what,
-             ": not a numeric array (dtype ", a.dtype.descr(), ")");
-    FC_CHECK(a.shape.size() == spec.dims.size() + 1, what, ": expected rank ", spec.dims.size() + 1,
+    const auto found = arrays.find(spec.name);
+    if (found == arrays.end()) continue;
+    const Tensor& in = found->second;
+    const std::vector<int64_t> shape = in.shape().vec();
+    const std::string what = path + ": feature '" + spec.name + "' " + shape_str(shape);
+    FC_CHECK(shape.size() == spec.dims.size() + 1, what, ": expected rank ", spec.dims.size() + 1,
              " (per-iteration rank ", spec.dims.size(), " + the recycling axis last)");
-    const int64_t r = a.shape.back();
+    const int64_t r = shape.back();
     if (iterations < 0) {
       iterations = r;
       iterations_from = spec.name;
@@ -104,7 +117,7 @@ Af2Features Af2Features::read_npz(const std::string& path) {
              iterations);
     for (size_t d = 0; d < spec.dims.size(); ++d) {
       const std::string& sym = spec.dims[d];
-      const int64_t got = a.shape[d];
+      const int64_t got = shape[d];
       if (std::isdigit(static_cast<unsigned char>(sym[0]))) {
         FC_CHECK(got == std::stoll(sym), what, ": axis ", d, " must be ", sym);
       } else {
@@ -113,7 +126,7 @@ Af2Features Af2Features::read_npz(const std::string& path) {
                  it->second);
       }
     }
-    Tensor t = a.to_tensor();
+    Tensor t = in;
     const DType want = spec.integer ? DType::i64 : DType::f32;
     if (t.dtype() != want) t = t.to(want);
     f.arrays_.emplace(spec.name, std::move(t));

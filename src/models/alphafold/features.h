@@ -60,6 +60,9 @@ class Af2Features {
   // across features; fixed extents such as 37, 14, 7, 3 must match), recycling extents that
   // differ, a non-numeric dtype. Arrays the model does not use are ignored.
   static Af2Features read_npz(const std::string& path);
+  // The same checks on arrays already in memory (a training sample from the loader); `origin`
+  // names them in errors. Arrays the model does not use are ignored.
+  static Af2Features from_arrays(const std::map<std::string, Tensor>& arrays, const std::string& origin);
 
   int64_t num_iterations() const { return num_iterations_; }
   // Features of iteration r (0 ≤ r < num_iterations()), freshly sliced contiguous tensors.

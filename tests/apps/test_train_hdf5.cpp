@@ -1,0 +1,245 @@
+// End-to-end tests of `foldcore train` (the program runs as a subprocess) on a feature store of the
+// shared mmCIFs, tiny preset with a few steps:
+//   - a run SIGKILLed after its second step and resumed logs bit-identical per-step losses to an
+//     uninterrupted run (the acceptance test);
+//   - config errors (unknown key, missing key) and a checkpoint of another architecture each give
+//     a message naming the file and the key, and leave the run folder as it was;
+//   - non-finite losses (a learning rate that blows the weights up) are skipped and counted, and
+//     max_nonfinite_in_a_row of them stop the run with a clear message, metrics intact.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps_test_util.h"
+#include "nn/checkpoint.h"
+#include "test_util.h"
+
+namespace foldcore::apps_test {
+namespace {
+
+const std::string kSource = FOLDCORE_SOURCE_DIR;
+
+// The store every test trains on: the shared mmCIFs, 2q2k_A with its real alignments.
+fs::path make_store(const fs::path& dir) {
+  const std::string shared = foldcore::testing::shared_dir() + "/data/";
+  fs::create_directories(dir / "aln" / "2q2k_A");
+  for (const auto& e : fs::directory_iterator(shared + "2q2k_A/alignments"))
+    fs::copy_file(e.path(), dir / "aln" / "2q2k_A" / e.path().filename());
+  const fs::path store = dir / "store.h5";
+  const RunResult r = run_foldcore("preprocess --mmcif_dir " + shared + "mmcifs --alignment_dir " +
+                                   (dir / "aln").string() + " --out " + store.string());
+  EXPECT_EQ(r.status, 0) << r.output;
+  return store;
+}
+
+// configs/train/tiny.yaml with `edits` applied ("key: value" lines replaced by the given text; an
+// empty replacement deletes the line) and the model path made absolute.
+fs::path tiny_config(const fs::path& dir, const std::string& name, const std::map<std::string, std::string>& edits) {
+  std::istringstream in(read_file(kSource + "/configs/train/tiny.yaml"));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    const std::string key = std::regex_replace(line, std::regex("^\\s*([A-Za-z_]+):.*$"), "$1");
+    if (key == "model") line = "model: " + kSource + "/configs/model/tiny.yaml";
+    const auto it = edits.find(key);
+    if (it != edits.end()) {
+      if (it->second.empty()) continue;
+      line = it->second;
+    }
+    out += line + "\n";
+  }
+  const fs::path p = dir / name;
+  std::ofstream(p) << out;
+  return p;
+}
+
+std::vector<std::string> lines(const fs::path& p) {
+  std::vector<std::string> out;
+  std::istringstream in(read_file(p));
+  std::string l;
+  while (std::getline(in, l))
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
+// A metrics line without its timing fields (they differ between runs by nature).
+std::string without_timing(const std::string& line) {
+  static const std::regex timing(", \"(step_seconds|samples_per_second|peak_memory_bytes)\": [^,}]*");
+  return std::regex_replace(line, timing, "");
+}
+
+std::string train_args(const fs::path& config, const fs::path& store, const fs::path& run, int steps) {
+  return "train --config " + config.string() + " --store " + store.string() + " --out_dir " + run.string() +
+         " --max_steps " + std::to_string(steps);
+}
+
+TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
+  TempDir dir("train_resume");
+  const fs::path store = make_store(dir.path());
+  const fs::path config = tiny_config(dir.path(), "tiny.yaml", {{"checkpoint_every", "  checkpoint_every: 1"}});
+  constexpr int kSteps = 40;  // ~20 ms each: enough for the kill to land mid-run
+
+  const RunResult full = run_foldcore(train_args(config, store, dir.path() / "full", kSteps));
+  ASSERT_EQ(full.status, 0) << full.output;
+  const std::vector<std::string> expected = lines(dir.path() / "full" / "metrics.jsonl");
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kSteps));
+  EXPECT_NE(full.output.find("samples/s | ETA"), std::string::npos) << full.output;  // the progress line
+  for (const char* field : {"\"loss\"", "\"fape\"", "\"distogram\"", "\"masked_msa\"", "\"lr\"", "\"grad_norm\"",
+                            "\"step_seconds\"", "\"peak_memory_bytes\""})
+    EXPECT_NE(expected[0].find(field), std::string::npos) << field << " in " << expected[0];
+  EXPECT_NE(expected.front(), expected.back());  // the steps differ (the weights move, the samples change)
+
+  // The same run, SIGKILLed once two steps are logged, then resumed.
+  const fs::path run = dir.path() / "killed";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = foldcore_binary() + " " + train_args(config, store, run, kSteps) + " > /dev/null 2>&1";
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  size_t logged = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    logged = fs::exists(run / "metrics.jsonl") ? lines(run / "metrics.jsonl").size() : 0;
+    if (logged >= 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed (logged " << logged << " steps)";
+  ASSERT_GE(logged, 2u);
+  ASSERT_LT(logged, static_cast<size_t>(kSteps));
+
+  const RunResult resumed = run_foldcore(train_args(config, store, run, kSteps) + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed"), std::string::npos) << resumed.output;
+  const std::vector<std::string> got = lines(run / "metrics.jsonl");
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(without_timing(got[i]), without_timing(expected[i])) << "step " << i + 1;
+
+  // Resuming with another architecture: refused by name, the run folder untouched.
+  const fs::path wide_model = dir.path() / "wide_model.yaml";
+  std::ofstream(wide_model) << std::regex_replace(read_file(kSource + "/configs/model/tiny.yaml"),
+                                                  std::regex("\nnum_evoformer_blocks: 1\n"), "\nnum_evoformer_blocks: 2\n");
+  const fs::path wide = tiny_config(dir.path(), "wide.yaml", {{"model", "model: " + wide_model.string()}});
+  const std::string before = read_file(run / "metrics.jsonl");
+  const RunResult other = run_foldcore(train_args(wide, store, run, kSteps + 1) + " --resume");
+  EXPECT_EQ(other.status, 1) << other.output;
+  EXPECT_NE(other.output.find("another architecture"), std::string::npos) << other.output;
+  EXPECT_EQ(read_file(run / "metrics.jsonl"), before);
+
+  // A fresh run into a folder that holds one is refused rather than overwriting it.
+  const RunResult again = run_foldcore(train_args(config, store, run, kSteps));
+  EXPECT_EQ(again.status, 1) << again.output;
+  EXPECT_NE(again.output.find("--resume"), std::string::npos) << again.output;
+}
+
+// export_params turns a checkpoint into an official parameter file that run_features reads with
+// no config (the architecture is inferred from the array shapes); --ema exports the average.
+TEST(Train, ExportedParametersRunInRunFeatures) {
+  TempDir dir("train_export");
+  const fs::path store = make_store(dir.path());
+  const fs::path config = tiny_config(dir.path(), "tiny.yaml", {});
+  const fs::path run = dir.path() / "run";
+  ASSERT_EQ(run_foldcore(train_args(config, store, run, 3)).status, 0);
+  const fs::path ckpt = run / "checkpoint.h5";
+  // The checkpoint holds the weights, the optimiser, the EMA, the position and the RNG state.
+  const nn::CheckpointSummary summary = nn::inspect_checkpoint(ckpt.string());
+  EXPECT_EQ(summary.step, 3);
+  std::set<std::string> entries;
+  for (const nn::CheckpointEntry& e : summary.entries) entries.insert(e.path);
+  for (const char* want : {"params/values", "optimizer/adam/m", "optimizer/adam/v", "optimizer/adam/step",
+                           "optimizer/ema/ema", "optimizer/ema/step", "optimizer/trainer/step",
+                           "optimizer/trainer/dropout_offset", "optimizer/trainer/skipped",
+                           "optimizer/trainer/nonfinite_in_a_row"})
+    EXPECT_TRUE(entries.count(want)) << want;
+  for (const char* ema : {"", " --ema"}) {
+    const fs::path params = dir.path() / (std::string("params") + (*ema ? "_ema" : "") + ".npz");
+    RunResult r = run_foldcore("export_params --checkpoint " + ckpt.string() + " --output " + params.string() + ema);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("of step 3"), std::string::npos) << r.output;
+    r = run_foldcore("run_features --features " + foldcore::testing::shared_dir() + "/af2/ref/features.npz" +
+                     " --params_file " + params.string() + " --output " + (dir.path() / "out.npz").string());
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("1 Evoformer blocks"), std::string::npos) << r.output;
+  }
+  EXPECT_NE(read_file(dir.path() / "params.npz"), read_file(dir.path() / "params_ema.npz"));
+  const RunResult bad =
+      run_foldcore("export_params --checkpoint " + store.string() + " --output " + (dir.path() / "x.npz").string());
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "x.npz"));
+}
+
+TEST(Train, ConfigErrorsNameTheKey) {
+  TempDir dir("train_config");
+  const fs::path store = dir.path() / "absent.h5";  // never reached: the config fails first
+  const fs::path unknown = tiny_config(dir.path(), "unknown.yaml", {{"log_every", "  log_evry: 1"}});
+  RunResult r = run_foldcore(train_args(unknown, store, dir.path() / "run", 1));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("unknown key 'run.log_evry'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(unknown.string()), std::string::npos) << r.output;
+
+  const fs::path missing = tiny_config(dir.path(), "missing.yaml", {{"crop_size", ""}});
+  r = run_foldcore(train_args(missing, store, dir.path() / "run", 1));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("missing key 'data.crop_size'"), std::string::npos) << r.output;
+
+  const fs::path stage = tiny_config(dir.path(), "stage.yaml", {{"stage", "stage: pretrain"}});
+  r = run_foldcore(train_args(stage, store, dir.path() / "run", 1));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("pretrain"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "run"));
+
+  const fs::path real_store = make_store(dir.path());
+  r = run_foldcore(train_args(kSource + "/configs/train/tiny.yaml", real_store, dir.path() / "run", 1) +
+                   " --precision bf16");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("bf16 is not implemented"), std::string::npos) << r.output;
+
+  // The shipped presets parse (with their model YAMLs): the run stops at the absent store.
+  for (const char* preset : {"tiny", "initial", "finetune"}) {
+    r = run_foldcore(train_args(kSource + "/configs/train/" + preset + ".yaml", store, dir.path() / "run", 1));
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_EQ(r.output.find("train config"), std::string::npos) << preset << ": " << r.output;
+    EXPECT_NE(r.output.find(store.string()), std::string::npos) << preset << ": " << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir.path() / "run"));
+}
+
+TEST(Train, NonFiniteStepsAreSkippedThenStop) {
+  TempDir dir("train_nonfinite");
+  const fs::path store = make_store(dir.path());
+  // lr 1e30 after a one-step warm-up: the second update throws the weights to ~1e30, after which
+  // every forward overflows.
+  const fs::path config = tiny_config(dir.path(), "blowup.yaml",
+                                      {{"lr", "  lr: 1.0e+30"},
+                                       {"warmup_steps", "  warmup_steps: 1"},
+                                       {"max_nonfinite_in_a_row", "  max_nonfinite_in_a_row: 2"},
+                                       {"batch_size", "  batch_size: 1"}});
+  const fs::path run = dir.path() / "run";
+  const RunResult r = run_foldcore(train_args(config, store, run, 8));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("2 non-finite steps in a row"), std::string::npos) << r.output;
+  const std::vector<std::string> got = lines(run / "metrics.jsonl");
+  ASSERT_GE(got.size(), 3u);
+  EXPECT_LT(got.size(), 8u);
+  EXPECT_NE(got.back().find("\"skipped\": true"), std::string::npos) << got.back();
+  EXPECT_NE(got[got.size() - 2].find("\"skipped\": true"), std::string::npos);
+  EXPECT_NE(got.front().find("\"skipped\": false"), std::string::npos) << got.front();
+}
+
+}  // namespace
+}  // namespace foldcore::apps_test

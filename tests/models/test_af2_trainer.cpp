@@ -1,0 +1,45 @@
+// The trainer's per-example clipping and averaging (af2_trainer.h): AlphaFold2 clips each
+// example's gradient to global norm 0.1 on its own, then averages the examples.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "models/alphafold/af2_trainer.h"
+
+namespace foldcore::af2 {
+namespace {
+
+Tensor flat(const std::vector<float>& v) {
+  Tensor t = Tensor::empty(Shape{static_cast<int64_t>(v.size())}, DType::f32);
+  for (size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = v[i];
+  return t;
+}
+
+TEST(Af2Trainer, EachExampleIsClippedBeforeAveraging) {
+  // Example 1: norm 0.05 (under the limit, kept); example 2: norm 5 (scaled to 0.1).
+  const std::vector<float> g1 = {0.03f, 0.04f, 0.f}, g2 = {3.f, 0.f, -4.f};
+  std::vector<float> acc(3, 0.f);
+  accumulate_clipped_gradient(acc, flat(g1), 0.05, 0.1, 2);
+  accumulate_clipped_gradient(acc, flat(g2), 5.0, 0.1, 2);
+  const double s2 = 0.1 / (5.0 + 1e-6);
+  const double s1 = 0.1 / (0.05 + 1e-6) > 1 ? 1.0 : 0.1 / (0.05 + 1e-6);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(acc[i], (s1 * g1[i] + s2 * g2[i]) / 2, 1e-7) << i;
+  // The clipped example contributes norm 0.1 / 2, not 5 / 2: clipping the average instead would
+  // have let example 2 dominate and then scaled example 1 away.
+  EXPECT_NEAR(std::hypot(acc[0] - g1[0] / 2, acc[1] - g1[1] / 2, acc[2]), 0.05, 1e-6);
+
+  // max_norm ≤ 0: plain averaging.
+  std::vector<float> plain(3, 0.f);
+  accumulate_clipped_gradient(plain, flat(g2), 5.0, 0.0, 2);
+  EXPECT_FLOAT_EQ(plain[0], 1.5f);
+  EXPECT_FLOAT_EQ(plain[2], -2.f);
+
+  std::vector<float> wrong(2, 0.f);
+  EXPECT_THROW(accumulate_clipped_gradient(wrong, flat(g1), 0.05, 0.1, 1), Error);
+}
+
+}  // namespace
+}  // namespace foldcore::af2
