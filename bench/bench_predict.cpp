@@ -26,10 +26,12 @@
 // other and each block's activations die before the next starts, so the peak does not depend on
 // depth), 16 MSA clusters + 16 extra rows, 0 recycles, chunked inference (default chunk 16: the
 // attention logits of one chunk, chunk·H·N² values, stay below half a pair for H = 4 heads).
-// Prints peak allocator bytes and peak RSS per N_res, then fits peak(N) = a·N² + b·N + c to the
+// Prints peak allocator bytes and peak RSS per N_res, the allocator peak also in units of one fp32
+// pair representation (N²·c_z·4 bytes: peak_fp32_pairs, and above_inputs_fp32_pairs without the
+// parameters and features allocated before predict), then fits peak(N) = a·N² + b·N + c to the
 // allocator peaks (least squares over the lengths) and solves it for the largest N under
 // --budget_gib less the measured RSS overhead (an extrapolation; --verify N runs that length after
-// the fit to check it).
+// the fit to check it); n_max_80gb solves the fit for an 80 GB GPU.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
