@@ -26,18 +26,18 @@
 // other and each block's activations die before the next starts, so the peak does not depend on
 // depth), 16 MSA clusters + 16 extra rows, 0 recycles, chunked inference (default chunk 16: the
 // attention logits of one chunk, chunk·H·N² values, stay below half a pair for H = 4 heads).
-// Prints peak allocator bytes and peak RSS per N_res, then fits peak(N) = a·N² + b·N + c to the
+// Prints peak allocator bytes and peak RSS per N_res, the allocator peak also in units of one fp32
+// pair representation (N²·c_z·4 bytes: peak_fp32_pairs, and above_inputs_fp32_pairs without the
+// parameters and features allocated before predict), then fits peak(N) = a·N² + b·N + c to the
 // allocator peaks (least squares over the lengths) and solves it for the largest N under
 // --budget_gib less the measured RSS overhead (an extrapolation; --verify N runs that length after
-// the fit to check it).
+// the fit to check it); n_max_80gb solves the fit for an 80 GB GPU.
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "autograd/param_store.h"
@@ -47,9 +47,9 @@
 #include "kernels/gemm.h"
 #include "models/alphafold/config.h"
 
-#include "data_pipeline/feature_processing.h"
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/features.h"
+#include "models/alphafold/synthetic_target.h"
 
 namespace {
 using namespace foldcore;
@@ -150,32 +150,6 @@ double sgemm_peak_gflops() {
   return 2.0 * n * n * n / (ms * 1e-3) / 1e9;
 }
 
-// Raw features of a random query with a synthetic MSA (row 0 = the query).
-data::FeatureDict synthetic_raw(int64_t n, int64_t rows, std::mt19937& g) {
-  const std::string letters = "ARNDCQEGHILKMFPSTWYV";
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  auto pick = [&](int64_t k) { return static_cast<size_t>(std::min<int64_t>(k - 1, static_cast<int64_t>(unit(g) * k))); };
-  std::string query;
-  for (int64_t i = 0; i < n; ++i) query += letters[pick(20)];
-  data::Msa msa;
-  for (int64_t r = 0; r < rows; ++r) {
-    std::string s = query;
-    if (r > 0)
-      for (char& ch : s) {
-        const float u = unit(g);
-        if (u < 0.10f) ch = '-';
-        else if (u < 0.25f) ch = letters[pick(20)];
-      }
-    msa.sequences.push_back(s);
-    msa.deletion_matrix.emplace_back(n, 0);
-    msa.descriptions.push_back("row" + std::to_string(r));
-  }
-  data::FeatureDict f = data::make_sequence_features(query, "bench");
-  f.update(data::make_msa_features({&msa}));
-  f.update(data::empty_template_features(n));
-  return f;
-}
-
 std::vector<int64_t> parse_list(const std::string& s) {
   std::vector<int64_t> v;
   std::stringstream ss(s);
@@ -184,22 +158,11 @@ std::vector<int64_t> parse_list(const std::string& s) {
   return v;
 }
 
-// A synthetic target processed by AlphaFold's inference pipeline, read back as the model reads a
-// feature file. max_msa_clusters / max_extra_msa <= 0: the pipeline defaults.
+// A synthetic target (models/alphafold/synthetic_target.h). max_msa_clusters / max_extra_msa <= 0:
+// the pipeline defaults.
 af2::Af2Features synthetic_features(int64_t n, int64_t msa_rows, int64_t recycles, int64_t max_templates,
                                     int64_t max_msa_clusters, int64_t max_extra_msa, std::mt19937& g) {
-  data::FeatureProcessingConfig pc;
-  pc.num_recycles = static_cast<int>(recycles);
-  pc.max_templates = max_templates;
-  if (max_msa_clusters > 0) pc.max_msa_clusters = max_msa_clusters + max_templates;  // minus the template rows
-  if (max_extra_msa > 0) pc.max_extra_msa = max_extra_msa;
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("bench_predict_" + std::to_string(::getpid()) + "_" + std::to_string(n) + ".npz"))
-                               .string();
-  data::write_processed_features(path, data::process_features(synthetic_raw(n, msa_rows, g), pc));
-  af2::Af2Features features = af2::Af2Features::read_npz(path);
-  std::filesystem::remove(path);
-  return features;
+  return af2::synthetic_target({n, msa_rows, recycles, max_templates, max_msa_clusters, max_extra_msa}, g);
 }
 
 // The fields every result line starts with: what ran, on what, at which size and settings.
@@ -297,11 +260,16 @@ int run_memory(const Args& args) {
       peak_alloc = static_cast<double>(alloc.stats().peak) / kMiB;
     }
     const double seconds = timer.seconds(), rss = static_cast<double>(peak_rss()) / kMiB;
+    // The unit of the issue: one fp32 pair representation, N²·c_z·4 bytes, whatever the precision.
+    const double pair_mib = static_cast<double>(n * n * config.c_z * 4) / kMiB;
+    const double above = peak_alloc - static_cast<double>(base) / kMiB;  // less parameters and features
     case_line("predict_memory", kind, args.device, n, b0, config)
         .num("seconds", seconds)
-        .num("pair_mib", static_cast<double>(n * n * config.c_z * 4) / kMiB)
+        .num("pair_mib", pair_mib)
         .num("peak_alloc_mib", peak_alloc)
-        .num("peak_above_inputs_mib", peak_alloc - static_cast<double>(base) / kMiB)
+        .num("peak_above_inputs_mib", above)
+        .num("peak_fp32_pairs", peak_alloc / pair_mib)
+        .num("above_inputs_fp32_pairs", above / pair_mib)
         .num("peak_rss_mib", rss)
         .print();
     return std::pair{peak_alloc, rss};
@@ -332,6 +300,8 @@ int run_memory(const Args& args) {
       .num("rss_overhead_mib", overhead)
       .num("budget_gib", args.budget_gib)
       .integer("n_max", fit.solve_max(budget))
+      // An 80 GB GPU, where the allocator is the whole story (c still holds this depth's parameters).
+      .integer("n_max_80gb", fit.solve_max(80e9 / kMiB))
       .print();
   if (args.verify > 0) measure(args.verify, "verify");
   return 0;

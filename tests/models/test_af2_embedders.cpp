@@ -252,5 +252,37 @@ TEST(Af2Embedders, ParityWithReferenceInputs) {
   expect_parity(m.msa.value(), ref("modules", "evo_m").narrow(0, 0, s).contiguous());
 }
 
+// The chunked inference embedding (alphafold_trunk.cpp) builds the pair from row ranges: the rows
+// of relpos/dgram, of the input embedder's pair and of the recycling update must equal the same
+// rows of the whole computation bit for bit (same ops, same order; a GEMM row does not depend on
+// the other rows), for prev_z given and for the first iteration's zeros.
+TEST(Af2Embedders, PairRowRangesEqualWholeBitForBit) {
+  Env e;
+  const Af2Config cfg = small_config();
+  InputEmbedder emb(e.scope("in"), cfg);
+  RecyclingEmbedder rec(e.scope("rec"), cfg);
+  e.ps.finalize();
+  e.randomize(11);
+  Generator g(7);
+  const int64_t n = 7;
+  const Tensor tf = randn({n, 4}, g), mf = randn({2, n, 3}, g), z = randn({n, n, 5}, g);
+  const Tensor x = randn({n, 3}, g, 0.f, 6.f), m1 = randn({n, 6}, g);
+  const Tensor ri = Tensor::from_vector_i64({0, 1, 2, 5, 6, 30, 31}, {n});
+  const MsaPair whole = emb.forward(Variable(tf), Variable(mf), ri);
+  const Tensor upd = rec.forward(Variable(m1), Variable(z), x).pair.value();
+  const Tensor upd0 = rec.forward(Variable(m1), Variable(Tensor::zeros({n, n, 5}, DType::f32)), x).pair.value();
+  for (const auto& [r0, rows] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 3}, {6, 1}}) {
+    FC_EXPECT_CLOSE(relpos_one_hot(ri, 3, r0, rows), relpos_one_hot(ri, 3).narrow(0, r0, rows), 0, 0);
+    FC_EXPECT_CLOSE(dgram_from_positions(x, 3.25f, 20.75f, 15, r0, rows),
+                    dgram_from_positions(x, 3.25f, 20.75f, 15).narrow(0, r0, rows), 0, 0);
+    FC_EXPECT_CLOSE(emb.pair_rows(Variable(tf), ri, r0, rows).value(), whole.pair.value().narrow(0, r0, rows), 0, 0);
+    FC_EXPECT_CLOSE(rec.pair_update_rows(Variable(z), x, r0, rows).value(), upd.narrow(0, r0, rows), 0, 0);
+    FC_EXPECT_CLOSE(rec.pair_update_rows(Variable(), x, r0, rows).value(), upd0.narrow(0, r0, rows), 0, 0);
+  }
+  FC_EXPECT_CLOSE(emb.msa(Variable(tf), Variable(mf)).value(), whole.msa.value(), 0, 0);
+  EXPECT_THROW(relpos_one_hot(ri, 3, 5, 3), Error);
+  EXPECT_THROW(rec.pair_update_rows(Variable(z), x, 6, 2), Error);
+}
+
 }  // namespace
 }  // namespace foldcore::af2

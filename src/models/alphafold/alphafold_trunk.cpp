@@ -1,5 +1,6 @@
 #include "models/alphafold/alphafold_trunk.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include "autograd/functions.h"
@@ -76,14 +77,34 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
 
   // Alg. 3/4 input embedding; Alg. 32 recycling (zeros on the first iteration: the empty
   // distogram of all-zero positions leaves prev_pos_linear's bias, LN(0) its offset).
+  const Tensor prev_m1 = prev.m1.defined() ? prev.m1 : Tensor::zeros({n, c.c_m}, DType::f32, dev);
+  const Tensor prev_x = prev.x.defined() ? prev.x : Tensor::zeros({n, 37, 3}, DType::f32, dev);
+  const Tensor prev_pb = pseudo_beta(batch.aatype, prev_x);
   Variable m, z;
-  {  // scoped: the zero state of the first iteration (pair-sized) dies before the stacks run
+  if (!ag::grad_enabled() && c.chunk_size > 0) {
+    // Chunked inference: z is built row chunk by row chunk, each chunk's embedding plus recycling
+    // update (the same ops in the same order as below, so fp32 results are equal) written into
+    // the one [N, N, c_z] stream. Temporaries are O(chunk·N·c_z); the whole path held the
+    // embedded pair, the zero/previous pair, its LayerNorm and the distogram projection at once
+    // (4 pairs: the model's peak before).
+    const Variable tf(batch.target_feat), prev_z = prev.z.defined() ? Variable(prev.z) : Variable();
+    Tensor stream;
+    for (int64_t r0 = 0; r0 < n; r0 += c.chunk_size) {
+      const int64_t rows = std::min(c.chunk_size, n - r0);
+      const Variable zc = ag::bias_dropout_residual(input_embedder_->pair_rows(tf, batch.residue_index, r0, rows),
+                                                    Variable(),
+                                                    recycling_embedder_->pair_update_rows(prev_z, prev_pb, r0, rows),
+                                                    {}, true);  // [rows, N, c_z]
+      if (!stream.defined()) stream = Tensor::empty({n, n, c.c_z}, zc.dtype(), dev);
+      stream.narrow(0, r0, rows).copy_(zc.value());
+    }
+    z = Variable(stream);
+    m = recycling_embedder_->apply_msa(input_embedder_->msa(tf, Variable(batch.msa_feat)), Variable(prev_m1));
+  } else {  // scoped: the zero state of the first iteration (pair-sized) dies before the stacks run
     MsaPair mz =
         input_embedder_->forward(Variable(batch.target_feat), Variable(batch.msa_feat), batch.residue_index);
-    const Tensor prev_m1 = prev.m1.defined() ? prev.m1 : Tensor::zeros({n, c.c_m}, DType::f32, dev);
     const Tensor prev_z = prev.z.defined() ? prev.z : Tensor::zeros({n, n, c.c_z}, DType::f32, dev);
-    const Tensor prev_x = prev.x.defined() ? prev.x : Tensor::zeros({n, 37, 3}, DType::f32, dev);
-    mz = recycling_embedder_->apply(mz, Variable(prev_m1), Variable(prev_z), pseudo_beta(batch.aatype, prev_x));
+    mz = recycling_embedder_->apply(mz, Variable(prev_m1), Variable(prev_z), prev_pb);
     m = std::move(mz.msa);
     z = std::move(mz.pair);
   }
@@ -93,14 +114,16 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
     const TemplateInputs templates{batch.template_aatype,          batch.template_all_atom_positions,
                                    batch.template_all_atom_mask,   batch.template_pseudo_beta,
                                    batch.template_pseudo_beta_mask, batch.template_mask};
-    z = ag::add(z, template_embedder_->forward(z, templates, mask_2d, c.chunk_size));
+    // z + t, written into z in no-grad mode (z is the trunk's own here: no pair-sized sum).
+    const Variable t = template_embedder_->forward(z, templates, mask_2d, c.chunk_size);
+    z = ag::bias_dropout_residual(t, Variable(), z, {}, !ag::grad_enabled());
   }
 
   // 1.7.2 + Alg. 18: the extra MSA, which only updates the pair.
   {
     const Variable e = extra_msa_embedder_->forward(
         Variable(extra_msa_feat(batch.extra_msa, batch.extra_has_deletion, batch.extra_deletion_value)));
-    z = extra_msa_stack_->forward(e, z, batch.extra_msa_mask, mask_2d, c.chunk_size).second;
+    z = extra_msa_stack_->forward(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second;
   }
 
   // Alg. 2 lines 7-8: template torsion-angle features become extra MSA rows, masked by the ψ
@@ -116,7 +139,7 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
   }
 
   // Alg. 6: the Evoformer; Alg. 2 line 12: the single representation from the first MSA row.
-  std::tie(m, z) = evoformer_->forward(m, z, msa_mask, mask_2d, c.chunk_size);
+  std::tie(m, z) = evoformer_->forward(std::move(m), std::move(z), msa_mask, mask_2d, c.chunk_size);
   TrunkOutput out;
   out.m1 = ag::reshape(ag::contiguous(ag::narrow(m, 0, 0, 1)), {n, c.c_m});
   out.single = single_activations_->forward(out.m1);

@@ -26,16 +26,19 @@ void check_var(const Variable& x, int dims, int64_t c, const char* op, const cha
 }  // namespace
 
 // ---------------------------------------------------------------- features
-Tensor relpos_one_hot(const Tensor& residue_index, int64_t max_relative_feature) {
+Tensor relpos_one_hot(const Tensor& residue_index, int64_t max_relative_feature, int64_t row0, int64_t rows) {
   check_defined(residue_index, "relpos_one_hot", "residue_index");
   FC_CHECK(residue_index.dim() == 1 && max_relative_feature > 0, "relpos_one_hot: residue_index ",
            residue_index.shape().str(), " must be [N] and max_relative_feature (", max_relative_feature, ") > 0");
   const auto ri = host_ints(residue_index);
   const int64_t n = residue_index.size(0), k = max_relative_feature, c = 2 * k + 1;
-  std::vector<float> out(static_cast<size_t>(n * n * c), 0.f);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) out[(i * n + j) * c + std::clamp(ri[i] - ri[j] + k, int64_t{0}, 2 * k)] = 1.f;
-  return Tensor::from_vector(out, {n, n, c}, DType::f32, residue_index.device());
+  if (rows < 0) rows = n - row0;
+  FC_CHECK(row0 >= 0 && row0 + rows <= n, "relpos_one_hot: rows [", row0, ", ", row0 + rows, ") outside [0, ", n, ")");
+  std::vector<float> out(static_cast<size_t>(rows * n * c), 0.f);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      out[(i * n + j) * c + std::clamp(ri[row0 + i] - ri[j] + k, int64_t{0}, 2 * k)] = 1.f;
+  return Tensor::from_vector(out, {rows, n, c}, DType::f32, residue_index.device());
 }
 
 namespace {
@@ -85,12 +88,16 @@ Tensor pseudo_beta_mask(const Tensor& aatype, const Tensor& atom37_mask) {
   return Tensor::from_vector(out, s, DType::f32, atom37_mask.device());
 }
 
-Tensor dgram_from_positions(const Tensor& positions, float min_bin, float max_bin, int64_t num_bins) {
+Tensor dgram_from_positions(const Tensor& positions, float min_bin, float max_bin, int64_t num_bins, int64_t row0,
+                            int64_t rows) {
   check_defined(positions, "dgram_from_positions", "positions");
   FC_CHECK(positions.dim() >= 2 && positions.size(-1) == 3 && num_bins >= 2 && max_bin > min_bin,
            "dgram_from_positions: positions ", positions.shape().str(), " must be [..., N, 3]; bins ", num_bins,
            " over [", min_bin, ", ", max_bin, "]");
   const int64_t n = positions.size(-2), batch = positions.numel() / (n * 3), nb = num_bins;
+  if (rows < 0) rows = n - row0;
+  FC_CHECK(row0 >= 0 && row0 + rows <= n, "dgram_from_positions: rows [", row0, ", ", row0 + rows,
+           ") outside [0, ", n, ")");
   // AF2 computes the breaks in fp32: linspace, then squared.
   std::vector<float> lower(static_cast<size_t>(nb)), upper(static_cast<size_t>(nb));
   for (int64_t b = 0; b < nb; ++b) {
@@ -100,19 +107,20 @@ Tensor dgram_from_positions(const Tensor& positions, float min_bin, float max_bi
   for (int64_t b = 0; b + 1 < nb; ++b) upper[b] = lower[b + 1];
   upper[nb - 1] = 1e8f;
   const auto x = host_floats(positions);
-  std::vector<float> out(static_cast<size_t>(batch * n * n * nb), 0.f);
+  std::vector<float> out(static_cast<size_t>(batch * rows * n * nb), 0.f);
   for (int64_t t = 0; t < batch; ++t)
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        const float* xi = x.data() + (t * n + i) * 3;
+        const float* xi = x.data() + (t * n + row0 + i) * 3;
         const float* xj = x.data() + (t * n + j) * 3;
         const float dx = xi[0] - xj[0], dy = xi[1] - xj[1], dz = xi[2] - xj[2];
         const float d2 = dx * dx + dy * dy + dz * dz;
-        float* o = out.data() + ((t * n + i) * n + j) * nb;
+        float* o = out.data() + ((t * rows + i) * n + j) * nb;
         for (int64_t b = 0; b < nb; ++b) o[b] = (d2 > lower[b] && d2 < upper[b]) ? 1.f : 0.f;
       }
   Shape s = positions.shape();
-  s[s.size() - 1] = n;  // [..., N, N, bins]
+  s[s.size() - 2] = rows;  // [..., rows, N, bins]
+  s[s.size() - 1] = n;
   s.push_back(nb);
   return Tensor::from_vector(out, s, DType::f32, positions.device());
 }
@@ -155,27 +163,43 @@ InputEmbedder::InputEmbedder(nn::Scope scope, const Af2Config& config)
   register_child(pair_activations_);
 }
 
+void InputEmbedder::check_inputs(const Variable& target_feat, const Tensor& residue_index) const {
+  check_var(target_feat, 2, preprocess_1d_.in_features(), "InputEmbedder", "target_feat");
+  FC_CHECK(residue_index.defined() && residue_index.numel() == target_feat.size(0), "InputEmbedder: target_feat ",
+           target_feat.shape().str(), " and residue_index ", shape_of(residue_index), " disagree on N");
+}
+
 MsaPair InputEmbedder::forward(const Variable& target_feat, const Variable& msa_feat,
                                const Tensor& residue_index) const {
+  check_inputs(target_feat, residue_index);
+  MsaPair out;
+  out.msa = msa(target_feat, msa_feat);
+  out.pair = pair_rows(target_feat, residue_index, 0, target_feat.size(0));
+  return out;
+}
+
+Variable InputEmbedder::msa(const Variable& target_feat, const Variable& msa_feat) const {
   check_var(target_feat, 2, preprocess_1d_.in_features(), "InputEmbedder", "target_feat");
   check_var(msa_feat, 3, preprocess_msa_.in_features(), "InputEmbedder", "msa_feat");
-  const int64_t n = target_feat.size(0);
-  FC_CHECK(msa_feat.size(1) == n && residue_index.defined() && residue_index.numel() == n,
-           "InputEmbedder: target_feat ", target_feat.shape().str(), ", msa_feat ", msa_feat.shape().str(),
-           ", residue_index ", shape_of(residue_index),
-           " disagree on N");
-  MsaPair out;
+  FC_CHECK(msa_feat.size(1) == target_feat.size(0), "InputEmbedder: target_feat ", target_feat.shape().str(),
+           " and msa_feat ", msa_feat.shape().str(), " disagree on N");
   // m [S, N, c_m] = preprocess_msa(msa_feat) + preprocess_1d(target_feat)[None]   (Alg. 3 lines 1, 5)
-  out.msa = ag::add(preprocess_msa_.forward(msa_feat), preprocess_1d_.forward(target_feat));
-  // z [N, N, c_z] = relpos(i, j) + a_i + b_j   (Alg. 3 lines 2-4, Alg. 4)
-  const Variable relpos(relpos_one_hot(residue_index.reshape({n}), max_relative_feature_)
+  return ag::add(preprocess_msa_.forward(msa_feat), preprocess_1d_.forward(target_feat));
+}
+
+Variable InputEmbedder::pair_rows(const Variable& target_feat, const Tensor& residue_index, int64_t row0,
+                                  int64_t rows) const {
+  check_inputs(target_feat, residue_index);
+  const int64_t n = target_feat.size(0);
+  // z [rows, N, c_z] = relpos(i, j) + a_i + b_j   (Alg. 3 lines 2-4, Alg. 4), i ∈ [row0, row0 + rows)
+  const Variable relpos(relpos_one_hot(residue_index.reshape({n}), max_relative_feature_, row0, rows)
                             .to(target_feat.device())
                             .to(target_feat.dtype()));
   Variable z = pair_activations_.forward(relpos);
-  z = ag::add(z, ag::unsqueeze(left_single_.forward(target_feat), 1));   // [N, 1, c_z]: row i
+  const Variable rows_feat = rows == n ? target_feat : ag::narrow(target_feat, 0, row0, rows);
+  z = ag::add(z, ag::unsqueeze(left_single_.forward(rows_feat), 1));     // [rows, 1, c_z]: row i
   z = ag::add(z, ag::unsqueeze(right_single_.forward(target_feat), 0));  // [1, N, c_z]: column j
-  out.pair = z;
-  return out;
+  return z;
 }
 
 void InputEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index) const {
@@ -211,16 +235,30 @@ RecyclingEmbedder::Updates RecyclingEmbedder::forward(const Variable& prev_m1, c
            "RecyclingEmbedder: prev_m1 ", prev_m1.shape().str(), ", prev_z ", prev_z.shape().str(),
            ", prev_pseudo_beta ", shape_of(prev_pseudo_beta),
            " must be [N, c_m], [N, N, c_z], [N, 3]");
-  // Alg. 32 lines 1-3: d = one_hot(|x_i − x_j|) over 15 bins 3.25..20.75 Å; z += Linear(d) + LN(z_prev).
-  const Variable dgram(dgram_from_positions(prev_pseudo_beta, min_bin_, max_bin_, num_bins_)
-                           .to(prev_z.device())
-                           .to(prev_z.dtype()));
   Updates u;
-  // Summed into the Linear's output in place in no-grad mode (one pair-sized buffer fewer at long N).
-  u.pair = ag::bias_dropout_residual(prev_pair_norm_.forward(prev_z), Variable(), prev_pos_linear_.forward(dgram), {},
-                                     !ag::grad_enabled());  // [N, N, c_z]
-  u.msa_first_row = prev_msa_first_row_norm_.forward(prev_m1);                         // [N, c_m]
+  u.pair = pair_update_rows(prev_z, prev_pseudo_beta, 0, n);      // [N, N, c_z]
+  u.msa_first_row = prev_msa_first_row_norm_.forward(prev_m1);  // [N, c_m]
   return u;
+}
+
+Variable RecyclingEmbedder::pair_update_rows(const Variable& prev_z, const Tensor& prev_pseudo_beta, int64_t row0,
+                                             int64_t rows) const {
+  FC_CHECK(prev_pseudo_beta.defined() && prev_pseudo_beta.dim() == 2 && prev_pseudo_beta.size(1) == 3,
+           "RecyclingEmbedder: prev_pseudo_beta ", shape_of(prev_pseudo_beta), " must be [N, 3]");
+  const int64_t n = prev_pseudo_beta.size(0), cz = prev_pair_norm_.scale().numel();
+  FC_CHECK(!prev_z.defined() || prev_z.shape() == Shape({n, n, cz}), "RecyclingEmbedder: prev_z ", shape_of(prev_z),
+           " must be [", n, ", ", n, ", ", cz, "]");
+  // The rows of prev_z (zeros for the first iteration, made per chunk: LN(0) = its offset).
+  const Variable z_rows = !prev_z.defined() ? Variable(Tensor::zeros({rows, n, cz}, DType::f32, prev_pseudo_beta.device()))
+                          : rows == n       ? prev_z
+                                            : ag::narrow(prev_z, 0, row0, rows);
+  // Alg. 32 lines 1-3: d = one_hot(|x_i − x_j|) over 15 bins 3.25..20.75 Å; z += Linear(d) + LN(z_prev).
+  const Variable dgram(dgram_from_positions(prev_pseudo_beta, min_bin_, max_bin_, num_bins_, row0, rows)
+                           .to(z_rows.device())
+                           .to(z_rows.dtype()));
+  // Summed into the Linear's output in place in no-grad mode (one pair-sized buffer fewer at long N).
+  return ag::bias_dropout_residual(prev_pair_norm_.forward(z_rows), Variable(), prev_pos_linear_.forward(dgram), {},
+                                   !ag::grad_enabled());  // [rows, N, c_z]
 }
 
 MsaPair RecyclingEmbedder::apply(const MsaPair& embedded, const Variable& prev_m1, const Variable& prev_z,
@@ -230,12 +268,23 @@ MsaPair RecyclingEmbedder::apply(const MsaPair& embedded, const Variable& prev_m
   const Updates u = forward(prev_m1, prev_z, prev_pseudo_beta);
   MsaPair out;
   out.pair = ag::bias_dropout_residual(embedded.pair, Variable(), u.pair, {}, !ag::grad_enabled());  // in place
-  const int64_t s = embedded.msa.size(0);
-  const Variable row0 = ag::add(ag::narrow(embedded.msa, 0, 0, 1), ag::unsqueeze(u.msa_first_row, 0));
+  out.msa = add_first_row(embedded.msa, u.msa_first_row);
+  return out;
+}
+
+Variable RecyclingEmbedder::apply_msa(const Variable& msa, const Variable& prev_m1) const {
+  check_var(prev_m1, 2, prev_msa_first_row_norm_.scale().numel(), "RecyclingEmbedder", "prev_m1");
+  FC_CHECK(msa.defined() && msa.dim() == 3 && msa.size(1) == prev_m1.size(0), "RecyclingEmbedder: msa ",
+           shape_of(msa), " must be [S, N, c_m] with prev_m1 ", prev_m1.shape().str());
+  return add_first_row(msa, prev_msa_first_row_norm_.forward(prev_m1));
+}
+
+Variable RecyclingEmbedder::add_first_row(const Variable& msa, const Variable& first_row) {
+  const int64_t s = msa.size(0);
+  const Variable row0 = ag::add(ag::narrow(msa, 0, 0, 1), ag::unsqueeze(first_row, 0));
   // Under bf16 autocast the embedding is bf16 and row 0 was promoted to f32 by the add: the rows
   // are concatenated in row 0's (the wider) dtype.
-  out.msa = s == 1 ? row0 : ag::concat({row0, ag::cast(ag::narrow(embedded.msa, 0, 1, s - 1), row0.dtype())}, 0);
-  return out;
+  return s == 1 ? row0 : ag::concat({row0, ag::cast(ag::narrow(msa, 0, 1, s - 1), row0.dtype())}, 0);
 }
 
 void RecyclingEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,

@@ -19,8 +19,10 @@ using nn::Variable;
 // ---------------------------------------------------------------- features
 // Alg. 4 one-hot: offset[i, j] = residue_index[i] − residue_index[j];
 // out[i, j, :] = one_hot(clip(offset + k, 0, 2k), 2k + 1), k = max_relative_feature.
-// residue_index [N] (integer) → [N, N, 2k+1].
-Tensor relpos_one_hot(const Tensor& residue_index, int64_t max_relative_feature);
+// residue_index [N] (integer) → [N, N, 2k+1]; with row0/rows only the rows i ∈ [row0, row0 + rows)
+// → [rows, N, 2k+1] (rows < 0: to the end), so a chunked embedding never holds the N² one-hot.
+Tensor relpos_one_hot(const Tensor& residue_index, int64_t max_relative_feature, int64_t row0 = 0,
+                      int64_t rows = -1);
 
 // AF2 pseudo_beta_fn: CB position, CA for glycine. aatype [..., N] (integer, AF2 order: G = 7),
 // atom37 positions [..., N, 37, 3] → [..., N, 3].
@@ -32,7 +34,9 @@ Tensor pseudo_beta_mask(const Tensor& aatype, const Tensor& atom37_mask);
 //   out[..., i, j, b] = 1[lower_b < d²_ij < upper_b],  lower = linspace(min, max, bins)²,
 //   upper_b = lower_{b+1} (last: 1e8), d²_ij = |x_i − x_j|²: [..., N, N, bins].
 // (Distances below min_bin fall into no bin, so a residue's own entry is all zeros.)
-Tensor dgram_from_positions(const Tensor& positions, float min_bin, float max_bin, int64_t num_bins);
+// row0/rows: only the rows i ∈ [row0, row0 + rows) (rows < 0: to the end) → [..., rows, N, bins].
+Tensor dgram_from_positions(const Tensor& positions, float min_bin, float max_bin, int64_t num_bins,
+                            int64_t row0 = 0, int64_t rows = -1);
 
 // AF2 create_extra_msa_feature: [one_hot(extra_msa, 23), extra_has_deletion,
 // extra_deletion_value]: extra_msa [S, N] (integer 0..22), the others [S, N] → [S, N, 25].
@@ -53,9 +57,14 @@ class InputEmbedder : public nn::Module {
   InputEmbedder(nn::Scope scope, const Af2Config& config);
   // target_feat [N, 22], msa_feat [S, N, 49], residue_index [N] (integer).
   MsaPair forward(const Variable& target_feat, const Variable& msa_feat, const Tensor& residue_index) const;
+  // The two halves of forward: m [S, N, c_m], and the pair rows i ∈ [row0, row0 + rows)
+  // [rows, N, c_z] (the chunked embedding builds z from these without an N²-sized temporary).
+  Variable msa(const Variable& target_feat, const Variable& msa_feat) const;
+  Variable pair_rows(const Variable& target_feat, const Tensor& residue_index, int64_t row0, int64_t rows) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:
+  void check_inputs(const Variable& target_feat, const Tensor& residue_index) const;
   int64_t max_relative_feature_;
   nn::Linear preprocess_1d_, preprocess_msa_, left_single_, right_single_, pair_activations_;
 };
@@ -76,9 +85,16 @@ class RecyclingEmbedder : public nn::Module {
   // The same added to an embedding: msa row 0 and the pair.
   MsaPair apply(const MsaPair& embedded, const Variable& prev_m1, const Variable& prev_z,
                 const Tensor& prev_pseudo_beta) const;
+  // The pieces of apply for a chunked embedding. The pair update of rows [row0, row0 + rows)
+  // [rows, N, c_z] from the whole prev_z [N, N, c_z] (undefined: zeros, the first iteration,
+  // made per chunk) and prev_pseudo_beta [N, 3]; and m with prev_msa_first_row_norm(prev_m1)
+  // added to row 0.
+  Variable pair_update_rows(const Variable& prev_z, const Tensor& prev_pseudo_beta, int64_t row0, int64_t rows) const;
+  Variable apply_msa(const Variable& msa, const Variable& prev_m1) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:
+  static Variable add_first_row(const Variable& msa, const Variable& first_row);  // msa[0] += first_row
   float min_bin_, max_bin_;
   int64_t num_bins_;
   nn::LayerNorm prev_msa_first_row_norm_, prev_pair_norm_;

@@ -60,24 +60,25 @@ std::pair<Variable, Variable> EvoformerBlock::forward(const Variable& m, const V
   return forward_impl(m, z, msa_mask, pair_mask, chunk, false);
 }
 
-std::pair<Variable, Variable> EvoformerBlock::forward_impl(const Variable& m0, const Variable& z0,
-                                                           const Tensor& msa_mask, const Tensor& pair_mask,
-                                                           int64_t chunk, bool own_inputs) const {
-  FC_CHECK(m0.dim() == 3 && z0.dim() == 3 && m0.size(2) == cfg_.c_m && z0.size(2) == cfg_.c_z &&
-               z0.size(0) == m0.size(1) && z0.size(1) == m0.size(1),
-           "EvoformerBlock '", path(), "': m ", m0.shape().str(), ", z ", z0.shape().str(), " (expected [S, N, ",
+std::pair<Variable, Variable> EvoformerBlock::forward_impl(Variable m, Variable z, const Tensor& msa_mask,
+                                                           const Tensor& pair_mask, int64_t chunk,
+                                                           bool own_inputs) const {
+  FC_CHECK(m.dim() == 3 && z.dim() == 3 && m.size(2) == cfg_.c_m && z.size(2) == cfg_.c_z &&
+               z.size(0) == m.size(1) && z.size(1) == m.size(1),
+           "EvoformerBlock '", path(), "': m ", m.shape().str(), ", z ", z.shape().str(), " (expected [S, N, ",
            cfg_.c_m, "] and [N, N, ", cfg_.c_z, "])");
   const autograd::DropoutSpec none;  // AlphaFold applies no dropout to the transitions and the OPM
-  // MSA track (the row attention reads z0 as its bias before the pair track may overwrite it).
-  Variable m = residual(m0, row_att_.forward(m0, z0, msa_mask, chunk), row_att_dropout_.spec(), own_inputs);
+  // Each update is computed (reading the old stream) before its residual add, whose result then
+  // replaces the stream's handle.
+  // MSA track (the row attention reads z as its bias before the pair track may overwrite it).
+  m = residual(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), own_inputs);
   m = residual(m, msa_column_update(m, msa_mask, chunk), col_att_dropout_.spec(), true);
   m = residual(m, transition_forward(msa_transition_, m, chunk), none, true);
   // Pair track. AlphaFold: the outer product mean first; Parallel Evoformer: last (below), so the
-  // pair stack depends on z0 only.
-  Variable z = z0;
+  // pair stack reads only the block's input pair.
   bool z_owned = own_inputs;
   if (!cfg_.parallel) {
-    z = residual(z0, opm_.forward(m, msa_mask, chunk), none, own_inputs);
+    z = residual(z, opm_.forward(m, msa_mask, chunk), none, own_inputs);
     z_owned = true;
   }
   z = residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), z_owned);
@@ -86,7 +87,7 @@ std::pair<Variable, Variable> EvoformerBlock::forward_impl(const Variable& m0, c
   z = residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
   z = residual(z, transition_forward(pair_transition_, z, chunk), none, true);
   if (cfg_.parallel) z = residual(z, opm_.forward(m, msa_mask, chunk), none, true);
-  return {m, z};
+  return {std::move(m), std::move(z)};
 }
 
 void EvoformerBlock::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {
@@ -112,14 +113,14 @@ EvoformerStack::EvoformerStack(nn::Scope scope, const EvoformerBlockConfig& conf
   }
 }
 
-std::pair<Variable, Variable> EvoformerStack::forward(const Variable& m0, const Variable& z0, const Tensor& msa_mask,
+std::pair<Variable, Variable> EvoformerStack::forward(Variable m, Variable z, const Tensor& msa_mask,
                                                       const Tensor& pair_mask, int64_t chunk) const {
-  Variable m = m0, z = z0;
-  // From the second block on, (m, z) are the stack's own intermediates: their first residual adds
-  // may be done in place too (in no-grad mode; autograd still checks that nothing else holds them).
-  for (size_t i = 0; i < blocks_.size(); ++i)
-    std::tie(m, z) = blocks_[i]->forward_impl(m, z, msa_mask, pair_mask, chunk, i > 0);
-  return {m, z};
+  // (m, z) are the stack's own: moved in by the caller or copies of the caller's handles. Every
+  // residual add may try to work in place (in no-grad mode); autograd's owner check refuses it
+  // while the caller still holds the same storage, so a caller's tensor is never overwritten.
+  for (const auto& block : blocks_)
+    std::tie(m, z) = block->forward_impl(std::move(m), std::move(z), msa_mask, pair_mask, chunk, true);
+  return {std::move(m), std::move(z)};
 }
 
 void EvoformerStack::add_af2_params(Af2ParamTable& t, const std::string& key) const {

@@ -62,9 +62,11 @@ class EvoformerBlock : public nn::Module {
  private:
   friend class EvoformerStack;
   // own_inputs: m and z belong to the caller's temporaries only (a stack's intermediates), so even
-  // the first residual add of each track may reuse their storage in no-grad mode.
-  std::pair<Variable, Variable> forward_impl(const Variable& m, const Variable& z, const Tensor& msa_mask,
-                                             const Tensor& pair_mask, int64_t chunk, bool own_inputs) const;
+  // the first residual add of each track may reuse their storage in no-grad mode. By value: each
+  // residual add replaces the block's only handle of its stream, so the storage keeps one owner
+  // and every later add can be in place too (a second handle would make autograd refuse).
+  std::pair<Variable, Variable> forward_impl(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
+                                             int64_t chunk, bool own_inputs) const;
 
   EvoformerBlockConfig cfg_;
   MsaRowAttentionWithPairBias row_att_;
@@ -83,8 +85,11 @@ class EvoformerBlock : public nn::Module {
 class EvoformerStack : public nn::Module {
  public:
   EvoformerStack(nn::Scope scope, const EvoformerBlockConfig& config, int64_t num_blocks);
-  std::pair<Variable, Variable> forward(const Variable& m, const Variable& z, const Tensor& msa_mask,
-                                        const Tensor& pair_mask, int64_t chunk = 0) const;
+  // m and z by value: a caller that moves its streams in lets block 0 update them in place in
+  // no-grad mode (one pair and one MSA fewer at the peak); a caller that keeps a copy keeps it
+  // unchanged (the in-place adds skip storage with more than one owner).
+  std::pair<Variable, Variable> forward(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
+                                        int64_t chunk = 0) const;
   // key_prefix: "evoformer/evoformer_iteration" (main) or "evoformer/extra_msa_stack" (extra).
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix) const;
   int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }

@@ -111,6 +111,19 @@ Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln) {
   return autograd::unsqueeze(autograd::contiguous(autograd::permute(b, {2, 0, 1})), 0);  // [1, H, L, L]
 }
 
+Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable(int64_t, int64_t)>& z_ln_rows,
+                         int64_t n, int64_t chunk) {
+  FC_CHECK(chunk > 0, "pair_bias_chunked '", feat_2d.path(), "': chunk ", chunk);
+  Tensor bias;  // [1, H, N, N]
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t len = std::min(chunk, n - s);
+    const Tensor b = feat_2d.forward(z_ln_rows(s, len)).value();  // [len, N, H]
+    if (!bias.defined()) bias = Tensor::empty({1, b.size(2), n, n}, b.dtype(), b.device());
+    bias.select(0, 0).narrow(1, s, len).copy_(b.permute({2, 0, 1}));
+  }
+  return bias;
+}
+
 Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk) {
   return run_chunked(x.size(0), chunk, [&](int64_t s, int64_t len) {
     return tr.forward(autograd::narrow(x, 0, s, len));

@@ -57,6 +57,11 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const Variab
 // The pair bias of Alg. 7 line 3 / Alg. 13 line 3: b[h, i, j] = Σ_c z[i, j, c] w[c, h] (no bias),
 // z [L, L, c_z] layer-normed → [1, H, L, L].
 Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln);
+// The same for chunked inference, without a pair-sized LN(z): z_ln_rows(s, len) gives the
+// layer-normed rows [len, L, c_z] (recomputed per chunk), whose bias rows are written into the
+// [1, H, L, L] result chunk by chunk. No autograd graph (inference only).
+Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable(int64_t, int64_t)>& z_ln_rows,
+                         int64_t n, int64_t chunk);
 
 // nn::Transition (LN → Linear+ReLU → Linear: AF2 Alg. 9/15) chunked along axis 0 of x.
 Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk);

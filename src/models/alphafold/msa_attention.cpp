@@ -1,5 +1,7 @@
 #include "models/alphafold/msa_attention.h"
 
+#include "autograd/grad_mode.h"
+
 namespace foldcore::af2 {
 namespace {
 
@@ -39,7 +41,17 @@ Variable MsaRowAttentionWithPairBias::forward(const Variable& m, const Variable&
                z.size(2) == feat_2d_norm_.scale().numel(),
            "MsaRowAttentionWithPairBias: z ", z.shape().str(), " for m ", m.shape().str());
   const Variable m_ln = query_norm_.forward(m);                              // [S, N, c_m]
-  const Variable bias = pair_bias(feat_2d_, feat_2d_norm_.forward(z));       // [1, H, N, N]
+  // Chunked inference: LN(z) per row chunk for the bias (no pair-sized LN(z), which under bf16
+  // autocast also had a bf16 copy for its GEMM: the block's peak at long N).
+  const int64_t n = z.size(0);
+  const Variable bias = chunk <= 0 || chunk >= n || autograd::grad_enabled()
+                            ? pair_bias(feat_2d_, feat_2d_norm_.forward(z))  // [1, H, N, N]
+                            : Variable(pair_bias_chunked(
+                                  feat_2d_,
+                                  [&](int64_t s, int64_t len) {
+                                    return feat_2d_norm_.forward(autograd::narrow(z, 0, s, len));
+                                  },
+                                  n, chunk));
   return row_attention(attention_, m_ln, bias, msa_mask, chunk);             // [S, N, c_m]
 }
 

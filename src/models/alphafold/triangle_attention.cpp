@@ -42,13 +42,7 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
   // The ending node's output chunks go straight into z's orientation (columns of the result), so
   // no transposed pair-sized copy is made for the residual add.
   auto z_ln = [&](int64_t s, int64_t len) { return query_norm_.forward(autograd::narrow(zz, 0, s, len)); };
-  Tensor bias;  // [1, H, N, N]
-  for (int64_t s = 0; s < n; s += chunk) {
-    const int64_t len = std::min(chunk, n - s);
-    const Tensor b = feat_2d_.forward(z_ln(s, len)).value();  // [len, N, H]
-    if (!bias.defined()) bias = Tensor::empty({1, b.size(2), n, n}, b.dtype(), b.device());
-    bias.select(0, 0).narrow(1, s, len).copy_(b.permute({2, 0, 1}));
-  }
+  const Tensor bias = pair_bias_chunked(feat_2d_, z_ln, n, chunk);  // [1, H, N, N]
   return run_chunked(
       n, chunk,
       [&](int64_t s, int64_t len) {

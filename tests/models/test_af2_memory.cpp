@@ -1,0 +1,116 @@
+// Memory regression of long-sequence inference (docs/benchmarks.md, "AlphaFold2 long
+// sequences"): the allocator peak of one chunked prediction, less the parameters and features
+// already allocated, in units of one fp32 pair representation (N²·c_z·4 bytes), the unit of
+// `bench_predict --memory`. N = 128 at model_1_ptm widths with 1 Evoformer + 1 extra-MSA block
+// (the peak does not depend on depth: each block's activations die before the next starts),
+// 16 MSA clusters + 16 extra rows, chunk 16, no recycling: about a second per prediction.
+//
+// At this N the count is not only the pair: the MSA (S·N·c_m = 0.5 pair per fp32 copy at S = 32
+// rows incl. templates), the chunks' attention logits (chunk·H·N², 0.5 pair at chunk 16) and the
+// template pair (T·N²·c_t) are pair-sized too. The bounds are the measured count plus 0.25 unit
+// (2 MiB): one more pair-sized temporary anywhere in the model (1 unit, or 0.5 in bf16) fails.
+// The floor (1 unit: the pair stream itself must be counted) keeps the test from passing on a
+// broken measurement.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "autograd/param_store.h"
+#include "core/allocator.h"
+#include "core/random.h"
+#include "models/alphafold/alphafold.h"
+#include "models/alphafold/synthetic_target.h"
+
+namespace foldcore::af2 {
+namespace {
+
+constexpr int64_t kN = 128;
+
+Af2Config memory_config(const std::string& precision, int64_t chunk) {
+  Af2Config config;
+  config.num_evoformer_blocks = 1;
+  config.num_extra_msa_blocks = 1;
+  config.num_recycles = 0;
+  config.chunk_size = chunk;
+  config.precision = precision;
+  validate_af2_config(config);
+  return config;
+}
+
+// Peak allocator bytes of one prediction above what was allocated before it, in fp32 pairs.
+double peak_fp32_pairs(const std::string& precision) {
+  const Af2Config config = memory_config(precision, 16);
+  autograd::ParamStore params(Device::cpu());
+  Generator init(7);
+  AlphaFold model(nn::Scope{&params, &init, nullptr, ""}, config);
+  model.train(false);
+  params.finalize();
+  std::mt19937 g(42);
+  const Af2Features features = synthetic_target({kN, 32, 0, config.templates.max_templates, 16, 16}, g);
+  Allocator& alloc = default_allocator(Device::cpu());
+  alloc.reset_peak();
+  const size_t base = alloc.stats().current;
+  size_t peak = 0;
+  {
+    const Af2Outputs out = model.predict(features, 0, Device::cpu());
+    EXPECT_FALSE(out.empty());
+    peak = alloc.stats().peak;
+  }
+  const double units = static_cast<double>(peak - base) / static_cast<double>(kN * kN * config.c_z * 4);
+  std::printf("N = %lld, %s: peak above inputs %.3f fp32 pairs\n", static_cast<long long>(kN), precision.c_str(),
+              units);
+  return units;
+}
+
+TEST(Af2Memory, Fp32PeakInPairUnits) {
+  const double units = peak_fp32_pairs("fp32");
+  EXPECT_GE(units, 1.0);
+  EXPECT_LE(units, 4.89 + 0.25);  // measured 4.89 (5.13 before the in-place embedding and stacks)
+}
+
+TEST(Af2Memory, Bf16PeakInPairUnits) {
+  const double units = peak_fp32_pairs("bf16");
+  EXPECT_GE(units, 1.0);
+  EXPECT_LE(units, 3.95 + 0.25);  // measured 3.95 (4.27 before); bf16 GEMM outputs, fp32 streams
+}
+
+// Chunked inference (every module by chunks, the pair embedded row chunk by row chunk, the stacks'
+// residual adds in place) against the unchunked model with the same parameters, over one recycle
+// (so the recycled pair goes through the chunked embedding too). The embedding is exact
+// (test_af2_embedders); the chunked attention and triangle modules reassociate float sums, so
+// the outputs may differ by float rounding, bounded here at 1e-4·max|x| (measured: equal bit for
+// bit at N = 40 with OpenBLAS). The heads' logits are 0 here (AF2 zero-initialises their output
+// layers), so the trunk outputs and the positions are what this compares.
+TEST(Af2Memory, ChunkedPredictionEqualsUnchunked) {
+  std::mt19937 g(3);
+  const Af2Features features = synthetic_target({40, 24, 1, 4, 8, 8}, g);
+  std::map<std::string, Tensor> out[2];
+  for (int k = 0; k < 2; ++k) {
+    const Af2Config config = memory_config("fp32", k == 0 ? 0 : 16);
+    autograd::ParamStore params(Device::cpu());
+    Generator init(5);
+    AlphaFold model(nn::Scope{&params, &init, nullptr, ""}, config);
+    model.train(false);
+    params.finalize();
+    for (auto& [name, t] : model.predict(features, 1, Device::cpu())) out[k].emplace(name, t);
+  }
+  for (const char* name : {"pair", "msa", "single", "distogram_logits", "lddt_logits", "recycle_z",
+                           "final_atom_positions"}) {
+    const Tensor a = out[0].at(name).to(DType::f32), b = out[1].at(name).to(DType::f32);
+    ASSERT_EQ(a.shape(), b.shape()) << name;
+    const auto va = a.to_vector(), vb = b.to_vector();
+    double scale = 0, diff = 0;
+    for (size_t q = 0; q < va.size(); ++q) {
+      scale = std::max(scale, std::fabs(static_cast<double>(va[q])));
+      diff = std::max(diff, std::fabs(static_cast<double>(va[q]) - vb[q]));
+    }
+    std::printf("%s: max|chunked - whole| = %.3g (max|x| %.3g)\n", name, diff, scale);
+    EXPECT_LE(diff, 1e-4 * scale) << name;
+  }
+}
+
+}  // namespace
+}  // namespace foldcore::af2
