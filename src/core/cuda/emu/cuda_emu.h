@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "core/half.h"
 
@@ -174,36 +175,12 @@ inline int __all_sync(unsigned mask, int pred) {
 // ------------------------------------------------------------------ atomics
 // Blocks run one at a time and the threads of a block are fibers of one OS thread, so a plain
 // read-modify-write is atomic here.
-template <typename T> T atomicAdd(T* a, T v) {
-  const T old = *a;
-  *a = static_cast<T>(old + v);
-  return old;
-}
-template <typename T> T atomicSub(T* a, T v) {
-  const T old = *a;
-  *a = static_cast<T>(old - v);
-  return old;
-}
-template <typename T> T atomicMax(T* a, T v) {
-  const T old = *a;
-  *a = old < v ? v : old;
-  return old;
-}
-template <typename T> T atomicMin(T* a, T v) {
-  const T old = *a;
-  *a = v < old ? v : old;
-  return old;
-}
-template <typename T> T atomicExch(T* a, T v) {
-  const T old = *a;
-  *a = v;
-  return old;
-}
-template <typename T> T atomicCAS(T* a, T compare, T v) {
-  const T old = *a;
-  if (old == compare) *a = v;
-  return old;
-}
+template <typename T> T atomicAdd(T* a, T v) { return std::exchange(*a, static_cast<T>(*a + v)); }
+template <typename T> T atomicSub(T* a, T v) { return std::exchange(*a, static_cast<T>(*a - v)); }
+template <typename T> T atomicMax(T* a, T v) { return std::exchange(*a, *a < v ? v : *a); }
+template <typename T> T atomicMin(T* a, T v) { return std::exchange(*a, v < *a ? v : *a); }
+template <typename T> T atomicExch(T* a, T v) { return std::exchange(*a, v); }
+template <typename T> T atomicCAS(T* a, T compare, T v) { return std::exchange(*a, *a == compare ? v : *a); }
 
 #include "core/cuda/emu/emu_wmma.h"
 #include "core/cuda/emu/emu_runtime.h"
