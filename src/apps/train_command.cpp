@@ -1,9 +1,13 @@
 // `foldcore train --config configs/train/<name>.yaml --store S.h5 --out_dir RUN [--max_steps N]
-// [--device cpu|cuda:N] [--precision fp32|bf16] [--resume]`: AlphaFold2 training from a feature
-// store (models/alphafold/af2_trainer.h): metrics.jsonl and atomic checkpoints in RUN, exact
-// continuation with --resume.
+// [--device cpu|cuda:N] [--precision fp32|bf16] [--resume] [--dp A --dap B --bp C]`: AlphaFold2
+// training from a feature store (models/alphafold/af2_trainer.h): metrics.jsonl and atomic
+// checkpoints in RUN, exact continuation with --resume. With A·B·C > 1 it runs as one rank of an
+// MPI job of A·B·C processes (mpirun/srun; docs/distributed.md) over a dist::ProcessGrid.
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/commands.h"
 #include "core/device.h"
@@ -14,26 +18,123 @@
 #include "models/alphafold/af2_trainer.h"
 #include "models/alphafold/train_config.h"
 #endif
+#if defined(FOLDCORE_HAVE_MPI) && defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
+#include "dist/grad_reducer.h"
+#include "dist/launch_env.h"
+#include "dist/process_grid.h"
+#include "dist/runtime.h"
+#endif
 
 namespace foldcore::apps {
 
+namespace {
+
+struct TrainArgs {
+  std::string config, store, out_dir, device = "cpu", precision = "fp32";
+  int64_t max_steps = 0;
+  bool resume = false;
+  int dp = 1, dap = 1, bp = 1;
+  double bucket_mb = 25;  // PyTorch DDP's default bucket size
+};
+
+[[maybe_unused]] std::string launch_hint(const TrainArgs& a) {
+  return "launch it as mpirun -np " + std::to_string(a.dp * a.dap * a.bp) + " foldcore train … --dp " +
+         std::to_string(a.dp) + " --dap " + std::to_string(a.dap) + " --bp " + std::to_string(a.bp);
+}
+
+#if defined(FOLDCORE_HAVE_MPI) && defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
+// The trainer's parallel group over the dist layer: the MPI runtime, the world communicator on
+// this rank's device (MPI for the CPU, NCCL for CUDA with GPU = local rank), the dp × dap × bp
+// grid, and a GradReducer (sum, buckets launched in order) over the trainer's reduce buffer.
+class GridParallel final : public af2::TrainParallel {
+ public:
+  GridParallel(const TrainArgs& a, Device& device)
+      : bucket_bytes_(static_cast<int64_t>(a.bucket_mb * 1024 * 1024)) {
+    // Checked from the launcher's environment before MPI starts, so a wrong launch is a plain error.
+    const int world_size = a.dp * a.dap * a.bp;
+    const dist::LaunchEnv env = dist::detect_launch_env();
+    FC_CHECK(env.world_size == world_size, "train --dp ", a.dp, " --dap ", a.dap, " --bp ", a.bp, ": this job has ",
+             env.world_size, " processes, the grid needs ", world_size, "; ", launch_hint(a));
+    int argc = 0;
+    char** argv = nullptr;  // MPI_Init_thread accepts no arguments
+    runtime_ = std::make_unique<dist::Runtime>(argc, argv);
+    FC_CHECK(runtime_->size() == world_size, "train: this job has ", runtime_->size(), " processes, the grid needs ",
+             world_size, "; ", launch_hint(a));
+    if (device.is_cuda()) device = runtime_->device(DeviceType::cuda);
+    set_device(device);
+    world_ = runtime_->world(device);
+    grid_ = std::make_unique<dist::ProcessGrid>(*world_, dist::GridShape{a.dp, a.dap, a.bp});
+    // Model parallelism goes here: the model takes grid_->dap() and grid_->bp() (through
+    // TrainRunOptions) and syncs the gradients its groups share inside the step. Until the model
+    // has DAP/BP, the command refuses --dap/--bp > 1 before reaching this point.
+  }
+  int dp_rank() const override { return grid_->coords().dp; }
+  int dp_size() const override { return grid_->shape().dp; }
+  bool writes_outputs() const override { return world_->rank() == 0; }
+  int world_rank() const { return world_->rank(); }
+  void attach(const Tensor& buffer, const std::vector<ops::ParamSegment>& segments) override {
+    reducer_ = std::make_unique<dist::GradReducer>(grid_->dp(), buffer, segments,
+                                                   dist::GradReducerOptions{bucket_bytes_, /*average=*/false});
+  }
+  void mark_ready(int64_t offset, int64_t length) override { reducer_->mark_ready(offset, length); }
+  void finish() override { reducer_->finish(); }
+  int64_t num_buckets() const override { return reducer_->num_buckets(); }
+  int64_t buckets_launched() const override { return reducer_->buckets_launched(); }
+  std::vector<double> sum(const std::vector<double>& values) override {
+    // The doubles travel as their bits (an all-gather of i64) and are added in rank order on every
+    // rank: full precision, and the same result everywhere.
+    std::vector<int64_t> bits(values.size());
+    std::memcpy(bits.data(), values.data(), values.size() * sizeof(double));
+    dist::Communicator& dp = grid_->dp();
+    const int64_t n = static_cast<int64_t>(values.size());
+    const Tensor in = Tensor::from_vector_i64(bits, {n}, DType::i64, dp.device());
+    const Tensor out = Tensor::zeros({n * dp.size()}, DType::i64, dp.device());
+    dp.all_gather(in, out);
+    const std::vector<int64_t> all = out.to(Device::cpu()).to_vector_i64();
+    std::vector<double> total(values.size(), 0.0);
+    for (int r = 0; r < dp.size(); ++r)
+      for (size_t i = 0; i < values.size(); ++i) {
+        double x;
+        std::memcpy(&x, &all[static_cast<size_t>(r) * values.size() + i], sizeof x);
+        total[i] += x;
+      }
+    return total;
+  }
+  void barrier() override { world_->barrier(); }
+
+ private:
+  std::unique_ptr<dist::Runtime> runtime_;  // declared first: destroyed last
+  std::unique_ptr<dist::Communicator> world_;
+  std::unique_ptr<dist::ProcessGrid> grid_;
+  std::unique_ptr<dist::GradReducer> reducer_;
+  int64_t bucket_bytes_ = 0;
+};
+#endif
+
+}  // namespace
+
 void add_train_command(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand("train", "Train AlphaFold2 from a feature store (single process)");
-  struct Args {
-    std::string config, store, out_dir, device = "cpu", precision = "fp32";
-    int64_t max_steps = 0;
-    bool resume = false;
-  };
-  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "train", "Train AlphaFold2 from a feature store (one process, or mpirun/srun with --dp/--dap/--bp)");
+  auto a = std::make_shared<TrainArgs>();
   sub->add_option("--config", a->config, "training YAML (configs/train/{tiny,initial,finetune}.yaml)")->required();
   sub->add_option("--store", a->store, "HDF5 feature store written by foldcore preprocess")->required();
   sub->add_option("--out_dir", a->out_dir, "run folder: metrics.jsonl, checkpoint.h5")->required();
   sub->add_option("--max_steps", a->max_steps, "stop after this many steps in total (default: the config's)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--device", a->device, "cpu or cuda[:index]");
+  sub->add_option("--device", a->device, "cpu or cuda[:index] (with --dp etc.: cuda = the GPU of the local rank)");
   sub->add_option("--precision", a->precision, "fp32 (bf16 is not implemented yet)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  sub->add_flag("--resume", a->resume, "continue the run in --out_dir from its checkpoint");
+  sub->add_flag("--resume", a->resume, "continue the run in --out_dir from its checkpoint (any --dp)");
+  sub->add_option("--dp", a->dp, "data-parallel ranks: the global batch (optim.batch_size) is split over them")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--dap", a->dap, "dynamic-axial-parallel ranks per model replica (not implemented yet: 1)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--bp", a->bp, "branch-parallel ranks per model replica (not implemented yet: 1)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--dp_bucket_mb", a->bucket_mb, "MiB per bucket of the dp gradient reduction (default 25; 0: one "
+                  "bucket per parameter)")
+      ->check(CLI::NonNegativeNumber);
   set_action(sub, [a]() -> int {
 #if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
     af2::TrainRunOptions o;
@@ -44,10 +145,45 @@ void add_train_command(CLI::App& app) {
     o.device = Device::parse(a->device);
     o.precision = a->precision;
     o.resume = a->resume;
+    // The model does not run split over DAP/BP groups yet (issue 10 points 3 and 4): refused before
+    // any process starts MPI. Lifting this means handing the grid's dap()/bp() to the model in
+    // GridParallel's constructor (the marked place).
+    FC_CHECK(a->dap == 1 && a->bp == 1, "train: --dap ", a->dap, " --bp ", a->bp,
+             ": dynamic-axial and branch parallelism are not implemented in the AlphaFold model yet; use --dp "
+             "(data parallelism) with --dap 1 --bp 1");
+    const bool distributed = a->dp * a->dap * a->bp > 1;
+#if defined(FOLDCORE_HAVE_MPI)
+    if (!distributed) {
+      const dist::LaunchEnv env = dist::detect_launch_env();
+      FC_CHECK(env.world_size == 1, "train: this job has ", env.world_size, " processes but --dp/--dap/--bp make a grid "
+               "of one; pass --dp ", env.world_size, " (or run one process)");
+    }
+    std::unique_ptr<GridParallel> grid;
+    try {
+      if (distributed) {
+        grid = std::make_unique<GridParallel>(*a, o.device);
+        o.parallel = grid.get();
+      }
+      const af2::TrainSummary s = af2::run_af2_training(o);
+      if (!grid || grid->writes_outputs())
+        log::info("train: done at step ", s.steps, " (", s.skipped, " skipped), last loss ", s.last_loss,
+                  "; checkpoint ", s.checkpoint);
+      return 0;
+    } catch (const std::exception& e) {
+      // In a distributed job the runtime's teardown aborts the job (the other ranks would wait
+      // forever): say which rank failed and why first.
+      if (grid) std::fprintf(stderr, "foldcore train: rank %d: error: %s\n", grid->world_rank(), e.what());
+      std::fflush(stderr);
+      throw;
+    }
+#else
+    FC_CHECK(!distributed, "train: --dp ", a->dp, " needs a build with MPI (CMake FOLDCORE_MPI=ON/AUTO with Open MPI "
+             "installed); this build has none");
     const af2::TrainSummary s = af2::run_af2_training(o);
-    log::info("train: done at step ", s.steps, " (", s.skipped, " skipped), last loss ", s.last_loss,
-              "; checkpoint ", s.checkpoint);
+    log::info("train: done at step ", s.steps, " (", s.skipped, " skipped), last loss ", s.last_loss, "; checkpoint ",
+              s.checkpoint);
     return 0;
+#endif
 #else
     FC_THROW("train: this build has no data pipeline or no yaml-cpp (needed for the store and configs); config ",
              a->config);

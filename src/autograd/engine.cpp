@@ -8,6 +8,16 @@
 
 namespace foldcore::autograd {
 
+namespace {
+thread_local GradReadyHook t_grad_ready_hook;
+thread_local int t_backward_depth = 0;  // nested backward passes (recompute segments) running
+}  // namespace
+
+GradReadyHookGuard::GradReadyHookGuard(GradReadyHook hook) : previous_(std::move(t_grad_ready_hook)) {
+  t_grad_ready_hook = std::move(hook);
+}
+GradReadyHookGuard::~GradReadyHookGuard() { t_grad_ready_hook = std::move(previous_); }
+
 void accumulate_into(const Tensor& dst, const Tensor& src) {
   FC_CHECK(dst.shape() == src.shape(), "autograd: gradient of shape ", src.shape().str(),
            " accumulated into one of shape ", dst.shape().str());
@@ -132,6 +142,32 @@ class Engine {
     }
     std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
 
+    // Gradient-ready reporting (outermost backward only, see engine.h): how many nodes of this
+    // graph still have to run for each leaf they take as input; a leaf is reported when its
+    // count reaches zero. Leaf roots no node consumes are final already.
+    struct DepthGuard {
+      int depth;
+      DepthGuard() : depth(t_backward_depth++) {}
+      ~DepthGuard() { --t_backward_depth; }
+    } depth_guard;
+    const bool report = depth_guard.depth == 0 && static_cast<bool>(t_grad_ready_hook);
+    std::unordered_map<const VariableImpl*, int> consumers;
+    if (report) {
+      for (const std::shared_ptr<Node>& n : nodes)
+        for (const Edge& e : n->inputs)
+          if (e.leaf) ++consumers[e.leaf.get()];
+      for (const Variable& root : roots)
+        if (root.is_leaf() && !consumers.count(root.impl().get())) {
+          consumers[root.impl().get()] = 0;
+          t_grad_ready_hook(*root.impl());
+        }
+    }
+    auto consumed = [&](const Node& n) {
+      if (!report) return;
+      for (const Edge& e : n.inputs)
+        if (e.leaf && --consumers[e.leaf.get()] == 0) t_grad_ready_hook(*e.leaf);
+    };
+
     // Functions record nothing while running their backward (a recompute segment re-enables
     // grad mode itself for its nested forward).
     NoGradGuard no_grad;
@@ -139,6 +175,7 @@ class Engine {
       auto it = pending_.find(n.get());
       if (it == pending_.end()) {
         n->fn.reset();  // not on a path that received a gradient
+        consumed(*n);
         continue;
       }
       FC_CHECK(n->fn != nullptr, "autograd: backward through '", n->name,
@@ -161,6 +198,7 @@ class Engine {
       with_context(std::string("in the backward of '") + n->name + "'", [&] { n->fn->backward(ctx); });
       ctx.finish();
       n->fn.reset();  // frees the saved tensors now
+      consumed(*n);
     }
   }
 

@@ -6,8 +6,20 @@
 // buffer), and destroys each node's Function (its saved tensors) right after its backward.
 // Calling backward twice through the same nodes is an Error (the saved tensors are gone).
 // Reentrant: recompute segments run a nested backward from inside a node's backward.
+//
+// Gradient-ready hook (data-parallel overlap, dist/grad_reducer.h): while a GradReadyHookGuard is
+// alive on a thread, the outermost backward() on that thread calls hook(leaf) once for every leaf
+// it reaches, as soon as that leaf's gradient is final for this backward: every node of the graph
+// with the leaf among its inputs has run its backward (or was skipped, receiving no gradient) and
+// the node's deferred accumulations are done, so nothing later in this backward adds to it. The
+// engine knows this from the graph it collected: a per-leaf count of the consuming nodes, counted
+// down as the nodes run. Leaves the backward never reaches are not reported. A nested backward (a
+// recompute segment's rerun) sees only its segment's graph, not whether the outer graph uses its
+// leaves again, so it reports nothing: the outer caller must treat the leaves it was not told
+// about as final only after backward() returns.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -52,6 +64,20 @@ class BackwardCtx {
 // Backpropagates `grads` (default: ones, for scalar roots) from `roots`.
 void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads = {});
 inline void backward(const Variable& root) { backward(std::vector<Variable>{root}); }
+
+using GradReadyHook = std::function<void(const VariableImpl& leaf)>;
+
+// Installs `hook` for the backward passes of this thread while alive (restores the previous one).
+class GradReadyHookGuard {
+ public:
+  explicit GradReadyHookGuard(GradReadyHook hook);
+  ~GradReadyHookGuard();
+  GradReadyHookGuard(const GradReadyHookGuard&) = delete;
+  GradReadyHookGuard& operator=(const GradReadyHookGuard&) = delete;
+
+ private:
+  GradReadyHook previous_;
+};
 
 // dst += src, converting src's dtype (dst, src contiguous, same shape). Used by the engine.
 void accumulate_into(const Tensor& dst, const Tensor& src);

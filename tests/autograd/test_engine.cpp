@@ -1,5 +1,8 @@
 // Engine, ParamStore, grad mode / no-grad memory, recompute, in-place reuse and autocast.
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "core/allocator.h"
@@ -242,6 +245,51 @@ TEST(Autocast, Bf16LossWithinToleranceAndMasterGradsFp32) {
   }
   EXPECT_LT(std::sqrt(num / den), 5e-2);  // relative L2 error of the master gradients
   EXPECT_GT(den, 0);
+}
+
+// The gradient-ready hook reports each reached leaf once, when nothing later in the backward adds
+// to its gradient: a parameter used at the start and at the end of the graph is reported only
+// after its first use's backward; the last layer's parameters come before the first layer's; an
+// unused parameter and the parameters inside a recompute segment (nested backward) are not
+// reported. The gradient seen at report time must equal the final one.
+TEST(AutogradEngine, GradReadyHookReportsEachLeafOnceWhenFinal) {
+  ParamStore ps;
+  Generator g(3);
+  const Variable w1 = ps.add("w1", {8, 8}, true, randn({8, 8}, g));
+  const Variable w2 = ps.add("w2", {8, 8}, true, randn({8, 8}, g));
+  const Variable w3 = ps.add("w3", {8, 8}, true, randn({8, 8}, g));
+  const Variable w4 = ps.add("w4", {8, 8}, true, randn({8, 8}, g));  // inside a recompute segment
+  const Variable unused = ps.add("unused", {4}, true);
+  ps.finalize();
+  const Tensor x = randn({5, 8}, g);
+
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<float>> at_report;
+  {
+    GradReadyHookGuard guard([&](const VariableImpl& leaf) {
+      order.push_back(leaf.name);
+      at_report[leaf.name] = leaf.grad.to_vector();
+    });
+    Variable h = gelu(linear(Variable(x), w1));  // w1's first use
+    h = recompute([&](const std::vector<Variable>& in) { return std::vector<Variable>{gelu(linear(in[0], w4))}; },
+                  {h})[0];
+    h = gelu(linear(h, w2));
+    h = linear(h, w3);
+    h = linear(h, w1);  // w1 again, at the end
+    backward(sum(h, {0, 1}));
+  }
+  // Each reported once; w3 (last layer) before w2 before w1; w4 (nested) and `unused` never.
+  ASSERT_EQ(order, (std::vector<std::string>{"w3", "w2", "w1"}));
+  for (const auto& [name, grad] : at_report) EXPECT_EQ(grad, ps.get(name).grad().to_vector()) << name;
+  // w1's gradient has both uses: the report came after the first layer's backward.
+  EXPECT_NE(ps.get("w1").grad().to_vector(), std::vector<float>(64, 0.f));
+
+  // Without a guard nothing is reported (the guard restored the empty hook).
+  order.clear();
+  ps.zero_grad();
+  backward(sum(linear(Variable(x), w1), {0, 1}));
+  EXPECT_TRUE(order.empty());
+  (void)unused;
 }
 
 }  // namespace

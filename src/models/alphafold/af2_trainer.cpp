@@ -8,10 +8,13 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "autograd/param_store.h"
 #include "core/allocator.h"
 #include "core/error.h"
@@ -21,6 +24,7 @@
 #include "data_pipeline/feature_store.h"
 #include "data_pipeline/loader.h"
 #include "data_pipeline/training_sample.h"
+#include "kernels/elementwise.h"
 #include "models/alphafold/af2_export.h"
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/config_yaml.h"
@@ -157,6 +161,64 @@ std::string architecture_meta(const TrainConfig& c, int64_t num_params) {
          ", \"num_parameters\": " + std::to_string(num_params) + "}";
 }
 
+// ---- data parallelism (see af2_trainer.h) ------------------------------------------------------
+
+// Dropout's Philox offset for one sample: the sample's global number (epoch · samples per epoch +
+// its position in the epoch's global order) times kDropoutStreamsPerSample. The same whichever
+// rank runs the sample and whatever ran before it, so any dp size draws one process's masks.
+constexpr uint64_t kDropoutStreamsPerSample = uint64_t{1} << 20;
+uint64_t dropout_offset_of(const data::SampleKey& key, int64_t samples_per_epoch) {
+  return static_cast<uint64_t>(key.epoch * samples_per_epoch + key.sample_index) * kDropoutStreamsPerSample;
+}
+
+// This rank's contribution to the step's gradient in the reduce buffer, segment by segment:
+// buffer[seg] = acc[seg] + grads[seg] / batch (the earlier local examples' clipped sum plus the
+// last example's gradient, unclipped: used only with clipping off). Segments are written and
+// handed to the reducer as the engine reports them final during the last example's backward;
+// fill_rest() writes the ones it did not report, after the backward.
+class ContributionWriter {
+ public:
+  ContributionWriter(TrainParallel& par, const autograd::ParamStore& params, Tensor buffer)
+      : par_(&par), params_(&params), buffer_(std::move(buffer)), segments_(params.segments()) {
+    for (size_t i = 0; i < segments_.size(); ++i) index_[params.get(params.names()[i]).impl().get()] = i;
+    done_.assign(segments_.size(), false);
+  }
+  void begin(const std::vector<float>& acc, int64_t batch) {
+    acc_ = &acc;
+    batch_ = batch;
+    std::fill(done_.begin(), done_.end(), false);
+  }
+  // The GradReadyHook: `leaf` (a parameter, else ignored) has its final gradient.
+  void on_ready(const autograd::VariableImpl& leaf) {
+    const auto it = index_.find(&leaf);
+    if (it != index_.end() && !done_[it->second]) write(it->second);
+  }
+  void fill_rest() {
+    for (size_t i = 0; i < segments_.size(); ++i)
+      if (!done_[i]) write(i);
+  }
+
+ private:
+  void write(size_t i) {
+    const ops::ParamSegment& sg = segments_[i];
+    const Tensor dst = buffer_.narrow(0, sg.offset, sg.size);
+    ops::scale(params_->grads().narrow(0, sg.offset, sg.size), 1.f / static_cast<float>(batch_), dst);
+    Tensor a = Tensor::empty(Shape{sg.size}, DType::f32);
+    std::copy(acc_->begin() + sg.offset, acc_->begin() + sg.offset + sg.size, a.data<float>());
+    ops::add(dst, a.to(dst.device()), dst);
+    done_[i] = true;
+    par_->mark_ready(sg.offset, sg.size);
+  }
+  TrainParallel* par_;
+  const autograd::ParamStore* params_;
+  Tensor buffer_;
+  std::vector<ops::ParamSegment> segments_;
+  std::unordered_map<const autograd::VariableImpl*, size_t> index_;
+  std::vector<bool> done_;
+  const std::vector<float>* acc_ = nullptr;
+  int64_t batch_ = 1;
+};
+
 }  // namespace
 
 void accumulate_clipped_gradient(std::vector<float>& acc, const Tensor& grads, double norm, double max_norm,
@@ -180,6 +242,13 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   const fs::path ckpt_path = out_dir / kTrainCheckpointName;
   const fs::path metrics_path = out_dir / kTrainMetricsName;
   FC_CHECK(nn::checkpoint_supported(), "train: this build has no HDF5, which checkpoints need");
+  // Data parallelism: B = the global batch, split over the dp ranks.
+  TrainParallel* const par = o.parallel;
+  const int64_t dp_size = par ? par->dp_size() : 1;
+  const bool writer = par == nullptr || par->writes_outputs();
+  const int64_t global_batch = cfg.optim.batch_size;
+  FC_CHECK(global_batch % dp_size == 0, "train: the global batch (optim.batch_size ", global_batch, " in ",
+           cfg.path.empty() ? std::string("the config") : cfg.path, ") must be a multiple of --dp ", dp_size);
   if (o.resume) {
     FC_CHECK(fs::exists(ckpt_path), "train: --resume but ", ckpt_path.string(), " does not exist");
   } else {
@@ -187,6 +256,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
              " already holds a run (", kTrainCheckpointName, " or ", kTrainMetricsName,
              "); pass --resume to continue it or choose another --out_dir");
   }
+  if (par) par->barrier();  // every rank has checked the run folder before rank 0 writes to it
   // The store is opened before anything is built or written, so a wrong path fails at once.
   data::FeatureStoreReader reader(o.store_path);
 
@@ -217,17 +287,21 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     nn::CheckpointData into = state.data(meta);
     nn::load_checkpoint(ckpt_path.string(), into);
     dropout_rng.set_offset(static_cast<uint64_t>(state.get(state.dropout_offset)));
-    truncate_metrics(metrics_path, state.get(state.step));
-    log::info("train: resumed ", ckpt_path.string(), " at step ", state.get(state.step));
+    if (writer) truncate_metrics(metrics_path, state.get(state.step));
+    if (writer) log::info("train: resumed ", ckpt_path.string(), " at step ", state.get(state.step));
   }
   int64_t step = state.get(state.step);
   FC_CHECK(step <= max_steps, "train: the checkpoint is at step ", step, ", past --max_steps ", max_steps);
 
   data::LoaderOptions lo;
   lo.workers = cfg.run.workers;
-  lo.batch_size = cfg.optim.batch_size;
+  lo.batch_size = global_batch / dp_size;
   lo.seed = cfg.run.seed;
-  lo.start_batch = step;  // one loader batch per step: resume where the checkpoint left off
+  // One loader batch per step on every rank: the position is in global steps (step · B samples),
+  // so a checkpoint resumes under any dp size.
+  lo.start_batch = step;
+  lo.rank = par ? par->dp_rank() : 0;
+  lo.world_size = static_cast<int>(dp_size);
   const data::TrainingSampleConfig sample_config = cfg.data;
   data::TrainingLoader loader(
       reader, [sample_config](const data::TrainingChain& chain, const data::SampleKey& key) {
@@ -237,12 +311,17 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   const std::set<std::string> recycled = recycled_keys(cfg.data);
 
   // Created only now: a run that fails on its inputs (store, device, checkpoint) writes nothing.
-  fs::create_directories(out_dir);
-  std::ofstream metrics(metrics_path, std::ios::app);
-  FC_CHECK(metrics.good(), "train: cannot open ", metrics_path.string());
-  log::info("train: ", cfg.name, " (", cfg.model.preset, ", ", params.num_elements(), " parameters), store ",
+  std::ofstream metrics;
+  if (writer) {
+    fs::create_directories(out_dir);
+    metrics.open(metrics_path, std::ios::app);
+    FC_CHECK(metrics.good(), "train: cannot open ", metrics_path.string());
+  }
+  if (writer) log::info("train: ", cfg.name, " (", cfg.model.preset, ", ", params.num_elements(), " parameters), store ",
             o.store_path, " (", reader.size(), " chains), ", loader.batches_per_epoch(),
-            " steps per epoch, batch ", cfg.optim.batch_size, ", steps ", step, " → ", max_steps);
+            " steps per epoch, batch ", cfg.optim.batch_size,
+            dp_size > 1 ? " over " + std::to_string(dp_size) + " dp ranks" : std::string(), ", steps ", step, " → ",
+            max_steps);
 
   const int64_t n = params.grads().numel();
   std::vector<float> acc(static_cast<size_t>(n));
@@ -250,38 +329,93 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   double run_seconds = 0;
   int64_t run_steps = 0;
   auto checkpoint = [&] {
+    summary.checkpoint = ckpt_path.string();
+    if (!writer) return;  // rank 0 writes; the replicas hold the same state
     state.set(state.step, step);
     state.set(state.dropout_offset, static_cast<int64_t>(dropout_rng.offset()));
     nn::save_checkpoint(ckpt_path.string(), state.data(meta));
-    summary.checkpoint = ckpt_path.string();
   };
+  // Data parallelism: the reduce buffer and, with clipping off, the overlap with the backward.
+  const int64_t samples_per_epoch = loader.batches_per_epoch() * global_batch;
+  const bool overlap = par != nullptr && cfg.optim.clip_grad_norm <= 0;
+  Tensor reduce_buffer;
+  std::optional<ContributionWriter> contribution;
+  if (par) {
+    reduce_buffer = Tensor::zeros(Shape{n}, DType::f32, o.device);
+    par->attach(reduce_buffer, params.segments());
+    contribution.emplace(*par, params, reduce_buffer);
+  }
 
   while (step < max_steps) {
     const auto t0 = Clock::now();
     const data::TrainingBatch batch = loader.next();
-    const int64_t batch_size = static_cast<int64_t>(batch.chains.size());
+    const int64_t local_batch = static_cast<int64_t>(batch.chains.size());  // this rank's share
     std::fill(acc.begin(), acc.end(), 0.f);
     std::map<std::string, double> terms;
     double loss = 0, norm_sum = 0;
-    bool finite = true;
-    for (int64_t b = 0; b < batch_size && finite; ++b) {
+    int64_t nonfinite = 0;
+    if (contribution) contribution->begin(acc, global_batch);
+    // One process stops at the first non-finite example; dp ranks run all theirs (they must make
+    // the same collective calls), and the step is skipped if any rank saw one.
+    for (int64_t b = 0; b < local_batch && (par != nullptr || nonfinite == 0); ++b) {
       const StepSample s = sample_of(batch, b, recycled);
+      const uint64_t dropout_start = dropout_offset_of(batch.keys.at(static_cast<size_t>(b)), samples_per_epoch);
+      dropout_rng.set_offset(dropout_start);
+      const bool overlapped = overlap && b == local_batch - 1;
+      std::optional<autograd::GradReadyHookGuard> hook;
+      if (overlapped) hook.emplace([&](const autograd::VariableImpl& leaf) { contribution->on_ready(leaf); });
       const TrainStepResult r =
           af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device);
-      finite = std::isfinite(r.loss.loss) && std::isfinite(r.grad_norm);
-      loss += r.loss.loss / static_cast<double>(batch_size);
-      for (const auto& [name, v] : r.loss.terms) terms[name] += v / static_cast<double>(batch_size);
+      hook.reset();
+      FC_CHECK(dropout_rng.offset() - dropout_start < kDropoutStreamsPerSample, "train: one sample drew ",
+               dropout_rng.offset() - dropout_start, " dropout streams, more than the ", kDropoutStreamsPerSample,
+               " reserved per sample");
+      // Model parallelism (DAP/BP): when the model runs split over the grid's dap()/bp()
+      // communicators, the sync of the gradients the model-parallel group shares belongs inside
+      // the step, before r.grad_norm (the clipping norm) is taken; nothing to do here for DP.
+      const bool ok = std::isfinite(r.loss.loss) && std::isfinite(r.grad_norm);
+      if (!ok) ++nonfinite;
+      loss += r.loss.loss / static_cast<double>(global_batch);
+      for (const auto& [name, v] : r.loss.terms) terms[name] += v / static_cast<double>(global_batch);
       norm_sum += r.grad_norm;
-      if (!finite) break;
-      accumulate_clipped_gradient(acc, params.grads(), r.grad_norm, cfg.optim.clip_grad_norm, batch_size);
+      if (overlapped) {
+        if (run_steps == 0 && writer)
+          log::info("train: ", par->buckets_launched(), " of ", par->num_buckets(),
+                    " gradient buckets of the dp reduction went out during the backward of the step's last example");
+        contribution->fill_rest();  // parameters the backward did not report (unused this step)
+      } else if (ok) {
+        accumulate_clipped_gradient(acc, params.grads(), r.grad_norm, cfg.optim.clip_grad_norm, global_batch);
+      }
     }
+    if (par) {
+      // Σ over the dp ranks of the contributions and of the step's statistics.
+      if (!overlap) {
+        Tensor host = Tensor::empty(Shape{n}, DType::f32);
+        std::copy(acc.begin(), acc.end(), host.data<float>());
+        reduce_buffer.copy_(host.to(reduce_buffer.device()));
+      }
+      par->finish();
+      std::vector<double> v{loss, norm_sum, static_cast<double>(nonfinite)};
+      for (const auto& [name, x] : terms) v.push_back(x);
+      v = par->sum(v);
+      loss = v[0];
+      norm_sum = v[1];
+      nonfinite = static_cast<int64_t>(v[2]);
+      size_t k = 3;
+      for (auto& [name, x] : terms) x = v[k++];
+    }
+    const bool finite = nonfinite == 0;
     const float lr = schedule.lr(adam.step_count());
     ++step;
     if (finite) {
-      Tensor host = Tensor::empty(Shape{n}, DType::f32);
-      std::copy(acc.begin(), acc.end(), host.data<float>());
       Tensor grads = params.grads();  // a handle on the flat gradient buffer
-      grads.copy_(host.to(grads.device()));
+      if (par) {
+        grads.copy_(reduce_buffer);
+      } else {
+        Tensor host = Tensor::empty(Shape{n}, DType::f32);
+        std::copy(acc.begin(), acc.end(), host.data<float>());
+        grads.copy_(host.to(grads.device()));
+      }
       adam.set_lr(lr);
       adam.step(1.f);
       ema.update();
@@ -289,8 +423,9 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     } else {
       state.set(state.skipped, state.get(state.skipped) + 1);
       state.set(state.nonfinite_in_a_row, state.get(state.nonfinite_in_a_row) + 1);
-      log::warn("train: step ", step, ": non-finite loss or gradient; skipped (", state.get(state.skipped),
-                " so far, ", state.get(state.nonfinite_in_a_row), " in a row)");
+      if (writer)
+        log::warn("train: step ", step, ": non-finite loss or gradient; skipped (", state.get(state.skipped),
+                  " so far, ", state.get(state.nonfinite_in_a_row), " in a row)");
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     run_seconds += seconds;
@@ -300,21 +435,23 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     std::ostringstream line;
     line << "{\"step\": " << step << ", \"loss\": " << fmt(loss);
     for (const auto& [name, v] : terms) line << ", " << json_string(name) << ": " << fmt(v);
-    line << ", \"lr\": " << fmt(lr) << ", \"grad_norm\": " << fmt(norm_sum / static_cast<double>(batch_size))
+    line << ", \"lr\": " << fmt(lr) << ", \"grad_norm\": " << fmt(norm_sum / static_cast<double>(global_batch))
          << ", \"step_seconds\": " << fmt(seconds)
-         << ", \"samples_per_second\": " << fmt(static_cast<double>(batch_size) / seconds)
+         << ", \"samples_per_second\": " << fmt(static_cast<double>(global_batch) / seconds)
          << ", \"peak_memory_bytes\": " << peak << ", \"skipped\": " << (finite ? "false" : "true")
          << ", \"epoch\": " << batch.epoch << "}";
-    metrics << line.str() << "\n";
-    metrics.flush();
-    FC_CHECK(metrics.good(), "train: cannot write ", metrics_path.string());
+    if (writer) {
+      metrics << line.str() << "\n";
+      metrics.flush();
+      FC_CHECK(metrics.good(), "train: cannot write ", metrics_path.string());
+    }
 
-    if (step % cfg.run.log_every == 0 || step == max_steps) {
+    if (writer && (step % cfg.run.log_every == 0 || step == max_steps)) {
       std::ostringstream p;
       p << "step " << step << "/" << max_steps << " loss " << loss;
       for (const auto& [name, v] : terms) p << " " << name << " " << v;
       const double mean = run_seconds / static_cast<double>(run_steps);
-      p << " | lr " << lr << " | " << seconds << " s/step | " << static_cast<double>(batch_size) / seconds
+      p << " | lr " << lr << " | " << seconds << " s/step | " << static_cast<double>(global_batch) / seconds
         << " samples/s | ETA " << duration(mean * static_cast<double>(max_steps - step));
       log::info(p.str());
     }

@@ -18,6 +18,21 @@
 // A step whose loss or gradient is not finite is skipped (no update, no EMA) and counted, as
 // OpenFold does; run.max_nonfinite_in_a_row consecutive ones stop the run with an Error, the
 // last checkpoint and metrics intact.
+//
+// Data parallelism (TrainRunOptions::parallel, docs/distributed.md): dp ranks split each global
+// batch of B samples (B a multiple of dp); rank r's loader shard (data_pipeline/loader.h) gives it
+// B/dp of exactly the samples one process's batch holds. Each rank clips each of its examples on
+// its own and accumulates clip_i·g_i/B; the dp ranks' sums are added (GradReducer over a second
+// flat buffer, the reduce buffer): the result is one process's Σ_i clip_i·g_i/B up to fp32
+// summation order. Dropout masks are keyed by the sample (its epoch and position in the epoch's
+// global order), not by how many samples this process ran before, so they are the same on any
+// number of ranks. Overlap: an example's clipping factor needs its gradient's global norm, known
+// only when its backward is over, so a rank's contribution is final only then and the reduction
+// runs after the backward; with clipping off (optim.clip_grad_norm ≤ 0) the factor is 1 and the
+// buckets are launched during the last local example's backward, as the autograd engine reports
+// parameters final (autograd/engine.h GradReadyHook). Rank 0 alone writes checkpoints and metrics;
+// every rank loads the checkpoint on --resume; its position is in global steps (step·B samples),
+// so a run resumes with any dp that divides B.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +41,34 @@
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "kernels/optim.h"
 #include "models/alphafold/train_config.h"
 
 namespace foldcore::af2 {
+
+// The data-parallel group of a run. The trainer is built with and without MPI; the caller
+// implements this over the dist layer (apps/train_command.cpp: dist::ProcessGrid's dp()
+// communicator and a dist::GradReducer). Every rank makes the same calls in the same order.
+class TrainParallel {
+ public:
+  virtual ~TrainParallel() = default;
+  virtual int dp_rank() const = 0;  // this rank's loader shard
+  virtual int dp_size() const = 0;
+  virtual bool writes_outputs() const = 0;  // world rank 0: checkpoints, metrics.jsonl, progress
+  // Once, before the first step: `buffer` (flat f32, the ParamStore's layout: `segments`) is the
+  // buffer whose sum over the dp ranks mark_ready/finish compute, bucket by bucket.
+  virtual void attach(const Tensor& buffer, const std::vector<ops::ParamSegment>& segments) = 0;
+  // The segments covering [offset, offset + length) hold this rank's final contribution.
+  virtual void mark_ready(int64_t offset, int64_t length) = 0;
+  // Launches the unmarked rest, waits: buffer = Σ over the dp ranks (no averaging).
+  virtual void finish() = 0;
+  // Buckets of the reduction, and how many of them are launched so far in this step.
+  virtual int64_t num_buckets() const = 0;
+  virtual int64_t buckets_launched() const = 0;
+  // Element-wise sum over the dp ranks; the same values (bit for bit) on every rank.
+  virtual std::vector<double> sum(const std::vector<double>& values) = 0;
+  virtual void barrier() = 0;  // every rank of the world
+};
 
 struct TrainRunOptions {
   TrainConfig config;
@@ -38,6 +78,7 @@ struct TrainRunOptions {
   Device device = Device::cpu();
   std::string precision = "fp32";
   bool resume = false;
+  TrainParallel* parallel = nullptr;  // null: one process
 };
 
 struct TrainSummary {

@@ -1,0 +1,285 @@
+// `foldcore train --dp N` under mpirun (2 processes, CPU, tiny preset, a few steps) against one
+// process with the same global batch:
+//   - per-step losses, every loss term and the mean per-example gradient norm in metrics.jsonl
+//     equal within 1e-4 relative (the criterion; the gradients differ only by the fp32
+//     summation order of the ranks' partial sums, which a few Adam steps amplify a little), with
+//     per-example clipping on (reduction after the backward) and off (buckets launched during the
+//     backward from the autograd engine's gradient-ready hook); dropout is on in the tiny preset,
+//     so the per-sample dropout keys are checked too;
+//   - a checkpoint written by --dp 2 resumes in one process and one written by one process resumes
+//     under --dp 2, both continuing the uninterrupted run's losses;
+//   - a rank killed mid-run ends the job within the watchdog timeout, non-zero, naming the rank, and
+//     the last checkpoint resumes;
+//   - wrong launches (--dp 2 without mpirun, mpirun without --dp, --dap/--bp > 1) are clear errors.
+// Needs MPI (mpirun) and HDF5 (the feature store, checkpoints).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps_test_util.h"
+#include "nn/checkpoint.h"
+#include "test_util.h"
+
+namespace foldcore::apps_test {
+namespace {
+
+const std::string kSource = FOLDCORE_SOURCE_DIR;
+// One OpenMP thread per rank, ranks yield when idle (2 ranks share the CI machine's 2 cores); the
+// watchdog bounds a stuck collective; `timeout` bounds the whole job.
+const std::string kEnv = "OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1 FOLDCORE_COMM_TIMEOUT_S=60 ";
+std::string mpirun(int np) {
+  return kEnv + "timeout -s KILL 300 " FOLDCORE_MPIEXEC " --oversubscribe --allow-run-as-root -n " + std::to_string(np) +
+         " " + foldcore_binary() + " ";
+}
+std::string single() { return kEnv + foldcore_binary() + " "; }
+
+RunResult run_shell(const std::string& cmd) {
+  RunResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t got = 0;
+  while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, got);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+fs::path make_store(const fs::path& dir) {
+  const std::string shared = foldcore::testing::shared_dir() + "/data/";
+  fs::create_directories(dir / "aln" / "2q2k_A");
+  for (const auto& e : fs::directory_iterator(shared + "2q2k_A/alignments"))
+    fs::copy_file(e.path(), dir / "aln" / "2q2k_A" / e.path().filename());
+  const fs::path store = dir / "store.h5";
+  const RunResult r = run_foldcore("preprocess --mmcif_dir " + shared + "mmcifs --alignment_dir " +
+                                   (dir / "aln").string() + " --out " + store.string());
+  EXPECT_EQ(r.status, 0) << r.output;
+  return store;
+}
+
+// configs/train/tiny.yaml with "key: value" lines replaced and the model path made absolute.
+fs::path tiny_config(const fs::path& dir, const std::string& name, const std::map<std::string, std::string>& edits) {
+  std::istringstream in(read_file(kSource + "/configs/train/tiny.yaml"));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    const std::string key = std::regex_replace(line, std::regex("^\\s*([A-Za-z_]+):.*$"), "$1");
+    if (key == "model") line = "model: " + kSource + "/configs/model/tiny.yaml";
+    const auto it = edits.find(key);
+    if (it != edits.end()) line = it->second;
+    out += line + "\n";
+  }
+  const fs::path p = dir / name;
+  std::ofstream(p) << out;
+  return p;
+}
+
+std::string args(const fs::path& config, const fs::path& store, const fs::path& run, int steps) {
+  return "train --config " + config.string() + " --store " + store.string() + " --out_dir " + run.string() +
+         " --max_steps " + std::to_string(steps);
+}
+
+// metrics.jsonl as one map of numeric fields per step, without the timing fields.
+std::vector<std::map<std::string, double>> metrics(const fs::path& run) {
+  std::vector<std::map<std::string, double>> out;
+  std::istringstream in(read_file(run / "metrics.jsonl"));
+  std::string line;
+  static const std::regex field("\"([A-Za-z_0-9]+)\": (-?[0-9.eE+-]+|true|false|null)");
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    std::map<std::string, double> m;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), field); it != std::sregex_iterator(); ++it) {
+      const std::string key = (*it)[1].str(), v = (*it)[2].str();
+      if (key == "step_seconds" || key == "samples_per_second" || key == "peak_memory_bytes") continue;
+      m[key] = v == "true" ? 1.0 : v == "false" ? 0.0 : v == "null" ? std::nan("") : std::stod(v);
+    }
+    out.push_back(m);
+  }
+  return out;
+}
+
+// Every field of every step within `rel` relative (1e-6 absolute floor for terms that are ~0);
+// returns the largest relative difference seen.
+double expect_same_metrics(const std::vector<std::map<std::string, double>>& got,
+                           const std::vector<std::map<std::string, double>>& want, double rel, const std::string& what) {
+  double worst = 0;
+  EXPECT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    EXPECT_EQ(got[i].size(), want[i].size()) << what << " step " << i + 1;
+    for (const auto& [key, w] : want[i]) {
+      const auto it = got[i].find(key);
+      if (it == got[i].end()) {
+        ADD_FAILURE() << what << " step " << i + 1 << ": no field " << key;
+        continue;
+      }
+      const double g = it->second;
+      const double d = std::abs(g - w) / std::max({std::abs(g), std::abs(w), 1e-6});
+      worst = std::max(worst, d);
+      EXPECT_LE(d, rel) << what << " step " << i + 1 << " " << key << ": " << g << " vs " << w;
+    }
+  }
+  return worst;
+}
+
+class TrainDp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::make_unique<TempDir>("train_dp");
+    store_ = make_store(dir_->path());
+  }
+  fs::path path(const std::string& name) const { return dir_->path() / name; }
+  std::unique_ptr<TempDir> dir_;
+  fs::path store_;
+};
+
+constexpr double kRel = 1e-4;
+
+TEST_F(TrainDp, TwoRanksEqualOneProcessAndResumeAcrossDpSizes) {
+  const fs::path config = tiny_config(dir_->path(), "tiny.yaml",
+                                     {{"checkpoint_every", "  checkpoint_every: 2"}, {"batch_size", "  batch_size: 4"}});
+  // Global batch 4: two examples per rank, so the ranks' partial sums add in another order than
+  // one process's running sum.
+  constexpr int kSteps = 4;
+  const RunResult one = run_shell(single() + args(config, store_, path("one"), kSteps));
+  ASSERT_EQ(one.status, 0) << one.output;
+  const RunResult two = run_shell(mpirun(2) + args(config, store_, path("two"), kSteps) + " --dp 2");
+  ASSERT_EQ(two.status, 0) << two.output;
+  const auto want = metrics(path("one"));
+  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
+  EXPECT_NE(want[0].at("loss"), want[kSteps - 1].at("loss"));  // the weights move
+  const double worst = expect_same_metrics(metrics(path("two")), want, kRel, "dp 2 vs 1");
+  std::printf("dp 2 vs 1 process, clipping on: max relative difference %.3g\n", worst);
+  // Rank 0 alone writes: one progress line per step, one checkpoint at the last step.
+  EXPECT_NE(two.output.find("over 2 dp ranks"), std::string::npos) << two.output;
+  EXPECT_EQ(nn::inspect_checkpoint((path("two") / "checkpoint.h5").string()).step, kSteps);
+
+  // dp 2 → 1: the checkpoint of step 2 written by two ranks, resumed by one process.
+  ASSERT_EQ(run_shell(mpirun(2) + args(config, store_, path("a"), 2) + " --dp 2").status, 0);
+  RunResult r = run_shell(single() + args(config, store_, path("a"), kSteps) + " --resume");
+  ASSERT_EQ(r.status, 0) << r.output;
+  expect_same_metrics(metrics(path("a")), want, kRel, "dp 2 → 1");
+  // 1 → dp 2.
+  ASSERT_EQ(run_shell(single() + args(config, store_, path("b"), 2)).status, 0);
+  r = run_shell(mpirun(2) + args(config, store_, path("b"), kSteps) + " --resume --dp 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed"), std::string::npos) << r.output;
+  expect_same_metrics(metrics(path("b")), want, kRel, "1 → dp 2");
+}
+
+TEST_F(TrainDp, OverlappedReductionWithoutClippingEqualsOneProcess) {
+  // Clipping off: each rank's contribution is final as its last example's backward produces it,
+  // so buckets go out during the backward.
+  const fs::path config = tiny_config(dir_->path(), "noclip.yaml",
+                                     {{"clip_grad_norm", "  clip_grad_norm: 0.0"}, {"batch_size", "  batch_size: 4"}});
+  constexpr int kSteps = 3;
+  const RunResult one = run_shell(single() + args(config, store_, path("one"), kSteps));
+  ASSERT_EQ(one.status, 0) << one.output;
+  // One bucket per parameter (--dp_bucket_mb 0): most go out during the backward.
+  const RunResult two = run_shell(mpirun(2) + args(config, store_, path("two"), kSteps) + " --dp 2 --dp_bucket_mb 0");
+  ASSERT_EQ(two.status, 0) << two.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(two.output, m, std::regex("([0-9]+) of ([0-9]+) gradient buckets"))) << two.output;
+  std::printf("%s\n", m[0].str().c_str());
+  EXPECT_GT(std::stoi(m[2].str()), 50);
+  EXPECT_GT(std::stoi(m[1].str()), std::stoi(m[2].str()) / 2) << "most buckets should go out during the backward";
+  const double worst = expect_same_metrics(metrics(path("two")), metrics(path("one")), kRel, "no clipping");
+  std::printf("dp 2 vs 1 process, clipping off (overlapped): max relative difference %.3g\n", worst);
+}
+
+TEST_F(TrainDp, WrongLaunchesAreClearErrors) {
+  const fs::path config = tiny_config(dir_->path(), "tiny.yaml", {});
+  RunResult r = run_shell(single() + args(config, store_, path("x"), 1) + " --dp 2");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("this job has 1 processes, the grid needs 2; launch it as mpirun -np 2"), std::string::npos)
+      << r.output;
+  r = run_shell(mpirun(2) + args(config, store_, path("y"), 1));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("pass --dp 2"), std::string::npos) << r.output;
+  r = run_shell(single() + args(config, store_, path("z"), 1) + " --dap 2");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("not implemented in the AlphaFold model yet"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("x")) || fs::exists(path("y")) || fs::exists(path("z")));
+}
+
+// The pid of the process of MPI rank `rank` among `parent`'s children (Open MPI starts the local
+// ranks as children of mpirun, with OMPI_COMM_WORLD_RANK in their environment); -1 if not found.
+pid_t rank_pid(pid_t parent, int rank) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::string stat = read_file(e.path() / "stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    const std::string env = read_file(e.path() / "environ");
+    if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
+      return static_cast<pid_t>(std::stol(name));
+  }
+  return -1;
+}
+
+TEST_F(TrainDp, KilledRankEndsTheJobAndTheCheckpointResumes) {
+  const fs::path config = tiny_config(dir_->path(), "tiny.yaml", {{"checkpoint_every", "  checkpoint_every: 1"}});
+  const fs::path run = path("run"), log = path("job.log");
+  constexpr int kWatchdog = 20;
+  const pid_t job = ::fork();
+  ASSERT_GE(job, 0);
+  if (job == 0) {
+    const std::string cmd = "OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1 FOLDCORE_COMM_TIMEOUT_S=" +
+                            std::to_string(kWatchdog) + " exec " FOLDCORE_MPIEXEC " --oversubscribe --allow-run-as-root -n 2 " +
+                            foldcore_binary() + " " + args(config, store_, run, 100000) + " --dp 2 > " + log.string() +
+                            " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Kill rank 1 once two steps are logged.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline &&
+         !(fs::exists(run / "metrics.jsonl") && metrics(run).size() >= 2))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const pid_t victim = rank_pid(job, 1);
+  const auto killed_at = std::chrono::steady_clock::now();
+  if (victim > 0) ::kill(victim, SIGKILL);
+  int status = 0;
+  deadline = killed_at + std::chrono::seconds(kWatchdog + 30);
+  while (::waitpid(job, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(job, SIGKILL);
+      ::waitpid(job, &status, 0);
+      FAIL() << "the job did not end within the watchdog timeout + 30 s: " << read_file(log);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const std::string out = read_file(log);
+  ASSERT_GT(victim, 0) << "rank 1 of the job was not found; job output: " << out;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
+  EXPECT_LT(seconds, kWatchdog + 10.0) << out;
+  EXPECT_NE(out.find("rank 1"), std::string::npos) << "no message names the killed rank: " << out;
+  EXPECT_NE(out.find("foldcore: rank 0 of 2"), std::string::npos) << "the survivor printed nothing: " << out;
+  // The last checkpoint is whole: one process continues from it.
+  const int64_t at = nn::inspect_checkpoint((run / "checkpoint.h5").string()).step;
+  EXPECT_GE(at, 1);
+  const RunResult r = run_shell(single() + args(config, store_, run, static_cast<int>(at) + 1) + " --resume");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(metrics(run).size(), static_cast<size_t>(at + 1));
+}
+
+}  // namespace
+}  // namespace foldcore::apps_test
