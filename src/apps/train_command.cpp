@@ -19,10 +19,10 @@
 #include "models/alphafold/train_config.h"
 #endif
 #if defined(FOLDCORE_HAVE_MPI) && defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
-#include "dist/grad_reducer.h"
 #include "dist/launch_env.h"
 #include "dist/process_grid.h"
 #include "dist/runtime.h"
+#include "dist/scaled_grad_reducer.h"
 #endif
 
 namespace foldcore::apps {
@@ -45,7 +45,8 @@ struct TrainArgs {
 #if defined(FOLDCORE_HAVE_MPI) && defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
 // The trainer's parallel group over the dist layer: the MPI runtime, the world communicator on
 // this rank's device (MPI for the CPU, NCCL for CUDA with GPU = local rank), the dp × dap × bp
-// grid, and a GradReducer (sum, buckets launched in order) over the trainer's reduce buffer.
+// grid, and a ScaledGradReducer (buckets launched in order during the backward, each rank's clip
+// factor applied by the receiver) over the trainer's reduce buffer.
 class GridParallel final : public af2::TrainParallel {
  public:
   GridParallel(const TrainArgs& a, Device& device)
@@ -73,11 +74,11 @@ class GridParallel final : public af2::TrainParallel {
   bool writes_outputs() const override { return world_->rank() == 0; }
   int world_rank() const { return world_->rank(); }
   void attach(const Tensor& buffer, const std::vector<ops::ParamSegment>& segments) override {
-    reducer_ = std::make_unique<dist::GradReducer>(grid_->dp(), buffer, segments,
-                                                   dist::GradReducerOptions{bucket_bytes_, /*average=*/false});
+    reducer_ = std::make_unique<dist::ScaledGradReducer>(grid_->dp(), buffer, segments, bucket_bytes_);
   }
+  void add_base(const Tensor& base) override { reducer_->add_base(base); }
   void mark_ready(int64_t offset, int64_t length) override { reducer_->mark_ready(offset, length); }
-  void finish() override { reducer_->finish(); }
+  void finish(double scale) override { reducer_->finish(scale); }
   int64_t num_buckets() const override { return reducer_->num_buckets(); }
   int64_t buckets_launched() const override { return reducer_->buckets_launched(); }
   std::vector<double> sum(const std::vector<double>& values) override {
@@ -106,7 +107,7 @@ class GridParallel final : public af2::TrainParallel {
   std::unique_ptr<dist::Runtime> runtime_;  // declared first: destroyed last
   std::unique_ptr<dist::Communicator> world_;
   std::unique_ptr<dist::ProcessGrid> grid_;
-  std::unique_ptr<dist::GradReducer> reducer_;
+  std::unique_ptr<dist::ScaledGradReducer> reducer_;
   int64_t bucket_bytes_ = 0;
 };
 #endif

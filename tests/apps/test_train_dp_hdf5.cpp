@@ -3,9 +3,9 @@
 //   - per-step losses, every loss term and the mean per-example gradient norm in metrics.jsonl
 //     equal within 1e-4 relative (the criterion; the gradients differ only by the fp32
 //     summation order of the ranks' partial sums, which a few Adam steps amplify a little), with
-//     per-example clipping on (reduction after the backward) and off (buckets launched during the
-//     backward from the autograd engine's gradient-ready hook); dropout is on in the tiny preset,
-//     so the per-sample dropout keys are checked too;
+//     per-example clipping on and off; the buckets go out during the backward (the autograd
+//     engine's gradient-ready hook; the clip factor applied by the receiver); dropout is on in the
+//     tiny preset, so the per-sample dropout keys are checked too;
 //   - a checkpoint written by --dp 2 resumes in one process and one written by one process resumes
 //     under --dp 2, both continuing the uninterrupted run's losses;
 //   - a rank killed mid-run ends the job within the watchdog timeout, non-zero, naming the rank, and
@@ -154,8 +154,13 @@ TEST_F(TrainDp, TwoRanksEqualOneProcessAndResumeAcrossDpSizes) {
   constexpr int kSteps = 4;
   const RunResult one = run_shell(single() + args(config, store_, path("one"), kSteps));
   ASSERT_EQ(one.status, 0) << one.output;
-  const RunResult two = run_shell(mpirun(2) + args(config, store_, path("two"), kSteps) + " --dp 2");
+  // One bucket per parameter (--dp_bucket_mb 0): most go out during the backward.
+  const RunResult two = run_shell(mpirun(2) + args(config, store_, path("two"), kSteps) + " --dp 2 --dp_bucket_mb 0");
   ASSERT_EQ(two.status, 0) << two.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(two.output, m, std::regex("([0-9]+) of ([0-9]+) gradient buckets"))) << two.output;
+  std::printf("clipping on: %s\n", m[0].str().c_str());
+  EXPECT_GT(std::stoi(m[1].str()), std::stoi(m[2].str()) / 2) << "most buckets should go out during the backward";
   const auto want = metrics(path("one"));
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
   EXPECT_NE(want[0].at("loss"), want[kSteps - 1].at("loss"));  // the weights move
@@ -178,9 +183,7 @@ TEST_F(TrainDp, TwoRanksEqualOneProcessAndResumeAcrossDpSizes) {
   expect_same_metrics(metrics(path("b")), want, kRel, "1 → dp 2");
 }
 
-TEST_F(TrainDp, OverlappedReductionWithoutClippingEqualsOneProcess) {
-  // Clipping off: each rank's contribution is final as its last example's backward produces it,
-  // so buckets go out during the backward.
+TEST_F(TrainDp, WithoutClippingEqualsOneProcessBucketsDuringBackward) {
   const fs::path config = tiny_config(dir_->path(), "noclip.yaml",
                                      {{"clip_grad_norm", "  clip_grad_norm: 0.0"}, {"batch_size", "  batch_size: 4"}});
   constexpr int kSteps = 3;
@@ -195,7 +198,7 @@ TEST_F(TrainDp, OverlappedReductionWithoutClippingEqualsOneProcess) {
   EXPECT_GT(std::stoi(m[2].str()), 50);
   EXPECT_GT(std::stoi(m[1].str()), std::stoi(m[2].str()) / 2) << "most buckets should go out during the backward";
   const double worst = expect_same_metrics(metrics(path("two")), metrics(path("one")), kRel, "no clipping");
-  std::printf("dp 2 vs 1 process, clipping off (overlapped): max relative difference %.3g\n", worst);
+  std::printf("dp 2 vs 1 process, clipping off: max relative difference %.3g\n", worst);
 }
 
 TEST_F(TrainDp, WrongLaunchesAreClearErrors) {

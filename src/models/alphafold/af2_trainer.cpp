@@ -24,7 +24,6 @@
 #include "data_pipeline/feature_store.h"
 #include "data_pipeline/loader.h"
 #include "data_pipeline/training_sample.h"
-#include "kernels/elementwise.h"
 #include "models/alphafold/af2_export.h"
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/config_yaml.h"
@@ -171,11 +170,9 @@ uint64_t dropout_offset_of(const data::SampleKey& key, int64_t samples_per_epoch
   return static_cast<uint64_t>(key.epoch * samples_per_epoch + key.sample_index) * kDropoutStreamsPerSample;
 }
 
-// This rank's contribution to the step's gradient in the reduce buffer, segment by segment:
-// buffer[seg] = acc[seg] + grads[seg] / batch (the earlier local examples' clipped sum plus the
-// last example's gradient, unclipped: used only with clipping off). Segments are written and
-// handed to the reducer as the engine reports them final during the last example's backward;
-// fill_rest() writes the ones it did not report, after the backward.
+// The last local example's gradient, copied into the reduce buffer segment by segment and handed
+// to the reducer as the engine reports the segments final during its backward; fill_rest() copies
+// the ones it did not report, after the backward.
 class ContributionWriter {
  public:
   ContributionWriter(TrainParallel& par, const autograd::ParamStore& params, Tensor buffer)
@@ -183,11 +180,7 @@ class ContributionWriter {
     for (size_t i = 0; i < segments_.size(); ++i) index_[params.get(params.names()[i]).impl().get()] = i;
     done_.assign(segments_.size(), false);
   }
-  void begin(const std::vector<float>& acc, int64_t batch) {
-    acc_ = &acc;
-    batch_ = batch;
-    std::fill(done_.begin(), done_.end(), false);
-  }
+  void begin() { std::fill(done_.begin(), done_.end(), false); }
   // The GradReadyHook: `leaf` (a parameter, else ignored) has its final gradient.
   void on_ready(const autograd::VariableImpl& leaf) {
     const auto it = index_.find(&leaf);
@@ -201,11 +194,7 @@ class ContributionWriter {
  private:
   void write(size_t i) {
     const ops::ParamSegment& sg = segments_[i];
-    const Tensor dst = buffer_.narrow(0, sg.offset, sg.size);
-    ops::scale(params_->grads().narrow(0, sg.offset, sg.size), 1.f / static_cast<float>(batch_), dst);
-    Tensor a = Tensor::empty(Shape{sg.size}, DType::f32);
-    std::copy(acc_->begin() + sg.offset, acc_->begin() + sg.offset + sg.size, a.data<float>());
-    ops::add(dst, a.to(dst.device()), dst);
+    buffer_.narrow(0, sg.offset, sg.size).copy_(params_->grads().narrow(0, sg.offset, sg.size));
     done_[i] = true;
     par_->mark_ready(sg.offset, sg.size);
   }
@@ -215,19 +204,21 @@ class ContributionWriter {
   std::vector<ops::ParamSegment> segments_;
   std::unordered_map<const autograd::VariableImpl*, size_t> index_;
   std::vector<bool> done_;
-  const std::vector<float>* acc_ = nullptr;
-  int64_t batch_ = 1;
 };
 
 }  // namespace
+
+double clipped_example_scale(double norm, double max_norm, int64_t batch_size) {
+  FC_CHECK(batch_size >= 1, "train: batch size ", batch_size);
+  const double clip = max_norm > 0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
+  return clip / static_cast<double>(batch_size);
+}
 
 void accumulate_clipped_gradient(std::vector<float>& acc, const Tensor& grads, double norm, double max_norm,
                                  int64_t batch_size) {
   FC_CHECK(static_cast<int64_t>(acc.size()) == grads.numel(), "train: gradient accumulator of ", acc.size(),
            " elements for a gradient of ", grads.numel());
-  FC_CHECK(batch_size >= 1, "train: batch size ", batch_size);
-  const double clip = max_norm > 0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
-  const float scale = static_cast<float>(clip / static_cast<double>(batch_size));
+  const float scale = static_cast<float>(clipped_example_scale(norm, max_norm, batch_size));
   const Tensor g = grads.to(Device::cpu()).contiguous();
   const float* gp = g.data<float>();
   for (size_t i = 0; i < acc.size(); ++i) acc[i] += scale * gp[i];
@@ -335,10 +326,10 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     state.set(state.dropout_offset, static_cast<int64_t>(dropout_rng.offset()));
     nn::save_checkpoint(ckpt_path.string(), state.data(meta));
   };
-  // Data parallelism: the reduce buffer and, with clipping off, the overlap with the backward.
+  // Data parallelism: the reduce buffer (the last local example's gradient, reduced during its
+  // backward) and the base (the earlier local examples' clipped sum).
   const int64_t samples_per_epoch = loader.batches_per_epoch() * global_batch;
-  const bool overlap = par != nullptr && cfg.optim.clip_grad_norm <= 0;
-  Tensor reduce_buffer;
+  Tensor reduce_buffer, base;
   std::optional<ContributionWriter> contribution;
   if (par) {
     reduce_buffer = Tensor::zeros(Shape{n}, DType::f32, o.device);
@@ -354,14 +345,21 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     std::map<std::string, double> terms;
     double loss = 0, norm_sum = 0;
     int64_t nonfinite = 0;
-    if (contribution) contribution->begin(acc, global_batch);
+    if (contribution) contribution->begin();
+    double last_scale = 0;  // dp: the last local example's clip factor / B
     // One process stops at the first non-finite example; dp ranks run all theirs (they must make
     // the same collective calls), and the step is skipped if any rank saw one.
     for (int64_t b = 0; b < local_batch && (par != nullptr || nonfinite == 0); ++b) {
       const StepSample s = sample_of(batch, b, recycled);
       const uint64_t dropout_start = dropout_offset_of(batch.keys.at(static_cast<size_t>(b)), samples_per_epoch);
       dropout_rng.set_offset(dropout_start);
-      const bool overlapped = overlap && b == local_batch - 1;
+      const bool overlapped = par != nullptr && b == local_batch - 1;
+      if (overlapped && b > 0) {
+        Tensor host = Tensor::empty(Shape{n}, DType::f32);
+        std::copy(acc.begin(), acc.end(), host.data<float>());
+        base = host.to(o.device);
+        par->add_base(base);  // goes out during this example's forward and backward
+      }
       std::optional<autograd::GradReadyHookGuard> hook;
       if (overlapped) hook.emplace([&](const autograd::VariableImpl& leaf) { contribution->on_ready(leaf); });
       const TrainStepResult r =
@@ -383,18 +381,14 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
           log::info("train: ", par->buckets_launched(), " of ", par->num_buckets(),
                     " gradient buckets of the dp reduction went out during the backward of the step's last example");
         contribution->fill_rest();  // parameters the backward did not report (unused this step)
+        last_scale = clipped_example_scale(r.grad_norm, cfg.optim.clip_grad_norm, global_batch);
       } else if (ok) {
         accumulate_clipped_gradient(acc, params.grads(), r.grad_norm, cfg.optim.clip_grad_norm, global_batch);
       }
     }
     if (par) {
-      // Σ over the dp ranks of the contributions and of the step's statistics.
-      if (!overlap) {
-        Tensor host = Tensor::empty(Shape{n}, DType::f32);
-        std::copy(acc.begin(), acc.end(), host.data<float>());
-        reduce_buffer.copy_(host.to(reduce_buffer.device()));
-      }
-      par->finish();
+      // Σ over the dp ranks of the clipped contributions and of the step's statistics.
+      par->finish(last_scale);
       std::vector<double> v{loss, norm_sum, static_cast<double>(nonfinite)};
       for (const auto& [name, x] : terms) v.push_back(x);
       v = par->sum(v);

@@ -22,15 +22,15 @@
 // Data parallelism (TrainRunOptions::parallel, docs/distributed.md): dp ranks split each global
 // batch of B samples (B a multiple of dp); rank r's loader shard (data_pipeline/loader.h) gives it
 // B/dp of exactly the samples one process's batch holds. Each rank clips each of its examples on
-// its own and accumulates clip_i·g_i/B; the dp ranks' sums are added (GradReducer over a second
-// flat buffer, the reduce buffer): the result is one process's Σ_i clip_i·g_i/B up to fp32
-// summation order. Dropout masks are keyed by the sample (its epoch and position in the epoch's
-// global order), not by how many samples this process ran before, so they are the same on any
-// number of ranks. Overlap: an example's clipping factor needs its gradient's global norm, known
-// only when its backward is over, so a rank's contribution is final only then and the reduction
-// runs after the backward; with clipping off (optim.clip_grad_norm ≤ 0) the factor is 1 and the
-// buckets are launched during the last local example's backward, as the autograd engine reports
-// parameters final (autograd/engine.h GradReadyHook). Rank 0 alone writes checkpoints and metrics;
+// its own and accumulates clip_i·g_i/B; the dp ranks' sums are added: one process's
+// Σ_i clip_i·g_i/B up to fp32 summation order. Dropout masks are keyed by the sample (its epoch and
+// position in the epoch's global order), not by how many samples this process ran before, so they
+// are the same on any number of ranks. Overlap: the last local example's gradient g goes out
+// bucket by bucket during its backward, as the autograd engine reports parameters final
+// (autograd/engine.h GradReadyHook), unscaled, since its clipping factor needs the norm of the
+// whole g; the factor is applied by the receiving rank once every rank's factor is known
+// (dist::ScaledGradReducer: all-to-all during the backward, scale and sum, all-gather). The
+// earlier local examples' clipped sum is added as the reduction's base. Rank 0 alone writes checkpoints and metrics;
 // every rank loads the checkpoint on --resume; its position is in global steps (step·B samples),
 // so a run resumes with any dp that divides B.
 #pragma once
@@ -56,12 +56,16 @@ class TrainParallel {
   virtual int dp_size() const = 0;
   virtual bool writes_outputs() const = 0;  // world rank 0: checkpoints, metrics.jsonl, progress
   // Once, before the first step: `buffer` (flat f32, the ParamStore's layout: `segments`) is the
-  // buffer whose sum over the dp ranks mark_ready/finish compute, bucket by bucket.
+  // buffer whose scaled sum over the dp ranks the calls below compute, bucket by bucket
+  // (dist/scaled_grad_reducer.h).
   virtual void attach(const Tensor& buffer, const std::vector<ops::ParamSegment>& segments) = 0;
-  // The segments covering [offset, offset + length) hold this rank's final contribution.
+  // Optional, once per step before mark_ready: this rank's unscaled addend (buffer's layout).
+  virtual void add_base(const Tensor& base) = 0;
+  // The segments covering [offset, offset + length) of the buffer are final: may go out now.
   virtual void mark_ready(int64_t offset, int64_t length) = 0;
-  // Launches the unmarked rest, waits: buffer = Σ over the dp ranks (no averaging).
-  virtual void finish() = 0;
+  // Launches the unmarked rest, waits: buffer = Σ over the dp ranks of scale · buffer + base,
+  // where each rank gives its own scale only now.
+  virtual void finish(double scale) = 0;
   // Buckets of the reduction, and how many of them are launched so far in this step.
   virtual int64_t num_buckets() const = 0;
   virtual int64_t buckets_launched() const = 0;
@@ -93,6 +97,10 @@ TrainSummary run_af2_training(const TrainRunOptions& options);
 // acc += min(1, max_norm / (norm + 1e-6)) · grads / batch_size: one example's share of the step's
 // gradient, clipped to global norm max_norm on its own before averaging (AlphaFold2 clips per
 // example); max_norm ≤ 0 disables clipping. `grads` is the flat f32 gradient (any device).
+// The factor of one example's gradient in the step's: min(1, max_norm / (norm + 1e-6)) / batch_size
+// (max_norm ≤ 0: 1 / batch_size).
+double clipped_example_scale(double norm, double max_norm, int64_t batch_size);
+
 void accumulate_clipped_gradient(std::vector<float>& acc, const Tensor& grads, double norm, double max_norm,
                                  int64_t batch_size);
 
