@@ -360,6 +360,9 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
         base = host.to(o.device);
         par->add_base(base);  // goes out during this example's forward and backward
       }
+      // The hook reports a parameter once nothing later in a backward adds to it; af2_train_step
+      // runs ONE backward per example (a second one into the same gradients would need the
+      // segments reported only after it).
       std::optional<autograd::GradReadyHookGuard> hook;
       if (overlapped) hook.emplace([&](const autograd::VariableImpl& leaf) { contribution->on_ready(leaf); });
       const TrainStepResult r =
