@@ -1,5 +1,5 @@
-// `foldcore train --dp N` under mpirun (2 processes, CPU, tiny preset, a few steps) against one
-// process with the same global batch:
+// `foldcore train --dp N` under mpirun (2 processes, and 4 with one example each; CPU, tiny
+// preset, a few steps) against one process with the same global batch:
 //   - per-step losses, every loss term and the mean per-example gradient norm in metrics.jsonl
 //     equal within 1e-4 relative (the criterion; the gradients differ only by the fp32
 //     summation order of the ranks' partial sums, which a few Adam steps amplify a little), with
@@ -199,6 +199,18 @@ TEST_F(TrainDp, WithoutClippingEqualsOneProcessBucketsDuringBackward) {
   EXPECT_GT(std::stoi(m[1].str()), std::stoi(m[2].str()) / 2) << "most buckets should go out during the backward";
   const double worst = expect_same_metrics(metrics(path("two")), metrics(path("one")), kRel, "no clipping");
   std::printf("dp 2 vs 1 process, clipping off: max relative difference %.3g\n", worst);
+}
+
+TEST_F(TrainDp, FourRanksEqualOneProcess) {
+  // One example per rank (global batch 4): the ranks' products are added in one process's order.
+  const fs::path config = tiny_config(dir_->path(), "b4.yaml", {{"batch_size", "  batch_size: 4"}});
+  constexpr int kSteps = 2;
+  const RunResult one = run_shell(single() + args(config, store_, path("one"), kSteps));
+  ASSERT_EQ(one.status, 0) << one.output;
+  const RunResult four = run_shell(mpirun(4) + args(config, store_, path("four"), kSteps) + " --dp 4");
+  ASSERT_EQ(four.status, 0) << four.output;
+  const double worst = expect_same_metrics(metrics(path("four")), metrics(path("one")), kRel, "dp 4 vs 1");
+  std::printf("dp 4 vs 1 process: max relative difference %.3g\n", worst);
 }
 
 TEST_F(TrainDp, WrongLaunchesAreClearErrors) {
