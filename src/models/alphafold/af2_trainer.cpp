@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "data_pipeline/loader.h"
 #include "data_pipeline/training_sample.h"
 #include "models/alphafold/af2_export.h"
+#include "models/alphafold/af2_validation.h"
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/config_yaml.h"
 #include "models/alphafold/features.h"
@@ -112,7 +114,7 @@ void truncate_metrics(const fs::path& path, int64_t step) {
   while (std::getline(in, line)) {
     long long s = -1;
     if (line.empty() || line.back() != '}' || std::sscanf(line.c_str(), "{\"step\": %lld", &s) != 1) continue;
-    if (s >= 1 && s <= step) kept += line + "\n";
+    if (s >= 0 && s <= step) kept += line + "\n";  // step 0: the validation before training
   }
   in.close();
   const fs::path tmp = path.string() + ".tmp";
@@ -155,6 +157,24 @@ struct TrainState {
 std::string architecture_meta(const TrainConfig& c, int64_t num_params) {
   return std::string("{\"architecture\": ") + json_string(af2_config_to_yaml(c.model)) +
          ", \"num_parameters\": " + std::to_string(num_params) + "}";
+}
+
+// The validator of validation.chains (none when validation.every is 0); with validation.held_out
+// the loader's candidates become every other chain of the store.
+std::unique_ptr<Af2Validator> make_validator(const TrainConfig& cfg, const data::FeatureStoreReader& reader,
+                                             std::vector<int64_t>* train_indices) {
+  if (cfg.validation.every == 0 || cfg.validation.chains.empty()) return nullptr;
+  auto v = std::make_unique<Af2Validator>(reader, cfg.validation.chains, cfg.data, cfg.run.seed);
+  if (cfg.validation.held_out) {
+    const std::set<std::string> held(cfg.validation.chains.begin(), cfg.validation.chains.end());
+    train_indices->clear();
+    for (int64_t i = 0; i < reader.size(); ++i)
+      if (!held.count(reader.entries()[static_cast<size_t>(i)].name)) train_indices->push_back(i);
+    FC_CHECK(!train_indices->empty(), "train: every chain of store ", reader.path(),
+             " is a held-out validation chain (validation.chains, validation.held_out: true); nothing is left to "
+             "train on");
+  }
+  return v;
 }
 
 }  // namespace
@@ -228,6 +248,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   lo.batch_size = cfg.optim.batch_size;
   lo.seed = cfg.run.seed;
   lo.start_batch = step;  // one loader batch per step: resume where the checkpoint left off
+  const std::unique_ptr<Af2Validator> validator = make_validator(cfg, reader, &lo.indices);
   const data::TrainingSampleConfig sample_config = cfg.data;
   data::TrainingLoader loader(
       reader, [sample_config](const data::TrainingChain& chain, const data::SampleKey& key) {
@@ -256,6 +277,12 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     summary.checkpoint = ckpt_path.string();
   };
 
+  if (validator && step == 0 && max_steps > 0) {  // the untrained model's scores: the curve's start
+    const ValidationResult v = validator->run(model, o.device);
+    metrics << "{\"step\": 0" << Af2Validator::json_fields(v) << "}\n";
+    metrics.flush();
+    log::info("step 0 ", Af2Validator::summary(v));
+  }
   while (step < max_steps) {
     const auto t0 = Clock::now();
     const data::TrainingBatch batch = loader.next();
@@ -304,7 +331,14 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
          << ", \"step_seconds\": " << fmt(seconds)
          << ", \"samples_per_second\": " << fmt(static_cast<double>(batch_size) / seconds)
          << ", \"peak_memory_bytes\": " << peak << ", \"skipped\": " << (finite ? "false" : "true")
-         << ", \"epoch\": " << batch.epoch << "}";
+         << ", \"epoch\": " << batch.epoch << ", \"chains\": [";
+    for (size_t b = 0; b < batch.chains.size(); ++b) line << (b ? ", " : "") << json_string(batch.chains[b]);
+    line << "]";
+    const bool validate = validator && (step % cfg.validation.every == 0 || step == max_steps);
+    std::optional<ValidationResult> val;
+    if (validate) val = validator->run(model, o.device);
+    if (val) line << Af2Validator::json_fields(*val);
+    line << "}";
     metrics << line.str() << "\n";
     metrics.flush();
     FC_CHECK(metrics.good(), "train: cannot write ", metrics_path.string());
@@ -318,6 +352,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
         << " samples/s | ETA " << duration(mean * static_cast<double>(max_steps - step));
       log::info(p.str());
     }
+    if (val) log::info("step ", step, " ", Af2Validator::summary(*val));
     summary.last_loss = loss;
     if (step % cfg.run.checkpoint_every == 0 || step == max_steps) checkpoint();
     FC_CHECK(state.get(state.nonfinite_in_a_row) < cfg.run.max_nonfinite_in_a_row, "train: ",
