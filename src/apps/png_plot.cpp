@@ -430,9 +430,13 @@ Canvas plot_series(const std::vector<Series>& series, const std::string& title, 
         c.fill_rect(a.px(s.x[i]) - 2, a.py(std::clamp(v, lo, hi)) - 2, a.px(s.x[i]) + 2,
                     a.py(std::clamp(v, lo, hi)) + 2, col);
     }
+  }
+  for (size_t k = 0; k < series.size(); ++k) {  // the legend over the curves, top right
+    const Rgb col = series.size() == 1 ? kBlack : colormap_rainbow(static_cast<float>(k) / (series.size() - 1));
     const int ly = a.top + 8 + static_cast<int>(k) * 12;
+    c.fill_rect(a.right - 204, ly - 2, a.right - 2, ly + 9, kWhite);
     c.line(a.right - 200, ly + 3, a.right - 180, ly + 3, col, 2);
-    c.text(a.right - 174, ly, s.name, kBlack);
+    c.text(a.right - 174, ly, series[k].name, kBlack);
   }
   draw_axes(c, a, title, x_label, log_y ? "log10 " + y_label : y_label);
   return c;
