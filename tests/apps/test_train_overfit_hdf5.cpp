@@ -1,7 +1,7 @@
 // The overfit acceptance test of AlphaFold2 training (issue 9): `foldcore preprocess` on a real
 // structure of ../shared/data (2q2k: two chains of 45 residues, query-only MSAs), then
 // `foldcore train --config configs/train/overfit.yaml` (the tiny model, CPU) for the preset's
-// 2,000 steps. Passes when
+// 3,000 steps. Passes when
 //   - the loss falls at least 5×: mean of steps 1-10 over the mean of the last 10 steps (means
 //     over 10 steps: single steps alternate between the chains and jump with the sampled MSA
 //     masking);
