@@ -41,6 +41,7 @@ void register_commands(CLI::App& app) {
   add_train_step_command(app);
   add_train_command(app);
   add_export_params_command(app);
+  add_plot_metrics_command(app);
   add_predict_command(app);
   add_bert_command(app);
   add_bert_data_command(app);

@@ -22,6 +22,7 @@ void add_run_features_command(CLI::App& app);
 void add_train_step_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_export_params_command(CLI::App& app);
+void add_plot_metrics_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 void add_bert_command(CLI::App& app);
 void add_bert_data_command(CLI::App& app);

@@ -392,4 +392,71 @@ Canvas plot_msa_coverage(const std::vector<int32_t>& msa, int64_t num_rows, int6
   return c;
 }
 
+Canvas plot_series(const std::vector<Series>& series, const std::string& title, const std::string& x_label,
+                   const std::string& y_label, bool log_y, double y_min, double y_max) {
+  FC_CHECK(!series.empty(), "plot_series: no series");
+  double x0 = INFINITY, x1 = -INFINITY, lo = INFINITY, hi = -INFINITY;
+  auto value = [&](double y) { return log_y ? (y > 0 ? std::log10(y) : NAN) : y; };
+  for (const Series& s : series) {
+    FC_CHECK(s.x.size() == s.y.size(), "plot_series: series '", s.name, "' has ", s.x.size(), " x and ", s.y.size(),
+             " y values");
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      const double v = value(s.y[i]);
+      if (!std::isfinite(v) || !std::isfinite(s.x[i])) continue;
+      x0 = std::min(x0, s.x[i]);
+      x1 = std::max(x1, s.x[i]);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  }
+  if (!(x0 <= x1)) x0 = 0, x1 = 1;  // no finite point: an empty frame
+  if (!(lo <= hi)) lo = 0, hi = 1;
+  if (y_min < y_max) lo = value(y_min), hi = value(y_max);
+  if (x1 - x0 < 1e-12) x1 = x0 + 1;
+  if (hi - lo < 1e-12) hi = lo + 1;
+  Canvas c(800, 420);
+  const Axes a{70, 40, 780, 370, x0, x1, lo, hi};
+  for (size_t k = 0; k < series.size(); ++k) {
+    const Rgb col = series.size() == 1 ? kBlack : colormap_rainbow(static_cast<float>(k) / (series.size() - 1));
+    const Series& s = series[k];
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      const double v = value(s.y[i]);
+      if (!std::isfinite(v)) continue;
+      const bool next = i + 1 < s.x.size() && std::isfinite(value(s.y[i + 1]));
+      if (next)
+        c.line(a.px(s.x[i]), a.py(std::clamp(v, lo, hi)), a.px(s.x[i + 1]), a.py(std::clamp(value(s.y[i + 1]), lo, hi)),
+               col, 2);
+      else
+        c.fill_rect(a.px(s.x[i]) - 2, a.py(std::clamp(v, lo, hi)) - 2, a.px(s.x[i]) + 2,
+                    a.py(std::clamp(v, lo, hi)) + 2, col);
+    }
+  }
+  for (size_t k = 0; k < series.size(); ++k) {  // the legend over the curves, top right
+    const Rgb col = series.size() == 1 ? kBlack : colormap_rainbow(static_cast<float>(k) / (series.size() - 1));
+    const int ly = a.top + 8 + static_cast<int>(k) * 12;
+    c.fill_rect(a.right - 204, ly - 2, a.right - 2, ly + 9, kWhite);
+    c.line(a.right - 200, ly + 3, a.right - 180, ly + 3, col, 2);
+    c.text(a.right - 174, ly, series[k].name, kBlack);
+  }
+  draw_axes(c, a, title, x_label, log_y ? "log10 " + y_label : y_label);
+  return c;
+}
+
+Canvas stack_vertical(const std::vector<Canvas>& parts) {
+  FC_CHECK(!parts.empty(), "stack_vertical: nothing to stack");
+  int w = 0, h = 0;
+  for (const Canvas& p : parts) {
+    w = std::max(w, p.width());
+    h += p.height();
+  }
+  Canvas out(w, h);
+  int y0 = 0;
+  for (const Canvas& p : parts) {
+    for (int y = 0; y < p.height(); ++y)
+      for (int x = 0; x < p.width(); ++x) out.set(x, y0 + y, p.at(x, y));
+    y0 += p.height();
+  }
+  return out;
+}
+
 }  // namespace foldcore::apps::plot

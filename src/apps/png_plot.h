@@ -66,4 +66,17 @@ Canvas plot_pae(const std::vector<float>& pae, int64_t n, float max_value, const
 // black line. `msa` is row-major [num_rows, n] of HHblits codes (21 = gap).
 Canvas plot_msa_coverage(const std::vector<int32_t>& msa, int64_t num_rows, int64_t n, const std::string& title);
 
+// One curve of plot_series: points (x[i], y[i]); non-finite y values leave a gap.
+struct Series {
+  std::string name;
+  std::vector<double> x, y;
+};
+// Line plot of several series on shared axes (training curves of `foldcore plot_metrics`), with a
+// legend. The y range is [y_min, y_max] when y_min < y_max, else the data's range; log_y plots
+// log10(y) (values ≤ 0 leave a gap) and says so in the axis title.
+Canvas plot_series(const std::vector<Series>& series, const std::string& title, const std::string& x_label,
+                   const std::string& y_label, bool log_y, double y_min = 0, double y_max = 0);
+// The canvases one under the other (widths may differ; the result is as wide as the widest).
+Canvas stack_vertical(const std::vector<Canvas>& parts);
+
 }  // namespace foldcore::apps::plot

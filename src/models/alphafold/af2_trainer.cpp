@@ -25,6 +25,7 @@
 #include "data_pipeline/loader.h"
 #include "data_pipeline/training_sample.h"
 #include "models/alphafold/af2_export.h"
+#include "models/alphafold/af2_validation.h"
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/config_yaml.h"
 #include "models/alphafold/features.h"
@@ -115,7 +116,7 @@ void truncate_metrics(const fs::path& path, int64_t step) {
   while (std::getline(in, line)) {
     long long s = -1;
     if (line.empty() || line.back() != '}' || std::sscanf(line.c_str(), "{\"step\": %lld", &s) != 1) continue;
-    if (s >= 1 && s <= step) kept += line + "\n";
+    if (s >= 0 && s <= step) kept += line + "\n";  // step 0: the validation before training
   }
   in.close();
   const fs::path tmp = path.string() + ".tmp";
@@ -206,6 +207,24 @@ class ContributionWriter {
   std::vector<bool> done_;
 };
 
+// The validator of validation.chains (none when validation.every is 0); with validation.held_out
+// the loader's candidates become every other chain of the store.
+std::unique_ptr<Af2Validator> make_validator(const TrainConfig& cfg, const data::FeatureStoreReader& reader,
+                                             std::vector<int64_t>* train_indices) {
+  if (cfg.validation.every == 0 || cfg.validation.chains.empty()) return nullptr;
+  auto v = std::make_unique<Af2Validator>(reader, cfg.validation.chains, cfg.data, cfg.run.seed);
+  if (cfg.validation.held_out) {
+    const std::set<std::string> held(cfg.validation.chains.begin(), cfg.validation.chains.end());
+    train_indices->clear();
+    for (int64_t i = 0; i < reader.size(); ++i)
+      if (!held.count(reader.entries()[static_cast<size_t>(i)].name)) train_indices->push_back(i);
+    FC_CHECK(!train_indices->empty(), "train: every chain of store ", reader.path(),
+             " is a held-out validation chain (validation.chains, validation.held_out: true); nothing is left to "
+             "train on");
+  }
+  return v;
+}
+
 }  // namespace
 
 double clipped_example_scale(double norm, double max_norm, int64_t batch_size) {
@@ -293,6 +312,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   lo.start_batch = step;
   lo.rank = par ? par->dp_rank() : 0;
   lo.world_size = static_cast<int>(dp_size);
+  const std::unique_ptr<Af2Validator> validator = make_validator(cfg, reader, &lo.indices);
   const data::TrainingSampleConfig sample_config = cfg.data;
   data::TrainingLoader loader(
       reader, [sample_config](const data::TrainingChain& chain, const data::SampleKey& key) {
@@ -337,6 +357,14 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     contribution.emplace(*par, params, reduce_buffer);
   }
 
+  if (validator && step == 0 && max_steps > 0) {  // the untrained model's scores: the curve's start
+    const ValidationResult v = validator->run(model, o.device);
+    if (writer) {
+      metrics << "{\"step\": 0" << Af2Validator::json_fields(v) << "}\n";
+      metrics.flush();
+      log::info("step 0 ", Af2Validator::summary(v));
+    }
+  }
   while (step < max_steps) {
     const auto t0 = Clock::now();
     const data::TrainingBatch batch = loader.next();
@@ -436,7 +464,16 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
          << ", \"step_seconds\": " << fmt(seconds)
          << ", \"samples_per_second\": " << fmt(static_cast<double>(global_batch) / seconds)
          << ", \"peak_memory_bytes\": " << peak << ", \"skipped\": " << (finite ? "false" : "true")
-         << ", \"epoch\": " << batch.epoch << "}";
+         << ", \"epoch\": " << batch.epoch << ", \"chains\": [";
+    for (size_t b = 0; b < batch.chains.size(); ++b) line << (b ? ", " : "") << json_string(batch.chains[b]);
+    line << "]";
+    // Every rank validates (same weights, same result; a model split over ranks needs them all),
+    // rank 0 writes.
+    const bool validate = validator && (step % cfg.validation.every == 0 || step == max_steps);
+    std::optional<ValidationResult> val;
+    if (validate) val = validator->run(model, o.device);
+    if (val) line << Af2Validator::json_fields(*val);
+    line << "}";
     if (writer) {
       metrics << line.str() << "\n";
       metrics.flush();
@@ -452,6 +489,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
         << " samples/s | ETA " << duration(mean * static_cast<double>(max_steps - step));
       log::info(p.str());
     }
+    if (val && writer) log::info("step ", step, " ", Af2Validator::summary(*val));
     summary.last_loss = loss;
     if (step % cfg.run.checkpoint_every == 0 || step == max_steps) checkpoint();
     FC_CHECK(state.get(state.nonfinite_in_a_row) < cfg.run.max_nonfinite_in_a_row, "train: ",

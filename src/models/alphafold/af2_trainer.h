@@ -6,7 +6,10 @@
 // Outputs in the run folder:
 //   metrics.jsonl   one JSON object per step: step, loss, every loss term, lr, grad_norm (mean of
 //                   the per-example norms before clipping), step_seconds, samples_per_second,
-//                   peak_memory_bytes, skipped (non-finite step), epoch
+//                   peak_memory_bytes, skipped (non-finite step), epoch, chains (the batch's
+//                   samples); on validation steps also val_lddt_ca, val_gdt_ts, val_rmsd_ca,
+//                   val_seconds and per chain val_<metric>/<chain> (af2_validation.h); with
+//                   validation, a line {"step": 0, val_…} before the first step (untrained model)
 //   checkpoint.h5   weights, EMA, Adam moments and step, trainer position (steps taken = loader
 //                   batches consumed), dropout RNG offset, skip counters; written atomically
 //                   (nn/checkpoint.h) every run.checkpoint_every steps and after the last step.

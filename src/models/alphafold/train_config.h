@@ -35,6 +35,16 @@ struct TrainRunConfig {
   int workers = 2;                 // loader threads
 };
 
+// Validation on chains of the store (af2_validation.h): lDDT-Cα, GDT-TS and Cα-RMSD of the
+// model's prediction against the true structure, before the first step and every `every` steps.
+struct TrainValidationConfig {
+  std::vector<std::string> chains;  // store chain names ("1abc_A"); empty: no validation
+  int64_t every = 0;                // steps between validations (0: none); the last step always runs one
+  // true: the validation chains are left out of training (held-out evaluation); false: they are
+  // trained on too (an overfitting check, configs/train/overfit.yaml).
+  bool held_out = true;
+};
+
 struct TrainConfig {
   std::string name;
   std::string path;        // the YAML it came from
@@ -44,6 +54,7 @@ struct TrainConfig {
   data::TrainingSampleConfig data;
   TrainOptimConfig optim;
   TrainRunConfig run;
+  TrainValidationConfig validation;
 };
 
 // Reads and validates `path` and the model YAML it names. Errors (foldcore::Error) name the file

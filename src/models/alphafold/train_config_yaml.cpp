@@ -29,6 +29,7 @@ std::vector<std::pair<std::string, Section>> sections(TrainConfig& c) {
   data::TrainingSampleConfig& d = c.data;
   TrainOptimConfig& o = c.optim;
   TrainRunConfig& r = c.run;
+  TrainValidationConfig& v = c.validation;
   return {
       {"data",
        {{"crop_size", set(d.crop_size)}, {"spatial_crop_probability", set(d.spatial_crop_probability)},
@@ -46,11 +47,12 @@ std::vector<std::pair<std::string, Section>> sections(TrainConfig& c) {
        {{"max_steps", set(r.max_steps)}, {"checkpoint_every", set(r.checkpoint_every)},
         {"log_every", set(r.log_every)}, {"max_nonfinite_in_a_row", set(r.max_nonfinite_in_a_row)},
         {"seed", set(r.seed)}, {"dropout", set(r.dropout)}, {"workers", set(r.workers)}}},
+      {"validation", {{"chains", set(v.chains)}, {"every", set(v.every)}, {"held_out", set(v.held_out)}}},
   };
 }
 
 const std::vector<std::string>& top_keys() {
-  static const std::vector<std::string> keys = {"name", "model", "stage", "data", "optim", "run"};
+  static const std::vector<std::string> keys = {"name", "model", "stage", "data", "optim", "run", "validation"};
   return keys;
 }
 
@@ -78,7 +80,7 @@ TrainConfig load_train_config(const std::string& path) {
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     FC_CHECK(allowed.count(key), "train config ", path, ": unknown key '", key,
-             "' (expected name, model, stage, data, optim, run)");
+             "' (expected name, model, stage, data, optim, run, validation)");
   }
   for (const std::string& key : top_keys())
     FC_CHECK(root[key], "train config ", path, ": missing key '", key, "'");
@@ -139,6 +141,10 @@ TrainConfig load_train_config(const std::string& path) {
   positive(c.run.workers, "run.workers");
   positive(c.optim.schedule.warmup_steps, "optim.warmup_steps");
   positive(c.optim.schedule.decay_every, "optim.decay_every");
+  FC_CHECK(c.validation.every >= 0, "train config ", path, ": 'validation.every' must be ≥ 0 (got ",
+           c.validation.every, ")");
+  FC_CHECK(c.validation.every == 0 || !c.validation.chains.empty(), "train config ", path,
+           ": 'validation.every' is ", c.validation.every, " but 'validation.chains' is empty");
   FC_CHECK(c.optim.ema_decay >= 0.f && c.optim.ema_decay < 1.f, "train config ", path,
            ": 'optim.ema_decay' must be in [0, 1) (got ", c.optim.ema_decay, ")");
   try {
