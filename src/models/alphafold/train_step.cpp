@@ -116,6 +116,8 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
   if (ho.tm_logits.defined()) roots.add(ho.tm_logits, d.tm_logits);
   FC_CHECK(!roots.vars.empty(), "train_step: no model output depends on a parameter");
   ag::backward(roots.vars, roots.grads);
+  // Model parallelism (DAP / BP): the split stacks' partial gradients summed over their groups.
+  reduce_model_parallel_grads(model);
 
   // The flat gradient buffer → official keys and layout (stacked arrays: block b at [b, …]).
   std::map<std::string, std::vector<const Af2ParamEntry*>> by_key;
