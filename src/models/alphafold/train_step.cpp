@@ -177,6 +177,7 @@ TrainStepResult run_train_step(const TrainStepOptions& o) {
   AlphaFold model(nn::Scope{&params, &init_rng, nullptr, ""}, config);
   model.train(false);  // dropout off: a deterministic step
   params.finalize();
+  model.set_model_parallel(o.model_parallel);
   Af2ParamTable table;
   model.add_af2_params(table);
   load_af2_params(table, o.params_path);
