@@ -48,16 +48,20 @@ std::vector<autograd::Variable> exchange(Communicator& comm, const std::vector<a
   DType dtype = DType::f32;
   for (const auto& v : local)
     if (v.defined()) dtype = v.dtype();
-  std::vector<Tensor> outs;
+  // Every argument is checked before the first collective, so a bad call fails on its own.
   for (size_t i = 0; i < local.size(); ++i) {
     FC_CHECK(owner[i] >= 0 && owner[i] < comm.size(), "bp::exchange: owner ", owner[i], " of value ", i,
              " is not a rank of '", comm.name(), "'");
     const bool mine = owner[i] == comm.rank();
     FC_CHECK(mine == local[i].defined(), "bp::exchange: value ", i, " must be defined exactly on its owner (rank ",
              owner[i], "); rank ", comm.rank(), (mine ? " lacks it" : " has one"));
+    FC_CHECK(!mine || local[i].shape() == shapes[i], "bp::exchange: value ", i, " is ", local[i].shape().str(),
+             ", expected ", shapes[i].str());
+  }
+  std::vector<Tensor> outs;
+  for (size_t i = 0; i < local.size(); ++i) {
+    const bool mine = owner[i] == comm.rank();
     Tensor t = mine ? local[i].value().contiguous().clone() : Tensor::empty(shapes[i], dtype, comm.device());
-    FC_CHECK(t.shape() == shapes[i], "bp::exchange: value ", i, " is ", t.shape().str(), ", expected ",
-             shapes[i].str());
     comm.broadcast(t, owner[i]);
     outs.push_back(std::move(t));
   }

@@ -146,7 +146,9 @@ autograd::Variable scatter(Communicator& comm, const autograd::Variable& x, int 
   auto fn = std::make_unique<ScatterFn>();
   fn->comm = &comm;
   fn->axis = axis;
-  return autograd::record1("dap_scatter", std::move(fn), {x}, chunk(x.value(), axis, comm.rank(), comm.size()).contiguous());
+  // A copy, not a view: the chunk must not keep the whole tensor's storage alive (the point of
+  // splitting is that no rank holds the whole activation).
+  return autograd::record1("dap_scatter", std::move(fn), {x}, chunk(x.value(), axis, comm.rank(), comm.size()).clone());
 }
 
 autograd::Variable gather(Communicator& comm, const autograd::Variable& x, int axis) {

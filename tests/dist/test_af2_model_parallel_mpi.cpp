@@ -109,14 +109,18 @@ void expect_same_outputs(const Af2Outputs& got, const Af2Outputs& want) {
   if (mpi_world().rank() == 0) std::printf("  outputs: max |diff| %.3g\n", worst);
 }
 
-void check_predict(bool parallel_evoformer, bool bp) {
+// chunk > 0: inference chunking in both runs (under DAP it applies per rank to the attention
+// modules and transitions).
+void check_predict(bool parallel_evoformer, bool bp, int64_t chunk = 0) {
   const Af2Features features = small_target();
-  Model ref(tiny(parallel_evoformer), false);
+  Af2Config config = tiny(parallel_evoformer);
+  config.chunk_size = chunk;
+  Model ref(config, false);
   const Af2Outputs want = ref.model.predict(features, 1, Device::cpu());
   for (int p : bp ? std::vector<int>{2} : group_sizes()) {
     SCOPED_TRACE((bp ? "BP-" : "DAP-") + std::to_string(p));
     auto comm = groups_of(p, bp ? "bp" : "dap");
-    Model par(tiny(parallel_evoformer), false);
+    Model par(config, false);
     par.model.set_model_parallel(bp ? make_model_parallel(nullptr, comm.get()) : make_model_parallel(comm.get(), nullptr));
     expect_same_outputs(par.model.predict(features, 1, Device::cpu()), want);
   }
@@ -124,6 +128,7 @@ void check_predict(bool parallel_evoformer, bool bp) {
 
 TEST(Af2ModelParallel, DapPredictEqualsOneProcess) { check_predict(false, false); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformer) { check_predict(true, false); }
+TEST(Af2ModelParallel, DapPredictEqualsOneProcessChunked) { check_predict(false, false, 4); }
 TEST(Af2ModelParallel, BpPredictEqualsOneProcess) { check_predict(true, true); }
 #endif
 
