@@ -5,9 +5,10 @@
 //   outputs of AlphaFold::predict (1 recycle) on a synthetic target whose sizes divide by neither
 //   group size (N = 21 residues, 10 MSA rows with the template rows, 7 extra rows: the padding
 //   path), and the training step (af2_train_step: forward over recycling, every loss term,
-//   backward, reduce_model_parallel_grads) on the training fixture batch (N = 48) with dropout off.
-//   BP-2 of the Parallel Evoformer: the same, the training step with dropout ON (the two ranks
-//   draw the masks one process draws).
+//   backward, reduce_model_parallel_grads) on the training fixture batch (N = 48) with dropout off,
+//   and with the row-wise dropouts on (the masks DAP draws as one process does).
+//   BP-2 of the Parallel Evoformer: the same, the training step with every dropout ON (the two
+//   ranks draw the masks one process draws).
 // Tolerances: the parallel runs compute the same sums in other groupings (GEMMs over row blocks,
 // reduce-scatters of P partial sums, the padded rows' exact zeros in the reductions), so results
 // differ from one process by fp32 rounding, amplified through 2 recycling iterations, 8 structure
@@ -158,10 +159,14 @@ StepResult step(Model& m, const TrainBatch& b) {
   return {r.loss.loss, m.params.grads().clone()};
 }
 
-void check_train(bool parallel_evoformer, bool bp) {
+// dropout: none, or AlphaFold's (tiny preset rates) — under DAP only the row-wise ones (MSA row
+// attention, triangle multiplications; triangle attention's rate 0, as its ending node is
+// column-wise, docs/distributed.md), which DAP draws as one process does.
+void check_train(bool parallel_evoformer, bool bp, bool dropout) {
   const TrainBatch batch = train_batch();
-  const bool dropout = bp;  // DAP: dropout off (docs/distributed.md: its masks are drawn per rank)
-  Model ref(tiny(parallel_evoformer), dropout);
+  Af2Config config = tiny(parallel_evoformer);
+  if (dropout && !bp) config.evoformer.tri_att.dropout = config.extra_msa.tri_att.dropout = 0.f;
+  Model ref(config, dropout);
   const StepResult want = step(ref, batch);
   double gmax = 0;
   for (float v : want.grads.to_vector()) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
@@ -169,7 +174,7 @@ void check_train(bool parallel_evoformer, bool bp) {
   for (int p : bp ? std::vector<int>{2} : group_sizes()) {
     SCOPED_TRACE((bp ? "BP-" : "DAP-") + std::to_string(p));
     auto comm = groups_of(p, bp ? "bp" : "dap");
-    Model par(tiny(parallel_evoformer), dropout);
+    Model par(config, dropout);
     par.model.set_model_parallel(bp ? make_model_parallel(nullptr, comm.get()) : make_model_parallel(comm.get(), nullptr));
     const StepResult got = step(par, batch);
     EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::fabs(want.loss));
@@ -181,8 +186,9 @@ void check_train(bool parallel_evoformer, bool bp) {
   }
 }
 
-TEST(Af2ModelParallel, DapTrainStepEqualsOneProcess) { check_train(false, false); }
-TEST(Af2ModelParallel, BpTrainStepEqualsOneProcessWithDropout) { check_train(true, true); }
+TEST(Af2ModelParallel, DapTrainStepEqualsOneProcess) { check_train(false, false, false); }
+TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessWithRowWiseDropout) { check_train(false, false, true); }
+TEST(Af2ModelParallel, BpTrainStepEqualsOneProcessWithDropout) { check_train(true, true, true); }
 
 TEST(Af2ModelParallel, RefusesDapWithBpAndBpAboveTwo) {
   auto& w = mpi_world();
