@@ -38,13 +38,6 @@ CommandRun run(const std::string& cmd) {
   return r;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 struct Dir {
   fs::path path;
   explicit Dir(const std::string& name) : path(fs::temp_directory_path() / (name + std::to_string(::getpid()))) {
@@ -61,6 +54,13 @@ struct Dir {
 };
 
 #if defined(FOLDCORE_MPIEXEC)
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
 TEST(PredictDap, RanksGiveTheOneProcessPrediction) {
   const Dir d("fc_predict_dap");
   const CommandRun one = run("OMP_NUM_THREADS=1 " + foldcore_binary() + d.args("one"));
