@@ -4,6 +4,11 @@
 //       [--model_names model_1_ptm,…] [--use_precomputed_msas] [--msa F.a3m] [--num_recycles N]
 //       [--random_seed S] [--device cpu|cuda:0] [--precision fp32|bf16] [--chunk_size C]
 //       [--benchmark] [--random_params SEED] [--ranking_by plddt|ptm] [--model_config F.yaml]
+//   mpirun -np N foldcore predict … --dap N    (builds with MPI)
+//
+// --dap N: dynamic axial parallelism (models/alphafold/model_parallel.h): the N ranks run the same
+// prediction with the Evoformer and extra-MSA stacks' MSA and pair split over them; rank 0 writes
+// the outputs.
 //
 // Per FASTA (one protein chain; target name = file stem; output folder O/<target>, skipped when
 // it holds a `done` marker):
@@ -32,6 +37,13 @@
 #if defined(FOLDCORE_HAVE_DATA)
 #include "apps/predict_command_model.h"
 #endif
+#if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_MPI)
+#include <cstdio>
+
+#include "dist/launch_env.h"
+#include "dist/runtime.h"
+#include "models/alphafold/model_parallel_dist.h"
+#endif
 
 namespace foldcore::apps {
 
@@ -44,6 +56,7 @@ void add_predict_command(CLI::App& app) {
     bool use_precomputed_msas = false, benchmark = false;
     int64_t num_recycles = 3, chunk_size = 0, random_seed = 0;
     int64_t random_params = -1;
+    int64_t dap = 1;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("--fasta_paths", a->fasta_paths, "comma-separated FASTA files, one protein chain each")->required();
@@ -74,6 +87,9 @@ void add_predict_command(CLI::App& app) {
   sub->add_option("--model_config", a->model_config,
                   "model architecture YAML for every model (default: configs/model/<model>.yaml, or inferred "
                   "from the params file)");
+  sub->add_option("--dap", a->dap,
+                  "dynamic axial parallelism over N ranks: launch as mpirun -np N foldcore predict … --dap N "
+                  "(default 1: one process)");
   set_action(sub, [a]() -> int {
 #if defined(FOLDCORE_HAVE_DATA)
     PredictOptions o;
@@ -97,7 +113,39 @@ void add_predict_command(CLI::App& app) {
     o.msa_a3m = a->msa;
     FC_CHECK(o.template_mmcif_dir.empty() || o.use_precomputed_msas,
              "--template_mmcif_dir needs --use_precomputed_msas (the hits come from msas/pdb70_hits.hhr)");
+    FC_CHECK(a->dap >= 1, "--dap ", a->dap, " must be at least 1");
+#if defined(FOLDCORE_HAVE_MPI)
+    std::unique_ptr<dist::Runtime> runtime;
+    std::unique_ptr<dist::Communicator> world;
+    if (a->dap > 1) {
+      // Checked from the launcher's environment before MPI starts, so a wrong launch is a plain error.
+      const dist::LaunchEnv env = dist::detect_launch_env();
+      FC_CHECK(env.world_size == a->dap, "predict --dap ", a->dap, ": this job has ", env.world_size,
+               " processes; launch it as mpirun -np ", a->dap, " foldcore predict … --dap ", a->dap);
+      int argc = 0;
+      char** argv = nullptr;  // MPI_Init_thread accepts no arguments
+      runtime = std::make_unique<dist::Runtime>(argc, argv);
+      if (o.device.is_cuda()) {
+        o.device = runtime->device(DeviceType::cuda);
+        set_device(o.device);
+      }
+      world = runtime->world(o.device);
+      o.model_parallel = af2::make_model_parallel(world.get(), nullptr);
+      o.write_outputs = world->rank() == 0;
+    }
+    try {
+      run_predict(o);
+    } catch (const std::exception& e) {
+      // The runtime's teardown aborts the job (the other ranks would wait forever): say why first.
+      if (runtime) std::fprintf(stderr, "foldcore predict: rank %d: error: %s\n", world->rank(), e.what());
+      std::fflush(stderr);
+      throw;
+    }
+#else
+    FC_CHECK(a->dap == 1, "predict --dap ", a->dap,
+             ": this foldcore was built without MPI (FOLDCORE_MPI), which DAP needs; rebuild with MPI or use --dap 1");
     run_predict(o);
+#endif
     return 0;
 #else
     FC_THROW("this foldcore was built without the data pipeline (zlib), which `predict` needs");

@@ -162,6 +162,7 @@ std::unique_ptr<LoadedModel> load_model(const std::string& name, const PredictOp
   m->model = std::make_unique<af2::AlphaFold>(nn::Scope{&m->params, &m->init_rng, nullptr, ""}, m->config);
   m->model->train(false);
   m->params.finalize();
+  m->model->set_model_parallel(o.model_parallel);
   if (!o.random_params) {
     af2::Af2ParamTable table;
     m->model->add_af2_params(table);
@@ -324,11 +325,13 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
               out.timings.back().second, " s)");
   }
   report("writing", 0.9);
-  std::error_code ec;
-  fs::create_directories(target_dir, ec);
-  FC_CHECK(!ec, target_dir.string(), ": cannot create the output folder: ", ec.message());
-  write_target_outputs(target_dir.string(), out);
-  log::info("predict: ", tf.target, ": outputs in ", target_dir.string());
+  if (o.write_outputs) {
+    std::error_code ec;
+    fs::create_directories(target_dir, ec);
+    FC_CHECK(!ec, target_dir.string(), ": cannot create the output folder: ", ec.message());
+    write_target_outputs(target_dir.string(), out);
+    log::info("predict: ", tf.target, ": outputs in ", target_dir.string());
+  }
 
   TargetSummary summary;
   summary.target = tf.target;

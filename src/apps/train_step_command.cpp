@@ -4,6 +4,8 @@
 // slice), every loss term, and the gradient of `loss` for every parameter under the official
 // AlphaFold2 key names and layout (models/alphafold/train_step.h). Both files are written under
 // temporary names and renamed, so a failure leaves neither behind.
+// `mpirun -np N foldcore train_step … --dap N` (builds with MPI): the same step with the Evoformer
+// stacks split over N ranks (models/alphafold/model_parallel.h); rank 0 writes the files.
 #include <memory>
 #include <string>
 
@@ -15,6 +17,13 @@
 #ifdef FOLDCORE_HAVE_DATA
 #include "models/alphafold/train_step.h"
 #endif
+#if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_MPI)
+#include <cstdio>
+
+#include "dist/launch_env.h"
+#include "dist/runtime.h"
+#include "models/alphafold/model_parallel_dist.h"
+#endif
 
 namespace foldcore::apps {
 
@@ -23,6 +32,7 @@ void add_train_step_command(CLI::App& app) {
       "train_step", "One AlphaFold2 training step on a batch: every loss term and the gradient of every parameter");
   struct Args {
     std::string batch, params, stage, output, losses, device = "cpu";
+    int64_t dap = 1;
   };
   auto args = std::make_shared<Args>();
   sub->add_option("--batch", args->batch, "training batch .npz (features and labels, recycling axis last)")
@@ -34,6 +44,8 @@ void add_train_step_command(CLI::App& app) {
   sub->add_option("--output", args->output, "gradients .npz (official keys and layout)")->required();
   sub->add_option("--losses", args->losses, "loss terms .json (unweighted terms, unscaled_loss, loss)")->required();
   sub->add_option("--device", args->device, "cpu or cuda[:index]");
+  sub->add_option("--dap", args->dap,
+                  "dynamic axial parallelism over N ranks: mpirun -np N foldcore train_step … --dap N (default 1)");
   set_action(sub, [args]() -> int {
 #ifdef FOLDCORE_HAVE_DATA
     af2::TrainStepOptions o;
@@ -41,10 +53,46 @@ void add_train_step_command(CLI::App& app) {
     o.params_path = args->params;
     o.stage = args->stage;
     o.device = Device::parse(args->device);
-    const af2::TrainStepResult r = af2::run_train_step(o);
-    af2::write_train_step(r, args->output, args->losses);
-    log::info("train_step: loss ", r.loss.loss, ", gradient norm ", r.grad_norm, "; wrote ", args->output, " and ",
-              args->losses);
+    FC_CHECK(args->dap >= 1, "train_step --dap ", args->dap, " must be at least 1");
+    bool write = true;
+#ifdef FOLDCORE_HAVE_MPI
+    std::unique_ptr<dist::Runtime> runtime;
+    std::unique_ptr<dist::Communicator> world;
+    if (args->dap > 1) {
+      const dist::LaunchEnv env = dist::detect_launch_env();
+      FC_CHECK(env.world_size == args->dap, "train_step --dap ", args->dap, ": this job has ", env.world_size,
+               " processes; launch it as mpirun -np ", args->dap, " foldcore train_step … --dap ", args->dap);
+      int argc = 0;
+      char** argv = nullptr;  // MPI_Init_thread accepts no arguments
+      runtime = std::make_unique<dist::Runtime>(argc, argv);
+      if (o.device.is_cuda()) {
+        o.device = runtime->device(DeviceType::cuda);
+        set_device(o.device);
+      }
+      world = runtime->world(o.device);
+      o.model_parallel = af2::make_model_parallel(world.get(), nullptr);
+      write = world->rank() == 0;
+    }
+#else
+    FC_CHECK(args->dap == 1, "train_step --dap ", args->dap,
+             ": this foldcore was built without MPI (FOLDCORE_MPI), which DAP needs; rebuild with MPI or use --dap 1");
+#endif
+    try {
+      const af2::TrainStepResult r = af2::run_train_step(o);
+      if (write) {
+        af2::write_train_step(r, args->output, args->losses);
+        log::info("train_step: loss ", r.loss.loss, ", gradient norm ", r.grad_norm, "; wrote ", args->output,
+                  " and ", args->losses);
+      }
+    } catch (const std::exception& e) {
+#ifdef FOLDCORE_HAVE_MPI
+      // The runtime's teardown aborts the job (the other ranks would wait forever): say why first.
+      if (runtime) std::fprintf(stderr, "foldcore train_step: rank %d: error: %s\n", world->rank(), e.what());
+      std::fflush(stderr);
+#endif
+      (void)e;
+      throw;
+    }
     return 0;
 #else
     FC_THROW("this build has no data pipeline (zlib), which the AlphaFold model needs");

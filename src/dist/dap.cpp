@@ -78,6 +78,13 @@ struct GatherFn final : autograd::Function {
   }
 };
 
+struct GatherReplicatedFn final : autograd::Function {
+  int axis, rank, size;
+  void backward(autograd::BackwardCtx& ctx) override {
+    ctx.put_grad(0, chunk(ctx.grad_output(0), axis, rank, size).contiguous());
+  }
+};
+
 struct SwitchFn final : autograd::Function {
   Communicator* comm;
   int from, to;
@@ -139,7 +146,9 @@ autograd::Variable scatter(Communicator& comm, const autograd::Variable& x, int 
   auto fn = std::make_unique<ScatterFn>();
   fn->comm = &comm;
   fn->axis = axis;
-  return autograd::record1("dap_scatter", std::move(fn), {x}, chunk(x.value(), axis, comm.rank(), comm.size()).contiguous());
+  // A copy, not a view: the chunk must not keep the whole tensor's storage alive (the point of
+  // splitting is that no rank holds the whole activation).
+  return autograd::record1("dap_scatter", std::move(fn), {x}, chunk(x.value(), axis, comm.rank(), comm.size()).clone());
 }
 
 autograd::Variable gather(Communicator& comm, const autograd::Variable& x, int axis) {
@@ -149,6 +158,16 @@ autograd::Variable gather(Communicator& comm, const autograd::Variable& x, int a
   fn->comm = &comm;
   fn->axis = axis;
   return autograd::record1("dap_gather", std::move(fn), {x}, gather_tensor(comm, x.value(), axis));
+}
+
+autograd::Variable gather_replicated(Communicator& comm, const autograd::Variable& x, int axis) {
+  axis = norm_axis(axis, x.dim(), "gather_replicated");
+  if (comm.size() == 1) return x;
+  auto fn = std::make_unique<GatherReplicatedFn>();
+  fn->axis = axis;
+  fn->rank = comm.rank();
+  fn->size = comm.size();
+  return autograd::record1("dap_gather_replicated", std::move(fn), {x}, gather_tensor(comm, x.value(), axis));
 }
 
 autograd::Variable switch_axis(Communicator& comm, const autograd::Variable& x, int from, int to) {

@@ -5,6 +5,8 @@
 //
 //   scatter(x, axis)        replicated x → this rank's chunk along axis     backward: all-gather
 //   gather(x, axis)         chunk → the whole tensor along axis (all-gather) backward: reduce-scatter (Σ)
+//   gather_replicated(x, a) the same forward, for a whole tensor that every rank then uses in the
+//                           same way (replicated computation)                 backward: own chunk
 //   switch_axis(x, a, b)    split along a, whole along b → split along b,     backward: switch_axis(g, b, a)
 //                           whole along a (one all-to-all)
 //
@@ -12,7 +14,9 @@
 // rank is the identity (no copy, no communication), so a model written with these calls runs
 // unchanged in one process. The gather's dual is a reduce-scatter because each rank uses the whole
 // tensor in its own way (e.g. its rows of a triangle update): the gradient of a chunk is the sum of
-// every rank's gradient for it.
+// every rank's gradient for it. gather_replicated is for the end of a DAP region (e.g. the
+// Evoformer's output, read by the structure module on every rank): there each rank's gradient is
+// already the whole one, and summing would count it P times.
 #pragma once
 
 #include "autograd/variable.h"
@@ -31,6 +35,7 @@ Tensor switch_tensor(Communicator& comm, const Tensor& x, int from, int to);
 
 autograd::Variable scatter(Communicator& comm, const autograd::Variable& x, int axis);
 autograd::Variable gather(Communicator& comm, const autograd::Variable& x, int axis);
+autograd::Variable gather_replicated(Communicator& comm, const autograd::Variable& x, int axis);
 autograd::Variable switch_axis(Communicator& comm, const autograd::Variable& x, int from, int to);
 
 }  // namespace foldcore::dist::dap

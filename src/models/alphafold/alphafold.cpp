@@ -52,6 +52,11 @@ AlphaFold::AlphaFold(nn::Scope scope, const Af2Config& config)
 
 AlphaFold::~AlphaFold() = default;
 
+void AlphaFold::set_model_parallel(const ModelParallel& mp) {
+  mp_ = mp;
+  trunk_.set_model_parallel(mp);
+}
+
 void AlphaFold::add_af2_params(Af2ParamTable& table, const std::string& key_prefix) const {
   trunk_.add_af2_params(table, key_prefix);
   structure_module_->add_af2_params(table, key_prefix + "structure_module");

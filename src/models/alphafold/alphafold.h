@@ -68,6 +68,14 @@ class AlphaFold : public nn::Module {
   Af2Outputs predict(const Af2Features& features, int64_t num_recycles, Device device,
                      const std::function<void(int64_t, int64_t)>& on_iteration = {}) const;
 
+  // Model parallelism (model_parallel.h): DAP over the Evoformer and extra-MSA stacks, BP-2 over
+  // a Parallel Evoformer. Every rank of the groups runs the same calls (forward_*, predict) on the
+  // same inputs and gets the same outputs; after a backward, reduce_model_parallel_grads(*this).
+  // Default (or groups of one rank): one process.
+  void set_model_parallel(const ModelParallel& mp);
+  const ModelParallel& model_parallel() const { return mp_; }
+  const EmbeddingsAndEvoformer& trunk() const { return trunk_; }
+
   // Every parameter under its official key (prefix "" → "evoformer/…", "structure_module/…").
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "") const;
 
@@ -76,6 +84,7 @@ class AlphaFold : public nn::Module {
   EmbeddingsAndEvoformer trunk_;
   std::unique_ptr<StructureModule> structure_module_;
   std::unique_ptr<Af2Heads> heads_;
+  ModelParallel mp_;
 };
 
 }  // namespace foldcore::af2

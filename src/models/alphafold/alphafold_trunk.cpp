@@ -148,4 +148,13 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
   return out;
 }
 
+void EmbeddingsAndEvoformer::set_model_parallel(const ModelParallel& mp) {
+  extra_msa_stack_->set_model_parallel(mp);
+  evoformer_->set_model_parallel(mp);
+}
+
+std::vector<const EvoformerStack*> EmbeddingsAndEvoformer::stacks() const {
+  return {extra_msa_stack_.get(), evoformer_.get()};
+}
+
 }  // namespace foldcore::af2

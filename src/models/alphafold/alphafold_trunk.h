@@ -14,6 +14,7 @@
 
 #include "models/alphafold/config.h"
 #include "models/alphafold/features.h"
+#include "models/alphafold/model_parallel.h"
 #include "models/alphafold/param_table.h"
 #include "nn/layers.h"
 
@@ -48,6 +49,11 @@ class EmbeddingsAndEvoformer : public nn::Module {
   TrunkOutput forward(const Af2Batch& batch, const Af2RecycleState& prev) const;
   // key_prefix "" → "evoformer/…".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "") const;
+  // Model parallelism of the Evoformer and extra-MSA stacks (model_parallel.h; the template pair
+  // stack runs whole on every rank).
+  void set_model_parallel(const ModelParallel& mp);
+  // The stacks split by model parallelism: extra MSA, then the main Evoformer.
+  std::vector<const EvoformerStack*> stacks() const;
 
  private:
   Af2Config config_;

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/alphafold/model_parallel.h"
 #include "models/alphafold/msa_attention.h"
 #include "models/alphafold/outer_product_mean.h"
 #include "models/alphafold/triangle_attention.h"
@@ -67,6 +68,17 @@ class EvoformerBlock : public nn::Module {
   // and every later add can be in place too (a second handle would make autograd refuse).
   std::pair<Variable, Variable> forward_impl(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
                                              int64_t chunk, bool own_inputs) const;
+  // DAP (evoformer_parallel.cpp): m_rows [S/P, N, c_m], z_rows [N/P, N, c_z] (this rank's rows),
+  // masks whole (sizes divisible by P) → the block's outputs, split the same way.
+  std::pair<Variable, Variable> forward_dap(Variable m_rows, Variable z_rows, const Tensor& msa_mask,
+                                            const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk) const;
+  // BP-2 (Parallel Evoformer only): rank 0 computes the MSA branch and the outer product mean,
+  // rank 1 the pair branch, both from the block's (replicated) inputs; the results are exchanged
+  // at the end. `last`: the outputs feed computation every rank repeats (their gradients are
+  // whole on each rank), not another branch-parallel block.
+  std::pair<Variable, Variable> forward_bp(const Variable& m, const Variable& z, const Tensor& msa_mask,
+                                           const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk,
+                                           bool last) const;
 
   EvoformerBlockConfig cfg_;
   MsaRowAttentionWithPairBias row_att_;
@@ -95,7 +107,24 @@ class EvoformerStack : public nn::Module {
   int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
   const EvoformerBlock& block(int64_t i) const { return *blocks_.at(static_cast<size_t>(i)); }
 
+  // Model parallelism (model_parallel.h; evoformer_parallel.cpp). DAP > 1: forward splits m along
+  // its rows and z along its rows over the group (padding S and N with masked rows/residues up to
+  // a multiple of the group size; the padding is cut off again at the end), runs every block
+  // split, and gathers the outputs whole on every rank. BP 2 (Parallel Evoformer stacks only;
+  // other stacks ignore it and run whole on every rank): each block's two branches on the two
+  // ranks. Inactive: the single-process path.
+  void set_model_parallel(const ModelParallel& mp) { mp_ = mp; }
+  const ModelParallel& model_parallel() const { return mp_; }
+  // BP 2 on a Parallel Evoformer stack: the branches run on two ranks.
+  bool branch_parallel() const;
+
  private:
+  std::pair<Variable, Variable> forward_dap(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
+                                            int64_t chunk) const;
+  std::pair<Variable, Variable> forward_bp(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
+                                           int64_t chunk) const;
+
+  ModelParallel mp_;
   std::vector<std::unique_ptr<EvoformerBlock>> blocks_;
 };
 

@@ -15,11 +15,17 @@ namespace foldcore::af2 {
 // Alg. 7: m̂ = LN(m) (query_norm); b[h,i,j] = LN(z)[i,j]·w_h (feat_2d_norm, feat_2d_weights, no
 // bias); per row s: o = gated multi-head attention of m̂[s] over the residues with bias b shared by
 // every row and the key mask bias 1e9·(mask[s] − 1).
+class ParallelGroup;  // model_parallel.h
+
 class MsaRowAttentionWithPairBias : public nn::Module {
  public:
   MsaRowAttentionWithPairBias(nn::Scope scope, int64_t c_m, int64_t c_z, const AttentionConfig& att);
   // m [S, N, c_m], z [N, N, c_z], msa_mask [S, N] → [S, N, c_m]
   Variable forward(const Variable& m, const Variable& z, const Tensor& msa_mask, int64_t chunk = 0) const;
+  // DAP (evoformer_parallel.cpp): m_rows [S/P, N, c_m] this rank's MSA rows, z_rows [N/P, N, c_z]
+  // its pair rows, msa_mask_rows [S/P, N]; the pair bias is gathered whole. → [S/P, N, c_m].
+  Variable forward_dap(const Variable& m_rows, const Variable& z_rows, const Tensor& msa_mask_rows,
+                       const ParallelGroup& g, int64_t chunk = 0) const;
   // key_prefix e.g. "evoformer/evoformer_iteration/msa_row_attention_with_pair_bias".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 

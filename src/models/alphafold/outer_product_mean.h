@@ -11,11 +11,16 @@
 
 namespace foldcore::af2 {
 
+class ParallelGroup;  // model_parallel.h
+
 class OuterProductMean : public nn::Module {
  public:
   OuterProductMean(nn::Scope scope, int64_t c_m, int64_t c_hidden, int64_t c_z);
   // m [S, N, c_m], msa_mask [S, N] → update [N, N, c_z]. chunk > 0 (no-grad): rows i in chunks.
   Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0) const;
+  // DAP (evoformer_parallel.cpp): m_cols [S, N/P, c_m] this rank's MSA columns, msa_mask [S, N]
+  // whole; the right projection is gathered whole. → the update's pair rows [N/P, N, c_z].
+  Variable forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:

@@ -116,6 +116,8 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
   if (ho.tm_logits.defined()) roots.add(ho.tm_logits, d.tm_logits);
   FC_CHECK(!roots.vars.empty(), "train_step: no model output depends on a parameter");
   ag::backward(roots.vars, roots.grads);
+  // Model parallelism (DAP / BP): the split stacks' partial gradients summed over their groups.
+  reduce_model_parallel_grads(model);
 
   // The flat gradient buffer → official keys and layout (stacked arrays: block b at [b, …]).
   std::map<std::string, std::vector<const Af2ParamEntry*>> by_key;
@@ -175,6 +177,7 @@ TrainStepResult run_train_step(const TrainStepOptions& o) {
   AlphaFold model(nn::Scope{&params, &init_rng, nullptr, ""}, config);
   model.train(false);  // dropout off: a deterministic step
   params.finalize();
+  model.set_model_parallel(o.model_parallel);
   Af2ParamTable table;
   model.add_af2_params(table);
   load_af2_params(table, o.params_path);

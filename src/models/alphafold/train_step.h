@@ -20,6 +20,7 @@
 #include "core/device.h"
 #include "core/tensor.h"
 #include "models/alphafold/losses_total.h"
+#include "models/alphafold/model_parallel.h"
 #include "models/alphafold/param_table.h"
 
 namespace foldcore::af2 {
@@ -36,6 +37,9 @@ struct TrainStepOptions {
   // through every rotation (finite-difference checks of the whole step).
   bool stop_rotation_gradient = true;
   Device device = Device::cpu();
+  // Model parallelism (model_parallel.h; `train_step --dap N`): every rank of the groups runs the
+  // same step and gets the same result.
+  ModelParallel model_parallel;
 };
 
 struct TrainStepResult {

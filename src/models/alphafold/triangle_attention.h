@@ -11,6 +11,8 @@
 
 namespace foldcore::af2 {
 
+class ParallelGroup;  // model_parallel.h
+
 class TriangleAttention : public nn::Module {
  public:
   // starting: Alg. 13; else Alg. 14.
@@ -18,6 +20,11 @@ class TriangleAttention : public nn::Module {
   // z [N, N, c_z], pair_mask [N, N] → update [N, N, c_z] (before residual/dropout). chunk > 0: in
   // no-grad mode, chunks of rows (start) / columns (end).
   Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0) const;
+  // DAP (evoformer_parallel.cpp): z_rows [N/P, N, c_z] this rank's pair rows, pair_mask [N, N]
+  // whole; the pair bias is gathered whole (the ending node works on the columns, switched there
+  // and back). → the update's rows [N/P, N, c_z].
+  Variable forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
+                       int64_t chunk = 0) const;
   // key_prefix e.g. "evoformer/evoformer_iteration/triangle_attention_starting_node".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   bool starting() const { return starting_; }

@@ -32,12 +32,19 @@
 
 namespace foldcore::af2 {
 
+class ParallelGroup;  // model_parallel.h
+
 class TriangleMultiplication : public nn::Module {
  public:
   TriangleMultiplication(nn::Scope scope, int64_t c_z, int64_t c_hidden, bool outgoing);
   // z [N, N, c_z], pair_mask [N, N] → update [N, N, c_z] (before residual/dropout). chunk > 0 (and
   // chunk < N, no-grad mode): the low-memory chunked path above.
   Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0) const;
+  // DAP (evoformer_parallel.cpp): z_rows [N/P, N, c_z] this rank's pair rows, pair_mask [N, N]
+  // whole. Outgoing works on rows and gathers the right edge whole; incoming works on columns
+  // (switched there and back) and gathers the edge indexed by the output row whole.
+  // → the update's rows [N/P, N, c_z].
+  Variable forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g) const;
   // key_prefix e.g. "evoformer/evoformer_iteration/triangle_multiplication_outgoing".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   bool outgoing() const { return outgoing_; }

@@ -1,0 +1,274 @@
+// Model parallelism in the Evoformer (model_parallel.h): DAP and BP-2 forward passes of the
+// blocks and stacks, and of the modules' DAP forms. The backward passes come from autograd: every
+// communication is an autograd function whose backward is its dual collective.
+//
+// DAP layout (P ranks, rank r; FastFold): between modules the MSA m [S, N, c_m] is split along its
+// rows (S) and the pair z [N, N, c_z] along its rows (i); each rank holds chunk r. Per block:
+//   row attention        m rows; the pair bias [1, H, N, N] is computed from the local pair rows
+//                        and gathered whole (all-gather)
+//   m: rows → columns    all-to-all
+//   column attention,    m columns (each column is independent)
+//   MSA transition
+//   outer product mean   m columns; the right projection gathered whole → the update's pair rows
+//   m: columns → rows    all-to-all
+//   tri. mult. outgoing  pair rows; the right edge gathered whole
+//   tri. mult. incoming  pair columns (z switched there, the update switched back); the edge
+//                        indexed by the output row gathered whole
+//   tri. att. starting   pair rows; the pair bias gathered whole
+//   tri. att. ending     pair columns (switched there and back); the pair bias gathered whole
+//   pair transition      pair rows
+// Every residual add happens on rows, so the row-wise shared dropout masks (shared over the split
+// axis) are the ones one process draws. Communication per block: 2 MSA-sized and 4 pair-sized
+// all-to-alls, and all-gathers of 3 pair biases (H channels) and of 3 projections (c channels).
+#include <algorithm>
+#include <cstdio>
+
+#include "autograd/grad_mode.h"
+#include "models/alphafold/alphafold.h"
+#include "models/alphafold/alphafold_trunk.h"
+#include "models/alphafold/evoformer.h"
+
+namespace foldcore::af2 {
+namespace {
+
+namespace ag = autograd;
+constexpr int kRowWise = -3, kColumnWise = -2;
+
+Variable residual(const Variable& x, const Variable& update, const ag::DropoutSpec& d, bool in_place) {
+  return ag::bias_dropout_residual(update, Variable(), x, d, in_place && !ag::grad_enabled());
+}
+
+// The pair bias rows b[h, i, j] = Σ_c z_ln[i, j, c] w[c, h] of a [k, N, c_z] slab → [1, H, k, N].
+Variable bias_rows(const nn::Linear& feat_2d, const Variable& z_ln) {
+  return ag::unsqueeze(ag::contiguous(ag::permute(feat_2d.forward(z_ln), {2, 0, 1})), 0);
+}
+
+// Chunk r of g.size() along `axis` of a mask (plain tensor, whole on every rank), f32 contiguous.
+Tensor mask_chunk(const Tensor& mask, int axis, const ParallelGroup& g) {
+  const int64_t k = mask.size(axis) / g.size();
+  return mask.narrow(axis, g.rank() * k, k).to(DType::f32).contiguous();
+}
+
+// A dropout's generator advanced as if it had drawn a mask: a BP rank skipping the other
+// branch's dropouts keeps its generator in step with the rank that draws them (and with one
+// process), so later replicated dropouts draw the same masks on both ranks.
+void skip_dropout(const nn::Dropout& d) {
+  const ag::DropoutSpec s = d.spec();
+  if (s.gen != nullptr && s.p > 0.f) s.gen->reserve();
+}
+
+int64_t round_up(int64_t n, int64_t p) { return (n + p - 1) / p * p; }
+
+// x padded with zeros along `axis` to `size`.
+Variable pad_to(const Variable& x, int axis, int64_t size) {
+  if (x.size(axis) == size) return x;
+  Shape s = x.shape();
+  s[axis] = size - x.size(axis);
+  return ag::concat({x, Variable(Tensor::zeros(s, x.dtype(), x.device()))}, axis);
+}
+
+Tensor pad_mask(const Tensor& mask, int64_t rows, int64_t cols) {
+  if (mask.size(0) == rows && mask.size(1) == cols) return mask;
+  Tensor out = Tensor::zeros({rows, cols}, mask.dtype(), mask.device());
+  out.narrow(0, 0, mask.size(0)).narrow(1, 0, mask.size(1)).copy_(mask);
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- modules (DAP)
+
+Variable MsaRowAttentionWithPairBias::forward_dap(const Variable& m_rows, const Variable& z_rows,
+                                                  const Tensor& msa_mask_rows, const ParallelGroup& g,
+                                                  int64_t chunk) const {
+  const Variable m_ln = query_norm_.forward(m_rows);
+  const Variable bias = g.gather(bias_rows(feat_2d_, feat_2d_norm_.forward(z_rows)), 2);  // [1, H, N, N]
+  return row_attention(attention_, m_ln, bias, msa_mask_rows, chunk);
+}
+
+Variable TriangleAttention::forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
+                                        int64_t chunk) const {
+  // Ending node: the rows of zᵀ, i.e. the columns of z, switched to this rank.
+  const Variable zz = starting_ ? z_rows : ag::transpose(g.switch_axis(z_rows, 0, 1), 0, 1);  // [N/P, N, c]
+  const Tensor mask = mask_chunk(starting_ ? pair_mask : pair_mask.transpose(0, 1), 0, g);
+  const Variable z_ln = query_norm_.forward(zz);
+  const Variable bias = g.gather(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N]
+  const Variable o = row_attention(attention_, z_ln, bias, mask, chunk);
+  if (starting_) return o;
+  return g.switch_axis(ag::contiguous(ag::transpose(o, 0, 1)), 1, 0);  // z columns → rows
+}
+
+Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tensor& pair_mask,
+                                             const ParallelGroup& g) const {
+  // Outgoing t[c,i,j] = Σ_k a[c,i,k] b[c,j,k]: rows i here, b whole. Incoming t[c,i,j] =
+  // Σ_k b[c,k,i] a[c,k,j]: columns j here (a's columns), b whole.
+  const Variable zz = outgoing_ ? z_rows : g.switch_axis(z_rows, 0, 1);  // rows [k, N, c] | columns [N, k, c]
+  const Variable mask3(mask_chunk(pair_mask, outgoing_ ? 0 : 1, g).unsqueeze(-1));
+  const Variable x = layer_norm_input_.forward(zz);
+  const Variable a = ag::mul(ag::sigmoid_gate(left_gate_.forward(x), left_projection_.forward(x)), mask3);
+  const Variable b = ag::mul(ag::sigmoid_gate(right_gate_.forward(x), right_projection_.forward(x)), mask3);
+  const Variable b_all = g.gather(b, outgoing_ ? 0 : 1);  // [N, N, c]
+  const Variable ac = ag::contiguous(ag::permute(a, {2, 0, 1}));
+  const Variable bc = ag::contiguous(ag::permute(b_all, {2, 0, 1}));
+  const Variable t = outgoing_ ? ag::matmul(ac, bc, false, true) : ag::matmul(bc, ac, true, false);
+  const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
+  const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));
+  const Variable u = ag::sigmoid_gate(gating_linear_.forward(x), o);
+  return outgoing_ ? u : g.switch_axis(u, 1, 0);
+}
+
+Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g) const {
+  const int64_t c = c_hidden_, s = m_cols.size(0), k = m_cols.size(1), n = msa_mask.size(1);
+  FC_CHECK(msa_mask.size(0) == s && k * g.size() == n, "OuterProductMean '", path(), "' (DAP): m columns ",
+           m_cols.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", ", g.size(), " ranks");
+  const Tensor mask_cols = mask_chunk(msa_mask, 1, g), mask = msa_mask.to(DType::f32).contiguous();
+  const Variable mask3(mask_cols.unsqueeze(-1));
+  const Variable x = layer_norm_input_.forward(m_cols);
+  const Variable a = ag::mul(left_.forward(x), mask3);                                   // [S, k, c]
+  const Variable b_all = g.gather(ag::mul(right_.forward(x), mask3), 1);                 // [S, N, c]
+  const Variable a2 = ag::reshape(ag::contiguous(a), {s, k * c});
+  const Variable b2 = ag::reshape(b_all, {s, n * c});
+  const Variable outer = ag::reshape(ag::matmul(a2, b2, true, false), {k, c, n, c});    // [i,c,j,e]
+  const Variable flat = ag::reshape(ag::contiguous(ag::permute(outer, {0, 2, 1, 3})), {k, n, c * c});
+  std::vector<float> norm = ag::matmul(Variable(mask_cols), Variable(mask), true, false).value().to_vector();
+  for (float& v : norm) v = 1.f / (1e-3f + v);
+  const Tensor inv_norm = Tensor::from_vector(norm, {k, n, 1}, DType::f32, m_cols.device());
+  return ag::mul(output_.forward(flat), Variable(inv_norm));  // [k, N, c_z]
+}
+
+// ---------------------------------------------------------------- block
+
+std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z, const Tensor& msa_mask,
+                                                          const Tensor& pair_mask, const ParallelGroup& g,
+                                                          int64_t chunk) const {
+  const int p = g.size();
+  FC_CHECK(m.dim() == 3 && z.dim() == 3 && m.size(2) == cfg_.c_m && z.size(2) == cfg_.c_z &&
+               msa_mask.size(0) == m.size(0) * p && msa_mask.size(1) == z.size(1) && z.size(0) * p == z.size(1),
+           "EvoformerBlock '", path(), "' (DAP ", p, "): m rows ", m.shape().str(), ", z rows ", z.shape().str(),
+           ", msa_mask ", msa_mask.shape().str());
+  const ag::DropoutSpec none;
+  // MSA track.
+  m = residual(m, row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk), row_att_dropout_.spec(), true);
+  Variable mc = g.switch_axis(m, 0, 1);  // [S, N/P, c_m]
+  m = Variable();
+  const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
+  mc = residual(mc, msa_column_update(mc, mask_cols, chunk), col_att_dropout_.spec(), true);
+  mc = residual(mc, transition_forward(msa_transition_, mc, chunk), none, true);
+  // Pair track.
+  if (!cfg_.parallel) z = residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
+  z = residual(z, tri_mul_out_.forward_dap(z, pair_mask, g), tri_mul_out_dropout_.spec(), true);
+  z = residual(z, tri_mul_in_.forward_dap(z, pair_mask, g), tri_mul_in_dropout_.spec(), true);
+  z = residual(z, tri_att_start_.forward_dap(z, pair_mask, g, chunk), tri_att_start_dropout_.spec(), true);
+  z = residual(z, tri_att_end_.forward_dap(z, pair_mask, g, chunk), tri_att_end_dropout_.spec(), true);
+  z = residual(z, transition_forward(pair_transition_, z, chunk), none, true);
+  if (cfg_.parallel) z = residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
+  return {g.switch_axis(mc, 1, 0), std::move(z)};
+}
+
+std::pair<Variable, Variable> EvoformerBlock::forward_bp(const Variable& m, const Variable& z, const Tensor& msa_mask,
+                                                         const Tensor& pair_mask, const ParallelGroup& g,
+                                                         int64_t chunk, bool last) const {
+  FC_CHECK(cfg_.parallel && g.size() == 2, "EvoformerBlock '", path(), "': branch parallelism needs the Parallel ",
+           "Evoformer and 2 ranks (", g.size(), ")");
+  const ag::DropoutSpec none;
+  const nn::Dropout* msa_drops[] = {&row_att_dropout_, &col_att_dropout_};
+  const nn::Dropout* pair_drops[] = {&tri_mul_out_dropout_, &tri_mul_in_dropout_, &tri_att_start_dropout_,
+                                     &tri_att_end_dropout_};
+  // The dropouts are drawn in one process's order: the MSA branch's, then the pair branch's.
+  Variable m_new, opm, z_pair;
+  if (g.rank() == 0) {  // MSA branch and the outer product mean of its result
+    m_new = residual(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), false);
+    m_new = residual(m_new, msa_column_update(m_new, msa_mask, chunk), col_att_dropout_.spec(), true);
+    m_new = residual(m_new, transition_forward(msa_transition_, m_new, chunk), none, true);
+    opm = opm_.forward(m_new, msa_mask, chunk);
+    for (const nn::Dropout* d : pair_drops) skip_dropout(*d);
+  } else {  // pair branch
+    for (const nn::Dropout* d : msa_drops) skip_dropout(*d);
+    z_pair = residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), false);
+    z_pair = residual(z_pair, tri_mul_in_.forward(z_pair, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
+    z_pair = residual(z_pair, tri_att_start_.forward(z_pair, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
+    z_pair = residual(z_pair, tri_att_end_.forward(z_pair, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
+    z_pair = residual(z_pair, transition_forward(pair_transition_, z_pair, chunk), none, true);
+  }
+  std::vector<Variable> out =
+      g.exchange({m_new, opm, z_pair}, {0, 0, 1}, {m.shape(), z.shape(), z.shape()}, /*sum_grads=*/!last);
+  return {std::move(out[0]), residual(out[2], out[1], none, true)};
+}
+
+// ---------------------------------------------------------------- stack
+
+bool EvoformerStack::branch_parallel() const {
+  return mp_.bp_size() > 1 && !blocks_.empty() && blocks_.front()->config().parallel;
+}
+
+std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z, const Tensor& msa_mask,
+                                                          const Tensor& pair_mask, int64_t chunk) const {
+  const ParallelGroup& g = *mp_.dap;
+  const int64_t p = g.size(), s = m.size(0), n = z.size(0);
+  FC_CHECK(m.dim() == 3 && z.dim() == 3 && m.size(1) == n && z.size(1) == n && msa_mask.dim() == 2 &&
+               msa_mask.size(0) == s && msa_mask.size(1) == n && pair_mask.dim() == 2 && pair_mask.size(0) == n &&
+               pair_mask.size(1) == n,
+           "EvoformerStack '", path(), "' (DAP): m ", m.shape().str(), ", z ", z.shape().str(), ", msa_mask ",
+           msa_mask.shape().str(), ", pair_mask ", pair_mask.shape().str());
+  // Sizes not divisible by the group: padded with masked MSA rows and residues (every module
+  // masks them out of what the real positions see: attention keys, outer product and triangle
+  // edges), cut off at the end.
+  const int64_t sp = round_up(s, p), np = round_up(n, p);
+  const Tensor mm = pad_mask(msa_mask, sp, np), pm = pad_mask(pair_mask, np, np);
+  Variable mr = g.scatter(pad_to(pad_to(m, 0, sp), 1, np), 0);
+  Variable zr = g.scatter(pad_to(pad_to(z, 0, np), 1, np), 0);
+  m = Variable();
+  z = Variable();
+  for (const auto& block : blocks_) std::tie(mr, zr) = block->forward_dap(std::move(mr), std::move(zr), mm, pm, g, chunk);
+  Variable m_out = g.gather_replicated(mr, 0), z_out = g.gather_replicated(zr, 0);
+  if (sp != s || np != n) {
+    m_out = ag::contiguous(ag::narrow(ag::narrow(m_out, 0, 0, s), 1, 0, n));
+    z_out = ag::contiguous(ag::narrow(ag::narrow(z_out, 0, 0, n), 1, 0, n));
+  }
+  return {std::move(m_out), std::move(z_out)};
+}
+
+std::pair<Variable, Variable> EvoformerStack::forward_bp(Variable m, Variable z, const Tensor& msa_mask,
+                                                         const Tensor& pair_mask, int64_t chunk) const {
+  const ParallelGroup& g = *mp_.bp;
+  // The branches' gradients for the replicated inputs are partial: summed at the entry.
+  std::vector<Variable> in = g.sum_grads({std::move(m), std::move(z)});
+  m = std::move(in[0]);
+  z = std::move(in[1]);
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    std::tie(m, z) = blocks_[i]->forward_bp(m, z, msa_mask, pair_mask, g, chunk, i + 1 == blocks_.size());
+  return {std::move(m), std::move(z)};
+}
+
+// ---------------------------------------------------------------- gradients
+
+void reduce_model_parallel_grads(const AlphaFold& model) {
+  const ModelParallel& mp = model.model_parallel();
+  if (!mp.active()) return;
+  for (const EvoformerStack* stack : model.trunk().stacks()) {
+    const ParallelGroup* g = mp.dap_size() > 1 ? mp.dap.get() : stack->branch_parallel() ? mp.bp.get() : nullptr;
+    if (g == nullptr) continue;
+    // The stack's parameter gradients are views of the flat gradient buffer, registered in order:
+    // runs of adjacent views (alignment gaps hold zeros) are reduced as one slice each.
+    const auto params = stack->named_parameters();
+    size_t i = 0;
+    while (i < params.size()) {
+      const Tensor& first = params[i].second.grad();
+      FC_CHECK(first.defined(), "reduce_model_parallel_grads: parameter '", params[i].first, "' has no gradient");
+      int64_t begin = first.offset(), end = begin + first.numel();
+      size_t j = i + 1;
+      for (; j < params.size(); ++j) {
+        const Tensor& gj = params[j].second.grad();
+        if (!gj.defined() || gj.storage() != first.storage() || gj.offset() < end ||
+            gj.offset() - end >= autograd::ParamStore::kAlignElems)
+          break;
+        end = gj.offset() + gj.numel();
+      }
+      Tensor flat = Tensor::wrap(first.data_ptr(), {end - begin}, first.dtype(), first.device());
+      g->all_reduce_sum(flat);
+      i = j;
+    }
+  }
+}
+
+}  // namespace foldcore::af2

@@ -1,0 +1,53 @@
+// ParallelGroup over dist::Communicator (model_parallel_dist.h).
+#include "models/alphafold/model_parallel_dist.h"
+
+#include "core/error.h"
+#include "dist/bp.h"
+#include "dist/dap.h"
+
+namespace foldcore::af2 {
+namespace {
+
+class CommGroup final : public ParallelGroup {
+ public:
+  explicit CommGroup(dist::Communicator& c) : c_(c) {}
+  int rank() const override { return c_.rank(); }
+  int size() const override { return c_.size(); }
+  Variable scatter(const Variable& x, int axis) const override { return dist::dap::scatter(c_, x, axis); }
+  Variable gather(const Variable& x, int axis) const override { return dist::dap::gather(c_, x, axis); }
+  Variable gather_replicated(const Variable& x, int axis) const override {
+    return dist::dap::gather_replicated(c_, x, axis);
+  }
+  Variable switch_axis(const Variable& x, int from, int to) const override {
+    return dist::dap::switch_axis(c_, x, from, to);
+  }
+  std::vector<Variable> exchange(const std::vector<Variable>& local, const std::vector<int>& owner,
+                                 const std::vector<Shape>& shapes, bool sum_grads) const override {
+    return dist::bp::exchange(c_, local, owner, shapes, sum_grads);
+  }
+  std::vector<Variable> sum_grads(const std::vector<Variable>& xs) const override {
+    return dist::bp::sum_grads(c_, xs);
+  }
+  void all_reduce_sum(const Tensor& t) const override { c_.all_reduce(t); }
+
+ private:
+  dist::Communicator& c_;
+};
+
+}  // namespace
+
+std::shared_ptr<const ParallelGroup> make_parallel_group(dist::Communicator* comm) {
+  if (comm == nullptr) return nullptr;
+  return std::make_shared<CommGroup>(*comm);
+}
+
+ModelParallel make_model_parallel(dist::Communicator* dap, dist::Communicator* bp) {
+  ModelParallel mp{make_parallel_group(dap), make_parallel_group(bp)};
+  FC_CHECK(!(mp.dap_size() > 1 && mp.bp_size() > 1), "model parallelism: DAP ", mp.dap_size(), " with BP ",
+           mp.bp_size(), " in one model is not supported (use one of them, with data parallelism)");
+  FC_CHECK(mp.bp_size() <= 2, "model parallelism: BP ", mp.bp_size(),
+           ": the Parallel Evoformer has two branches (BP 1 or 2)");
+  return mp;
+}
+
+}  // namespace foldcore::af2

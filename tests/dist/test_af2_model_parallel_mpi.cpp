@@ -1,0 +1,202 @@
+// Model parallelism of the AlphaFold2 model (models/alphafold/model_parallel.h) under mpirun -np 2
+// and 4, on the tiny preset (configs/model/tiny.yaml) with seeded random weights. Every rank also
+// runs the same model in one process (DAP-1 / BP-1) and checks the parallel run against it:
+//   DAP-P (P = 2, and 4 with 4 ranks; with 4 ranks DAP-2 runs as two groups of two): inference
+//   outputs of AlphaFold::predict (1 recycle) on a synthetic target whose sizes divide by neither
+//   group size (N = 21 residues, 10 MSA rows with the template rows, 7 extra rows: the padding
+//   path), and the training step (af2_train_step: forward over recycling, every loss term,
+//   backward, reduce_model_parallel_grads) on the training fixture batch (N = 48) with dropout off,
+//   and with the row-wise dropouts on (the masks DAP draws as one process does).
+//   BP-2 of the Parallel Evoformer: the same, the training step with every dropout ON (the two
+//   ranks draw the masks one process draws).
+// Tolerances: the parallel runs compute the same sums in other groupings (GEMMs over row blocks,
+// reduce-scatters of P partial sums, the padded rows' exact zeros in the reductions), so results
+// differ from one process by fp32 rounding, amplified through 2 recycling iterations, 8 structure
+// layers and the losses' square roots and normalisations. Measured worst cases are printed; the
+// bounds (outputs atol 1e-4 + rtol 1e-3, loss rel 1e-5, gradients atol 1e-4·max|g| + rtol 1e-3)
+// sit above them by ~10× and far below any real error (a wrong chunk, a missing sum or a dropped
+// gradient changes values by O(1) relative).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "autograd/param_store.h"
+#include "core/random.h"
+#include "data_pipeline/npy.h"
+#include "dist_test_util.h"
+#include "models/alphafold/alphafold.h"
+#include "models/alphafold/config_yaml.h"
+#include "models/alphafold/model_parallel_dist.h"
+#include "models/alphafold/synthetic_target.h"
+#include "models/alphafold/train_step.h"
+#include "test_util.h"
+
+namespace foldcore::af2 {
+namespace {
+
+using foldcore::testing::mpi_world;
+
+Af2Config tiny(bool parallel_evoformer) {
+  Af2Config c = load_af2_config(std::string(FOLDCORE_SOURCE_DIR) + "/configs/model/tiny.yaml");
+  c.evoformer.parallel = parallel_evoformer;
+  return c;
+}
+
+// The tiny model with seeded weights (and, when `dropout`, a seeded dropout generator): equal on
+// every rank and in every instance.
+struct Model {
+  autograd::ParamStore params;
+  Generator init{7}, drop{19};
+  AlphaFold model;
+  Model(const Af2Config& c, bool dropout) : model(nn::Scope{&params, &init, dropout ? &drop : nullptr, ""}, c) {
+    model.train(dropout);
+    params.finalize();
+    // AlphaFold's initialisation zeroes the output layers (every Evoformer update would be 0):
+    // seeded noise on every parameter makes each module's contribution count.
+    Generator g(23);
+    const Tensor noise = randn(params.values().shape(), g);
+    std::vector<float> v = params.values().to_vector();
+    const std::vector<float> e = noise.to_vector();
+    for (size_t i = 0; i < v.size(); ++i) v[i] += kNoise * e[i];
+    Tensor values = params.values();
+    values.copy_(Tensor::from_vector(v, values.shape()));
+  }
+  static constexpr float kNoise = 0.1f;
+};
+
+// Groups of `p` consecutive ranks of the world (p divides the world size).
+std::unique_ptr<dist::Communicator> groups_of(int p, const std::string& name) {
+  auto& w = mpi_world();
+  return w.split(w.rank() / p, w.rank(), name);
+}
+
+std::vector<int> group_sizes() {
+  std::vector<int> s{2};
+  if (mpi_world().size() % 4 == 0) s.push_back(4);
+  return s;
+}
+
+#ifdef FOLDCORE_HAVE_DATA
+Af2Features small_target() {
+  SyntheticTargetOptions o;
+  o.num_res = 21;
+  o.msa_rows = 24;
+  o.recycles = 1;
+  o.max_templates = 4;
+  o.max_msa_clusters = 6;
+  o.max_extra_msa = 7;
+  std::mt19937 g(5);
+  return synthetic_target(o, g);
+}
+
+void expect_same_outputs(const Af2Outputs& got, const Af2Outputs& want) {
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(want[i].first);
+    ASSERT_EQ(got[i].first, want[i].first);
+    ASSERT_EQ(got[i].second.shape(), want[i].second.shape());
+    int64_t nonfinite = 0;
+    for (float v : want[i].second.to(DType::f32).contiguous().to_vector()) nonfinite += !std::isfinite(v);
+    ASSERT_EQ(nonfinite, 0) << "the one-process reference is not finite";
+    const auto r = foldcore::testing::all_close(got[i].second.to(DType::f32), want[i].second.to(DType::f32), 1e-4, 1e-3);
+    EXPECT_TRUE(r.ok) << r.message;
+    worst = std::max(worst, r.max_abs);
+  }
+  if (mpi_world().rank() == 0) std::printf("  outputs: max |diff| %.3g\n", worst);
+}
+
+// chunk > 0: inference chunking in both runs (under DAP it applies per rank to the attention
+// modules and transitions).
+void check_predict(bool parallel_evoformer, bool bp, int64_t chunk = 0) {
+  const Af2Features features = small_target();
+  Af2Config config = tiny(parallel_evoformer);
+  config.chunk_size = chunk;
+  Model ref(config, false);
+  const Af2Outputs want = ref.model.predict(features, 1, Device::cpu());
+  for (int p : bp ? std::vector<int>{2} : group_sizes()) {
+    SCOPED_TRACE((bp ? "BP-" : "DAP-") + std::to_string(p));
+    auto comm = groups_of(p, bp ? "bp" : "dap");
+    Model par(config, false);
+    par.model.set_model_parallel(bp ? make_model_parallel(nullptr, comm.get()) : make_model_parallel(comm.get(), nullptr));
+    expect_same_outputs(par.model.predict(features, 1, Device::cpu()), want);
+  }
+}
+
+TEST(Af2ModelParallel, DapPredictEqualsOneProcess) { check_predict(false, false); }
+TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformer) { check_predict(true, false); }
+TEST(Af2ModelParallel, DapPredictEqualsOneProcessChunked) { check_predict(false, false, 4); }
+TEST(Af2ModelParallel, BpPredictEqualsOneProcess) { check_predict(true, true); }
+#endif
+
+struct TrainBatch {
+  Af2Features features;
+  std::map<std::string, Tensor> last_slice;
+};
+TrainBatch train_batch() {
+  const std::string path = foldcore::testing::shared_dir() + "/af2/ref/train/batch.npz";
+  TrainBatch b{Af2Features::read_npz(path), {}};
+  const data::NpzReader npz(path);
+  for (const std::string& name : npz.names())
+    b.last_slice[name] = npz.read(name).to_tensor().select(-1, b.features.num_iterations() - 1).contiguous();
+  return b;
+}
+
+struct StepResult {
+  double loss;
+  Tensor grads;
+};
+StepResult step(Model& m, const TrainBatch& b) {
+  Af2LossConfig lc;
+  lc.weights = LossWeights::stage("finetune", true);
+  Af2ParamTable table;
+  m.model.add_af2_params(table);
+  const TrainStepResult r = af2_train_step(m.model, m.params, table, {}, b.features, b.last_slice, lc, Device::cpu());
+  return {r.loss.loss, m.params.grads().clone()};
+}
+
+// dropout: none, or AlphaFold's (tiny preset rates) — under DAP only the row-wise ones (MSA row
+// attention, triangle multiplications; triangle attention's rate 0, as its ending node is
+// column-wise, docs/distributed.md), which DAP draws as one process does.
+void check_train(bool parallel_evoformer, bool bp, bool dropout) {
+  const TrainBatch batch = train_batch();
+  Af2Config config = tiny(parallel_evoformer);
+  if (dropout && !bp) config.evoformer.tri_att.dropout = config.extra_msa.tri_att.dropout = 0.f;
+  Model ref(config, dropout);
+  const StepResult want = step(ref, batch);
+  double gmax = 0;
+  for (float v : want.grads.to_vector()) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
+  ASSERT_GT(gmax, 0);
+  for (int p : bp ? std::vector<int>{2} : group_sizes()) {
+    SCOPED_TRACE((bp ? "BP-" : "DAP-") + std::to_string(p));
+    auto comm = groups_of(p, bp ? "bp" : "dap");
+    Model par(config, dropout);
+    par.model.set_model_parallel(bp ? make_model_parallel(nullptr, comm.get()) : make_model_parallel(comm.get(), nullptr));
+    const StepResult got = step(par, batch);
+    EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::fabs(want.loss));
+    const auto r = foldcore::testing::all_close(got.grads, want.grads, 1e-4 * gmax, 1e-3);
+    EXPECT_TRUE(r.ok) << r.message;
+    if (mpi_world().rank() == 0)
+      std::printf("  loss %.8g vs %.8g, grads: max |diff| %.3g (max |g| %.3g), max rel %.3g\n", got.loss, want.loss,
+                  r.max_abs, gmax, r.max_rel);
+  }
+}
+
+TEST(Af2ModelParallel, DapTrainStepEqualsOneProcess) { check_train(false, false, false); }
+TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessWithRowWiseDropout) { check_train(false, false, true); }
+TEST(Af2ModelParallel, BpTrainStepEqualsOneProcessWithDropout) { check_train(true, true, true); }
+
+TEST(Af2ModelParallel, RefusesDapWithBpAndBpAboveTwo) {
+  auto& w = mpi_world();
+  EXPECT_THROW(make_model_parallel(&w, &w), Error);
+  if (w.size() > 2) {
+    EXPECT_THROW(make_model_parallel(nullptr, &w), Error);
+  }
+}
+
+}  // namespace
+}  // namespace foldcore::af2
