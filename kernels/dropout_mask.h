@@ -3,9 +3,11 @@
 //
 // Element i (flat, row-major over the full shape) is kept iff
 //   philox_keep(seed, offset, idx'(i), p),   idx'(i) = Σ_a coord_a(i) · mstride_a,
-// where mstride_a is the row-major stride of axis a in the full shape, or 0 for a shared axis.
-// So idx' is "the flat index of i with the shared axes set to 0" and the mask is constant along
-// the shared axes; with no shared axes idx' = i.
+// where mstride_a is the row-major stride of axis a in the MASK's shape (the full shape with every
+// shared axis of size 1), or 0 for a shared axis. So idx' is the flat index of i's element in that
+// mask and the mask is constant along the shared axes; with no shared axes idx' = i. A slab of the
+// tensor cut along a shared axis therefore draws the same mask as the whole tensor (DAP relies on
+// it: evoformer_parallel.cpp).
 #pragma once
 
 #include <cstdint>

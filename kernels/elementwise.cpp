@@ -26,7 +26,7 @@ DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int
     d.shape[a] = shape[a];
     d.mstride[a] = shared[a] ? 0 : stride;
     d.shared = d.shared || shared[a];
-    stride *= shape[a];
+    if (!shared[a]) stride *= shape[a];  // the mask's own row-major strides (shared axes size 1)
   }
   return d;
 }

@@ -23,6 +23,8 @@
 #include "dist/process_grid.h"
 #include "dist/runtime.h"
 #include "dist/scaled_grad_reducer.h"
+#include "models/alphafold/alphafold.h"
+#include "models/alphafold/model_parallel_dist.h"
 #endif
 
 namespace foldcore::apps {
@@ -32,7 +34,7 @@ namespace {
 struct TrainArgs {
   std::string config, store, out_dir, device = "cpu", precision = "fp32";
   int64_t max_steps = 0;
-  bool resume = false;
+  bool resume = false, parallel_evoformer = false;
   int dp = 1, dap = 1, bp = 1;
   double bucket_mb = 25;  // PyTorch DDP's default bucket size
 };
@@ -65,9 +67,13 @@ class GridParallel final : public af2::TrainParallel {
     set_device(device);
     world_ = runtime_->world(device);
     grid_ = std::make_unique<dist::ProcessGrid>(*world_, dist::GridShape{a.dp, a.dap, a.bp});
-    // Model parallelism goes here: the model takes grid_->dap() and grid_->bp() (through
-    // TrainRunOptions) and syncs the gradients its groups share inside the step. Until the model
-    // has DAP/BP, the command refuses --dap/--bp > 1 before reaching this point.
+  }
+  // DAP / BP: the model runs split over the grid's dap() and bp() groups (refused there: DAP and
+  // BP together, BP above 2, BP without the Parallel Evoformer).
+  bool setup_model(af2::AlphaFold& model) override {
+    if (grid_->shape().dap == 1 && grid_->shape().bp == 1) return false;
+    model.set_model_parallel(af2::make_model_parallel(&grid_->dap(), &grid_->bp()));
+    return true;
   }
   int dp_rank() const override { return grid_->coords().dp; }
   int dp_size() const override { return grid_->shape().dp; }
@@ -129,10 +135,12 @@ void add_train_command(CLI::App& app) {
   sub->add_flag("--resume", a->resume, "continue the run in --out_dir from its checkpoint (any --dp)");
   sub->add_option("--dp", a->dp, "data-parallel ranks: the global batch (optim.batch_size) is split over them")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--dap", a->dap, "dynamic-axial-parallel ranks per model replica (not implemented yet: 1)")
+  sub->add_option("--dap", a->dap, "dynamic-axial-parallel ranks per model replica (the MSA and pair split over them)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--bp", a->bp, "branch-parallel ranks per model replica (not implemented yet: 1)")
+  sub->add_option("--bp", a->bp, "branch-parallel ranks per model replica (1 or 2; needs the Parallel Evoformer)")
       ->check(CLI::PositiveNumber);
+  sub->add_flag("--parallel_evoformer", a->parallel_evoformer,
+                "HelixFold's Parallel Evoformer (outer product mean at the block end), whatever the model YAML says");
   sub->add_option("--dp_bucket_mb", a->bucket_mb, "MiB per bucket of the dp gradient reduction (default 25; 0: one "
                   "bucket per parameter)")
       ->check(CLI::NonNegativeNumber);
@@ -146,12 +154,10 @@ void add_train_command(CLI::App& app) {
     o.device = Device::parse(a->device);
     o.precision = a->precision;
     o.resume = a->resume;
-    // The model does not run split over DAP/BP groups yet (issue 10 points 3 and 4): refused before
-    // any process starts MPI. Lifting this means handing the grid's dap()/bp() to the model in
-    // GridParallel's constructor (the marked place).
-    FC_CHECK(a->dap == 1 && a->bp == 1, "train: --dap ", a->dap, " --bp ", a->bp,
-             ": dynamic-axial and branch parallelism are not implemented in the AlphaFold model yet; use --dp "
-             "(data parallelism) with --dap 1 --bp 1");
+    if (a->parallel_evoformer) o.config.model.evoformer.parallel = true;
+    FC_CHECK(a->bp == 1 || o.config.model.evoformer.parallel, "train: --bp ", a->bp,
+             " places the Parallel Evoformer's two branches on two ranks; the model of ", a->config,
+             " is the standard Evoformer: pass --parallel_evoformer (or parallel_evoformer: true in the model YAML)");
     const bool distributed = a->dp * a->dap * a->bp > 1;
 #if defined(FOLDCORE_HAVE_MPI)
     if (!distributed) {

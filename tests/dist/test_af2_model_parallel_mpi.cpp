@@ -6,7 +6,7 @@
 //   group size (N = 21 residues, 10 MSA rows with the template rows, 7 extra rows: the padding
 //   path), and the training step (af2_train_step: forward over recycling, every loss term,
 //   backward, reduce_model_parallel_grads) on the training fixture batch (N = 48) with dropout off,
-//   and with the row-wise dropouts on (the masks DAP draws as one process does).
+//   and with every dropout on (the masks DAP draws as one process does).
 //   BP-2 of the Parallel Evoformer: the same, the training step with every dropout ON (the two
 //   ranks draw the masks one process draws).
 // Tolerances: the parallel runs compute the same sums in other groupings (GEMMs over row blocks,
@@ -159,13 +159,12 @@ StepResult step(Model& m, const TrainBatch& b) {
   return {r.loss.loss, m.params.grads().clone()};
 }
 
-// dropout: none, or AlphaFold's (tiny preset rates) — under DAP only the row-wise ones (MSA row
-// attention, triangle multiplications; triangle attention's rate 0, as its ending node is
-// column-wise, docs/distributed.md), which DAP draws as one process does.
+// dropout: none, or AlphaFold's (tiny preset rates), every one on: DAP applies each mask where its
+// shared axis is the split one (the ending node's column-wise mask on the pair's columns), so it
+// draws the masks one process draws.
 void check_train(bool parallel_evoformer, bool bp, bool dropout) {
   const TrainBatch batch = train_batch();
   Af2Config config = tiny(parallel_evoformer);
-  if (dropout && !bp) config.evoformer.tri_att.dropout = config.extra_msa.tri_att.dropout = 0.f;
   Model ref(config, dropout);
   const StepResult want = step(ref, batch);
   double gmax = 0;
@@ -187,7 +186,7 @@ void check_train(bool parallel_evoformer, bool bp, bool dropout) {
 }
 
 TEST(Af2ModelParallel, DapTrainStepEqualsOneProcess) { check_train(false, false, false); }
-TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessWithRowWiseDropout) { check_train(false, false, true); }
+TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessWithDropout) { check_train(false, false, true); }
 TEST(Af2ModelParallel, BpTrainStepEqualsOneProcessWithDropout) { check_train(true, true, true); }
 
 TEST(Af2ModelParallel, RefusesDapWithBpAndBpAboveTwo) {

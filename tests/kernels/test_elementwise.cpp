@@ -165,7 +165,8 @@ TEST(Elementwise, SigmoidGateForwardBackward) {
   check_gradient(loss, x, dx, kEps, kAtol, kRtol);
 }
 
-// The mask computed independently of the op: coordinates with the shared axes zeroed, re-flattened.
+// The mask computed independently of the op: the element's coordinates with the shared axes
+// dropped, flattened over the mask's shape (the shared axes of size 1).
 std::vector<bool> naive_mask(const Shape& s, const ops::DropoutArgs& d) {
   std::vector<bool> shared(s.size(), false);
   for (int a : d.shared_dims) shared[a < 0 ? a + s.size() : a] = true;
@@ -173,7 +174,8 @@ std::vector<bool> naive_mask(const Shape& s, const ops::DropoutArgs& d) {
   for (int64_t i = 0; i < s.product(); ++i) {
     auto c = unravel(i, s);
     int64_t idx = 0;
-    for (int a = 0; a < s.size(); ++a) idx = idx * s[a] + (shared[a] ? 0 : c[a]);
+    for (int a = 0; a < s.size(); ++a)
+      if (!shared[a]) idx = idx * s[a] + c[a];
     m[i] = philox_keep(d.seed, d.offset, idx, d.p);
   }
   return m;
@@ -191,6 +193,24 @@ TEST(Dropout, ForwardMatchesNaiveWithBiasResidualAndSharedDims) {
     std::vector<float> e(xv.size());
     for (size_t i = 0; i < e.size(); ++i) e[i] = rv[i] + (m[i] ? (xv[i] + bv[i % 13]) / 0.75f : 0.f);
     FC_EXPECT_CLOSE(out, Tensor::from_vector(e, s), 1e-6, 1e-6);
+  }
+}
+
+// A slab of the tensor cut along a shared axis draws the whole tensor's mask (what dynamic axial
+// parallelism relies on: each rank holds a slab and must draw one process's mask).
+TEST(Dropout, SlabAlongASharedAxisDrawsTheWholeMask) {
+  const Shape s{6, 8, 5};
+  for (int axis : {0, 1}) {
+    const ops::DropoutArgs d{0.4f, 7, 3, {axis}};
+    const Tensor ones = Tensor::full(s, 1.0, DType::f32);
+    Tensor whole = Tensor::empty(s, DType::f32);
+    ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), d, whole);
+    for (int64_t start : {0, 2, 4}) {
+      const Tensor slab_in = ones.narrow(axis, start, 2).contiguous();
+      Tensor slab = Tensor::empty(slab_in.shape(), DType::f32);
+      ops::bias_dropout_residual_forward(slab_in, Tensor(), Tensor(), d, slab);
+      FC_EXPECT_CLOSE(slab, whole.narrow(axis, start, 2).contiguous(), 0, 0);
+    }
   }
 }
 

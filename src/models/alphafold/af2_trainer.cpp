@@ -278,6 +278,9 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   AlphaFold model(nn::Scope{&params, &init_rng, cfg.run.dropout ? &dropout_rng : nullptr, ""}, cfg.model);
   model.train(cfg.run.dropout);
   params.finalize();
+  // DAP / BP: the model runs split over the grid's groups (af2_train_step then sums the split
+  // stacks' gradients over them, before the clipping norm is taken).
+  const bool model_split = par != nullptr && par->setup_model(model);
   Af2ParamTable table;
   model.add_af2_params(table);
   const auto shapes = af2_official_shapes(table, cfg.model);  // af2_train_step's gradient report
@@ -392,16 +395,16 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
       // runs ONE backward per example (a second one into the same gradients would need the
       // segments reported only after it).
       std::optional<autograd::GradReadyHookGuard> hook;
-      if (overlapped) hook.emplace([&](const autograd::VariableImpl& leaf) { contribution->on_ready(leaf); });
+      if (overlapped && !model_split)
+        hook.emplace([&](const autograd::VariableImpl& leaf) { contribution->on_ready(leaf); });
       const TrainStepResult r =
           af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device);
       hook.reset();
       FC_CHECK(dropout_rng.offset() - dropout_start < kDropoutStreamsPerSample, "train: one sample drew ",
                dropout_rng.offset() - dropout_start, " dropout streams, more than the ", kDropoutStreamsPerSample,
                " reserved per sample");
-      // Model parallelism (DAP/BP): when the model runs split over the grid's dap()/bp()
-      // communicators, the sync of the gradients the model-parallel group shares belongs inside
-      // the step, before r.grad_norm (the clipping norm) is taken; nothing to do here for DP.
+      // Model parallelism (DAP/BP): af2_train_step has summed the split stacks' gradients over
+      // the model's groups (reduce_model_parallel_grads) before r.grad_norm was taken.
       const bool ok = std::isfinite(r.loss.loss) && std::isfinite(r.grad_norm);
       if (!ok) ++nonfinite;
       loss += r.loss.loss / static_cast<double>(global_batch);

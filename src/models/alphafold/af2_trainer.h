@@ -52,6 +52,8 @@ namespace foldcore::af2 {
 // The data-parallel group of a run. The trainer is built with and without MPI; the caller
 // implements this over the dist layer (apps/train_command.cpp: dist::ProcessGrid's dp()
 // communicator and a dist::GradReducer). Every rank makes the same calls in the same order.
+class AlphaFold;
+
 class TrainParallel {
  public:
   virtual ~TrainParallel() = default;
@@ -75,6 +77,11 @@ class TrainParallel {
   // Element-wise sum over the dp ranks; the same values (bit for bit) on every rank.
   virtual std::vector<double> sum(const std::vector<double>& values) = 0;
   virtual void barrier() = 0;  // every rank of the world
+  // Model parallelism (DAP / BP, models/alphafold/model_parallel.h): hands the grid's groups to
+  // the model, once, before the first step. Returns true when the model then runs split: its
+  // step sums the split stacks' gradients over the groups after the backward, so no parameter's
+  // gradient is final during the backward and the dp reduction starts after it.
+  virtual bool setup_model(AlphaFold& model) { return false; }
 };
 
 struct TrainRunOptions {

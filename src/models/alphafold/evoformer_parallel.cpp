@@ -15,10 +15,12 @@
 //   tri. mult. incoming  pair columns (z switched there, the update switched back); the edge
 //                        indexed by the output row gathered whole
 //   tri. att. starting   pair rows; the pair bias gathered whole
-//   tri. att. ending     pair columns (switched there and back); the pair bias gathered whole
+//   tri. att. ending     pair columns (switched there, residual added there, switched back); the
+//                        pair bias gathered whole
 //   pair transition      pair rows
-// Every residual add happens on rows, so the row-wise shared dropout masks (shared over the split
-// axis) are the ones one process draws. Communication per block: 2 MSA-sized and 4 pair-sized
+// Every residual add happens where the dropout mask's shared axis is the split one, so each rank's
+// mask is the one process's whole mask: the row-wise shared masks on rows, the ending node's
+// column-wise one on columns. Communication per block: 2 MSA-sized and 4 pair-sized
 // all-to-alls, and all-gathers of 3 pair biases (H channels) and of 3 projections (c channels).
 #include <algorithm>
 #include <cstdio>
@@ -88,14 +90,23 @@ Variable MsaRowAttentionWithPairBias::forward_dap(const Variable& m_rows, const 
 
 Variable TriangleAttention::forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
                                         int64_t chunk) const {
-  // Ending node: the rows of zᵀ, i.e. the columns of z, switched to this rank.
-  const Variable zz = starting_ ? z_rows : ag::transpose(g.switch_axis(z_rows, 0, 1), 0, 1);  // [N/P, N, c]
-  const Tensor mask = mask_chunk(starting_ ? pair_mask : pair_mask.transpose(0, 1), 0, g);
+  if (!starting_) return g.switch_axis(forward_dap_columns(g.switch_axis(z_rows, 0, 1), pair_mask, g, chunk), 1, 0);
+  const Tensor mask = mask_chunk(pair_mask, 0, g);
+  const Variable z_ln = query_norm_.forward(z_rows);
+  const Variable bias = g.gather(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N]
+  return row_attention(attention_, z_ln, bias, mask, chunk);
+}
+
+Variable TriangleAttention::forward_dap_columns(const Variable& z_cols, const Tensor& pair_mask,
+                                                const ParallelGroup& g, int64_t chunk) const {
+  FC_CHECK(!starting_, "TriangleAttention '", path(), "': forward_dap_columns is for the ending node");
+  // The rows of zᵀ, i.e. the columns of z: [N/P, N, c].
+  const Variable zz = ag::transpose(z_cols, 0, 1);
+  const Tensor mask = mask_chunk(pair_mask.transpose(0, 1), 0, g);
   const Variable z_ln = query_norm_.forward(zz);
   const Variable bias = g.gather(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N]
   const Variable o = row_attention(attention_, z_ln, bias, mask, chunk);
-  if (starting_) return o;
-  return g.switch_axis(ag::contiguous(ag::transpose(o, 0, 1)), 1, 0);  // z columns → rows
+  return ag::contiguous(ag::transpose(o, 0, 1));  // [N, N/P, c]
 }
 
 Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tensor& pair_mask,
@@ -159,7 +170,13 @@ std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z
   z = residual(z, tri_mul_out_.forward_dap(z, pair_mask, g), tri_mul_out_dropout_.spec(), true);
   z = residual(z, tri_mul_in_.forward_dap(z, pair_mask, g), tri_mul_in_dropout_.spec(), true);
   z = residual(z, tri_att_start_.forward_dap(z, pair_mask, g, chunk), tri_att_start_dropout_.spec(), true);
-  z = residual(z, tri_att_end_.forward_dap(z, pair_mask, g, chunk), tri_att_end_dropout_.spec(), true);
+  {
+    // Ending node on z's columns, its residual add (and column-wise shared dropout) there too.
+    Variable zc = g.switch_axis(z, 0, 1);  // [N, N/P, c_z]
+    z = Variable();
+    zc = residual(zc, tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), tri_att_end_dropout_.spec(), true);
+    z = g.switch_axis(zc, 1, 0);
+  }
   z = residual(z, transition_forward(pair_transition_, z, chunk), none, true);
   if (cfg_.parallel) z = residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
   return {g.switch_axis(mc, 1, 0), std::move(z)};

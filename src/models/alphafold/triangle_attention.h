@@ -25,6 +25,11 @@ class TriangleAttention : public nn::Module {
   // and back). → the update's rows [N/P, N, c_z].
   Variable forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
                        int64_t chunk = 0) const;
+  // DAP, ending node only: z_cols [N, N/P, c_z] this rank's pair columns (z[:, j-chunk, :]) → the
+  // update in the same layout. The block adds it there, where the column-wise shared dropout mask
+  // ([N, 1, c_z]) is the whole mask one process draws.
+  Variable forward_dap_columns(const Variable& z_cols, const Tensor& pair_mask, const ParallelGroup& g,
+                               int64_t chunk = 0) const;
   // key_prefix e.g. "evoformer/evoformer_iteration/triangle_attention_starting_node".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   bool starting() const { return starting_; }
