@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "models/alphafold/config.h"
 #include "models/alphafold/alphafold_trunk.h"
 #include "models/alphafold/features.h"
@@ -45,6 +46,13 @@ class AlphaFold : public nn::Module {
   ~AlphaFold() override;
 
   const Af2Config& config() const { return config_; }
+  // Changes the inference chunk (>= 0; 0 = none) of later predict calls; results are the same up
+  // to float reassociation (test_af2_memory), only the memory differs.
+  void set_chunk_size(int64_t chunk) {
+    FC_CHECK(chunk >= 0, "AlphaFold::set_chunk_size: chunk must be >= 0, got ", chunk);
+    config_.chunk_size = chunk;
+    trunk_.set_chunk_size(chunk);
+  }
 
   // One recycling iteration on `batch` (on the model's device) with the previous iteration's
   // state (undefined tensors: the first iteration, zeros). Writes the state for the next

@@ -48,6 +48,9 @@ class EmbeddingsAndEvoformer : public nn::Module {
   TrunkOutput forward(const Af2Batch& batch, const Af2RecycleState& prev) const;
   // key_prefix "" → "evoformer/…".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "") const;
+  // Inference chunk (Af2Config::chunk_size) for later forward calls: `predict --chunk_size auto`
+  // picks it per target from the memory estimate.
+  void set_chunk_size(int64_t chunk) { config_.chunk_size = chunk; }
 
  private:
   Af2Config config_;
