@@ -40,6 +40,11 @@ constexpr double kChunkBytesPerRowResidueBf16 = 4790;
 // 4.15 measured with 512 extra rows at N = 64 (tests/apps/test_memory_estimate), rounded up.
 constexpr double kMsaCopies = 3.0;
 constexpr double kExtraMsaCopies = 4.4;
+// With recycling (num_iterations > 1, predict's default), the previous iteration's pair stays
+// alive through the next iteration's trunk: measured +1.44 fp32 pairs at N = 96 (chunk 16, 2
+// recycles, recycled states not kept: test_memory_estimate), rounded up. Asymptotically the
+// previous pair alone is 1 unit, so at long N this over-estimates by up to 0.5 unit (not measured).
+constexpr double kRecyclePairUnits = 1.5;
 // Runtime outside the tensor allocator (BLAS and OpenMP buffers, malloc slack; CPU RSS minus
 // allocator peak measured 250-414 MiB), or the CUDA caching allocator's rounding.
 constexpr double kOverheadBytes = 512.0 * 1024 * 1024;
@@ -71,8 +76,9 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   const double extra_stream = n * 4 * extra * static_cast<double>(c.c_e);
   const double msa_bytes = std::max(kMsaCopies * m_stream, m_stream + kExtraMsaCopies * extra_stream);
   const double after_units = bf16 ? kAfterTrunkPairUnitsBf16 : kAfterTrunkPairUnitsFp32;
-  const double trunk = kTrunkPairUnits * pair + chunk_bytes + msa_bytes;
-  const double after = after_units * pair + msa_bytes;
+  const double recycle = iters > 1 ? kRecyclePairUnits * pair : 0.0;
+  const double trunk = (kTrunkPairUnits * pair + recycle) + chunk_bytes + msa_bytes;
+  const double after = (after_units * pair + recycle) + msa_bytes;
   const double activations = kActivationMargin * std::max(trunk, after);
   // Processed features per iteration: msa_feat (49 channels) and the cluster masks/targets per
   // cluster row, extra_msa, its deletions and mask per extra row, template positions and masks
@@ -82,7 +88,8 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   MemoryEstimate e;
   e.chunk = c.chunk_size;
   e.activation_bytes = static_cast<int64_t>(clamp_bytes(activations));
-  e.pair_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * (trunk >= after ? kTrunkPairUnits : after_units) * pair));
+  e.pair_bytes = static_cast<int64_t>(
+      clamp_bytes(kActivationMargin * ((trunk >= after ? kTrunkPairUnits : after_units) * pair + recycle)));
   e.chunk_bytes = trunk >= after ? static_cast<int64_t>(clamp_bytes(kActivationMargin * chunk_bytes)) : 0;
   e.msa_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * msa_bytes));
   e.feature_bytes = static_cast<int64_t>(clamp_bytes(features));

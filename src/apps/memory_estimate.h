@@ -8,13 +8,14 @@
 // in units of one fp32 pair representation P = N²·c_z·4 bytes, plus the terms the benchmark's
 // fits put in O(N):
 //   activations(N, chunk) = max(trunk, after_trunk)
-//     trunk       = u_trunk·P + k_chunk·c·N + msa
-//     after_trunk = u_after·P + msa
+//     trunk       = (u_trunk + r)·P + k_chunk·c·N + msa
+//     after_trunk = (u_after + r)·P + msa
+//     r           = u_recycle with recycling (the previous iteration's pair), else 0
 //     msa         = max(k_m·M, M + k_e·E)   (M, E: the MSA and extra-MSA stream bytes)
 // with c = the chunk (N when unchunked): the chunk's temporaries (the outer product mean's
 // [c, N, c_opm²] outer products, the pair transition's [c, N, 4·c_z] hidden layer, the triangle
 // modules' chunk rows) are c·N·k_chunk bytes, so the unchunked model is the same formula at c = N.
-// u_trunk, u_after, k_chunk, k_m and k_e are measured allocator peaks (bench_predict --memory,
+// u_trunk, u_after, u_recycle, k_chunk, k_m and k_e are measured allocator peaks (bench_predict --memory,
 // test_memory_estimate's deep-MSA case); the activations get a 5% margin on top;
 // tests/apps/test_memory_estimate checks the estimate against the allocator's measured peak at
 // several N, chunks and both precisions. Parameters and features are counted exactly.

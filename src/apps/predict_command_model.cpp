@@ -337,11 +337,12 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
              base + per_model * (0.1 + 0.9 * static_cast<double>(r) / static_cast<double>(total)));
     };
     timer.reset();
-    af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device, on_iteration);
+    // The recycled states are not written: without them each iteration's pair dies with the next.
+    af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device, on_iteration, false);
     out.timings.emplace_back("predict_and_compile_" + name, timer.seconds());
     if (o.benchmark) {
       timer.reset();
-      outs = m.model->predict(features, o.num_recycles, o.device);
+      outs = m.model->predict(features, o.num_recycles, o.device, {}, false);
       out.timings.emplace_back("predict_benchmark_" + name, timer.seconds());
     }
     report("structure " + name, base + per_model * 0.99);

@@ -51,7 +51,7 @@ struct Measured {
 };
 
 Measured measure(int64_t n, const std::string& precision, int64_t chunk, int64_t clusters = kClusters,
-                 int64_t extra = kExtra) {
+                 int64_t extra = kExtra, int64_t recycles = 0) {
   const af2::Af2Config config = estimate_config(precision, chunk, clusters, extra);
   const int64_t raw_rows = clusters + extra;
   autograd::ParamStore params(Device::cpu());
@@ -63,21 +63,23 @@ Measured measure(int64_t n, const std::string& precision, int64_t chunk, int64_t
   std::mt19937 g(42);
   const size_t before_features = alloc.stats().current;
   const af2::Af2Features features =
-      af2::synthetic_target({n, raw_rows, 0, config.templates.max_templates, clusters, extra}, g);
+      af2::synthetic_target({n, raw_rows, recycles, config.templates.max_templates, clusters, extra}, g);
   Measured m;
   alloc.reset_peak();
   const size_t base = alloc.stats().current;
   m.features = static_cast<double>(base - before_features);
   {
-    const af2::Af2Outputs out = model.predict(features, 0, Device::cpu());
+    // As `foldcore predict` runs it: without the recycled states (which it does not write).
+    const af2::Af2Outputs out = model.predict(features, recycles, Device::cpu(), {}, false);
     EXPECT_FALSE(out.empty());
     m.activations = static_cast<double>(alloc.stats().peak - base);
   }
-  m.estimate = estimate_predict_memory(config, n, raw_rows, 1, params.num_elements());
+  m.estimate = estimate_predict_memory(config, n, raw_rows, recycles + 1, params.num_elements());
   const double pair = static_cast<double>(n * n * config.c_z * 4);
-  std::printf("N = %lld, %lld + %lld MSA rows, %s, chunk %lld: activations measured %.2f MiB (%.2f fp32 pairs), estimated %.2f MiB "
+  std::printf("N = %lld, %lld + %lld MSA rows, %lld recycles, %s, chunk %lld: activations measured %.2f MiB (%.2f fp32 pairs), estimated %.2f MiB "
               "(ratio %.3f); features measured %.2f MiB, estimated %.2f MiB\n",
               static_cast<long long>(n), static_cast<long long>(clusters), static_cast<long long>(extra),
+              static_cast<long long>(recycles),
               precision.c_str(), static_cast<long long>(chunk), m.activations / 1048576.0,
               m.activations / pair, static_cast<double>(m.estimate.activation_bytes) / 1048576.0,
               static_cast<double>(m.estimate.activation_bytes) / m.activations, m.features / 1048576.0,
@@ -105,6 +107,10 @@ TEST(MemoryEstimate, MatchesMeasuredPeakDeepMsa) {
   expect_within_margin(measure(64, "fp32", 16, 28, 512));
 }
 
+// Recycling: the previous iteration's pair and the recycling embedding (the peak is per
+// iteration; the features of every iteration are counted).
+TEST(MemoryEstimate, MatchesMeasuredPeakWithRecycles) { expect_within_margin(measure(96, "fp32", 16, kClusters, kExtra, 2)); }
+
 TEST(MemoryEstimate, MatchesMeasuredPeakUnchunked) { expect_within_margin(measure(80, "fp32", 0)); }
 
 TEST(MemoryEstimate, MatchesMeasuredPeakBf16) {
@@ -114,15 +120,19 @@ TEST(MemoryEstimate, MatchesMeasuredPeakBf16) {
 
 // The estimate grows as N² with the unit model's slope: at long N the activations per fp32 pair
 // tend to the measured trunk units (2.02 + 5%) for fp32 at a small chunk, and bf16's post-trunk
-// units (2.83 + 5%), both rounded up by 0.05 unit.
+// units (2.83 + 5%), both rounded up by 0.05 unit; with recycling 1.5 more (the previous pair).
 TEST(MemoryEstimate, LongSequencesTendToTheMeasuredUnits) {
   for (const char* precision : {"fp32", "bf16"}) {
     const af2::Af2Config c = estimate_config(precision, 16);
     const int64_t n = 20000;
-    const MemoryEstimate e = estimate_predict_memory(c, n, kRawRows, 4, 93'000'000);
-    const double units = static_cast<double>(e.activation_bytes) / static_cast<double>(n * n * c.c_z * 4);
-    const double expected = (std::string(precision) == "fp32" ? 2.07 : 2.88) * 1.05;
-    EXPECT_NEAR(units, expected, 0.03) << precision;  // the chunk and MSA terms: 0.021 fp32 at this N
+    for (const int64_t iterations : {1, 4}) {
+      const MemoryEstimate e = estimate_predict_memory(c, n, kRawRows, iterations, 93'000'000);
+      const double units = static_cast<double>(e.activation_bytes) / static_cast<double>(n * n * c.c_z * 4);
+      const double expected =
+          ((std::string(precision) == "fp32" ? 2.07 : 2.88) + (iterations > 1 ? 1.5 : 0.0)) * 1.05;
+      // The chunk and MSA terms add 0.021 (fp32) at this N.
+      EXPECT_NEAR(units, expected, 0.03) << precision << ", " << iterations << " iterations";
+    }
   }
 }
 

@@ -73,8 +73,13 @@ class AlphaFold : public nn::Module {
   // final iteration's outputs plus recycle_m1 / recycle_z / recycle_x [R, …] (each iteration's
   // handed-on state) and num_recycles. `on_iteration(r, num_recycles + 1)`, when given, runs before
   // iteration r (progress reports; an exception from it aborts the prediction, e.g. a cancel).
+  // keep_recycle_states = false leaves out recycle_m1 / recycle_z / recycle_x: each iteration's
+  // pair then dies with the next iteration instead of staying alive to the end (with R recycles
+  // the kept states and their stacked copy are 2·(R + 1) pairs at the end; `foldcore predict`
+  // does not write them).
   Af2Outputs predict(const Af2Features& features, int64_t num_recycles, Device device,
-                     const std::function<void(int64_t, int64_t)>& on_iteration = {}) const;
+                     const std::function<void(int64_t, int64_t)>& on_iteration = {},
+                     bool keep_recycle_states = true) const;
 
   // Every parameter under its official key (prefix "" → "evoformer/…", "structure_module/…").
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "") const;
