@@ -1,11 +1,29 @@
 // Peak-memory estimate of one AlphaFold inference, checked before anything large is allocated:
 // a sequence that cannot fit is refused with a message instead of ending in std::bad_alloc (or a
-// CUDA out-of-memory error) minutes later. `predict` checks every target; `serve` derives its
-// default --max_length from the same estimate.
+// CUDA out-of-memory error) minutes later. `predict` checks every target against the memory the
+// device has available (and, with --chunk_size auto, picks the largest chunk that fits); `serve`
+// derives its default --max_length from the same estimate against the device's total memory.
+//
+// The estimate is the measured memory model of docs/benchmarks.md ("AlphaFold2 long sequences"),
+// in units of one fp32 pair representation P = N²·c_z·4 bytes, plus the terms the benchmark's
+// fits put in O(N):
+//   activations(N, chunk) = max(trunk, after_trunk)
+//     trunk       = (u_trunk + r)·P + k_chunk·c·N + msa
+//     after_trunk = (u_after + r)·P + msa
+//     r           = u_recycle with recycling (the previous iteration's pair), else 0
+//     msa         = max(k_m·M, M + k_e·E)   (M, E: the MSA and extra-MSA stream bytes)
+// with c = the chunk (N when unchunked): the chunk's temporaries (the outer product mean's
+// [c, N, c_opm²] outer products, the pair transition's [c, N, 4·c_z] hidden layer, the triangle
+// modules' chunk rows) are c·N·k_chunk bytes, so the unchunked model is the same formula at c = N.
+// u_trunk, u_after, u_recycle, k_chunk, k_m and k_e are measured allocator peaks (bench_predict --memory,
+// test_memory_estimate's deep-MSA case); the activations get a 5% margin on top;
+// tests/apps/test_memory_estimate checks the estimate against the allocator's measured peak at
+// several N, chunks and both precisions. Parameters and features are counted exactly.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "models/alphafold/config.h"
@@ -13,26 +31,56 @@
 namespace foldcore::apps {
 
 struct MemoryEstimate {
-  int64_t total_bytes = 0;
-  int64_t pair_bytes = 0;      // the pair-representation-sized activations and outputs
-  int64_t msa_bytes = 0;       // MSA and extra-MSA stacks
-  int64_t feature_bytes = 0;   // processed features, all recycling iterations
-  int64_t fixed_bytes = 0;     // parameters and runtime overhead
+  int64_t total_bytes = 0;       // everything below: the process's footprint on the device
+  int64_t activation_bytes = 0;  // the peak of predict above parameters and features
+  int64_t pair_bytes = 0;        // of which pair-representation-sized (u·P)
+  int64_t chunk_bytes = 0;       // of which chunk-sized temporaries (k_chunk·c·N)
+  int64_t msa_bytes = 0;         // of which MSA-stream-sized
+  int64_t feature_bytes = 0;     // processed features, all recycling iterations
+  int64_t param_bytes = 0;       // fp32 parameters
+  int64_t overhead_bytes = 0;    // runtime, BLAS buffers, allocator slack (a fixed margin)
+  int64_t chunk = 0;             // the chunk the estimate is for (0: none)
 };
 
-// Estimate for `num_res` residues and `msa_rows` alignment rows (1 in single-sequence mode) with
-// `num_params` fp32 parameters.
+// Estimate for `num_res` residues and `msa_rows` raw alignment rows (1 in single-sequence mode),
+// `num_iterations` = recycles + 1 feature samples and `num_params` fp32 parameters, at the
+// config's chunk_size and precision.
 MemoryEstimate estimate_predict_memory(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
                                        int64_t num_iterations, int64_t num_params);
 
-// Memory the device can give one process: CPU: physical memory, or the cgroup limit when lower;
-// CUDA: the device's total memory.
+// Memory the device can give one process in all: CPU: physical memory, or the cgroup limit when
+// lower; CUDA: the device's total memory.
 int64_t device_memory_limit(Device device);
 
+// Memory available to this process now, for what it has not allocated yet: CPU: MemAvailable of
+// /proc/meminfo (or the cgroup's limit less its usage, when lower) plus the blocks the CPU
+// allocator caches; CUDA: the driver's free memory (cudaMemGetInfo) plus the caching allocator's
+// free blocks.
+int64_t device_memory_available(Device device);
+
 // Throws foldcore::Error naming `input`, its length, the estimated bytes and the device's limit
-// when the estimate exceeds the limit.
+// when the estimate (parameters included) exceeds the device's total memory.
 void check_fits_in_memory(const std::string& input, const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
                           int64_t num_iterations, int64_t num_params, Device device);
+
+// The preflight of `predict`, run after the models are loaded (their parameters are resident) and
+// before the processed features and activations exist: needs feature + activation + overhead
+// bytes within `available_bytes`. Throws foldcore::Error naming `input`, its length, what is
+// needed vs available, and what to try (a --chunk_size that fits, --precision bf16) otherwise.
+void check_predict_fits(const std::string& input, const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
+                        int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device);
+
+// Bytes a prediction still needs once the parameters are resident (the preflight's "needed").
+int64_t needed_after_params(const MemoryEstimate& e);
+
+// The chunks `--chunk_size auto` tries, largest first: 0 (no chunking, as large as N), then
+// powers of two from the largest below N down to 1.
+std::vector<int64_t> auto_chunk_candidates(int64_t num_res);
+
+// --chunk_size auto: the largest candidate chunk whose needed_after_params fits `available_bytes`;
+// -1 when not even chunk 1 fits.
+int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
+                          int64_t num_params, int64_t available_bytes);
 
 // The longest sequence whose estimate fits the device's limit (at least 1 when anything fits, 0
 // when not even one residue does).

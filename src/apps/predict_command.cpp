@@ -2,7 +2,7 @@
 //
 //   foldcore predict --fasta_paths a.fasta,b.fasta --output_dir O --data_dir D
 //       [--model_names model_1_ptm,…] [--use_precomputed_msas] [--msa F.a3m] [--num_recycles N]
-//       [--random_seed S] [--device cpu|cuda:0] [--precision fp32|bf16] [--chunk_size C]
+//       [--random_seed S] [--device cpu|cuda:0] [--precision fp32|bf16] [--chunk_size C|auto]
 //       [--benchmark] [--random_params SEED] [--ranking_by plddt|ptm] [--model_config F.yaml]
 //   mpirun -np N foldcore predict … --dap N    (builds with MPI)
 //
@@ -15,8 +15,9 @@
 //   1. raw features (data_pipeline/features.h): with --use_precomputed_msas from any subset of
 //      AlphaFold's alignment files in O/<target>/msas/ (the search itself is `foldcore msa`),
 //      and/or one alignment given with --msa F.a3m (ColabFold style), otherwise single-sequence
-//      mode (the query as the only MSA row, no templates); then the memory estimate
-//      (memory_estimate.h) refuses a target that cannot fit on the device;
+//      mode (the query as the only MSA row, no templates); then the preflight (memory_estimate.h)
+//      refuses a target whose estimated peak does not fit the memory available on the device
+//      (with --chunk_size auto: picks the largest chunk that fits);
 //   2. per model: processed features (AlphaFold's inference input pipeline, seeded with
 //      random_seed + model index), then the model (parameters from D/params/params_<model>.npz,
 //      or random ones with --random_params: loud warnings everywhere), num_recycles recycles;
@@ -47,6 +48,25 @@
 
 namespace foldcore::apps {
 
+#if defined(FOLDCORE_HAVE_DATA)
+namespace {
+// --chunk_size: a count >= 0 or "auto".
+int64_t parse_chunk_size(const std::string& text) {
+  if (text == "auto") return kChunkAuto;
+  size_t used = 0;
+  int64_t v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  FC_CHECK(used == text.size() && !text.empty() && v >= 0, "--chunk_size must be a count >= 0 or auto, got '",
+           text, "'");
+  return v;
+}
+}  // namespace
+#endif
+
 void add_predict_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "predict", "Predict structures with AlphaFold2 from FASTA files (AlphaFold's output layout and formats)");
@@ -54,7 +74,8 @@ void add_predict_command(CLI::App& app) {
     std::string fasta_paths, output_dir, data_dir, model_names = "model_1_ptm", device = "cpu", precision = "fp32";
     std::string ranking_by = "plddt", model_config, template_mmcif_dir, max_template_date, msa;
     bool use_precomputed_msas = false, benchmark = false;
-    int64_t num_recycles = 3, chunk_size = 0, random_seed = 0;
+    std::string chunk_size = "0";
+    int64_t num_recycles = 3, random_seed = 0;
     int64_t random_params = -1;
     int64_t dap = 1;
   };
@@ -78,7 +99,8 @@ void add_predict_command(CLI::App& app) {
   sub->add_option("--precision", a->precision, "fp32 or bf16");
   sub->add_option("--chunk_size", a->chunk_size,
                   "inference chunk along the long axis of attention, triangle multiplication, transitions and "
-                  "the outer product mean (0: none; 16 for long sequences)");
+                  "the outer product mean (0: none; 16 for long sequences; auto: per target the largest chunk "
+                  "whose estimated peak fits the memory available on the device)");
   sub->add_flag("--benchmark", a->benchmark, "run each model twice and report the second run's time");
   sub->add_option("--random_params", a->random_params,
                   "use randomly initialised parameters with this seed instead of params files (NOT a real "
@@ -102,7 +124,7 @@ void add_predict_command(CLI::App& app) {
     o.random_seed = a->random_seed;
     o.device = Device::parse(a->device);
     o.precision = a->precision;
-    o.chunk_size = a->chunk_size;
+    o.chunk_size = parse_chunk_size(a->chunk_size);
     o.benchmark = a->benchmark;
     o.random_params = a->random_params >= 0;
     o.random_params_seed = static_cast<uint64_t>(a->random_params < 0 ? 0 : a->random_params);

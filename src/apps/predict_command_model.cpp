@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -155,7 +156,7 @@ std::unique_ptr<LoadedModel> load_model(const std::string& name, const PredictOp
   }
   m->config.preset = name;
   m->config.num_recycles = o.num_recycles;
-  m->config.chunk_size = o.chunk_size;
+  m->config.chunk_size = std::max<int64_t>(o.chunk_size, 0);  // auto: chosen per target
   m->config.precision = o.precision;
   af2::validate_af2_config(m->config);
 
@@ -236,7 +237,7 @@ Predictor::Predictor(PredictOptions options) : o_(std::move(options)) {
   const PredictOptions& o = o_;
   FC_CHECK(!o.model_names.empty(), "--model_names: no model given");
   FC_CHECK(o.num_recycles >= 0, "--num_recycles must be >= 0, got ", o.num_recycles);
-  FC_CHECK(o.chunk_size >= 0, "--chunk_size must be >= 0, got ", o.chunk_size);
+  FC_CHECK(o.chunk_size >= 0 || o.chunk_size == kChunkAuto, "--chunk_size must be >= 0 or auto, got ", o.chunk_size);
   FC_CHECK(o.precision == "fp32" || o.precision == "bf16", "--precision must be fp32 or bf16, got '", o.precision, "'");
   FC_CHECK(o.ranking_by == "plddt" || o.ranking_by == "ptm", "--ranking_by must be plddt or ptm, got '",
            o.ranking_by, "'");
@@ -280,10 +281,36 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
   const data::NpyArray& msa = tf.raw.at("msa");
   out.msa_rows = msa.shape.at(0);
   const int64_t n_res = static_cast<int64_t>(tf.sequence.size());
-  // Refuse what cannot fit before the processed features and the activations are allocated.
-  for (const std::string& name : o.model_names)
-    check_fits_in_memory(in.fasta_path, model(name).config, n_res, out.msa_rows, o.num_recycles + 1,
-                         model(name).params.num_elements(), o.device);
+  // Preflight: refuse what cannot fit before the processed features and the activations are
+  // allocated (the parameters already are), or pick the chunk with --chunk_size auto. The models
+  // run one after another; each keeps its outputs (about N²·(2·64 + 2) floats: distogram logits,
+  // aligned confidence probabilities, PAE) until the target is written, so model i has i models'
+  // outputs less available.
+  const int64_t available = device_memory_available(o.device);
+  for (size_t mi = 0; mi < o.model_names.size(); ++mi) {
+    LoadedModel& m = model(o.model_names[mi]);
+    const int64_t kept = static_cast<int64_t>(mi) * n_res * n_res * (2 * m.config.heads.distogram_bins + 2) * 4;
+    const int64_t avail = available - kept;
+    const int64_t num_params = m.params.num_elements();
+    if (o.chunk_size == kChunkAuto) {
+      const int64_t chunk = choose_chunk_size(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail);
+      if (chunk < 0) {
+        af2::Af2Config smallest = m.config;
+        smallest.chunk_size = 1;
+        check_predict_fits(in.fasta_path, smallest, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail,
+                           o.device.str());
+      }
+      m.config.chunk_size = chunk;
+      m.model->set_chunk_size(chunk);
+      const MemoryEstimate e = estimate_predict_memory(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params);
+      log::info("predict: ", m.name, ": --chunk_size auto chose ", chunk, chunk == 0 ? " (no chunking)" : "",
+                ": estimated ", format_bytes(needed_after_params(e)), " of ", format_bytes(avail), " available on ",
+                o.device.str());
+    } else {
+      check_predict_fits(in.fasta_path, m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail,
+                         o.device.str());
+    }
+  }
   const int32_t* codes = msa.as<int32_t>();
   out.msa.assign(codes, codes + msa.numel());
   log::info("predict: ", tf.target, ": ", n_res, " residues, ", out.msa_rows, " MSA rows");
@@ -311,11 +338,12 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
              base + per_model * (0.1 + 0.9 * static_cast<double>(r) / static_cast<double>(total)));
     };
     timer.reset();
-    af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device, on_iteration);
+    // The recycled states are not written: without them each iteration's pair dies with the next.
+    af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device, on_iteration, false);
     out.timings.emplace_back("predict_and_compile_" + name, timer.seconds());
     if (o.benchmark) {
       timer.reset();
-      outs = m.model->predict(features, o.num_recycles, o.device);
+      outs = m.model->predict(features, o.num_recycles, o.device, {}, false);
       out.timings.emplace_back("predict_benchmark_" + name, timer.seconds());
     }
     report("structure " + name, base + per_model * 0.99);

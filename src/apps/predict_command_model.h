@@ -17,6 +17,9 @@
 
 namespace foldcore::apps {
 
+// PredictOptions::chunk_size for `--chunk_size auto`.
+inline constexpr int64_t kChunkAuto = -1;
+
 struct PredictOptions {
   std::vector<std::string> fasta_paths;
   std::string output_dir;
@@ -27,7 +30,7 @@ struct PredictOptions {
   int64_t random_seed = 0;
   Device device = Device::cpu();
   std::string precision = "fp32";
-  int64_t chunk_size = 0;
+  int64_t chunk_size = 0;  // kChunkAuto: per target, the largest chunk that fits (memory_estimate.h)
   bool benchmark = false;
   bool random_params = false;
   uint64_t random_params_seed = 0;
@@ -101,8 +104,9 @@ class Predictor {
   int64_t num_params(const std::string& model_name);
 
   // Features, every model, then the outputs (predict_outputs.h) into target_dir, atomically.
-  // Before the processed features are built, the memory estimate (memory_estimate.h) refuses an
-  // input that cannot fit on the device.
+  // Before the processed features are built, the preflight (memory_estimate.h) refuses an input
+  // whose estimated peak does not fit the memory available on the device, and with
+  // chunk_size = kChunkAuto sets each model's chunk to the largest that fits.
   TargetSummary predict_target(const TargetInputs& in, const std::string& target_dir,
                                const PredictProgress& progress = {});
 

@@ -15,6 +15,8 @@ void cuda_set_device(int index);
 void cuda_device_synchronize(int index);
 // Total memory of the device in bytes (cudaMemGetInfo).
 size_t cuda_total_memory(int index);
+// Memory the driver can still hand out on the device, in bytes (cudaMemGetInfo).
+size_t cuda_free_memory(int index);
 // nullptr when the device is out of memory; throws Error for other failures.
 void* cuda_malloc(size_t bytes, int index);
 void cuda_free(void* ptr, int index);

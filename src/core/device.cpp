@@ -37,6 +37,11 @@ size_t cuda_total_memory(Device d) {
   return detail::cuda_total_memory(d.index);
 }
 
+size_t cuda_free_memory(Device d) {
+  FC_CHECK(d.is_cuda(), "cuda_free_memory: ", d.str(), " is not a CUDA device");
+  return detail::cuda_free_memory(d.index);
+}
+
 void synchronize(Device d) {
   if (d.is_cuda()) detail::cuda_device_synchronize(d.index);
 }

@@ -35,5 +35,8 @@ void set_device(Device d);
 void synchronize(Device d);
 // Total memory of CUDA device `d` in bytes; throws Error for cpu or without the CUDA backend.
 size_t cuda_total_memory(Device d);
+// Memory the driver can still hand out on CUDA device `d` (cudaMemGetInfo's free bytes; blocks
+// cached by the caching allocator are not included); throws Error like cuda_total_memory.
+size_t cuda_free_memory(Device d);
 
 }  // namespace foldcore

@@ -14,6 +14,7 @@ int cuda_device_count_impl() { return 0; }
 void cuda_set_device(int) { no_cuda(); }
 void cuda_device_synchronize(int) { no_cuda(); }
 size_t cuda_total_memory(int) { no_cuda(); }
+size_t cuda_free_memory(int) { no_cuda(); }
 void* cuda_malloc(size_t, int) { no_cuda(); }
 void cuda_free(void*, int) { no_cuda(); }
 void cuda_mark_block(void*, size_t, size_t) {}

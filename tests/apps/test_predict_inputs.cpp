@@ -90,7 +90,8 @@ TEST(PredictInputs, SingleA3mWithMsaFlag) {
 }
 
 // A 200,000-residue FASTA is refused by the estimate in well under a minute, with a message
-// naming the input, its length, the estimated bytes and the limit; no output folder appears.
+// naming the input, its length, the estimated bytes and what is available; no output folder
+// appears.
 TEST(PredictInputs, TooLongSequenceRefusedByMemoryEstimate) {
   TempDir tmp;
   const fs::path fasta = tmp.path() / "huge.fasta";
@@ -104,11 +105,28 @@ TEST(PredictInputs, TooLongSequenceRefusedByMemoryEstimate) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.rc, 1) << r.output;
   for (const std::string& piece : {std::string("huge.fasta"), std::string("200000 residues"),
-                                   std::string("need an estimated"), std::string(" bytes"), std::string("limit is")})
+                                   std::string("need an estimated"), std::string(" bytes"), std::string("are available")})
     EXPECT_NE(r.output.find(piece), std::string::npos) << "missing '" << piece << "' in:\n" << r.output;
   EXPECT_EQ(r.output.find("bad_alloc"), std::string::npos) << r.output;
   EXPECT_LT(seconds, 60.0);
   EXPECT_FALSE(fs::exists(tmp.path() / "out" / "huge"));
+}
+
+// --chunk_size auto: a 73-residue target fits without chunking here, the log says what was
+// chosen and the prediction completes; a chunk that is neither a count nor auto is refused.
+TEST(PredictInputs, ChunkSizeAuto) {
+  TempDir tmp;
+  const PredictRun r = predict("--fasta_paths " + source("examples/query73/query.fasta") + " --output_dir " +
+                                   (tmp.path() / "out").string() + " --chunk_size auto",
+                               tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("--chunk_size auto chose 0 (no chunking)"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(tmp.path() / "out" / "query" / "done"));
+  const PredictRun bad = predict("--fasta_paths " + source("examples/query73/query.fasta") + " --output_dir " +
+                                     (tmp.path() / "out2").string() + " --chunk_size big",
+                                 tmp.path());
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.output.find("--chunk_size must be a count >= 0 or auto, got 'big'"), std::string::npos) << bad.output;
 }
 
 TEST(MemoryEstimate, GrowsWithLengthAndDepthAndMatchesMaxLength) {

@@ -28,6 +28,13 @@ size_t cuda_total_memory(int index) {
   return total_bytes;
 }
 
+size_t cuda_free_memory(int index) {
+  FC_CUDA_CHECK(cudaSetDevice(index));
+  size_t free_bytes = 0, total_bytes = 0;
+  FC_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 void cuda_device_synchronize(int index) {
   FC_CUDA_CHECK(cudaSetDevice(index));
   FC_CUDA_CHECK(cudaDeviceSynchronize());

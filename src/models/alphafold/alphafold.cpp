@@ -143,7 +143,8 @@ Af2GraphOutputs AlphaFold::forward_train(const Af2Features& features, Device dev
 }
 
 Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles, Device device,
-                              const std::function<void(int64_t, int64_t)>& on_iteration) const {
+                              const std::function<void(int64_t, int64_t)>& on_iteration,
+                              bool keep_recycle_states) const {
   FC_CHECK(num_recycles >= 0 && num_recycles < features.num_iterations(), "AlphaFold::predict: ", num_recycles,
            " recycles need ", num_recycles + 1, " feature iterations, ", features.path(), " holds ",
            features.num_iterations());
@@ -159,11 +160,15 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
     Af2RecycleState next;
     out.clear();  // the previous iteration's outputs are not needed while this one runs
     out = iteration(batch, state, &next);
-    rec_m1.push_back(host(next.m1));
-    rec_z.push_back(host(next.z));
-    rec_x.push_back(host(next.x));
+    if (keep_recycle_states) {
+      rec_m1.push_back(host(next.m1));
+      rec_z.push_back(host(next.z));
+      rec_x.push_back(host(next.x));
+    }
     state = std::move(next);  // the previous state dies here
   }
+  out.emplace_back("num_recycles", Tensor::from_vector_i64({num_recycles}, Shape{}));
+  if (!keep_recycle_states) return out;
   auto stack = [](const std::vector<Tensor>& ts) {
     if (ts.size() == 1) return ts[0].unsqueeze(0);  // a view: no second copy of the pair
     std::vector<Variable> vs;
@@ -173,7 +178,6 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
   out.emplace_back("recycle_m1", stack(rec_m1));
   out.emplace_back("recycle_z", stack(rec_z));
   out.emplace_back("recycle_x", stack(rec_x));
-  out.emplace_back("num_recycles", Tensor::from_vector_i64({num_recycles}, Shape{}));
   return out;
 }
 

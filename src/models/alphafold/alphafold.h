@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "models/alphafold/config.h"
 #include "models/alphafold/alphafold_trunk.h"
 #include "models/alphafold/features.h"
@@ -45,6 +46,13 @@ class AlphaFold : public nn::Module {
   ~AlphaFold() override;
 
   const Af2Config& config() const { return config_; }
+  // Changes the inference chunk (>= 0; 0 = none) of later predict calls; results are the same up
+  // to float reassociation (test_af2_memory), only the memory differs.
+  void set_chunk_size(int64_t chunk) {
+    FC_CHECK(chunk >= 0, "AlphaFold::set_chunk_size: chunk must be >= 0, got ", chunk);
+    config_.chunk_size = chunk;
+    trunk_.set_chunk_size(chunk);
+  }
 
   // One recycling iteration on `batch` (on the model's device) with the previous iteration's
   // state (undefined tensors: the first iteration, zeros). Writes the state for the next
@@ -65,8 +73,13 @@ class AlphaFold : public nn::Module {
   // final iteration's outputs plus recycle_m1 / recycle_z / recycle_x [R, …] (each iteration's
   // handed-on state) and num_recycles. `on_iteration(r, num_recycles + 1)`, when given, runs before
   // iteration r (progress reports; an exception from it aborts the prediction, e.g. a cancel).
+  // keep_recycle_states = false leaves out recycle_m1 / recycle_z / recycle_x: each iteration's
+  // pair then dies with the next iteration instead of staying alive to the end (with R recycles
+  // the kept states and their stacked copy are 2·(R + 1) pairs at the end; `foldcore predict`
+  // does not write them).
   Af2Outputs predict(const Af2Features& features, int64_t num_recycles, Device device,
-                     const std::function<void(int64_t, int64_t)>& on_iteration = {}) const;
+                     const std::function<void(int64_t, int64_t)>& on_iteration = {},
+                     bool keep_recycle_states = true) const;
 
   // Model parallelism (model_parallel.h): DAP over the Evoformer and extra-MSA stacks, BP-2 over
   // a Parallel Evoformer. Every rank of the groups runs the same calls (forward_*, predict) on the

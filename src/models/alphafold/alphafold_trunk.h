@@ -54,6 +54,9 @@ class EmbeddingsAndEvoformer : public nn::Module {
   void set_model_parallel(const ModelParallel& mp);
   // The stacks split by model parallelism: extra MSA, then the main Evoformer.
   std::vector<const EvoformerStack*> stacks() const;
+  // Inference chunk (Af2Config::chunk_size) for later forward calls: `predict --chunk_size auto`
+  // picks it per target from the memory estimate.
+  void set_chunk_size(int64_t chunk) { config_.chunk_size = chunk; }
 
  private:
   Af2Config config_;

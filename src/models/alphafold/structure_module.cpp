@@ -1,7 +1,9 @@
 #include "models/alphafold/structure_module.h"
 
+#include <algorithm>
 #include <string>
 
+#include "autograd/grad_mode.h"
 #include "models/alphafold/all_atom.h"
 #include "models/alphafold/structure_module_ops.h"
 
@@ -22,6 +24,24 @@ Tensor stack(const std::vector<Tensor>& xs) {
   Tensor out = Tensor::empty(s, DType::f32);
   for (size_t i = 0; i < xs.size(); ++i) out.select(0, static_cast<int64_t>(i)).copy_(xs[i]);
   return out;
+}
+
+// LN(pair) for the fold iterations. It feeds only GEMMs (IPA's pair bias and its attention over
+// the pair), which under autocast cast it to the autocast dtype anyway; so in no-grad inference
+// under bf16 autocast it is normalised row chunk by row chunk (fp32 statistics, as LayerNorm
+// does) straight into bf16 storage: the same values the GEMMs saw before, but 0.5 fp32 pair
+// instead of an fp32 LN(z) (1 pair) plus each GEMM's 0.5-pair bf16 copy of it.
+Variable pair_layer_norm(const nn::LayerNorm& ln, const Variable& pair) {
+  const std::optional<DType> ac = ag::autocast_dtype();
+  if (ag::grad_enabled() || !ac || *ac == DType::f32 || pair.dtype() != DType::f32) return ln.forward(pair);
+  const int64_t n = pair.size(0), row = pair.size(1) * pair.size(2);
+  const int64_t rows = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(row, 1));  // ≈ 16 MiB per chunk
+  Tensor out = Tensor::empty(pair.shape(), *ac, pair.device());
+  for (int64_t r0 = 0; r0 < n; r0 += rows) {
+    const int64_t len = std::min(rows, n - r0);
+    out.narrow(0, r0, len).copy_(ln.forward(Variable(pair.value().narrow(0, r0, len))).value());
+  }
+  return Variable(out);
 }
 
 }  // namespace
@@ -115,7 +135,7 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
   // Alg. 20 lines 1–3.
   const Variable s_initial = single_layer_norm_.forward(in.single);
   Variable s = initial_projection_.forward(s_initial);
-  const Variable z = pair_layer_norm_.forward(in.pair);
+  const Variable z = pair_layer_norm(pair_layer_norm_, in.pair);
   // Alg. 20 line 4: identity backbone frames.
   const Device dev = s.device();
   const QuatRigid identity = QuatRigid::identity({n});

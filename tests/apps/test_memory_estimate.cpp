@@ -1,0 +1,199 @@
+// The preflight's memory estimate (apps/memory_estimate.h) against the allocator's measured peak
+// of real predictions, and `--chunk_size auto`'s choice against a given budget.
+//
+// Each measured case runs one prediction at model_1_ptm widths with 1 Evoformer + 1 extra-MSA
+// block (the peak does not depend on depth: each block's activations die before the next starts),
+// no recycling, on a synthetic target (synthetic_target.h), and compares the allocator peak above
+// parameters and features with MemoryEstimate::activation_bytes. Stated margin: the estimate is
+// never below the measured peak (the preflight must not let through what then runs out of memory)
+// and at most 15% above it (a useless over-estimate would refuse what fits). The model's own fit
+// errs by at most ~2% over N = 96..192 and chunks 8/32/none (docs/benchmarks.md, "Preflight"); the
+// estimate adds 5%, so the lower bound is what a regression in either the model or the estimate
+// trips.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "apps/memory_estimate.h"
+#include "autograd/param_store.h"
+#include "core/allocator.h"
+#include "core/random.h"
+#include "models/alphafold/alphafold.h"
+#include "models/alphafold/synthetic_target.h"
+
+namespace foldcore::apps {
+namespace {
+
+constexpr int64_t kClusters = 16, kExtra = 16, kRawRows = 32;
+
+af2::Af2Config estimate_config(const std::string& precision, int64_t chunk, int64_t clusters = kClusters,
+                               int64_t extra = kExtra) {
+  af2::Af2Config c;
+  c.num_evoformer_blocks = 1;
+  c.num_extra_msa_blocks = 1;
+  c.num_recycles = 0;
+  c.chunk_size = chunk;
+  c.precision = precision;
+  // What synthetic_target's pipeline does: kClusters clusters besides the template rows.
+  c.max_msa_clusters = clusters + c.templates.max_templates;
+  c.max_extra_msa = extra;
+  af2::validate_af2_config(c);
+  return c;
+}
+
+struct Measured {
+  double activations = 0;  // allocator peak above parameters and features
+  double features = 0;     // bytes the features hold
+  MemoryEstimate estimate;
+};
+
+Measured measure(int64_t n, const std::string& precision, int64_t chunk, int64_t clusters = kClusters,
+                 int64_t extra = kExtra, int64_t recycles = 0) {
+  const af2::Af2Config config = estimate_config(precision, chunk, clusters, extra);
+  const int64_t raw_rows = clusters + extra;
+  autograd::ParamStore params(Device::cpu());
+  Generator init(7);
+  af2::AlphaFold model(nn::Scope{&params, &init, nullptr, ""}, config);
+  model.train(false);
+  params.finalize();
+  Allocator& alloc = default_allocator(Device::cpu());
+  std::mt19937 g(42);
+  const size_t before_features = alloc.stats().current;
+  const af2::Af2Features features =
+      af2::synthetic_target({n, raw_rows, recycles, config.templates.max_templates, clusters, extra}, g);
+  Measured m;
+  alloc.reset_peak();
+  const size_t base = alloc.stats().current;
+  m.features = static_cast<double>(base - before_features);
+  {
+    // As `foldcore predict` runs it: without the recycled states (which it does not write).
+    const af2::Af2Outputs out = model.predict(features, recycles, Device::cpu(), {}, false);
+    EXPECT_FALSE(out.empty());
+    m.activations = static_cast<double>(alloc.stats().peak - base);
+  }
+  m.estimate = estimate_predict_memory(config, n, raw_rows, recycles + 1, params.num_elements());
+  const double pair = static_cast<double>(n * n * config.c_z * 4);
+  std::printf("N = %lld, %lld + %lld MSA rows, %lld recycles, %s, chunk %lld: activations measured %.2f MiB (%.2f fp32 pairs), estimated %.2f MiB "
+              "(ratio %.3f); features measured %.2f MiB, estimated %.2f MiB\n",
+              static_cast<long long>(n), static_cast<long long>(clusters), static_cast<long long>(extra),
+              static_cast<long long>(recycles),
+              precision.c_str(), static_cast<long long>(chunk), m.activations / 1048576.0,
+              m.activations / pair, static_cast<double>(m.estimate.activation_bytes) / 1048576.0,
+              static_cast<double>(m.estimate.activation_bytes) / m.activations, m.features / 1048576.0,
+              static_cast<double>(m.estimate.feature_bytes) / 1048576.0);
+  return m;
+}
+
+void expect_within_margin(const Measured& m) {
+  const double est = static_cast<double>(m.estimate.activation_bytes);
+  EXPECT_GE(est, m.activations);
+  EXPECT_LE(est, 1.15 * m.activations);
+  // Features: counted from the shapes; within a factor 2 either way (they are a small term).
+  EXPECT_GE(static_cast<double>(m.estimate.feature_bytes), 0.5 * m.features);
+  EXPECT_LE(static_cast<double>(m.estimate.feature_bytes), 2.0 * m.features);
+}
+
+TEST(MemoryEstimate, MatchesMeasuredPeakFp32Chunked) {
+  expect_within_margin(measure(64, "fp32", 16));
+  expect_within_margin(measure(128, "fp32", 32));
+}
+
+// A deep MSA (the MSA stream 8x the pair here): the MSA term of the estimate.
+TEST(MemoryEstimate, MatchesMeasuredPeakDeepMsa) {
+  expect_within_margin(measure(48, "fp32", 16, 124, 256));
+  expect_within_margin(measure(64, "fp32", 16, 28, 512));
+}
+
+// Recycling: the previous iteration's pair and the recycling embedding (the peak is per
+// iteration; the features of every iteration are counted).
+TEST(MemoryEstimate, MatchesMeasuredPeakWithRecycles) { expect_within_margin(measure(96, "fp32", 16, kClusters, kExtra, 2)); }
+
+TEST(MemoryEstimate, MatchesMeasuredPeakUnchunked) { expect_within_margin(measure(80, "fp32", 0)); }
+
+TEST(MemoryEstimate, MatchesMeasuredPeakBf16) {
+  expect_within_margin(measure(128, "bf16", 16));
+  expect_within_margin(measure(80, "bf16", 0));
+}
+
+// The estimate grows as N² with the unit model's slope: at long N the activations per fp32 pair
+// tend to the measured units (2.02 + 5%, fp32 and bf16 alike) at a small chunk, rounded up by
+// 0.05 unit; with recycling 1.5 more (the previous pair).
+TEST(MemoryEstimate, LongSequencesTendToTheMeasuredUnits) {
+  for (const char* precision : {"fp32", "bf16"}) {
+    const af2::Af2Config c = estimate_config(precision, 16);
+    const int64_t n = 20000;
+    for (const int64_t iterations : {1, 4}) {
+      const MemoryEstimate e = estimate_predict_memory(c, n, kRawRows, iterations, 93'000'000);
+      const double units = static_cast<double>(e.activation_bytes) / static_cast<double>(n * n * c.c_z * 4);
+      const double expected =
+          (2.07 + (iterations > 1 ? 1.5 : 0.0)) * 1.05;
+      // The chunk and MSA terms add 0.021 (fp32), 0.012 (bf16) at this N.
+      EXPECT_NEAR(units, expected, 0.03) << precision << ", " << iterations << " iterations";
+    }
+  }
+}
+
+// --chunk_size auto: the largest candidate whose estimate fits the budget, and every larger
+// candidate does not; no chunk when everything fits; -1 when not even chunk 1 does.
+TEST(MemoryEstimate, AutoChunkObeysTheBudget) {
+  const int64_t n = 2000, params = 93'000'000;
+  const af2::Af2Config base = estimate_config("fp32", 0);
+  auto needed = [&](int64_t chunk) {
+    af2::Af2Config c = base;
+    c.chunk_size = chunk;
+    return needed_after_params(estimate_predict_memory(c, n, kRawRows, 4, params));
+  };
+  const std::vector<int64_t> candidates = auto_chunk_candidates(n);
+  ASSERT_EQ(candidates.front(), 0);
+  EXPECT_EQ(candidates[1], 1024);
+  EXPECT_EQ(candidates.back(), 1);
+  // Budgets between the needs of consecutive candidates pick the smaller candidate.
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    const int64_t budget = (needed(candidates[i]) + needed(candidates[i - 1])) / 2;
+    const int64_t chosen = choose_chunk_size(base, n, kRawRows, 4, params, budget);
+    EXPECT_EQ(chosen, candidates[i]) << "budget " << budget;
+    EXPECT_LE(needed(chosen), budget);
+    EXPECT_GT(needed(candidates[i - 1]), budget);
+  }
+  EXPECT_EQ(choose_chunk_size(base, n, kRawRows, 4, params, needed(0)), 0);
+  EXPECT_EQ(choose_chunk_size(base, n, kRawRows, 4, params, needed(1) - 1), -1);
+}
+
+// The preflight's refusal names the input, the need and the availability, and what to try.
+TEST(MemoryEstimate, PreflightMessageSaysWhatToTry) {
+  const int64_t n = 3000, params = 93'000'000;
+  const af2::Af2Config c = estimate_config("fp32", 0);
+  af2::Af2Config c16 = c;
+  c16.chunk_size = 16;
+  const int64_t budget = needed_after_params(estimate_predict_memory(c16, n, kRawRows, 4, params));
+  try {
+    check_predict_fits("t.fasta", c, n, kRawRows, 4, params, budget, "cpu");
+    ADD_FAILURE() << "no refusal";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    for (const char* piece : {"t.fasta", "3000 residues", "need an estimated", "are available", "--chunk_size 16"})
+      EXPECT_NE(what.find(piece), std::string::npos) << "missing '" << piece << "' in: " << what;
+  }
+  EXPECT_NO_THROW(check_predict_fits("t.fasta", c16, n, kRawRows, 4, params, budget, "cpu"));
+  // Nothing fits: the message says so instead of suggesting a chunk.
+  try {
+    check_predict_fits("t.fasta", c, n, kRawRows, 4, params, 1 << 20, "cpu");
+    ADD_FAILURE() << "no refusal";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("Even --chunk_size 1 needs"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MemoryEstimate, AvailableMemoryIsPositiveAndBelowTheLimit) {
+  const int64_t avail = device_memory_available(Device::cpu());
+  EXPECT_GT(avail, 0);
+  // The allocator's cached blocks are counted as available but are part of the limit too.
+  EXPECT_LE(avail, device_memory_limit(Device::cpu()) +
+                       static_cast<int64_t>(default_allocator(Device::cpu()).stats().reserved));
+}
+
+}  // namespace
+}  // namespace foldcore::apps
