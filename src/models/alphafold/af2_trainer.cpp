@@ -173,8 +173,8 @@ void accumulate_clipped_gradient(std::vector<float>& acc, const Tensor& grads, d
 
 TrainSummary run_af2_training(const TrainRunOptions& o) {
   const TrainConfig& cfg = o.config;
-  FC_CHECK(o.precision == "fp32", "train: --precision ", o.precision,
-           " is not implemented yet (training runs in fp32 only)");
+  // bf16: autocast in the step (train_step.h); weights, Adam, EMA and the checkpoint stay fp32.
+  const DType precision = train_precision(o.precision, "train: --precision");
   const int64_t max_steps = o.max_steps > 0 ? o.max_steps : cfg.run.max_steps;
   const fs::path out_dir(o.out_dir);
   const fs::path ckpt_path = out_dir / kTrainCheckpointName;
@@ -267,7 +267,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     for (int64_t b = 0; b < batch_size && finite; ++b) {
       const StepSample s = sample_of(batch, b, recycled);
       const TrainStepResult r =
-          af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device);
+          af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device, precision);
       finite = std::isfinite(r.loss.loss) && std::isfinite(r.grad_norm);
       loss += r.loss.loss / static_cast<double>(batch_size);
       for (const auto& [name, v] : r.loss.terms) terms[name] += v / static_cast<double>(batch_size);
