@@ -153,7 +153,10 @@ struct TrainState {
 // What must agree between a checkpoint and the run that loads it: the architecture and the
 // parameter count. Stored as the checkpoint's meta JSON.
 std::string architecture_meta(const TrainConfig& c, int64_t num_params) {
-  return std::string("{\"architecture\": ") + json_string(af2_config_to_yaml(c.model)) +
+  // Memory/runtime settings are not architecture: a run may resume with recomputation toggled.
+  Af2Config arch = c.model;
+  arch.recompute_blocks = 0;
+  return std::string("{\"architecture\": ") + json_string(af2_config_to_yaml(arch)) +
          ", \"num_parameters\": " + std::to_string(num_params) + "}";
 }
 
