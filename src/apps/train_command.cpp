@@ -130,7 +130,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--max_steps", a->max_steps, "stop after this many steps in total (default: the config's)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--device", a->device, "cpu or cuda[:index] (with --dp etc.: cuda = the GPU of the local rank)");
-  sub->add_option("--precision", a->precision, "fp32 (bf16 is not implemented yet)")
+  sub->add_option("--precision", a->precision, "fp32 or bf16 (autocast of the trunk and heads; fp32 master weights, optimizer, checkpoint, structure module and losses)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_flag("--resume", a->resume, "continue the run in --out_dir from its checkpoint (any --dp)");
   sub->add_option("--dp", a->dp, "data-parallel ranks: the global batch (optim.batch_size) is split over them")

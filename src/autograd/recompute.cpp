@@ -1,5 +1,7 @@
 #include "autograd/recompute.h"
 
+#include <optional>
+
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 
@@ -11,6 +13,7 @@ struct RecomputeFn final : Function {
   std::vector<Tensor> inputs;  // the saved input values
   std::vector<Generator*> gens;
   std::vector<uint64_t> start_offsets;
+  std::optional<DType> autocast;  // the forward's autocast mode, restored for the rerun
 
   void backward(BackwardCtx& ctx) override {
     // Replay the forward's random streams, then put the generators back where they are now.
@@ -23,6 +26,12 @@ struct RecomputeFn final : Function {
     std::vector<Variable> outs;
     {
       EnableGradGuard grad_on;
+      const std::optional<DType> prev_autocast = autocast_dtype();
+      set_autocast_dtype(autocast);
+      struct Restore {
+        std::optional<DType> d;
+        ~Restore() { set_autocast_dtype(d); }
+      } restore{prev_autocast};
       for (size_t i = 0; i < inputs.size(); ++i)
         leaves.emplace_back(inputs[i], ctx.needs_grad(static_cast<int>(i)));
       outs = fn(leaves);
@@ -50,6 +59,7 @@ std::vector<Variable> recompute(const SegmentFn& fn, const std::vector<Variable>
   auto rf = std::make_unique<RecomputeFn>();
   rf->fn = fn;
   rf->gens = generators;
+  rf->autocast = autocast_dtype();
   for (Generator* g : generators) {
     FC_CHECK(g != nullptr, "recompute: null generator");
     rf->start_offsets.push_back(g->offset());

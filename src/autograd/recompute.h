@@ -9,7 +9,8 @@
 // graph; parameters used inside fn get their gradients there, the inputs' grads flow on.
 // Dropout inside fn reserves its Philox offsets from the listed generators, so the rerun draws
 // exactly the same masks: EVERY generator fn draws from must be listed. fn must be a pure
-// function of its inputs, parameters and those generators.
+// function of its inputs, parameters and those generators. The rerun happens under the autocast
+// mode of the forward (the backward usually runs outside the forward's AutocastGuard).
 #pragma once
 
 #include <functional>

@@ -1,6 +1,7 @@
 // Engine, ParamStore, grad mode / no-grad memory, recompute, in-place reuse and autocast.
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,13 +135,16 @@ struct TinyModel {
     return bias_dropout_residual(h, q[5], x, DropoutSpec{0.2f, rng, {}});
   }
   // Loss and peak activation bytes.
-  std::pair<float, size_t> run(const Tensor& x, bool use_recompute) {
+  // bf16: the forward under bf16 autocast (the backward outside it, as the trainers run it).
+  std::pair<float, size_t> run(const Tensor& x, bool use_recompute, bool bf16 = false) {
     Allocator& a = default_allocator(Device::cpu());
     Generator rng(11);
     ps.zero_grad();
     const size_t start = a.stats().current;
     a.reset_peak();
     Variable h(x);
+    std::optional<AutocastGuard> autocast;
+    if (bf16) autocast.emplace(DType::bf16);
     for (int l = 0; l < static_cast<int>(p.size() / 6); ++l) {
       if (use_recompute) {
         h = recompute([&, l](const std::vector<Variable>& in) { return std::vector<Variable>{layer(in[0], l, &rng)}; },
@@ -150,6 +154,7 @@ struct TinyModel {
       }
     }
     Variable loss = mean(mul(h, h), {0, 1});
+    autocast.reset();
     backward(loss);
     return {loss.value().item(), a.stats().peak - start};
   }
@@ -173,6 +178,29 @@ TEST(Recompute, SameGradientsLessMemory) {
   EXPECT_LE(max_diff, 1e-6);
   EXPECT_GT(max_g, 1e-3);  // the check is not vacuous
   EXPECT_LT(peak_rc, peak_plain * 3 / 4) << peak_rc << " vs " << peak_plain;
+}
+
+// The recomputed segment reruns under the autocast mode of its forward, although the backward runs
+// outside the AutocastGuard: bf16 with and without recompute give the same gradients, which differ
+// from fp32's by bf16 rounding (so a rerun in fp32 would fail the first check).
+TEST(Recompute, RerunsUnderTheForwardsAutocast) {
+  TinyModel m(2);
+  Generator g(4);
+  const Tensor x = randn({512, 16}, g);
+  m.run(x, false, /*bf16=*/false);
+  const std::vector<float> g_fp32 = m.ps.grads().to_vector();
+  m.run(x, false, true);
+  const std::vector<float> g_plain = m.ps.grads().to_vector();
+  m.run(x, true, true);
+  const std::vector<float> g_rc = m.ps.grads().to_vector();
+  double max_diff = 0, max_bf16 = 0, max_g = 0;
+  for (size_t i = 0; i < g_plain.size(); ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::abs(g_plain[i] - g_rc[i])));
+    max_bf16 = std::max(max_bf16, static_cast<double>(std::abs(g_plain[i] - g_fp32[i])));
+    max_g = std::max(max_g, static_cast<double>(std::abs(g_plain[i])));
+  }
+  EXPECT_LE(max_diff, 1e-6 * max_g);
+  EXPECT_GT(max_bf16, 1e-4 * max_g);  // bf16 did change the gradients: the first check can fail
 }
 
 TEST(InPlace, ResidualUpdateReusesStorageOnlyWhenSafe) {

@@ -157,7 +157,10 @@ struct TrainState {
 // What must agree between a checkpoint and the run that loads it: the architecture and the
 // parameter count. Stored as the checkpoint's meta JSON.
 std::string architecture_meta(const TrainConfig& c, int64_t num_params) {
-  return std::string("{\"architecture\": ") + json_string(af2_config_to_yaml(c.model)) +
+  // Memory/runtime settings are not architecture: a run may resume with recomputation toggled.
+  Af2Config arch = c.model;
+  arch.recompute_blocks = 0;
+  return std::string("{\"architecture\": ") + json_string(af2_config_to_yaml(arch)) +
          ", \"num_parameters\": " + std::to_string(num_params) + "}";
 }
 
@@ -245,8 +248,8 @@ void accumulate_clipped_gradient(std::vector<float>& acc, const Tensor& grads, d
 
 TrainSummary run_af2_training(const TrainRunOptions& o) {
   const TrainConfig& cfg = o.config;
-  FC_CHECK(o.precision == "fp32", "train: --precision ", o.precision,
-           " is not implemented yet (training runs in fp32 only)");
+  // bf16: autocast in the step (train_step.h); weights, Adam, EMA and the checkpoint stay fp32.
+  const DType precision = train_precision(o.precision, "train: --precision");
   const int64_t max_steps = o.max_steps > 0 ? o.max_steps : cfg.run.max_steps;
   const fs::path out_dir(o.out_dir);
   const fs::path ckpt_path = out_dir / kTrainCheckpointName;
@@ -398,7 +401,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
       if (overlapped && !model_split)
         hook.emplace([&](const autograd::VariableImpl& leaf) { contribution->on_ready(leaf); });
       const TrainStepResult r =
-          af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device);
+          af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device, precision);
       hook.reset();
       FC_CHECK(dropout_rng.offset() - dropout_start < kDropoutStreamsPerSample, "train: one sample drew ",
                dropout_rng.offset() - dropout_start, " dropout streams, more than the ", kDropoutStreamsPerSample,

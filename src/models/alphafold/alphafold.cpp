@@ -117,9 +117,19 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& pr
 Af2GraphOutputs AlphaFold::forward_graph(const Af2Batch& batch, const Af2RecycleState& prev,
                                          Af2RecycleState* next) const {
   TrunkOutput trunk = trunk_.forward(batch, prev);
-  StructureModuleInputs sin{trunk.single, trunk.pair, batch.aatype, batch.seq_mask, batch.residx_atom37_to_atom14,
-                            batch.atom37_atom_exists};
-  auto sm = std::make_shared<StructureModuleOutputs>(structure_module_->forward(sin));
+  // Training under bf16 autocast: the structure module runs in fp32 (autocast off, its inputs cast
+  // up), as AlphaFold2 training keeps the geometry, IPA and the FAPE inputs in fp32.
+  std::shared_ptr<StructureModuleOutputs> sm;
+  if (ag::autocast_dtype()) {
+    ag::AutocastGuard fp32(DType::f32);
+    StructureModuleInputs sin{ag::cast(trunk.single, DType::f32), ag::cast(trunk.pair, DType::f32), batch.aatype,
+                              batch.seq_mask, batch.residx_atom37_to_atom14, batch.atom37_atom_exists};
+    sm = std::make_shared<StructureModuleOutputs>(structure_module_->forward(sin));
+  } else {
+    StructureModuleInputs sin{trunk.single, trunk.pair, batch.aatype, batch.seq_mask, batch.residx_atom37_to_atom14,
+                              batch.atom37_atom_exists};
+    sm = std::make_shared<StructureModuleOutputs>(structure_module_->forward(sin));
+  }
   auto ho = std::make_shared<HeadOutputs>(heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm->single}));
   if (next != nullptr) {  // values only: the recycled state carries no graph (AF2 stop_gradient)
     next->m1 = trunk.m1.value();

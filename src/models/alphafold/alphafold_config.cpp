@@ -42,6 +42,8 @@ void validate_af2_config(const Af2Config& c) {
   FC_CHECK(c.num_recycles >= 0, "config: num_recycles must be >= 0, got ", c.num_recycles);
   FC_CHECK(c.max_extra_msa >= 0, "config: max_extra_msa must be >= 0");
   FC_CHECK(c.chunk_size >= 0, "config: chunk_size must be >= 0 (0: no chunking), got ", c.chunk_size);
+  FC_CHECK(c.recompute_blocks >= 0, "config: recompute_blocks must be >= 0 (0: no recomputation), got ",
+           c.recompute_blocks);
   FC_CHECK(c.recycle_max_bin > c.recycle_min_bin, "config: recycle_max_bin must exceed recycle_min_bin");
   FC_CHECK(c.precision == "fp32" || c.precision == "bf16", "config: precision must be fp32 or bf16, got '",
            c.precision, "'");

@@ -45,6 +45,9 @@ EmbeddingsAndEvoformer::EmbeddingsAndEvoformer(nn::Scope scope, const Af2Config&
   evoformer_ = std::make_unique<EvoformerStack>(child_scope("evoformer_iteration"), config_.evoformer,
                                                 config_.num_evoformer_blocks);
   single_activations_ = std::make_unique<nn::Linear>(child_scope("single_activations"), config_.c_m, config_.c_s);
+  extra_msa_stack_->set_recompute_blocks(config_.recompute_blocks);
+  evoformer_->set_recompute_blocks(config_.recompute_blocks);
+  if (template_embedder_) template_embedder_->set_recompute_blocks(config_.recompute_blocks);
   register_child(*extra_msa_embedder_);
   register_child(*extra_msa_stack_);
   register_child(*evoformer_);

@@ -99,6 +99,10 @@ struct Af2Config {
   bool reduce_msa_clusters_by_max_templates = true;
   int64_t chunk_size = 0;          // 0: no chunking
   std::string precision = "fp32";  // "fp32" or "bf16" (autocast GEMMs/attention; geometry stays fp32)
+  // Training only (grad mode): activation recomputation, this many consecutive blocks per
+  // checkpoint segment in the Evoformer, extra-MSA and template pair stacks (autograd/recompute.h;
+  // only each segment's inputs stay alive). 0: off. No effect in inference.
+  int64_t recompute_blocks = 0;
 };
 
 // Throws foldcore::Error naming the first inconsistent or out-of-range field (positive

@@ -1,6 +1,10 @@
 #include "models/alphafold/evoformer.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include "autograd/grad_mode.h"
+#include "autograd/recompute.h"
 
 namespace foldcore::af2 {
 namespace {
@@ -120,9 +124,33 @@ std::pair<Variable, Variable> EvoformerStack::forward(Variable m, Variable z, co
   // (m, z) are the stack's own: moved in by the caller or copies of the caller's handles. Every
   // residual add may try to work in place (in no-grad mode); autograd's owner check refuses it
   // while the caller still holds the same storage, so a caller's tensor is never overwritten.
+  const size_t k = static_cast<size_t>(recompute_blocks_);
+  if (k > 0 && autograd::grad_enabled()) {
+    std::vector<Generator*> gens;
+    if (scope().rng != nullptr) gens.push_back(scope().rng);
+    for (size_t b0 = 0; b0 < blocks_.size(); b0 += k) {
+      const size_t b1 = std::min(blocks_.size(), b0 + k);
+      // Captures by value: the segment runs again in the backward, after this call returned.
+      const autograd::SegmentFn segment = [this, b0, b1, msa_mask, pair_mask, chunk](const std::vector<Variable>& in) {
+        Variable sm = in[0], sz = in[1];
+        for (size_t b = b0; b < b1; ++b)  // the segment's inputs are saved for the backward: never in place
+          std::tie(sm, sz) = blocks_[b]->forward_impl(std::move(sm), std::move(sz), msa_mask, pair_mask, chunk, b > b0);
+        return std::vector<Variable>{std::move(sm), std::move(sz)};
+      };
+      std::vector<Variable> out = autograd::recompute(segment, {m, z}, gens);
+      m = std::move(out[0]);
+      z = std::move(out[1]);
+    }
+    return {std::move(m), std::move(z)};
+  }
   for (const auto& block : blocks_)
     std::tie(m, z) = block->forward_impl(std::move(m), std::move(z), msa_mask, pair_mask, chunk, true);
   return {std::move(m), std::move(z)};
+}
+
+void EvoformerStack::set_recompute_blocks(int64_t blocks) {
+  FC_CHECK(blocks >= 0, "EvoformerStack '", path(), "': recompute_blocks ", blocks, " (must be >= 0)");
+  recompute_blocks_ = blocks;
 }
 
 void EvoformerStack::add_af2_params(Af2ParamTable& t, const std::string& key) const {

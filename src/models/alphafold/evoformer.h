@@ -106,6 +106,11 @@ class EvoformerStack : public nn::Module {
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix) const;
   int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
   const EvoformerBlock& block(int64_t i) const { return *blocks_.at(static_cast<size_t>(i)); }
+  // Training (grad mode): every `blocks` consecutive blocks form one recomputation segment
+  // (autograd::recompute, dropout replayed from the scope's generator): only the segment inputs
+  // stay alive for backward, the segment runs without a graph (and with in-place residual adds)
+  // in the forward and again with one in the backward. 0: off (Af2Config::recompute_blocks).
+  void set_recompute_blocks(int64_t blocks);
 
   // Model parallelism (model_parallel.h; evoformer_parallel.cpp). DAP > 1: forward splits m along
   // its rows and z along its rows over the group (padding S and N with masked rows/residues up to
@@ -126,6 +131,7 @@ class EvoformerStack : public nn::Module {
 
   ModelParallel mp_;
   std::vector<std::unique_ptr<EvoformerBlock>> blocks_;
+  int64_t recompute_blocks_ = 0;
 };
 
 }  // namespace foldcore::af2

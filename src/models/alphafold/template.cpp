@@ -1,9 +1,11 @@
 #include "models/alphafold/template.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "autograd/recompute.h"
 #include "data_pipeline/residue_constants.h"
 #include "models/alphafold/embedders.h"
 #include "models/alphafold/af2_util.h"
@@ -218,8 +220,28 @@ Variable SingleTemplateEmbedding::forward(const Variable& pair_feat, const Tenso
            " and pair_mask ", shape_of(pair_mask),
            " must be [N, N, ", embedding2d_.in_features(), "] and [N, N]");
   Variable t = embedding2d_.forward(pair_feat);  // [N, N, c_t]
-  for (const auto& block : blocks_) t = block->forward(t, pair_mask, chunk);
+  const size_t k = static_cast<size_t>(recompute_blocks_);
+  if (k > 0 && ag::grad_enabled()) {
+    std::vector<Generator*> gens;
+    if (scope().rng != nullptr) gens.push_back(scope().rng);
+    for (size_t b0 = 0; b0 < blocks_.size(); b0 += k) {
+      const size_t b1 = std::min(blocks_.size(), b0 + k);
+      const ag::SegmentFn segment = [this, b0, b1, pair_mask, chunk](const std::vector<Variable>& in) {
+        Variable s = in[0];
+        for (size_t b = b0; b < b1; ++b) s = blocks_[b]->forward(s, pair_mask, chunk);
+        return std::vector<Variable>{std::move(s)};
+      };
+      t = ag::recompute(segment, {t}, gens)[0];
+    }
+  } else {
+    for (const auto& block : blocks_) t = block->forward(t, pair_mask, chunk);
+  }
   return output_layer_norm_.forward(t);
+}
+
+void SingleTemplateEmbedding::set_recompute_blocks(int64_t blocks) {
+  FC_CHECK(blocks >= 0, "SingleTemplateEmbedding '", path(), "': recompute_blocks ", blocks, " (must be >= 0)");
+  recompute_blocks_ = blocks;
 }
 
 void SingleTemplateEmbedding::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,

@@ -78,10 +78,13 @@ class SingleTemplateEmbedding : public nn::Module {
   Variable forward(const Variable& pair_feat, const Tensor& pair_mask, int64_t chunk = 0) const;
   // key_prefix ".../template_embedding/single_template_embedding".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
+  // Training: pair blocks per recomputation segment (as EvoformerStack::set_recompute_blocks).
+  void set_recompute_blocks(int64_t blocks);
 
  private:
   nn::Linear embedding2d_;
   std::vector<std::unique_ptr<TemplatePairBlock>> blocks_;
+  int64_t recompute_blocks_ = 0;
   nn::LayerNorm output_layer_norm_;
 };
 
@@ -119,6 +122,7 @@ class TemplateEmbedder : public nn::Module {
   // key_prefix "evoformer": registers "evoformer/template_embedding/...".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   const SingleTemplateEmbedding& single_template_embedding() const { return single_; }
+  void set_recompute_blocks(int64_t blocks) { single_.set_recompute_blocks(blocks); }
   const TemplatePointwiseAttention& attention() const { return attention_; }
 
  private:

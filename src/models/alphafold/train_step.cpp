@@ -64,10 +64,17 @@ std::string shape_str(const std::vector<int64_t>& s) {
 TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, const Af2ParamTable& table,
                                const std::map<std::string, std::vector<int64_t>>& official_shapes,
                                const Af2Features& features, const std::map<std::string, Tensor>& last_slice,
-                               const Af2LossConfig& config, Device device) {
+                               const Af2LossConfig& config, Device device, DType precision) {
+  FC_CHECK(precision == DType::f32 || precision == DType::bf16, "train_step: precision ", dtype_name(precision),
+           " (fp32 or bf16)");
   params.zero_grad();
   ag::EnableGradGuard grad_on;
-  const Af2GraphOutputs g = model.forward_train(features, device);
+  Af2GraphOutputs g;
+  {
+    std::optional<ag::AutocastGuard> autocast;
+    if (precision == DType::bf16) autocast.emplace(DType::bf16);
+    g = model.forward_train(features, device);
+  }
   const StructureModuleOutputs& sm = *g.structure;
   const HeadOutputs& ho = *g.heads;
   const int64_t layers = static_cast<int64_t>(sm.frames_vars.size());
@@ -142,10 +149,18 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
   return result;
 }
 
+DType train_precision(const std::string& name, const std::string& what) {
+  if (name == "fp32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  FC_THROW(what, ": precision '", name, "' (expected fp32 or bf16)");
+}
+
 TrainStepResult run_train_step(const TrainStepOptions& o) {
   // Everything that can fail on bad input is read and checked before the model is built.
+  const DType precision = train_precision(o.precision, "train_step");
   Af2Config config = infer_af2_config(o.params_path);
   config.structure.stop_rotation_gradient = o.stop_rotation_gradient;
+  config.recompute_blocks = o.recompute_blocks;
   Af2LossConfig loss_config;
   loss_config.weights = o.weights ? *o.weights : LossWeights::stage(o.stage, config.heads.ptm);
   const Af2Features features = Af2Features::read_npz(o.batch_path);
@@ -182,7 +197,8 @@ TrainStepResult run_train_step(const TrainStepOptions& o) {
   model.add_af2_params(table);
   load_af2_params(table, o.params_path);
   // Report in the parameter file's order.
-  TrainStepResult r = af2_train_step(model, params, table, shapes, features, last_slice, loss_config, o.device);
+  TrainStepResult r =
+      af2_train_step(model, params, table, shapes, features, last_slice, loss_config, o.device, precision);
   std::map<std::string, Tensor> by_name(r.grads.begin(), r.grads.end());
   r.grads.clear();
   for (const std::string& name : param_names) r.grads.emplace_back(name, by_name.at(name));

@@ -40,6 +40,10 @@ struct TrainStepOptions {
   // Model parallelism (model_parallel.h; `train_step --dap N`): every rank of the groups runs the
   // same step and gets the same result.
   ModelParallel model_parallel;
+  // "fp32" or "bf16": bf16 autocast of the trunk's and heads' GEMMs/attention over fp32 master
+  // weights (af2_train_step's `precision`).
+  std::string precision = "fp32";
+  int64_t recompute_blocks = 0;  // Af2Config::recompute_blocks (blocks per recomputation segment)
 };
 
 struct TrainStepResult {
@@ -54,10 +58,19 @@ struct TrainStepResult {
 // The step on an already built model whose parameters live in `params` (their gradients are zeroed
 // first). `table` maps the model's parameters to official keys; `official_shapes` gives each key's
 // shape in the parameter file (stacked arrays: [blocks, …]).
+// precision DType::bf16: the forward over every iteration runs under bf16 autocast — the GEMMs and
+// attention of the trunk and heads in bf16 (fp32 accumulation), LayerNorm statistics, softmax,
+// residual streams and the recycled state in fp32 — while the structure module runs in fp32
+// (autocast off, its inputs cast up), the losses are computed in fp32 (f64 sums) on fp32 copies of
+// the logits, and every gradient lands in the fp32 flat buffer beside the fp32 master weights.
+// DType::f32: everything fp32.
 TrainStepResult af2_train_step(const AlphaFold& model, autograd::ParamStore& params, const Af2ParamTable& table,
                                const std::map<std::string, std::vector<int64_t>>& official_shapes,
                                const Af2Features& features, const std::map<std::string, Tensor>& last_slice,
-                               const Af2LossConfig& config, Device device);
+                               const Af2LossConfig& config, Device device, DType precision = DType::f32);
+
+// "fp32" → f32, "bf16" → bf16; anything else throws foldcore::Error naming `what` (the option).
+DType train_precision(const std::string& name, const std::string& what);
 
 // Reads the batch and the parameters, builds the model (architecture inferred from the parameter
 // file), runs the step. Bad input (missing feature or label, wrong shapes, unknown stage, a

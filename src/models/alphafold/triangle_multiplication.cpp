@@ -34,7 +34,11 @@ Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_m
   const Tensor mask = pair_mask.to(DType::f32).contiguous();
   if (!autograd::grad_enabled()) {
     if (chunk > 0 && chunk < z.size(0)) return forward_chunked(z, mask, chunk);
-    if (z.device().is_cpu() && z.dtype() == DType::f32) return forward_inference(z, mask);
+    // The fp32 CPU inference path calls the GEMMs directly: not under bf16 autocast, where the
+    // autograd ops (forward_whole) give the bf16 numerics of the graph path (a recomputed training
+    // segment's forward must match its rerun).
+    if (z.device().is_cpu() && z.dtype() == DType::f32 && !autograd::autocast_dtype())
+      return forward_inference(z, mask);
   }
   return forward_whole(z, mask);
 }

@@ -1,0 +1,267 @@
+// AlphaFold2 training-step cost: seconds per step and peak memory of one training step
+// (forward over the recycling iterations, every loss term, backward into the fp32 gradient buffer;
+// models/alphafold/train_step.h) per crop size × precision × recomputation, with the model FLOPs
+// per step ÷ time as a fraction of the machine's dense-GEMM peak measured in the same run.
+//
+//   bench_train [--crops 64,128,256] [--configs fp32:0,fp32:1,bf16:0,bf16:1]
+//               [--evoformer_blocks 2] [--extra_msa_blocks 1] [--iterations 1]
+//               [--model_config configs/model/model_1.yaml] [--device cpu|cuda:0]
+//
+// --configs: precision:recompute_blocks pairs (recompute_blocks 0 = no recomputation, k = k blocks
+// per recomputation segment). Model: the widths of --model_config (model_1: c_m 256, c_z 128,
+// c_s 384, c_e 64, 8 structure-module layers, every head) with random parameters; depth reduced by
+// default to 2 Evoformer blocks and 1 extra-MSA block (reported in every line; --evoformer_blocks
+// 48 --extra_msa_blocks 4 is the real model), templates off (the sample has none), dropout on as in
+// training, initial-stage loss weights. Sample: chain A of 2Q2K with its real alignments
+// (../shared/data), through the training-sample transform (data_pipeline/training_sample.h) at
+// AlphaFold's initial-training sizes — 128 MSA clusters, 1024 extra rows, the crop padded to the
+// crop size when the chain is shorter (shapes and work as for a full-length crop); --iterations I
+// runs I recycling iterations (I − 1 without gradients, as in training).
+//
+// Memory: the device allocator's peak during the step (every tensor byte) minus what was allocated
+// before it (parameters, Adam-free: no optimizer here, features): step_peak_mib; peak_alloc_mib
+// includes the parameters and features.
+// FLOPs: bench/af2_flops.h counts the matrix products of one iteration's forward, F (elementwise
+// work not counted: a lower bound). Model FLOPs per step = (I − 1)·F + 3·F (the backward of a
+// matrix product costs two forward products); the extra forward of the recomputed segments is not
+// model work and is not counted (so recomputation lowers the fraction). The dense-GEMM peak: the
+// best of 3 n = 1024 GEMMs on the device (bert_trainer.h measure_gemm_peak_flops, bench_gemm's
+// method; on the CPU fp32 sgemm for both precisions, the only dense GEMM peak there; the largest of
+// 3 such measurements), measured before the cases.
+// One step per case, after one warm-up step at crop 16 (code paths, thread pool, allocator).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "autograd/param_store.h"
+#include "bench/af2_flops.h"
+#include "bench/bench_util.h"
+#include "core/philox.h"
+#include "core/timer.h"
+#include "data_pipeline/mmcif_parser.h"
+#include "data_pipeline/training_chain.h"
+#include "data_pipeline/training_sample.h"
+#include "models/alphafold/af2_export.h"
+#include "models/alphafold/alphafold.h"
+#include "models/alphafold/config_yaml.h"
+#include "models/alphafold/features.h"
+#include "models/alphafold/train_step.h"
+#include "models/bert/bert_trainer.h"
+
+namespace {
+using namespace foldcore;
+
+struct Args {
+  std::vector<int64_t> crops{64, 128, 256};
+  std::vector<std::pair<std::string, int64_t>> configs{{"fp32", 0}, {"fp32", 1}, {"bf16", 0}, {"bf16", 1}};
+  int64_t evoformer_blocks = 2, extra_msa_blocks = 1, iterations = 1;
+  std::string model_config = "configs/model/model_1.yaml";
+  std::string data_dir;
+  Device device = Device::cpu();
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(item);
+  return v;
+}
+
+std::string shared_data_dir() {
+  if (const char* d = std::getenv("FOLDCORE_SHARED_DIR")) return std::string(d) + "/data";
+  return "../shared/data";
+}
+
+struct Sample {
+  af2::Af2Features features;
+  std::map<std::string, Tensor> last_slice;
+};
+
+// One training sample of the chain at `crop` (as the trainer's sample_of builds it), `iterations`
+// recycling iterations.
+Sample make_sample(const data::TrainingChain& chain, int64_t crop, int64_t iterations) {
+  data::TrainingSampleConfig sc = data::TrainingSampleConfig::initial();
+  sc.crop_size = crop;
+  sc.use_templates = false;
+  sc.max_templates = 0;
+  sc.max_recycles = static_cast<int>(iterations - 1);
+  const data::FeatureDict d = data::make_training_sample(chain, sc, data::SampleKey{0, 0, 0});
+  std::set<std::string> recycled;
+  for (const data::TrainingFeatureSpec& spec : data::training_sample_layout(sc)) {
+    if (spec.name == "num_recycles") break;
+    recycled.insert(spec.name);
+  }
+  Sample s;
+  std::map<std::string, Tensor> arrays;
+  for (const auto& [name, a] : d.arrays()) {
+    if (a.dtype.kind == 'S') continue;
+    Tensor x = a.to_tensor();
+    if (recycled.count(name)) {
+      FC_CHECK(x.dim() >= 1 && x.size(-1) >= iterations, "bench_train: feature '", name, "' ", x.shape().str(),
+               " has fewer than ", iterations, " recycling iterations");
+      x = x.narrow(-1, 0, iterations);
+      s.last_slice[name] = x.select(-1, iterations - 1).contiguous().clone();
+      arrays[name] = x.contiguous().clone();
+    } else {
+      s.last_slice[name] = x.clone();
+    }
+  }
+  s.features = af2::Af2Features::from_arrays(arrays, "2q2k_A training sample");
+  return s;
+}
+
+struct Result {
+  double seconds = 0, loss = 0;
+  size_t step_peak = 0, peak = 0;
+};
+
+Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& precision, int64_t recompute,
+                Device device) {
+  af2::Af2Config config = base;
+  config.recompute_blocks = recompute;
+  autograd::ParamStore params(device);
+  Generator init_rng(7), dropout_rng(11);
+  af2::AlphaFold model(nn::Scope{&params, &init_rng, &dropout_rng, ""}, config);
+  model.train(true);
+  params.finalize();
+  af2::Af2ParamTable table;
+  model.add_af2_params(table);
+  const auto shapes = af2::af2_official_shapes(table, config);
+  af2::Af2LossConfig loss_config;
+  loss_config.weights = af2::LossWeights::stage("initial", config.heads.ptm);
+  Allocator& alloc = default_allocator(device);
+  synchronize(device);
+  const size_t before = alloc.stats().current;
+  alloc.reset_peak();
+  WallTimer timer;
+  const af2::TrainStepResult r =
+      af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
+                          af2::train_precision(precision, "bench_train: --configs"));
+  synchronize(device);
+  Result out;
+  out.seconds = timer.seconds();
+  out.peak = alloc.stats().peak;
+  out.step_peak = out.peak - before;
+  out.loss = r.loss.loss;
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  args.data_dir = shared_data_dir();
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string k = argv[i];
+      FC_CHECK(i + 1 < argc, "bench_train: option ", k, " needs a value");
+      const std::string v = argv[++i];
+      if (k == "--crops") {
+        args.crops.clear();
+        for (const std::string& c : split(v)) args.crops.push_back(std::stoll(c));
+      } else if (k == "--configs") {
+        args.configs.clear();
+        for (const std::string& c : split(v)) {
+          const size_t colon = c.find(':');
+          FC_CHECK(colon != std::string::npos, "bench_train: --configs entry '", c,
+                   "' is not precision:recompute_blocks (e.g. bf16:1)");
+          args.configs.emplace_back(c.substr(0, colon), std::stoll(c.substr(colon + 1)));
+        }
+      } else if (k == "--evoformer_blocks") {
+        args.evoformer_blocks = std::stoll(v);
+      } else if (k == "--extra_msa_blocks") {
+        args.extra_msa_blocks = std::stoll(v);
+      } else if (k == "--iterations") {
+        args.iterations = std::stoll(v);
+      } else if (k == "--model_config") {
+        args.model_config = v;
+      } else if (k == "--data_dir") {
+        args.data_dir = v;
+      } else if (k == "--device") {
+        args.device = Device::parse(v);
+      } else {
+        FC_THROW("bench_train: unknown option ", k);
+      }
+    }
+    FC_CHECK(args.iterations >= 1, "bench_train: --iterations ", args.iterations, " (must be >= 1)");
+    if (args.device.is_cuda()) FC_CHECK(cuda_available(), "bench_train: --device cuda but no CUDA device is usable");
+
+    af2::Af2Config config = af2::load_af2_config(args.model_config);
+    config.num_evoformer_blocks = args.evoformer_blocks;
+    config.num_extra_msa_blocks = args.extra_msa_blocks;
+    config.templates.enabled = false;
+    af2::validate_af2_config(config);
+
+    const data::Structure structure = data::read_mmcif(args.data_dir + "/mmcifs/2q2k.cif");
+    const data::TrainingChain chain =
+        data::training_chain_from_mmcif(structure, "A", args.data_dir + "/2q2k_A/alignments");
+
+    // The dense-GEMM peak per compute dtype; on the CPU one fp32 sgemm peak serves both (bf16
+    // GEMMs run through fp32 there). Best of 3, repeated 3 times: the largest (a shared machine's
+    // load only ever lowers it).
+    std::map<std::string, double> peak_flops;
+    for (const auto& [precision, recompute] : args.configs) {
+      const std::string key = args.device.is_cuda() ? precision : "fp32";
+      if (!peak_flops.count(key)) {
+        double best = 0;
+        for (int rep = 0; rep < 3; ++rep)
+          best = std::max(best, bert::measure_gemm_peak_flops(
+                                    args.device, af2::train_precision(key, "bench_train: --configs")));
+        peak_flops[key] = best;
+        bench::JsonLine()
+            .str("bench", "train")
+            .str("case", "gemm_peak")
+            .str("device", args.device.str())
+            .str("precision", key)
+            .num("tflops", best / 1e12)
+            .print();
+      }
+      peak_flops[precision] = peak_flops[key];
+    }
+    {  // warm-up: one small step (code paths, thread pool, allocator)
+      const Sample s = make_sample(chain, 16, 1);
+      run_case(config, s, args.configs.front().first, 0, args.device);
+    }
+    constexpr double kMiB = 1 << 20;
+    for (const int64_t crop : args.crops) {
+      const Sample s = make_sample(chain, crop, args.iterations);
+      const af2::Af2Batch b0 = s.features.iteration(0);
+      const double f = bench::af2_flops(config, static_cast<double>(b0.num_msa()),
+                                        static_cast<double>(b0.num_extra_msa()), 0.0, static_cast<double>(crop));
+      const double model_flops = (static_cast<double>(args.iterations) - 1 + 3) * f;
+      for (const auto& [precision, recompute] : args.configs) {
+        const Result r = run_case(config, s, precision, recompute, args.device);
+        const double peak = peak_flops.at(precision);
+        bench::JsonLine()
+            .str("bench", "train")
+            .str("case", "af2_step")
+            .str("device", args.device.str())
+            .integer("crop", crop)
+            .integer("msa_rows", b0.num_msa())
+            .integer("extra_msa_rows", b0.num_extra_msa())
+            .integer("evoformer_blocks", config.num_evoformer_blocks)
+            .integer("extra_msa_blocks", config.num_extra_msa_blocks)
+            .integer("iterations", args.iterations)
+            .str("precision", precision)
+            .integer("recompute_blocks", recompute)
+            .num("seconds", r.seconds)
+            .num("step_peak_mib", static_cast<double>(r.step_peak) / kMiB)
+            .num("peak_alloc_mib", static_cast<double>(r.peak) / kMiB)
+            .num("model_gflop", model_flops / 1e9)
+            .num("gflops", model_flops / r.seconds / 1e9)
+            .num("fraction_of_gemm_peak", model_flops / r.seconds / peak)
+            .num("loss", r.loss)
+            .print();
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,259 @@
+// The training step's memory techniques on OpenFold's training fixture (../shared/af2/ref/train,
+// cropped to 32 residues below; model_1_ptm widths, 2 Evoformer / 1 extra-MSA / 2 template pair blocks, fine-tuning
+// weights), with template 0 filled with the example's own structure so the template pair stack
+// runs (and trains) too.
+//
+// 1. Recomputation (Af2Config::recompute_blocks = 1: one segment per Evoformer, extra-MSA and
+//    template pair block) with dropout ON gives the same loss and gradients as no recomputation —
+//    the rerun in the backward replays the dropout masks from the rewound generator — and a lower
+//    allocator peak for the step. Equality: the segment's forward runs without a graph and its
+//    residual adds in place, the rerun with a graph; both apply the same fp32 operations to the same
+//    values in the same order, so the results are expected bitwise equal. The test allows 1e-6
+//    relative (L2) per gradient tensor, a few fp32 roundings (2^-24 ≈ 6e-8 each), so an order change
+//    in a reduction does not fail it; the measured difference is printed.
+// 2. bf16 autocast (fp32 master weights, fp32 structure module and losses) against fp32, dropout
+//    off, initial-stage weights. Bound: bf16 keeps 8 significant bits, so each operand of a bf16
+//    GEMM is rounded with relative error ≤ u = 2^-9 (round to nearest; 2^-8 is the spacing) and
+//    each product carries ≤ 2u = 2^-8 relative, the fp32 accumulation adding nothing comparable.
+//    The step's longest path through bf16 GEMMs (embedding, 1 extra-MSA block, 2 Evoformer blocks
+//    of 9 modules with 2–4 GEMMs each, the single projection, the heads) is L ≈ 60 GEMMs;
+//    independent per-layer errors add in quadrature: sqrt(L)·2^-8 ≈ 0.03 relative on the trunk's
+//    outputs, and the losses inherit that to first order. Tolerances, that figure with a 2× margin:
+//    every loss term within 0.06 relative (0.06·max(|term|, 0.05) for terms near zero), the global
+//    gradient norm within 0.06. A parameter gradient is a sum of products of a perturbed
+//    activation and a perturbed output gradient, each ≈ 0.03 off: 2·0.03 = 0.06, with a 2.5×
+//    margin for cancellation in sums over few terms: 0.15 relative (L2) for every tensor with a
+//    non-negligible share of the norm (> 1e-3 of it). The exception is what the structure module's
+//    gradient reaches (its own tensors, the single projection, the recycled-MSA-row norm): that
+//    gradient is ill-conditioned — 8 layers with shared weights, frames composed layer on layer,
+//    torsions → side-chain frames → the FAPE and χ terms — so first-order propagation does
+//    not bound it. Its bound is measured instead: an fp32 control step with one 2^-9 relative
+//    perturbation (the single projection's weights rounded to bf16, i.e. the structure module's
+//    input moved by one bf16 rounding) moves each tensor's gradient by control_k; bf16 makes
+//    ≈ L such independent perturbations, ≈ sqrt(L) ≈ 8× the effect, so each tensor's bound is
+//    max(0.15, 10·control_k). Measured on this crop: loss terms ≤ 3.4e-2 (tm), global norm 7e-3,
+//    structure-module tensors up to 0.71 with controls up to 0.24.
+// 3. The same with bf16 autocast and no dropout (the rerun must use the forward's autocast mode).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "af2_train_compare.h"
+#include "autograd/param_store.h"
+#include "core/allocator.h"
+#include "core/philox.h"
+#include "data_pipeline/npy.h"
+#include "models/alphafold/af2_export.h"
+#include "models/alphafold/alphafold.h"
+#include "models/alphafold/alphafold_params.h"
+#include "models/alphafold/features.h"
+#include "models/alphafold/train_step.h"
+
+namespace foldcore::af2 {
+namespace {
+
+namespace tc = train_compare;
+
+// A crop of the fixture (residues 5..28, 8 MSA clusters, 16 extra rows, 2 template slots) keeps the
+// four steps of this file short.
+constexpr int64_t kCropStart = 5, kCrop = 24, kMsa = 8, kExtra = 16, kTemplates = 2;
+
+struct Batch {
+  Af2Features features;
+  std::map<std::string, Tensor> last_slice;
+};
+
+const Batch& batch() {
+  static const Batch b = [] {
+    const data::NpzReader in(tc::train_dir() + "/batch.npz");
+    std::map<std::string, Tensor> a;
+    for (const std::string& name : in.names()) {
+      Tensor t = in.read(name).to_tensor();
+      for (int ax = 0; ax + 1 < t.dim(); ++ax)
+        if (t.size(ax) == 48) t = t.narrow(ax, kCropStart, kCrop);
+      if (name == "msa_feat" || name == "msa_mask" || name == "msa_row_mask" || name == "bert_mask" ||
+          name == "true_msa")
+        t = t.narrow(0, 0, kMsa);
+      if (name.rfind("extra_", 0) == 0) t = t.narrow(0, 0, kExtra);
+      if (name.rfind("template_", 0) == 0) t = t.narrow(0, 0, kTemplates);
+      a[name] = t.contiguous();
+    }
+    a["seq_length"].fill_(static_cast<double>(kCrop));
+    // Template 0 = the true structure (every iteration); the others stay masked.
+    a["template_aatype"].select(0, 0).copy_(a["aatype"]);
+    a["template_all_atom_positions"].select(0, 0).copy_(a["all_atom_positions"]);
+    a["template_all_atom_mask"].select(0, 0).copy_(a["all_atom_mask"]);
+    a["template_pseudo_beta"].select(0, 0).copy_(a["pseudo_beta"]);
+    a["template_pseudo_beta_mask"].select(0, 0).copy_(a["pseudo_beta_mask"]);
+    a["template_mask"].select(0, 0).fill_(1.0);
+    Batch out;
+    out.features = Af2Features::from_arrays(a, "training fixture with template 0 filled");
+    const int64_t last = out.features.num_iterations() - 1;
+    for (const auto& [name, t] : a) out.last_slice[name] = t.select(-1, last).contiguous();
+    return out;
+  }();
+  return b;
+}
+
+struct StepRun {
+  TrainStepResult result;
+  std::map<std::string, Tensor> grads;
+  size_t peak = 0;  // allocator peak of the step above what existed before it (bytes)
+};
+
+// perturb: the single projection's weights (the structure module's input) rounded to bf16 — a
+// relative change ≤ 2^-9 per weight, the smallest perturbation bf16 makes anywhere.
+StepRun run(DType precision, int64_t recompute_blocks, bool dropout, bool perturb = false) {
+  Af2Config config = infer_af2_config(tc::params_path());
+  config.recompute_blocks = recompute_blocks;
+  autograd::ParamStore params(Device::cpu());
+  Generator init_rng(0), dropout_rng(20260101);
+  AlphaFold model(nn::Scope{&params, &init_rng, dropout ? &dropout_rng : nullptr, ""}, config);
+  model.train(dropout);
+  params.finalize();
+  Af2ParamTable table;
+  model.add_af2_params(table);
+  load_af2_params(table, tc::params_path());
+  if (perturb)
+    for (const Af2ParamEntry& e : table.entries())
+      if (e.key.find("single_activations//weights") != std::string::npos) {
+        Tensor w = e.target;
+        w.copy_(w.to(DType::bf16).to(DType::f32));
+      }
+  const auto shapes = af2_official_shapes(table, config);
+  Af2LossConfig loss_config;
+  loss_config.weights = LossWeights::stage("initial", config.heads.ptm);
+  const Batch& b = batch();
+  Allocator& alloc = default_allocator(Device::cpu());
+  const size_t before = alloc.stats().current;
+  alloc.reset_peak();
+  StepRun r;
+  r.result = af2_train_step(model, params, table, shapes, b.features, b.last_slice, loss_config, Device::cpu(),
+                            precision);
+  r.peak = alloc.stats().peak - before;
+  r.grads = std::map<std::string, Tensor>(r.result.grads.begin(), r.result.grads.end());
+  return r;
+}
+
+double rel_l2(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_vector(), y = b.to_vector();
+  double d = 0, n = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    d += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+    n += static_cast<double>(y[i]) * y[i];
+  }
+  return n > 0 ? std::sqrt(d / n) : std::sqrt(d);
+}
+
+double norm(const Tensor& a) {
+  double n = 0;
+  for (float v : a.to_vector()) n += static_cast<double>(v) * v;
+  return std::sqrt(n);
+}
+
+const StepRun& fp32_no_dropout() {
+  static const StepRun r = run(DType::f32, 0, false);
+  return r;
+}
+
+const StepRun& bf16_no_dropout() {
+  static const StepRun r = run(DType::bf16, 0, false);
+  return r;
+}
+
+const StepRun& fp32_dropout() {
+  static const StepRun r = run(DType::f32, 0, true);
+  return r;
+}
+
+TEST(Af2TrainMemory, RecomputationWithDropoutGivesTheSameGradientsAndALowerPeak) {
+  const StepRun& plain = fp32_dropout();
+  const StepRun rec = run(DType::f32, 1, true);
+  ASSERT_TRUE(std::isfinite(plain.result.loss.loss));
+  EXPECT_NEAR(rec.result.loss.loss, plain.result.loss.loss, 1e-6 * std::abs(plain.result.loss.loss));
+  for (const auto& [name, v] : plain.result.loss.terms)
+    EXPECT_NEAR(rec.result.loss.terms.at(name), v, 1e-6 * std::max(std::abs(v), 1e-3)) << name;
+  double worst = 0;
+  std::string worst_key;
+  int exact = 0;
+  for (const auto& [key, g] : plain.grads) {
+    const double e = rel_l2(rec.grads.at(key), g);
+    if (e == 0) ++exact;
+    if (e > worst) worst = e, worst_key = key;
+    EXPECT_LE(e, 1e-6) << key;
+  }
+  // The template pair stack trained (template 0 is real), so its recomputation was exercised.
+  double template_stack = 0;
+  for (const auto& [key, g] : plain.grads)
+    if (key.find("template_pair_stack") != std::string::npos) template_stack += norm(g);
+  EXPECT_GT(template_stack, 0.0);
+  std::printf("recompute vs plain: %d of %zu gradient tensors bitwise equal, worst %.3g (%s); peak %.1f MiB -> %.1f MiB\n",
+              exact, plain.grads.size(), worst, worst_key.c_str(), static_cast<double>(plain.peak) / (1 << 20),
+              static_cast<double>(rec.peak) / (1 << 20));
+  EXPECT_LT(rec.peak, plain.peak);
+}
+
+TEST(Af2TrainMemory, DropoutIsActive) {
+  // Guards test 1 against a vacuous pass: the same step without dropout gives another loss.
+  const StepRun& none = fp32_no_dropout();
+  EXPECT_GT(std::abs(none.result.loss.loss - fp32_dropout().result.loss.loss), 1e-3 * std::abs(none.result.loss.loss));
+}
+
+TEST(Af2TrainMemory, Bf16StepIsWithinBf16RoundingOfFp32) {
+  const StepRun& f = fp32_no_dropout();
+  const StepRun& h = bf16_no_dropout();
+  for (const auto& [name, v] : f.result.loss.terms) {
+    const double got = h.result.loss.terms.at(name);
+    std::printf("%-28s fp32 %.6g bf16 %.6g rel %.2e\n", name.c_str(), v, got, tc::rel(got, v));
+    EXPECT_NEAR(got, v, 0.06 * std::max(std::abs(v), 0.05)) << name;
+  }
+  EXPECT_NEAR(h.result.loss.loss, f.result.loss.loss, 0.06 * std::abs(f.result.loss.loss));
+  EXPECT_NEAR(h.result.grad_norm, f.result.grad_norm, 0.06 * f.result.grad_norm);
+  // The control: fp32 with the structure module's input perturbed by bf16 rounding of one GEMM's
+  // weights. How far its gradients move measures the step's own sensitivity to such a change.
+  const StepRun c = run(DType::f32, 0, false, /*perturb=*/true);
+  double worst = 0, worst_control = 0;
+  std::string worst_key;
+  int checked = 0, sensitive = 0;
+  for (const auto& [key, g] : f.grads) {
+    if (norm(g) <= 1e-3 * f.result.grad_norm) continue;
+    ++checked;
+    const double e = rel_l2(h.grads.at(key), g), control = rel_l2(c.grads.at(key), g);
+    const double bound = std::max(0.15, 10 * control);
+    if (bound > 0.15) ++sensitive;
+    if (e > worst) worst = e, worst_key = key, worst_control = control;
+    EXPECT_LE(e, bound) << key << " (fp32 control " << control << ")";
+  }
+  std::printf("bf16 vs fp32: grad norm %.6g vs %.6g, %d tensors checked (%d with a control-derived bound), worst %.3g "
+              "(%s, fp32 control %.3g); peak %.1f MiB vs %.1f MiB\n",
+              h.result.grad_norm, f.result.grad_norm, checked, sensitive, worst, worst_key.c_str(), worst_control,
+              static_cast<double>(h.peak) / (1 << 20), static_cast<double>(f.peak) / (1 << 20));
+  EXPECT_GT(checked, 100);
+  // The master weights' gradients are fp32 whatever the compute precision.
+  for (const auto& [key, g] : h.grads) EXPECT_EQ(g.dtype(), DType::f32) << key;
+}
+
+// The recomputed segments rerun under the forward's bf16 autocast (the backward runs outside the
+// step's AutocastGuard): the same gradients as bf16 without recomputation. Rerun in fp32 instead,
+// they would differ by bf16 rounding (≈ 1e-2, test 2), far above the 1e-6 allowed.
+TEST(Af2TrainMemory, Bf16RecomputationGivesTheSameGradients) {
+  const StepRun& plain = bf16_no_dropout();
+  const StepRun rec = run(DType::bf16, 1, false);
+  EXPECT_NEAR(rec.result.loss.loss, plain.result.loss.loss, 1e-6 * std::abs(plain.result.loss.loss));
+  double worst = 0;
+  for (const auto& [key, g] : plain.grads) {
+    const double e = rel_l2(rec.grads.at(key), g);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, 1e-6) << key;
+  }
+  std::printf("bf16 recompute vs plain: worst gradient difference %.3g; peak %.1f MiB -> %.1f MiB\n", worst,
+              static_cast<double>(plain.peak) / (1 << 20), static_cast<double>(rec.peak) / (1 << 20));
+  EXPECT_LT(rec.peak, plain.peak);
+}
+
+}  // namespace
+}  // namespace foldcore::af2
