@@ -1,6 +1,6 @@
 // Helpers shared by the tests of the foldcore program (tests/apps/): where the program is (the
-// tests sit in <build>/tests/, the program at <build>/foldcore), reading a file whole, and a
-// scratch folder named after the running test.
+// tests sit in <build>/tests/, the program at <build>/foldcore), running it or any command line,
+// reading a file whole, and a scratch folder named after the running test.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -31,11 +31,10 @@ struct RunResult {
   int status = -1;
   std::string output;  // stdout + stderr
 };
-// Runs `foldcore <args>` (a shell command line) and collects its exit status and output.
-inline RunResult run_foldcore(const std::string& args) {
-  const std::string cmd = foldcore_binary() + " " + args + " 2>&1";
+// Runs a shell command line and collects its exit status and output (stdout + stderr).
+inline RunResult run_shell(const std::string& command) {
   RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf{};
   size_t got = 0;
@@ -44,6 +43,8 @@ inline RunResult run_foldcore(const std::string& args) {
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
 }
+// Runs `foldcore <args>` (a shell command line).
+inline RunResult run_foldcore(const std::string& args) { return run_shell(foldcore_binary() + " " + args); }
 
 // /tmp/foldcore_<tag>_<pid>_<test name>, emptied at the start and removed at the end.
 class TempDir {

@@ -14,29 +14,16 @@
 #include <string>
 
 #if defined(FOLDCORE_HAVE_DATA)  // predict needs the data pipeline
+#include "apps_test_util.h"
+
 namespace foldcore {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string foldcore_binary() { return (fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "foldcore").string(); }
-
-struct CommandRun {
-  int status = -1;
-  std::string output;
-};
-
-CommandRun run(const std::string& cmd) {
-  CommandRun r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using apps_test::foldcore_binary;
+using CommandRun = apps_test::RunResult;
+CommandRun run(const std::string& cmd) { return apps_test::run_shell(cmd); }
 
 struct Dir {
   fs::path path;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "apps_test_util.h"
+#include "train_test_util.h"
 #include "nn/checkpoint.h"
 #include "test_util.h"
 
@@ -47,46 +48,6 @@ std::string mpirun(int np) {
          " " + foldcore_binary() + " ";
 }
 std::string single() { return kEnv + foldcore_binary() + " "; }
-
-RunResult run_shell(const std::string& cmd) {
-  RunResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t got = 0;
-  while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, got);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-fs::path make_store(const fs::path& dir) {
-  const std::string shared = foldcore::testing::shared_dir() + "/data/";
-  fs::create_directories(dir / "aln" / "2q2k_A");
-  for (const auto& e : fs::directory_iterator(shared + "2q2k_A/alignments"))
-    fs::copy_file(e.path(), dir / "aln" / "2q2k_A" / e.path().filename());
-  const fs::path store = dir / "store.h5";
-  const RunResult r = run_foldcore("preprocess --mmcif_dir " + shared + "mmcifs --alignment_dir " +
-                                   (dir / "aln").string() + " --out " + store.string());
-  EXPECT_EQ(r.status, 0) << r.output;
-  return store;
-}
-
-// configs/train/tiny.yaml with "key: value" lines replaced and the model path made absolute.
-fs::path tiny_config(const fs::path& dir, const std::string& name, const std::map<std::string, std::string>& edits) {
-  std::istringstream in(read_file(kSource + "/configs/train/tiny.yaml"));
-  std::string line, out;
-  while (std::getline(in, line)) {
-    const std::string key = std::regex_replace(line, std::regex("^\\s*([A-Za-z_]+):.*$"), "$1");
-    if (key == "model") line = "model: " + kSource + "/configs/model/tiny.yaml";
-    const auto it = edits.find(key);
-    if (it != edits.end()) line = it->second;
-    out += line + "\n";
-  }
-  const fs::path p = dir / name;
-  std::ofstream(p) << out;
-  return p;
-}
 
 std::string args(const fs::path& config, const fs::path& store, const fs::path& run, int steps) {
   return "train --config " + config.string() + " --store " + store.string() + " --out_dir " + run.string() +
@@ -139,7 +100,7 @@ class TrainDp : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::make_unique<TempDir>("train_dp");
-    store_ = make_store(dir_->path());
+    store_ = make_train_store(dir_->path());
   }
   fs::path path(const std::string& name) const { return dir_->path() / name; }
   std::unique_ptr<TempDir> dir_;
@@ -149,8 +110,8 @@ class TrainDp : public ::testing::Test {
 constexpr double kRel = 1e-4;
 
 TEST_F(TrainDp, TwoRanksEqualOneProcessAndResumeAcrossDpSizes) {
-  const fs::path config = tiny_config(dir_->path(), "tiny.yaml",
-                                     {{"checkpoint_every", "  checkpoint_every: 2"}, {"batch_size", "  batch_size: 4"}});
+  const fs::path config = tiny_train_config(dir_->path(), "tiny.yaml",
+                                            {{"checkpoint_every", "  checkpoint_every: 2"}, {"batch_size", "  batch_size: 4"}});
   // Global batch 4: two examples per rank, so the ranks' partial sums add in another order than
   // one process's running sum.
   constexpr int kSteps = 4;
@@ -186,8 +147,8 @@ TEST_F(TrainDp, TwoRanksEqualOneProcessAndResumeAcrossDpSizes) {
 }
 
 TEST_F(TrainDp, WithoutClippingEqualsOneProcessBucketsDuringBackward) {
-  const fs::path config = tiny_config(dir_->path(), "noclip.yaml",
-                                     {{"clip_grad_norm", "  clip_grad_norm: 0.0"}, {"batch_size", "  batch_size: 4"}});
+  const fs::path config = tiny_train_config(dir_->path(), "noclip.yaml",
+                                            {{"clip_grad_norm", "  clip_grad_norm: 0.0"}, {"batch_size", "  batch_size: 4"}});
   constexpr int kSteps = 3;
   const RunResult one = run_shell(single() + args(config, store_, path("one"), kSteps));
   ASSERT_EQ(one.status, 0) << one.output;
@@ -205,7 +166,7 @@ TEST_F(TrainDp, WithoutClippingEqualsOneProcessBucketsDuringBackward) {
 
 TEST_F(TrainDp, FourRanksEqualOneProcess) {
   // One example per rank (global batch 4): the ranks' products are added in one process's order.
-  const fs::path config = tiny_config(dir_->path(), "b4.yaml", {{"batch_size", "  batch_size: 4"}});
+  const fs::path config = tiny_train_config(dir_->path(), "b4.yaml", {{"batch_size", "  batch_size: 4"}});
   constexpr int kSteps = 2;
   const RunResult one = run_shell(single() + args(config, store_, path("one"), kSteps));
   ASSERT_EQ(one.status, 0) << one.output;
@@ -220,7 +181,7 @@ TEST_F(TrainDp, FourRanksEqualOneProcess) {
 // stacks' gradients are sums of per-rank partial sums, so they differ from one process by fp32
 // summation order only), dropout on (the tiny preset's: DAP and BP draw one process's masks).
 TEST_F(TrainDp, DapAndBpEqualOneProcess) {
-  const fs::path config = tiny_config(dir_->path(), "tiny.yaml", {});
+  const fs::path config = tiny_train_config(dir_->path(), "tiny.yaml", {});
   constexpr int kSteps = 3;
   const RunResult one = run_shell(single() + args(config, store_, path("one"), kSteps));
   ASSERT_EQ(one.status, 0) << one.output;
@@ -250,7 +211,7 @@ TEST_F(TrainDp, DapAndBpEqualOneProcess) {
 }
 
 TEST_F(TrainDp, WrongLaunchesAreClearErrors) {
-  const fs::path config = tiny_config(dir_->path(), "tiny.yaml", {});
+  const fs::path config = tiny_train_config(dir_->path(), "tiny.yaml", {});
   RunResult r = run_shell(single() + args(config, store_, path("x"), 1) + " --dp 2");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("this job has 1 processes, the grid needs 2; launch it as mpirun -np 2"), std::string::npos)
@@ -286,7 +247,7 @@ pid_t rank_pid(pid_t parent, int rank) {
 }
 
 TEST_F(TrainDp, KilledRankEndsTheJobAndTheCheckpointResumes) {
-  const fs::path config = tiny_config(dir_->path(), "tiny.yaml", {{"checkpoint_every", "  checkpoint_every: 1"}});
+  const fs::path config = tiny_train_config(dir_->path(), "tiny.yaml", {{"checkpoint_every", "  checkpoint_every: 1"}});
   const fs::path run = path("run"), log = path("job.log");
   constexpr int kWatchdog = 20;
   const pid_t job = ::fork();

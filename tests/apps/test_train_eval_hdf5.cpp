@@ -18,47 +18,13 @@
 #include <vector>
 
 #include "apps_test_util.h"
+#include "train_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::apps_test {
 namespace {
 
 const std::string kSource = FOLDCORE_SOURCE_DIR;
-
-// Every shared mmCIF, every chain with a query-only MSA (the alignments are not needed here).
-fs::path make_store(const fs::path& dir) {
-  fs::create_directories(dir / "aln");
-  const fs::path store = dir / "store.h5";
-  const RunResult r = run_foldcore("preprocess --mmcif_dir " + foldcore::testing::shared_dir() +
-                                   "/data/mmcifs --alignment_dir " + (dir / "aln").string() + " --out " + store.string());
-  EXPECT_EQ(r.status, 0) << r.output;
-  return store;
-}
-
-// configs/train/tiny.yaml with "key: value" lines replaced (by key, first occurrence).
-fs::path tiny_config(const fs::path& dir, const std::string& name, const std::map<std::string, std::string>& edits) {
-  std::istringstream in(read_file(kSource + "/configs/train/tiny.yaml"));
-  std::string line, out;
-  while (std::getline(in, line)) {
-    const std::string key = std::regex_replace(line, std::regex("^\\s*([A-Za-z_]+):.*$"), "$1");
-    if (key == "model") line = "model: " + kSource + "/configs/model/tiny.yaml";
-    const auto it = edits.find(key);
-    if (it != edits.end()) line = it->second;
-    out += line + "\n";
-  }
-  const fs::path p = dir / name;
-  std::ofstream(p) << out;
-  return p;
-}
-
-std::vector<std::string> lines(const fs::path& p) {
-  std::vector<std::string> out;
-  std::istringstream in(read_file(p));
-  std::string l;
-  while (std::getline(in, l))
-    if (!l.empty()) out.push_back(l);
-  return out;
-}
 
 double field(const std::string& line, const std::string& key) {
   std::string pattern = "\"";
@@ -77,15 +43,15 @@ std::string train_args(const fs::path& config, const fs::path& store, const fs::
 
 TEST(TrainEval, HeldOutChainsAreScoredAndNotTrainedOn) {
   TempDir dir("train_eval");
-  const fs::path store = make_store(dir.path());
-  const fs::path config = tiny_config(dir.path(), "val.yaml",
-                                      {{"chains", "  chains: [2q2k_A, 4zey_A]"}, {"every", "  every: 2"}});
+  const fs::path store = make_train_store(dir.path(), false);
+  const fs::path config = tiny_train_config(dir.path(), "val.yaml",
+                                            {{"chains", "  chains: [2q2k_A, 4zey_A]"}, {"every", "  every: 2"}});
   const fs::path run = dir.path() / "run";
   const RunResult r = run_foldcore(train_args(config, store, run, 5));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("step 0 validation (2 chains"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("step 4 validation (2 chains"), std::string::npos) << r.output;
-  const std::vector<std::string> got = lines(run / "metrics.jsonl");
+  const std::vector<std::string> got = nonempty_lines(run / "metrics.jsonl");
   ASSERT_EQ(got.size(), 6u);  // step 0 (validation only) and steps 1..5
   for (size_t i = 0; i < got.size(); ++i) {
     const int64_t step = static_cast<int64_t>(i);
@@ -134,20 +100,20 @@ TEST(TrainEval, HeldOutChainsAreScoredAndNotTrainedOn) {
 
 TEST(TrainEval, ValidationDoesNotChangeTheTraining) {
   TempDir dir("train_eval_same");
-  const fs::path store = make_store(dir.path());
+  const fs::path store = make_train_store(dir.path(), false);
   // Dropout on (tiny preset): a validation that drew from the dropout generator or left the model
   // in eval mode would change every later loss. held_out false keeps the training chains equal.
-  const fs::path plain = tiny_config(dir.path(), "plain.yaml", {});
-  const fs::path val = tiny_config(dir.path(), "val.yaml",
-                                   {{"chains", "  chains: [2q2k_A]"}, {"every", "  every: 1"},
-                                    {"held_out", "  held_out: false"}});
+  const fs::path plain = tiny_train_config(dir.path(), "plain.yaml", {});
+  const fs::path val = tiny_train_config(dir.path(), "val.yaml",
+                                         {{"chains", "  chains: [2q2k_A]"}, {"every", "  every: 1"},
+                                          {"held_out", "  held_out: false"}});
   const RunResult a = run_foldcore(train_args(plain, store, dir.path() / "a", 4));
   ASSERT_EQ(a.status, 0) << a.output;
   const RunResult b = run_foldcore(train_args(val, store, dir.path() / "b", 4));
   ASSERT_EQ(b.status, 0) << b.output;
   static const std::regex volatile_fields(", \"(step_seconds|samples_per_second|peak_memory_bytes|val_[^\"]*)\": [^,}]*");
-  const std::vector<std::string> la = lines(dir.path() / "a" / "metrics.jsonl");
-  std::vector<std::string> lb = lines(dir.path() / "b" / "metrics.jsonl");
+  const std::vector<std::string> la = nonempty_lines(dir.path() / "a" / "metrics.jsonl");
+  std::vector<std::string> lb = nonempty_lines(dir.path() / "b" / "metrics.jsonl");
   ASSERT_EQ(lb.size(), la.size() + 1);
   lb.erase(lb.begin());  // the step-0 validation line
   for (size_t i = 0; i < la.size(); ++i) {
@@ -158,18 +124,18 @@ TEST(TrainEval, ValidationDoesNotChangeTheTraining) {
 
 TEST(TrainEval, BadValidationSettingsAreNamed) {
   TempDir dir("train_eval_bad");
-  const fs::path store = make_store(dir.path());
-  const fs::path absent = tiny_config(dir.path(), "absent.yaml", {{"chains", "  chains: [9zzz_Q]"}, {"every", "  every: 1"}});
+  const fs::path store = make_train_store(dir.path(), false);
+  const fs::path absent = tiny_train_config(dir.path(), "absent.yaml", {{"chains", "  chains: [9zzz_Q]"}, {"every", "  every: 1"}});
   RunResult r = run_foldcore(train_args(absent, store, dir.path() / "run", 1));
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("chain '9zzz_Q' (validation.chains) is not in store " + store.string()), std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "run"));
-  const fs::path empty = tiny_config(dir.path(), "empty.yaml", {{"every", "  every: 5"}});
+  const fs::path empty = tiny_train_config(dir.path(), "empty.yaml", {{"every", "  every: 5"}});
   r = run_foldcore(train_args(empty, store, dir.path() / "run", 1));
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("'validation.every' is 5 but 'validation.chains' is empty"), std::string::npos) << r.output;
-  const fs::path missing = tiny_config(dir.path(), "missing.yaml", {{"held_out", ""}});
+  const fs::path missing = tiny_train_config(dir.path(), "missing.yaml", {{"held_out", ""}});
   r = run_foldcore(train_args(missing, store, dir.path() / "run", 1));
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("missing key 'validation.held_out'"), std::string::npos) << r.output;

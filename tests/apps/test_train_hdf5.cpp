@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "apps_test_util.h"
+#include "train_test_util.h"
 #include "nn/checkpoint.h"
 #include "test_util.h"
 
@@ -30,48 +31,6 @@ namespace foldcore::apps_test {
 namespace {
 
 const std::string kSource = FOLDCORE_SOURCE_DIR;
-
-// The store every test trains on: the shared mmCIFs, 2q2k_A with its real alignments.
-fs::path make_store(const fs::path& dir) {
-  const std::string shared = foldcore::testing::shared_dir() + "/data/";
-  fs::create_directories(dir / "aln" / "2q2k_A");
-  for (const auto& e : fs::directory_iterator(shared + "2q2k_A/alignments"))
-    fs::copy_file(e.path(), dir / "aln" / "2q2k_A" / e.path().filename());
-  const fs::path store = dir / "store.h5";
-  const RunResult r = run_foldcore("preprocess --mmcif_dir " + shared + "mmcifs --alignment_dir " +
-                                   (dir / "aln").string() + " --out " + store.string());
-  EXPECT_EQ(r.status, 0) << r.output;
-  return store;
-}
-
-// configs/train/tiny.yaml with `edits` applied ("key: value" lines replaced by the given text; an
-// empty replacement deletes the line) and the model path made absolute.
-fs::path tiny_config(const fs::path& dir, const std::string& name, const std::map<std::string, std::string>& edits) {
-  std::istringstream in(read_file(kSource + "/configs/train/tiny.yaml"));
-  std::string line, out;
-  while (std::getline(in, line)) {
-    const std::string key = std::regex_replace(line, std::regex("^\\s*([A-Za-z_]+):.*$"), "$1");
-    if (key == "model") line = "model: " + kSource + "/configs/model/tiny.yaml";
-    const auto it = edits.find(key);
-    if (it != edits.end()) {
-      if (it->second.empty()) continue;
-      line = it->second;
-    }
-    out += line + "\n";
-  }
-  const fs::path p = dir / name;
-  std::ofstream(p) << out;
-  return p;
-}
-
-std::vector<std::string> lines(const fs::path& p) {
-  std::vector<std::string> out;
-  std::istringstream in(read_file(p));
-  std::string l;
-  while (std::getline(in, l))
-    if (!l.empty()) out.push_back(l);
-  return out;
-}
 
 // A metrics line without its timing fields (they differ between runs by nature).
 std::string without_timing(const std::string& line) {
@@ -86,13 +45,13 @@ std::string train_args(const fs::path& config, const fs::path& store, const fs::
 
 TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
   TempDir dir("train_resume");
-  const fs::path store = make_store(dir.path());
-  const fs::path config = tiny_config(dir.path(), "tiny.yaml", {{"checkpoint_every", "  checkpoint_every: 1"}});
+  const fs::path store = make_train_store(dir.path());
+  const fs::path config = tiny_train_config(dir.path(), "tiny.yaml", {{"checkpoint_every", "  checkpoint_every: 1"}});
   constexpr int kSteps = 40;  // ~20 ms each: enough for the kill to land mid-run
 
   const RunResult full = run_foldcore(train_args(config, store, dir.path() / "full", kSteps));
   ASSERT_EQ(full.status, 0) << full.output;
-  const std::vector<std::string> expected = lines(dir.path() / "full" / "metrics.jsonl");
+  const std::vector<std::string> expected = nonempty_lines(dir.path() / "full" / "metrics.jsonl");
   ASSERT_EQ(expected.size(), static_cast<size_t>(kSteps));
   EXPECT_NE(full.output.find("samples/s | ETA"), std::string::npos) << full.output;  // the progress line
   for (const char* field : {"\"loss\"", "\"fape\"", "\"distogram\"", "\"masked_msa\"", "\"lr\"", "\"grad_norm\"",
@@ -112,7 +71,7 @@ TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
   size_t logged = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
-    logged = fs::exists(run / "metrics.jsonl") ? lines(run / "metrics.jsonl").size() : 0;
+    logged = fs::exists(run / "metrics.jsonl") ? nonempty_lines(run / "metrics.jsonl").size() : 0;
     if (logged >= 2) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -126,7 +85,7 @@ TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
   const RunResult resumed = run_foldcore(train_args(config, store, run, kSteps) + " --resume");
   ASSERT_EQ(resumed.status, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed"), std::string::npos) << resumed.output;
-  const std::vector<std::string> got = lines(run / "metrics.jsonl");
+  const std::vector<std::string> got = nonempty_lines(run / "metrics.jsonl");
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(without_timing(got[i]), without_timing(expected[i])) << "step " << i + 1;
 
@@ -134,7 +93,7 @@ TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
   const fs::path wide_model = dir.path() / "wide_model.yaml";
   std::ofstream(wide_model) << std::regex_replace(read_file(kSource + "/configs/model/tiny.yaml"),
                                                   std::regex("\nnum_evoformer_blocks: 1\n"), "\nnum_evoformer_blocks: 2\n");
-  const fs::path wide = tiny_config(dir.path(), "wide.yaml", {{"model", "model: " + wide_model.string()}});
+  const fs::path wide = tiny_train_config(dir.path(), "wide.yaml", {{"model", "model: " + wide_model.string()}});
   const std::string before = read_file(run / "metrics.jsonl");
   const RunResult other = run_foldcore(train_args(wide, store, run, kSteps + 1) + " --resume");
   EXPECT_EQ(other.status, 1) << other.output;
@@ -151,8 +110,8 @@ TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
 // no config (the architecture is inferred from the array shapes); --ema exports the average.
 TEST(Train, ExportedParametersRunInRunFeatures) {
   TempDir dir("train_export");
-  const fs::path store = make_store(dir.path());
-  const fs::path config = tiny_config(dir.path(), "tiny.yaml", {});
+  const fs::path store = make_train_store(dir.path());
+  const fs::path config = tiny_train_config(dir.path(), "tiny.yaml", {});
   const fs::path run = dir.path() / "run";
   ASSERT_EQ(run_foldcore(train_args(config, store, run, 3)).status, 0);
   const fs::path ckpt = run / "checkpoint.h5";
@@ -186,24 +145,24 @@ TEST(Train, ExportedParametersRunInRunFeatures) {
 TEST(Train, ConfigErrorsNameTheKey) {
   TempDir dir("train_config");
   const fs::path store = dir.path() / "absent.h5";  // never reached: the config fails first
-  const fs::path unknown = tiny_config(dir.path(), "unknown.yaml", {{"log_every", "  log_evry: 1"}});
+  const fs::path unknown = tiny_train_config(dir.path(), "unknown.yaml", {{"log_every", "  log_evry: 1"}});
   RunResult r = run_foldcore(train_args(unknown, store, dir.path() / "run", 1));
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("unknown key 'run.log_evry'"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(unknown.string()), std::string::npos) << r.output;
 
-  const fs::path missing = tiny_config(dir.path(), "missing.yaml", {{"crop_size", ""}});
+  const fs::path missing = tiny_train_config(dir.path(), "missing.yaml", {{"crop_size", ""}});
   r = run_foldcore(train_args(missing, store, dir.path() / "run", 1));
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("missing key 'data.crop_size'"), std::string::npos) << r.output;
 
-  const fs::path stage = tiny_config(dir.path(), "stage.yaml", {{"stage", "stage: pretrain"}});
+  const fs::path stage = tiny_train_config(dir.path(), "stage.yaml", {{"stage", "stage: pretrain"}});
   r = run_foldcore(train_args(stage, store, dir.path() / "run", 1));
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("pretrain"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "run"));
 
-  const fs::path real_store = make_store(dir.path());
+  const fs::path real_store = make_train_store(dir.path());
 
   // The shipped presets parse (with their model YAMLs): the run stops at the absent store.
   for (const char* preset : {"tiny", "initial", "finetune"}) {
@@ -217,19 +176,19 @@ TEST(Train, ConfigErrorsNameTheKey) {
 
 TEST(Train, NonFiniteStepsAreSkippedThenStop) {
   TempDir dir("train_nonfinite");
-  const fs::path store = make_store(dir.path());
+  const fs::path store = make_train_store(dir.path());
   // lr 1e30 after a one-step warm-up: the second update throws the weights to ~1e30, after which
   // every forward overflows.
-  const fs::path config = tiny_config(dir.path(), "blowup.yaml",
-                                      {{"lr", "  lr: 1.0e+30"},
-                                       {"warmup_steps", "  warmup_steps: 1"},
-                                       {"max_nonfinite_in_a_row", "  max_nonfinite_in_a_row: 2"},
-                                       {"batch_size", "  batch_size: 1"}});
+  const fs::path config = tiny_train_config(dir.path(), "blowup.yaml",
+                                            {{"lr", "  lr: 1.0e+30"},
+                                             {"warmup_steps", "  warmup_steps: 1"},
+                                             {"max_nonfinite_in_a_row", "  max_nonfinite_in_a_row: 2"},
+                                             {"batch_size", "  batch_size: 1"}});
   const fs::path run = dir.path() / "run";
   const RunResult r = run_foldcore(train_args(config, store, run, 8));
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("2 non-finite steps in a row"), std::string::npos) << r.output;
-  const std::vector<std::string> got = lines(run / "metrics.jsonl");
+  const std::vector<std::string> got = nonempty_lines(run / "metrics.jsonl");
   ASSERT_GE(got.size(), 3u);
   EXPECT_LT(got.size(), 8u);
   EXPECT_NE(got.back().find("\"skipped\": true"), std::string::npos) << got.back();
@@ -255,7 +214,7 @@ std::vector<double> run_losses(const fs::path& store, const fs::path& run, int s
   EXPECT_EQ(r.status, 0) << r.output;
   std::vector<double> loss;
   const std::regex loss_re("\"loss\": ([-+0-9.eE]+)");
-  for (const std::string& l : lines(run / "metrics.jsonl")) {
+  for (const std::string& l : nonempty_lines(run / "metrics.jsonl")) {
     std::smatch m;
     EXPECT_TRUE(std::regex_search(l, m, loss_re)) << "no finite loss in " << l;
     EXPECT_NE(l.find("\"skipped\": false"), std::string::npos) << l;
@@ -267,7 +226,7 @@ std::vector<double> run_losses(const fs::path& store, const fs::path& run, int s
 
 TEST(Train, Bf16RunLearnsAndCheckpointsFp32) {
   TempDir dir("train_bf16");
-  const fs::path store = make_store(dir.path());
+  const fs::path store = make_train_store(dir.path());
   constexpr int kSteps = 40;
   auto drop = [](const std::vector<double>& loss, double& first, double& last) {
     first = last = 0;
