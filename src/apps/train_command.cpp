@@ -1,5 +1,6 @@
 // `foldcore train --config configs/train/<name>.yaml --store S.h5 --out_dir RUN [--max_steps N]
-// [--device cpu|cuda:N] [--precision fp32|bf16] [--resume] [--dp A --dap B --bp C]`: AlphaFold2
+// [--device cpu|cuda:N] [--precision fp32|bf16] [--resume | --init_from C.h5 [--init_from_ema]]
+// [--dp A --dap B --bp C] [--parallel_evoformer]`: AlphaFold2
 // training from a feature store (models/alphafold/af2_trainer.h): metrics.jsonl and atomic
 // checkpoints in RUN, exact continuation with --resume. With A·B·C > 1 it runs as one rank of an
 // MPI job of A·B·C processes (mpirun/srun; docs/distributed.md) over a dist::ProcessGrid.
@@ -34,7 +35,8 @@ namespace {
 struct TrainArgs {
   std::string config, store, out_dir, device = "cpu", precision = "fp32";
   int64_t max_steps = 0;
-  bool resume = false, parallel_evoformer = false;
+  bool resume = false, parallel_evoformer = false, init_from_ema = false;
+  std::string init_from;
   int dp = 1, dap = 1, bp = 1;
   double bucket_mb = 25;  // PyTorch DDP's default bucket size
 };
@@ -133,6 +135,11 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--precision", a->precision, "fp32 or bf16 (autocast of the trunk and heads; fp32 master weights, optimizer, checkpoint, structure module and losses)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   sub->add_flag("--resume", a->resume, "continue the run in --out_dir from its checkpoint (any --dp)");
+  sub->add_option("--init_from", a->init_from,
+                  "start from the weights of another run's checkpoint.h5 of the same architecture (fine-tuning after "
+                  "initial training); new optimiser, step 0")
+      ->check(CLI::ExistingFile);
+  sub->add_flag("--init_from_ema", a->init_from_ema, "with --init_from: its EMA weights instead of its trained ones");
   sub->add_option("--dp", a->dp, "data-parallel ranks: the global batch (optim.batch_size) is split over them")
       ->check(CLI::PositiveNumber);
   sub->add_option("--dap", a->dap, "dynamic-axial-parallel ranks per model replica (the MSA and pair split over them)")
@@ -154,6 +161,9 @@ void add_train_command(CLI::App& app) {
     o.device = Device::parse(a->device);
     o.precision = a->precision;
     o.resume = a->resume;
+    o.init_from = a->init_from;
+    o.init_from_ema = a->init_from_ema;
+    FC_CHECK(!a->init_from_ema || !a->init_from.empty(), "train: --init_from_ema needs --init_from");
     if (a->parallel_evoformer) o.config.model.evoformer.parallel = true;
     FC_CHECK(a->bp == 1 || o.config.model.evoformer.parallel, "train: --bp ", a->bp,
              " places the Parallel Evoformer's two branches on two ranks; the model of ", a->config,

@@ -142,6 +142,57 @@ TEST(Train, ExportedParametersRunInRunFeatures) {
   EXPECT_FALSE(fs::exists(dir.path() / "x.npz"));
 }
 
+// --init_from: a new run starting from another run's weights (or their EMA). The first step's
+// learning rate is 0 (AlphaFold's warm-up starts at 0), so after it the weights are exactly the
+// loaded ones: their export equals the source run's export byte for byte.
+TEST(Train, InitFromStartsANewRunFromAnotherRunsWeights) {
+  TempDir dir("train_init_from");
+  const fs::path store = make_train_store(dir.path());
+  const fs::path config = tiny_train_config(dir.path(), "tiny.yaml", {});
+  const fs::path source = dir.path() / "source", ckpt = source / "checkpoint.h5";
+  ASSERT_EQ(run_foldcore(train_args(config, store, source, 3)).status, 0);
+  auto export_params = [&](const fs::path& checkpoint, const std::string& name, bool ema) {
+    const fs::path out = dir.path() / name;
+    const RunResult r = run_foldcore("export_params --checkpoint " + checkpoint.string() + " --output " + out.string() +
+                                     (ema ? " --ema" : ""));
+    EXPECT_EQ(r.status, 0) << r.output;
+    return read_file(out);
+  };
+  const std::string weights = export_params(ckpt, "source.npz", false);
+  const std::string ema_weights = export_params(ckpt, "source_ema.npz", true);
+  ASSERT_NE(weights, ema_weights);
+  for (const bool ema : {false, true}) {
+    SCOPED_TRACE(ema ? "EMA" : "weights");
+    const fs::path run = dir.path() / (ema ? "from_ema" : "from");
+    const RunResult r = run_foldcore(train_args(config, store, run, 1) + " --init_from " + ckpt.string() +
+                                     (ema ? " --init_from_ema" : ""));
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string("starting from the ") + (ema ? "EMA weights" : "weights")), std::string::npos)
+        << r.output;
+    const std::vector<std::string> metrics = nonempty_lines(run / "metrics.jsonl");
+    ASSERT_EQ(metrics.size(), 1u);
+    EXPECT_NE(metrics[0].find("\"step\": 1,"), std::string::npos) << metrics[0];  // a new run: step 1
+    EXPECT_NE(metrics[0].find("\"lr\": 0,"), std::string::npos) << metrics[0];
+    EXPECT_EQ(nn::inspect_checkpoint((run / "checkpoint.h5").string()).step, 1);
+    EXPECT_TRUE(export_params(run / "checkpoint.h5", "check.npz", false) == (ema ? ema_weights : weights));
+  }
+  // Refused: with --resume, another architecture, --init_from_ema alone.
+  RunResult r = run_foldcore(train_args(config, store, dir.path() / "from", 2) + " --resume --init_from " + ckpt.string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("exclude each other"), std::string::npos) << r.output;
+  const fs::path wide_model = dir.path() / "wide_model.yaml";
+  std::ofstream(wide_model) << std::regex_replace(read_file(kSource + "/configs/model/tiny.yaml"),
+                                                  std::regex("\nnum_evoformer_blocks: 1\n"), "\nnum_evoformer_blocks: 2\n");
+  const fs::path wide = tiny_train_config(dir.path(), "wide.yaml", {{"model", "model: " + wide_model.string()}});
+  r = run_foldcore(train_args(wide, store, dir.path() / "wide", 1) + " --init_from " + ckpt.string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("another architecture"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "wide"));
+  r = run_foldcore(train_args(config, store, dir.path() / "x", 1) + " --init_from_ema");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--init_from_ema needs --init_from"), std::string::npos) << r.output;
+}
+
 TEST(Train, ConfigErrorsNameTheKey) {
   TempDir dir("train_config");
   const fs::path store = dir.path() / "absent.h5";  // never reached: the config fails first

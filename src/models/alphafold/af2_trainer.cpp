@@ -287,13 +287,37 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   Af2ParamTable table;
   model.add_af2_params(table);
   const auto shapes = af2_official_shapes(table, cfg.model);  // af2_train_step's gradient report
+  const std::string meta = architecture_meta(cfg, params.num_elements());
+  if (!o.init_from.empty()) {
+    // Before the EMA is made: it starts from the loaded weights.
+    FC_CHECK(!o.resume, "train: --init_from and --resume exclude each other (--resume continues ",
+             ckpt_path.string(), " with its optimiser; --init_from starts a new run from another run's weights)");
+    const nn::CheckpointSummary summary = nn::inspect_checkpoint(o.init_from);
+    FC_CHECK(summary.meta == meta, "train: --init_from ", o.init_from,
+             " was written by another architecture than model config ", cfg.model_path,
+             " (architecture or parameter count differ)");
+    nn::CheckpointData from;
+    from.params["values"] = params.values();
+    Tensor ema_values = Tensor::zeros(params.values().shape(), params.values().dtype(), params.values().device());
+    Tensor ema_step = i64_scalar(0);
+    from.optimizer["ema"] = {{"ema", ema_values}, {"step", ema_step}};
+    nn::load_checkpoint(o.init_from, from, nn::LoadOptions{.allow_extra = true});
+    if (o.init_from_ema) {
+      FC_CHECK(ema_step.data<int64_t>()[0] > 0, "train: --init_from ", o.init_from,
+               " holds no EMA yet (no step was taken); use its weights (without --init_from_ema)");
+      Tensor values = params.values();  // a handle on the live buffer
+      values.copy_(ema_values);
+    }
+    if (writer)
+      log::info("train: starting from the ", o.init_from_ema ? "EMA weights" : "weights", " of ", o.init_from,
+                " (its step ", summary.step, "); new optimiser state");
+  }
   nn::Adam adam(params.values(), params.grads(), params.segments(), cfg.optim.adam);
   nn::Ema ema(params.values(), nn::EmaConfig{cfg.optim.ema_decay, false});
   const nn::AlphaFoldSchedule schedule(cfg.optim.schedule);
   Af2LossConfig loss_config;
   loss_config.weights = LossWeights::stage(cfg.stage, cfg.model.heads.ptm);
   TrainState state{&params, &adam, &ema};
-  const std::string meta = architecture_meta(cfg, params.num_elements());
 
   if (o.resume) {
     const nn::CheckpointSummary summary = nn::inspect_checkpoint(ckpt_path.string());

@@ -92,6 +92,12 @@ struct TrainRunOptions {
   Device device = Device::cpu();
   std::string precision = "fp32";
   bool resume = false;
+  // Fine-tuning from another run (AlphaFold2's fine-tuning stage starts from the initial
+  // training's weights): a checkpoint of the same architecture whose weights (its EMA with
+  // init_from_ema) start this run; the optimiser, EMA, step, loader position and dropout stream
+  // start afresh. Not with resume.
+  std::string init_from;
+  bool init_from_ema = false;
   TrainParallel* parallel = nullptr;  // null: one process
 };
 
