@@ -70,8 +70,8 @@ class GridParallel final : public af2::TrainParallel {
     world_ = runtime_->world(device);
     grid_ = std::make_unique<dist::ProcessGrid>(*world_, dist::GridShape{a.dp, a.dap, a.bp});
   }
-  // DAP / BP: the model runs split over the grid's dap() and bp() groups (refused there: DAP and
-  // BP together, BP above 2, BP without the Parallel Evoformer).
+  // DAP / BP: the model runs split over the grid's dap() and bp() groups, both at once too
+  // (refused: BP above 2 there, BP without the Parallel Evoformer in the option checks).
   bool setup_model(af2::AlphaFold& model) override {
     if (grid_->shape().dap == 1 && grid_->shape().bp == 1) return false;
     model.set_model_parallel(af2::make_model_parallel(&grid_->dap(), &grid_->bp()));

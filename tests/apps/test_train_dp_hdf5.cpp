@@ -208,6 +208,12 @@ TEST_F(TrainDp, DapAndBpEqualOneProcess) {
   EXPECT_NE(want_pe[kSteps - 1].at("loss"), want[kSteps - 1].at("loss"));
   std::printf("bp 2 vs 1 process (Parallel Evoformer): max relative difference %.3g\n",
               expect_same_metrics(metrics(path("bp2")), want_pe, kRel, "bp 2 vs 1"));
+  // DAP × BP in one model: each of the two branches split over 2 DAP ranks.
+  const RunResult dap_bp = run_shell(mpirun(4) + args(config, store_, path("dap2bp2"), kSteps) +
+                                     " --dap 2 --bp 2 --parallel_evoformer");
+  ASSERT_EQ(dap_bp.status, 0) << dap_bp.output;
+  std::printf("dap 2 x bp 2 vs 1 process (Parallel Evoformer): max relative difference %.3g\n",
+              expect_same_metrics(metrics(path("dap2bp2")), want_pe, kRel, "dap 2 x bp 2 vs 1"));
 }
 
 TEST_F(TrainDp, WrongLaunchesAreClearErrors) {

@@ -9,6 +9,9 @@
 //   and with every dropout on (the masks DAP draws as one process does).
 //   BP-2 of the Parallel Evoformer: the same, the training step with every dropout ON (the two
 //   ranks draw the masks one process draws).
+//   DAP-2 × BP-2 of the Parallel Evoformer (4 ranks only; grid layout as dist::ProcessGrid, BP
+//   fastest: ranks {0,1} and {2,3} are BP pairs, {0,2} and {1,3} DAP groups): inference on the
+//   padded target and the training step with every dropout on.
 // Tolerances: the parallel runs compute the same sums in other groupings (GEMMs over row blocks,
 // reduce-scatters of P partial sums, the padded rows' exact zeros in the reductions), so results
 // differ from one process by fp32 rounding, amplified through 2 recycling iterations, 8 structure
@@ -127,10 +130,34 @@ void check_predict(bool parallel_evoformer, bool bp, int64_t chunk = 0) {
   }
 }
 
+// The dap × bp grid of 4 ranks: BP pairs of consecutive ranks, DAP groups of ranks of equal
+// parity (dist::ProcessGrid's layout with dp = 1, bp fastest).
+struct DapBpGroups {
+  std::unique_ptr<dist::Communicator> dap, bp;
+  DapBpGroups() {
+    auto& w = mpi_world();
+    bp = w.split(w.rank() / 2, w.rank(), "bp");
+    dap = w.split(w.rank() % 2, w.rank(), "dap");
+  }
+};
+
+void check_predict_dap_bp() {
+  if (mpi_world().size() != 4) GTEST_SKIP() << "DAP-2 x BP-2 needs 4 ranks";
+  const Af2Features features = small_target();
+  const Af2Config config = tiny(true);
+  Model ref(config, false);
+  const Af2Outputs want = ref.model.predict(features, 1, Device::cpu());
+  DapBpGroups groups;
+  Model par(config, false);
+  par.model.set_model_parallel(make_model_parallel(groups.dap.get(), groups.bp.get()));
+  expect_same_outputs(par.model.predict(features, 1, Device::cpu()), want);
+}
+
 TEST(Af2ModelParallel, DapPredictEqualsOneProcess) { check_predict(false, false); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformer) { check_predict(true, false); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessChunked) { check_predict(false, false, 4); }
 TEST(Af2ModelParallel, BpPredictEqualsOneProcess) { check_predict(true, true); }
+TEST(Af2ModelParallel, DapBpPredictEqualsOneProcess) { check_predict_dap_bp(); }
 #endif
 
 struct TrainBatch {
@@ -162,7 +189,9 @@ StepResult step(Model& m, const TrainBatch& b) {
 // dropout: none, or AlphaFold's (tiny preset rates), every one on: DAP applies each mask where its
 // shared axis is the split one (the ending node's column-wise mask on the pair's columns), so it
 // draws the masks one process draws.
-void check_train(bool parallel_evoformer, bool bp, bool dropout) {
+// dap_bp: the DAP-2 × BP-2 grid (4 ranks) instead of the `bp` choice.
+void check_train(bool parallel_evoformer, bool bp, bool dropout, bool dap_bp = false) {
+  if (dap_bp && mpi_world().size() != 4) GTEST_SKIP() << "DAP-2 x BP-2 needs 4 ranks";
   const TrainBatch batch = train_batch();
   Af2Config config = tiny(parallel_evoformer);
   Model ref(config, dropout);
@@ -170,18 +199,27 @@ void check_train(bool parallel_evoformer, bool bp, bool dropout) {
   double gmax = 0;
   for (float v : want.grads.to_vector()) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
   ASSERT_GT(gmax, 0);
-  for (int p : bp ? std::vector<int>{2} : group_sizes()) {
-    SCOPED_TRACE((bp ? "BP-" : "DAP-") + std::to_string(p));
-    auto comm = groups_of(p, bp ? "bp" : "dap");
+  const auto check = [&](const std::string& name, const ModelParallel& mp) {
+    SCOPED_TRACE(name);
     Model par(config, dropout);
-    par.model.set_model_parallel(bp ? make_model_parallel(nullptr, comm.get()) : make_model_parallel(comm.get(), nullptr));
+    par.model.set_model_parallel(mp);
     const StepResult got = step(par, batch);
     EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::fabs(want.loss));
     const auto r = foldcore::testing::all_close(got.grads, want.grads, 1e-4 * gmax, 1e-3);
     EXPECT_TRUE(r.ok) << r.message;
     if (mpi_world().rank() == 0)
-      std::printf("  loss %.8g vs %.8g, grads: max |diff| %.3g (max |g| %.3g), max rel %.3g\n", got.loss, want.loss,
-                  r.max_abs, gmax, r.max_rel);
+      std::printf("  %s: loss %.8g vs %.8g, grads: max |diff| %.3g (max |g| %.3g), max rel %.3g\n", name.c_str(),
+                  got.loss, want.loss, r.max_abs, gmax, r.max_rel);
+  };
+  if (dap_bp) {
+    DapBpGroups groups;
+    check("DAP-2 x BP-2", make_model_parallel(groups.dap.get(), groups.bp.get()));
+    return;
+  }
+  for (int p : bp ? std::vector<int>{2} : group_sizes()) {
+    auto comm = groups_of(p, bp ? "bp" : "dap");
+    check((bp ? "BP-" : "DAP-") + std::to_string(p),
+          bp ? make_model_parallel(nullptr, comm.get()) : make_model_parallel(comm.get(), nullptr));
   }
 }
 
@@ -189,11 +227,16 @@ TEST(Af2ModelParallel, DapTrainStepEqualsOneProcess) { check_train(false, false,
 TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessWithDropout) { check_train(false, false, true); }
 TEST(Af2ModelParallel, BpTrainStepEqualsOneProcessWithDropout) { check_train(true, true, true); }
 
-TEST(Af2ModelParallel, RefusesDapWithBpAndBpAboveTwo) {
+TEST(Af2ModelParallel, DapBpTrainStepEqualsOneProcessWithDropout) { check_train(true, false, true, true); }
+
+// BP has two branches to share: a BP group of more than 2 ranks is refused, alone or with DAP.
+TEST(Af2ModelParallel, RefusesBpAboveTwo) {
   auto& w = mpi_world();
-  EXPECT_THROW(make_model_parallel(&w, &w), Error);
+  auto pair = groups_of(2, "pair");
+  EXPECT_NO_THROW(make_model_parallel(pair.get(), pair.get()));
   if (w.size() > 2) {
     EXPECT_THROW(make_model_parallel(nullptr, &w), Error);
+    EXPECT_THROW(make_model_parallel(pair.get(), &w), Error);
   }
 }
 

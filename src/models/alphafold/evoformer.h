@@ -117,7 +117,10 @@ class EvoformerStack : public nn::Module {
   // a multiple of the group size; the padding is cut off again at the end), runs every block
   // split, and gathers the outputs whole on every rank. BP 2 (Parallel Evoformer stacks only;
   // other stacks ignore it and run whole on every rank): each block's two branches on the two
-  // ranks. Inactive: the single-process path.
+  // ranks. Both (DAP P × BP 2, Parallel Evoformer stacks): each BP rank runs its branch of every
+  // block split over its DAP group as DAP does, and the BP partners exchange their chunks at each
+  // block's end; other stacks run DAP only (the same on both BP partners). Inactive: the
+  // single-process path.
   void set_model_parallel(const ModelParallel& mp) { mp_ = mp; }
   const ModelParallel& model_parallel() const { return mp_; }
   // BP 2 on a Parallel Evoformer stack: the branches run on two ranks.
@@ -128,6 +131,11 @@ class EvoformerStack : public nn::Module {
                                             int64_t chunk) const;
   std::pair<Variable, Variable> forward_bp(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
                                            int64_t chunk) const;
+  // DAP × BP-2: block b's branch of this BP rank on this DAP rank's rows (forward_dap's layout);
+  // the BP partners exchange their results' chunks at the end (`last` as in forward_bp).
+  std::pair<Variable, Variable> forward_block_dap_bp(const EvoformerBlock& b, Variable m, Variable z,
+                                                     const Tensor& msa_mask, const Tensor& pair_mask, int64_t chunk,
+                                                     bool last) const;
 
   ModelParallel mp_;
   std::vector<std::unique_ptr<EvoformerBlock>> blocks_;

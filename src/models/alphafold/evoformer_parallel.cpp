@@ -236,13 +236,69 @@ std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z
   Variable zr = g.scatter(pad_to(pad_to(z, 0, np), 1, np), 0);
   m = Variable();
   z = Variable();
-  for (const auto& block : blocks_) std::tie(mr, zr) = block->forward_dap(std::move(mr), std::move(zr), mm, pm, g, chunk);
+  if (branch_parallel()) {
+    // DAP × BP-2: each BP rank runs one branch of every block, split over its DAP group; the BP
+    // partners (same DAP index) hold the same chunks and exchange their branch results' chunks.
+    // The branches' gradients for the replicated chunks are partial: summed at the entry.
+    std::vector<Variable> in = mp_.bp->sum_grads({std::move(mr), std::move(zr)});
+    mr = std::move(in[0]);
+    zr = std::move(in[1]);
+    for (size_t i = 0; i < blocks_.size(); ++i)
+      std::tie(mr, zr) = forward_block_dap_bp(*blocks_[i], std::move(mr), std::move(zr), mm, pm, chunk,
+                                              i + 1 == blocks_.size());
+  } else {
+    for (const auto& block : blocks_) std::tie(mr, zr) = block->forward_dap(std::move(mr), std::move(zr), mm, pm, g, chunk);
+  }
   Variable m_out = g.gather_replicated(mr, 0), z_out = g.gather_replicated(zr, 0);
   if (sp != s || np != n) {
     m_out = ag::contiguous(ag::narrow(ag::narrow(m_out, 0, 0, s), 1, 0, n));
     z_out = ag::contiguous(ag::narrow(ag::narrow(z_out, 0, 0, n), 1, 0, n));
   }
   return {std::move(m_out), std::move(z_out)};
+}
+
+std::pair<Variable, Variable> EvoformerStack::forward_block_dap_bp(const EvoformerBlock& b, Variable m, Variable z,
+                                                                   const Tensor& msa_mask, const Tensor& pair_mask,
+                                                                   int64_t chunk, bool last) const {
+  const ParallelGroup &g = *mp_.dap, &bpg = *mp_.bp;
+  FC_CHECK(b.cfg_.parallel && bpg.size() == 2, "EvoformerBlock '", b.path(), "': branch parallelism needs the ",
+           "Parallel Evoformer and 2 ranks (", bpg.size(), ")");
+  const ag::DropoutSpec none;
+  const nn::Dropout* msa_drops[] = {&b.row_att_dropout_, &b.col_att_dropout_};
+  const nn::Dropout* pair_drops[] = {&b.tri_mul_out_dropout_, &b.tri_mul_in_dropout_, &b.tri_att_start_dropout_,
+                                     &b.tri_att_end_dropout_};
+  const Shape m_shape = m.shape(), z_shape = z.shape();
+  // forward_bp's branches with forward_dap's split modules; the dropouts in one process's order.
+  Variable m_new, opm, z_pair;
+  if (bpg.rank() == 0) {  // MSA branch (rows → columns → rows) and the outer product mean (pair rows)
+    m_new = residual(m, b.row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk),
+                     b.row_att_dropout_.spec(), false);
+    Variable mc = g.switch_axis(m_new, 0, 1);
+    m_new = Variable();
+    const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
+    mc = residual(mc, b.msa_column_update(mc, mask_cols, chunk), b.col_att_dropout_.spec(), true);
+    mc = residual(mc, transition_forward(b.msa_transition_, mc, chunk), none, true);
+    opm = b.opm_.forward_dap(mc, msa_mask, g);
+    m_new = g.switch_axis(mc, 1, 0);
+    for (const nn::Dropout* d : pair_drops) skip_dropout(*d);
+  } else {  // pair branch on the pair rows (the ending node on its columns)
+    for (const nn::Dropout* d : msa_drops) skip_dropout(*d);
+    z_pair = residual(z, b.tri_mul_out_.forward_dap(z, pair_mask, g), b.tri_mul_out_dropout_.spec(), false);
+    z_pair = residual(z_pair, b.tri_mul_in_.forward_dap(z_pair, pair_mask, g), b.tri_mul_in_dropout_.spec(), true);
+    z_pair = residual(z_pair, b.tri_att_start_.forward_dap(z_pair, pair_mask, g, chunk),
+                      b.tri_att_start_dropout_.spec(), true);
+    Variable zc = g.switch_axis(z_pair, 0, 1);
+    z_pair = Variable();
+    zc = residual(zc, b.tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), b.tri_att_end_dropout_.spec(),
+                  true);
+    z_pair = g.switch_axis(zc, 1, 0);
+    z_pair = residual(z_pair, transition_forward(b.pair_transition_, z_pair, chunk), none, true);
+  }
+  m = Variable();
+  z = Variable();
+  std::vector<Variable> out =
+      bpg.exchange({m_new, opm, z_pair}, {0, 0, 1}, {m_shape, z_shape, z_shape}, /*sum_grads=*/!last);
+  return {std::move(out[0]), residual(out[2], out[1], none, true)};
 }
 
 std::pair<Variable, Variable> EvoformerStack::forward_bp(Variable m, Variable z, const Tensor& msa_mask,
@@ -263,8 +319,12 @@ void reduce_model_parallel_grads(const AlphaFold& model) {
   const ModelParallel& mp = model.model_parallel();
   if (!mp.active()) return;
   for (const EvoformerStack* stack : model.trunk().stacks()) {
-    const ParallelGroup* g = mp.dap_size() > 1 ? mp.dap.get() : stack->branch_parallel() ? mp.bp.get() : nullptr;
-    if (g == nullptr) continue;
+    // DAP: every rank's gradients are its chunk's part; BP: each rank's are its branch's. Under
+    // both, Σ over the DAP group, then over the BP group (Σ over all dap × bp ranks).
+    std::vector<const ParallelGroup*> groups;
+    if (mp.dap_size() > 1) groups.push_back(mp.dap.get());
+    if (stack->branch_parallel()) groups.push_back(mp.bp.get());
+    if (groups.empty()) continue;
     // The stack's parameter gradients are views of the flat gradient buffer, registered in order:
     // runs of adjacent views (alignment gaps hold zeros) are reduced as one slice each.
     const auto params = stack->named_parameters();
@@ -282,7 +342,7 @@ void reduce_model_parallel_grads(const AlphaFold& model) {
         end = gj.offset() + gj.numel();
       }
       Tensor flat = Tensor::wrap(first.data_ptr(), {end - begin}, first.dtype(), first.device());
-      g->all_reduce_sum(flat);
+      for (const ParallelGroup* g : groups) g->all_reduce_sum(flat);
       i = j;
     }
   }

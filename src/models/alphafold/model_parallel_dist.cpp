@@ -43,8 +43,6 @@ std::shared_ptr<const ParallelGroup> make_parallel_group(dist::Communicator* com
 
 ModelParallel make_model_parallel(dist::Communicator* dap, dist::Communicator* bp) {
   ModelParallel mp{make_parallel_group(dap), make_parallel_group(bp)};
-  FC_CHECK(!(mp.dap_size() > 1 && mp.bp_size() > 1), "model parallelism: DAP ", mp.dap_size(), " with BP ",
-           mp.bp_size(), " in one model is not supported (use one of them, with data parallelism)");
   FC_CHECK(mp.bp_size() <= 2, "model parallelism: BP ", mp.bp_size(),
            ": the Parallel Evoformer has two branches (BP 1 or 2)");
   return mp;
