@@ -38,6 +38,12 @@ struct DataParallel {
   std::unique_ptr<dist::Runtime> runtime;
   std::unique_ptr<dist::Communicator> world;
   std::unique_ptr<dist::GradReducer> reducer;
+  bool reported = false;  // the first step's overlap, printed once
+
+  dist::GradReducer& reducer_for(const Tensor& grads, const std::vector<ops::ParamSegment>& segments) {
+    if (!reducer) reducer = std::make_unique<dist::GradReducer>(*world, grads, segments);
+    return *reducer;
+  }
 
   void attach(int64_t ranks, bert::BertRunOptions& o) {
     // Checked from the launcher's environment before MPI starts, so a wrong launch is a plain error.
@@ -54,9 +60,21 @@ struct DataParallel {
     world = runtime->world(o.device);
     o.dp_rank = world->rank();
     o.dp_size = world->size();
+    // Buckets go out during the backward of the step's last local micro-batch (gradient_ready);
+    // finish() launches the rest and averages.
+    o.gradient_ready = [this](const Tensor& grads, const std::vector<ops::ParamSegment>& segments, int64_t offset,
+                              int64_t length) {
+      reducer_for(grads, segments).mark_ready(offset, length);
+    };
     o.average_gradients = [this](const Tensor& grads, const std::vector<ops::ParamSegment>& segments) {
-      if (!reducer) reducer = std::make_unique<dist::GradReducer>(*world, grads, segments);
-      reducer->finish();
+      dist::GradReducer& r = reducer_for(grads, segments);
+      if (!reported && world->rank() == 0) {
+        std::printf("bert --dp: %lld of %lld gradient buckets went out during the backward\n",
+                    static_cast<long long>(r.buckets_launched()), static_cast<long long>(r.num_buckets()));
+        std::fflush(stdout);
+        reported = true;
+      }
+      r.finish();
     };
     o.sum_over_ranks = [this](std::vector<double>& v) {
       // Counts as i64 (exact), the loss as f32 (reported only).

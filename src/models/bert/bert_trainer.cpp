@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sstream>
+#include <unordered_map>
 
 #include "autograd/autograd.h"
 #include "core/allocator.h"
@@ -281,6 +283,10 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
   mllog.start("block_start", "null", {{"first_epoch_num", json_number(static_cast<double>(block_first))},
                                       {"epoch_count", json_number(static_cast<double>(eval_every))}});
   const Tensor accum_grad = Tensor::full(Shape{}, 1.0 / static_cast<double>(tc.grad_accumulation), DType::f32, o.device);
+  // Parameter leaf → its segment of the flat gradient buffer (the gradient-ready hook's report).
+  std::unordered_map<const autograd::VariableImpl*, ops::ParamSegment> segment_of;
+  for (size_t i = 0; i < params.names().size(); ++i)
+    segment_of[params.get(params.names()[i]).impl().get()] = params.segments()[i];
   bool stopped = false;
   for (int64_t step = lamb.step_count(); step < max_steps && !stopped; ++step) {
     const auto t_step = Clock::now();
@@ -298,7 +304,18 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
         if (o.precision == DType::bf16) ac = std::make_unique<autograd::AutocastGuard>(DType::bf16);
         loss = model.forward(batch).loss;
       }
-      autograd::backward({loss}, {accum_grad});
+      {
+        // The last local micro-batch: a parameter's gradient is final for the step once this
+        // backward is done with it, and its bucket may go out (data parallelism).
+        std::optional<autograd::GradReadyHookGuard> hook;
+        if (dp > 1 && o.gradient_ready && micro == (o.dp_rank + 1) * tc.grad_accumulation - 1)
+          hook.emplace([&](const autograd::VariableImpl& leaf) {
+            const auto it = segment_of.find(&leaf);
+            if (it != segment_of.end())
+              o.gradient_ready(params.grads(), params.segments(), it->second.offset, it->second.size);
+          });
+        autograd::backward({loss}, {accum_grad});
+      }
       loss_sum += loss.value().item();
       work[0] += w.sequences;
       work[1] += w.tokens;

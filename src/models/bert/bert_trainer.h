@@ -62,6 +62,14 @@ struct BertRunOptions {
   int dp_rank = 0, dp_size = 1;
   std::function<void(const Tensor& grads, const std::vector<ops::ParamSegment>& segments)> average_gradients;
   std::function<void(std::vector<double>& values)> sum_over_ranks;
+  // Optional: called during the backward of this rank's last micro-batch of a step for each
+  // parameter segment [offset, offset + length) of the flat gradient buffer as soon as its
+  // gradient is final (the autograd engine's gradient-ready hook), so its all-reduce can start
+  // while the backward goes on; average_gradients then completes the rest. Legal because BERT's
+  // clipping comes after the mean: the reduction is a plain sum of the accumulated gradients.
+  std::function<void(const Tensor& grads, const std::vector<ops::ParamSegment>& segments, int64_t offset,
+                     int64_t length)>
+      gradient_ready;
 };
 
 struct BertRunResult {
