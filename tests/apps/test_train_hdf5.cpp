@@ -213,10 +213,18 @@ TEST(Train, ConfigErrorsNameTheKey) {
   EXPECT_NE(r.output.find("pretrain"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "run"));
 
+  // A corrupt store (a real one cut in half): refused by name before anything is written.
   const fs::path real_store = make_train_store(dir.path());
+  const std::string bytes = read_file(real_store);
+  const fs::path cut = dir.path() / "cut.h5";
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  r = run_foldcore(train_args(tiny_train_config(dir.path(), "ok.yaml", {}), cut, dir.path() / "run", 1));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(cut.string()), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "run"));
 
   // The shipped presets parse (with their model YAMLs): the run stops at the absent store.
-  for (const char* preset : {"tiny", "initial", "finetune"}) {
+  for (const char* preset : {"tiny", "overfit", "initial", "finetune"}) {
     r = run_foldcore(train_args(kSource + "/configs/train/" + preset + ".yaml", store, dir.path() / "run", 1));
     EXPECT_EQ(r.status, 1) << r.output;
     EXPECT_EQ(r.output.find("train config"), std::string::npos) << preset << ": " << r.output;
