@@ -115,10 +115,26 @@ TEST(TrainEval, ValidationDoesNotChangeTheTraining) {
   const std::vector<std::string> la = nonempty_lines(dir.path() / "a" / "metrics.jsonl");
   std::vector<std::string> lb = nonempty_lines(dir.path() / "b" / "metrics.jsonl");
   ASSERT_EQ(lb.size(), la.size() + 1);
+  // The same validation of the trained weights instead of their EMA (validation.ema: false): the
+  // same training too, the same scores at step 0 (the EMA starts as the weights), other scores
+  // once the weights have moved away from their average.
+  const fs::path val_weights = tiny_train_config(dir.path(), "val_weights.yaml",
+                                                 {{"chains", "  chains: [2q2k_A]"}, {"every", "  every: 1"},
+                                                  {"held_out", "  held_out: false"}, {"ema", "  ema: false"}});
+  const RunResult c = run_foldcore(train_args(val_weights, store, dir.path() / "c", 4));
+  ASSERT_EQ(c.status, 0) << c.output;
+  std::vector<std::string> lc = nonempty_lines(dir.path() / "c" / "metrics.jsonl");
+  ASSERT_EQ(lc.size(), lb.size());
+  EXPECT_EQ(field(lb[0], "val_rmsd_ca"), field(lc[0], "val_rmsd_ca"));
+  EXPECT_NE(field(lb.back(), "val_rmsd_ca"), field(lc.back(), "val_rmsd_ca"));
+  std::printf("last step Ca-RMSD: EMA %.6g, weights %.6g\n", field(lb.back(), "val_rmsd_ca"),
+              field(lc.back(), "val_rmsd_ca"));
   lb.erase(lb.begin());  // the step-0 validation line
+  lc.erase(lc.begin());
   for (size_t i = 0; i < la.size(); ++i) {
     EXPECT_NE(lb[i].find("\"val_lddt_ca\""), std::string::npos) << lb[i];
     EXPECT_EQ(std::regex_replace(la[i], volatile_fields, ""), std::regex_replace(lb[i], volatile_fields, ""));
+    EXPECT_EQ(std::regex_replace(la[i], volatile_fields, ""), std::regex_replace(lc[i], volatile_fields, ""));
   }
 }
 

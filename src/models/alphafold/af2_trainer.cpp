@@ -387,8 +387,19 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     contribution.emplace(*par, params, reduce_buffer);
   }
 
+  // Validation of the weights or (validation.ema) of their EMA, swapped in for the scoring and
+  // back after it (exact copies: the training continues bit for bit).
+  auto validate_now = [&]() {
+    if (!cfg.validation.ema) return validator->run(model, o.device);
+    ema.swap_with_params();
+    struct SwapBack {
+      nn::Ema* e;
+      ~SwapBack() { e->swap_with_params(); }
+    } swap_back{&ema};
+    return validator->run(model, o.device);
+  };
   if (validator && step == 0 && max_steps > 0) {  // the untrained model's scores: the curve's start
-    const ValidationResult v = validator->run(model, o.device);
+    const ValidationResult v = validate_now();
     if (writer) {
       metrics << "{\"step\": 0" << Af2Validator::json_fields(v) << "}\n";
       metrics.flush();
@@ -501,7 +512,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     // rank 0 writes.
     const bool validate = validator && (step % cfg.validation.every == 0 || step == max_steps);
     std::optional<ValidationResult> val;
-    if (validate) val = validator->run(model, o.device);
+    if (validate) val = validate_now();
     if (val) line << Af2Validator::json_fields(*val);
     line << "}";
     if (writer) {

@@ -43,6 +43,9 @@ struct TrainValidationConfig {
   // true: the validation chains are left out of training (held-out evaluation); false: they are
   // trained on too (an overfitting check, configs/train/overfit.yaml).
   bool held_out = true;
+  // true: score the EMA of the weights (what AlphaFold2 evaluates and `export_params --ema`
+  // writes); false: the trained weights.
+  bool ema = true;
 };
 
 struct TrainConfig {

@@ -47,7 +47,7 @@ std::vector<std::pair<std::string, Section>> sections(TrainConfig& c) {
        {{"max_steps", set(r.max_steps)}, {"checkpoint_every", set(r.checkpoint_every)},
         {"log_every", set(r.log_every)}, {"max_nonfinite_in_a_row", set(r.max_nonfinite_in_a_row)},
         {"seed", set(r.seed)}, {"dropout", set(r.dropout)}, {"workers", set(r.workers)}}},
-      {"validation", {{"chains", set(v.chains)}, {"every", set(v.every)}, {"held_out", set(v.held_out)}}},
+      {"validation", {{"chains", set(v.chains)}, {"every", set(v.every)}, {"held_out", set(v.held_out)}, {"ema", set(v.ema)}}},
   };
 }
 
