@@ -41,9 +41,7 @@
 #if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_MPI)
 #include <cstdio>
 
-#include "dist/launch_env.h"
-#include "dist/runtime.h"
-#include "models/alphafold/model_parallel_dist.h"
+#include "apps/dap_launch.h"
 #endif
 
 namespace foldcore::apps {
@@ -137,29 +135,17 @@ void add_predict_command(CLI::App& app) {
              "--template_mmcif_dir needs --use_precomputed_msas (the hits come from msas/pdb70_hits.hhr)");
     FC_CHECK(a->dap >= 1, "--dap ", a->dap, " must be at least 1");
 #if defined(FOLDCORE_HAVE_MPI)
-    std::unique_ptr<dist::Runtime> runtime;
-    std::unique_ptr<dist::Communicator> world;
+    std::unique_ptr<DapJob> job;
     if (a->dap > 1) {
-      // Checked from the launcher's environment before MPI starts, so a wrong launch is a plain error.
-      const dist::LaunchEnv env = dist::detect_launch_env();
-      FC_CHECK(env.world_size == a->dap, "predict --dap ", a->dap, ": this job has ", env.world_size,
-               " processes; launch it as mpirun -np ", a->dap, " foldcore predict … --dap ", a->dap);
-      int argc = 0;
-      char** argv = nullptr;  // MPI_Init_thread accepts no arguments
-      runtime = std::make_unique<dist::Runtime>(argc, argv);
-      if (o.device.is_cuda()) {
-        o.device = runtime->device(DeviceType::cuda);
-        set_device(o.device);
-      }
-      world = runtime->world(o.device);
-      o.model_parallel = af2::make_model_parallel(world.get(), nullptr);
-      o.write_outputs = world->rank() == 0;
+      job = std::make_unique<DapJob>("predict", a->dap, o.device);
+      o.model_parallel = job->model_parallel;
+      o.write_outputs = job->writes_outputs();
     }
     try {
       run_predict(o);
     } catch (const std::exception& e) {
       // The runtime's teardown aborts the job (the other ranks would wait forever): say why first.
-      if (runtime) std::fprintf(stderr, "foldcore predict: rank %d: error: %s\n", world->rank(), e.what());
+      if (job) std::fprintf(stderr, "foldcore predict: rank %d: error: %s\n", job->world->rank(), e.what());
       std::fflush(stderr);
       throw;
     }

@@ -20,9 +20,7 @@
 #if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_MPI)
 #include <cstdio>
 
-#include "dist/launch_env.h"
-#include "dist/runtime.h"
-#include "models/alphafold/model_parallel_dist.h"
+#include "apps/dap_launch.h"
 #endif
 
 namespace foldcore::apps {
@@ -56,22 +54,11 @@ void add_train_step_command(CLI::App& app) {
     FC_CHECK(args->dap >= 1, "train_step --dap ", args->dap, " must be at least 1");
     bool write = true;
 #ifdef FOLDCORE_HAVE_MPI
-    std::unique_ptr<dist::Runtime> runtime;
-    std::unique_ptr<dist::Communicator> world;
+    std::unique_ptr<DapJob> job;
     if (args->dap > 1) {
-      const dist::LaunchEnv env = dist::detect_launch_env();
-      FC_CHECK(env.world_size == args->dap, "train_step --dap ", args->dap, ": this job has ", env.world_size,
-               " processes; launch it as mpirun -np ", args->dap, " foldcore train_step … --dap ", args->dap);
-      int argc = 0;
-      char** argv = nullptr;  // MPI_Init_thread accepts no arguments
-      runtime = std::make_unique<dist::Runtime>(argc, argv);
-      if (o.device.is_cuda()) {
-        o.device = runtime->device(DeviceType::cuda);
-        set_device(o.device);
-      }
-      world = runtime->world(o.device);
-      o.model_parallel = af2::make_model_parallel(world.get(), nullptr);
-      write = world->rank() == 0;
+      job = std::make_unique<DapJob>("train_step", args->dap, o.device);
+      o.model_parallel = job->model_parallel;
+      write = job->writes_outputs();
     }
 #else
     FC_CHECK(args->dap == 1, "train_step --dap ", args->dap,
@@ -87,7 +74,7 @@ void add_train_step_command(CLI::App& app) {
     } catch (const std::exception& e) {
 #ifdef FOLDCORE_HAVE_MPI
       // The runtime's teardown aborts the job (the other ranks would wait forever): say why first.
-      if (runtime) std::fprintf(stderr, "foldcore train_step: rank %d: error: %s\n", world->rank(), e.what());
+      if (job) std::fprintf(stderr, "foldcore train_step: rank %d: error: %s\n", job->world->rank(), e.what());
       std::fflush(stderr);
 #endif
       (void)e;
