@@ -6,11 +6,17 @@
 // 1. Recomputation (Af2Config::recompute_blocks = 1: one segment per Evoformer, extra-MSA and
 //    template pair block) with dropout ON gives the same loss and gradients as no recomputation —
 //    the rerun in the backward replays the dropout masks from the rewound generator — and a lower
-//    allocator peak for the step. Equality: the segment's forward runs without a graph and its
-//    residual adds in place, the rerun with a graph; both apply the same fp32 operations to the same
-//    values in the same order, so the results are expected bitwise equal. The test allows 1e-6
-//    relative (L2) per gradient tensor, a few fp32 roundings (2^-24 ≈ 6e-8 each), so an order change
-//    in a reduction does not fail it; the measured difference is printed.
+//    allocator peak for the step. Equality up to rounding: the segment's forward runs without a
+//    graph, so it takes the no-grad fp32 CPU path of the triangle multiplications (channel-major
+//    GEMMs, TriangleMultiplication::forward_inference), the rerun the graph path: another
+//    summation order, activations equal to a few fp32 roundings (loss within 1e-6 relative). The
+//    gradients inherit that: measured ≤ 2e-6 relative (L2) in the trunk and ≤ 7.5e-5 in the
+//    structure module, which amplifies its inputs' differences. Bound: 5e-4 per tensor, ~7× the
+//    measurement (OpenBLAS threading moves it), while a dropout mask not replayed changes every
+//    recomputed block's gradients by O(10%) (another 15–25% of the activations dropped). Tensors
+//    whose true gradient is zero by symmetry (af2_train_compare.h: feat_2d_norm offsets, the IPA
+//    attention_2d bias) are rounding noise: their difference is compared with the global gradient
+//    norm (≤ 1e-6 of it). The measured worst difference is printed.
 // 2. bf16 autocast (fp32 master weights, fp32 structure module and losses) against fp32, dropout
 //    off, initial-stage weights. Bound: bf16 keeps 8 significant bits, so each operand of a bf16
 //    GEMM is rounded with relative error ≤ u = 2^-9 (round to nearest; 2^-8 is the spacing) and
@@ -177,14 +183,23 @@ TEST(Af2TrainMemory, RecomputationWithDropoutGivesTheSameGradientsAndALowerPeak)
   EXPECT_NEAR(rec.result.loss.loss, plain.result.loss.loss, 1e-6 * std::abs(plain.result.loss.loss));
   for (const auto& [name, v] : plain.result.loss.terms)
     EXPECT_NEAR(rec.result.loss.terms.at(name), v, 1e-6 * std::max(std::abs(v), 1e-3)) << name;
-  double worst = 0;
+  double worst = 0, global = 0;
   std::string worst_key;
   int exact = 0;
+  for (const auto& [key, g] : plain.grads) global += norm(g) * norm(g);
+  global = std::sqrt(global);
   for (const auto& [key, g] : plain.grads) {
+    if (tc::zero_by_symmetry(key)) {
+      const std::vector<float> a = rec.grads.at(key).to_vector(), b = g.to_vector();
+      double d = 0;
+      for (size_t i = 0; i < a.size(); ++i) d += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+      EXPECT_LE(std::sqrt(d), 1e-6 * global) << key;
+      continue;
+    }
     const double e = rel_l2(rec.grads.at(key), g);
     if (e == 0) ++exact;
     if (e > worst) worst = e, worst_key = key;
-    EXPECT_LE(e, 1e-6) << key;
+    EXPECT_LE(e, 5e-4) << key;
   }
   // The template pair stack trained (template 0 is real), so its recomputation was exercised.
   double template_stack = 0;
