@@ -256,12 +256,9 @@ int main(int argc, char** argv) {
   };
   // Rounds alternate the modes, and each mode reports its fastest timed run: on a shared machine
   // load from other processes only ever slows a run down, and alternating spreads it over both.
-  for (int64_t round = 0; round < repeats; ++round)
-    for (Mode& m : modes) {
-      bert::BertRunResult r = timed_run(m, round == 0);
-      if (round == 0 || r.train_seconds < m.result.train_seconds) m.result = std::move(r);
-    }
-  for (const Mode& m : modes) {
+  // Each mode's line is printed as soon as its last round ends (a run cut short by a time limit
+  // still reports the modes it finished).
+  auto print_mode = [&](const Mode& m) {
     const bert::BertRunResult& r = m.result;
     const double efficiency = static_cast<double>(r.tokens) / static_cast<double>(r.token_slots);
     bench::JsonLine()
@@ -290,7 +287,14 @@ int main(int argc, char** argv) {
         .integer("peak_memory_bytes", static_cast<long long>(r.peak_bytes))
         .num("last_loss", r.losses.empty() ? 0.0 : r.losses.back())
         .print();
-  }
+    std::fflush(stdout);
+  };
+  for (int64_t round = 0; round < repeats; ++round)
+    for (Mode& m : modes) {
+      bert::BertRunResult r = timed_run(m, round == 0);
+      if (round == 0 || r.train_seconds < m.result.train_seconds) m.result = std::move(r);
+      if (round + 1 == repeats) print_mode(m);
+    }
   if (shards && !keep) fs::remove_all(dir);
   if (modes.size() == 2) {
     const bert::BertRunResult &u = modes[0].result, &p = modes[1].result;

@@ -141,7 +141,7 @@ void add_rates(bench::JsonLine& j, double gflop, const Timing& t, const Peak& pe
 
 // --profile: each submodule of the block timed alone on the same (m, z), one JSON line each with
 // its analytic GFLOP and rate (and, on the CPU, the fraction of the sgemm peak).
-void profile(const af2::EvoformerBlock& block, Device dev, int64_t s, int64_t n, int64_t chunk, int iters,
+void profile_submodules(const af2::EvoformerBlock& block, Device dev, int64_t s, int64_t n, int64_t chunk, int iters,
              const Peak& peak, const std::string& only) {
   Generator gen(5);
   const af2::EvoformerBlockConfig& c = block.config();
@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
       };
       line(whole, 0);
       if (chunk > 0) line(run(block, dev, n_seq, n, chunk, iters), chunk);
-      if (prof) profile(block, dev, n_seq, n, chunk, iters, peak, only);
+      if (prof) profile_submodules(block, dev, n_seq, n, chunk, iters, peak, only);
     }
     print_peak("after");
   } catch (const Error& e) {

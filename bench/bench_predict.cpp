@@ -1,9 +1,11 @@
-// AlphaFold2 inference cost per target on CPU: seconds and peak memory for N_res 64/128/256 with
-// one model (model_1_ptm widths, random parameters) and 3 recycles, plus the model's FLOP rate
-// as a fraction of the OpenBLAS sgemm peak measured in the same run.
+// AlphaFold2 inference cost per target: seconds and peak memory for N_res 64/128/256 with one
+// model (model_1_ptm widths, random parameters) and 3 recycles, plus the model's FLOP rate as a
+// fraction of the dense-GEMM peak measured in the same run (OpenBLAS sgemm on the CPU; on CUDA the
+// best of 3 8192³ GEMMs in the run's precision, after one warm-up prediction at N = 32).
 //
 //   bench_predict [--lengths 64,128,256] [--evoformer_blocks B] [--extra_msa_blocks E]
 //                 [--msa_rows S] [--recycles R] [--chunk C] [--precision fp32|bf16]
+//                 [--device cpu|cuda:0]
 //   bench_predict --memory [--lengths 256,512,768,1024] [--chunk 16] [--precision fp32|bf16]
 //                 [--device cpu|cuda:0] [--budget_gib 22] [--verify N] [--evoformer_blocks B]
 //                 [--extra_msa_blocks E] [--no_templates]
@@ -51,6 +53,7 @@
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/features.h"
 #include "models/alphafold/synthetic_target.h"
+#include "models/bert/bert_trainer.h"
 
 namespace {
 using namespace foldcore;
@@ -170,14 +173,23 @@ af2::Af2Config make_config(const Args& args) {
   return config;
 }
 
+// The model of a run: random parameters (seed 7) on the run's device, in eval mode.
+struct RandomModel {
+  autograd::ParamStore params;
+  Generator init{7};
+  af2::AlphaFold model;
+  RandomModel(const af2::Af2Config& config, Device device)
+      : params(device), model(nn::Scope{&params, &init, nullptr, ""}, config) {
+    model.train(false);
+    params.finalize();
+  }
+};
+
 // The --memory mode (see the header).
 int run_memory(const Args& args) {
   const af2::Af2Config config = make_config(args);
-  autograd::ParamStore params(args.device);
-  Generator init(7);
-  af2::AlphaFold model(nn::Scope{&params, &init, nullptr, ""}, config);
-  model.train(false);
-  params.finalize();
+  const RandomModel rm(config, args.device);
+  const af2::AlphaFold& model = rm.model;
   Allocator& alloc = default_allocator(args.device);
   std::mt19937 g(42);
   constexpr double kMiB = 1 << 20;
@@ -209,6 +221,7 @@ int run_memory(const Args& args) {
         .num("above_inputs_fp32_pairs", above / pair_mib)
         .num("peak_rss_mib", rss)
         .print();
+    bench::print_profile("predict_memory_profile", kind, n);
     return std::pair{peak_alloc, rss};
   };
   std::vector<double> ns, alloc_mib, rss_mib;
@@ -236,9 +249,11 @@ int run_memory(const Args& args) {
       .num("a_in_pairs", fit.a * kMiB / (static_cast<double>(config.c_z) * 4))
       .num("rss_overhead_mib", overhead)
       .num("budget_gib", args.budget_gib)
-      .integer("n_max", fit.solve_max(budget))
+      // A fit that does not grow with N² (a <= 0: too few or too close lengths, or a peak still in
+      // its O(N) regime) says nothing about larger N: -1 instead of an extrapolation.
+      .integer("n_max", fit.a > 0 ? fit.solve_max(budget) : -1)
       // An 80 GB GPU, where the allocator is the whole story (c still holds this depth's parameters).
-      .integer("n_max_80gb", fit.solve_max(80e9 / kMiB))
+      .integer("n_max_80gb", fit.a > 0 ? fit.solve_max(80e9 / kMiB) : -1)
       .print();
   if (args.verify > 0) measure(args.verify, "verify");
   return 0;
@@ -286,38 +301,55 @@ int main(int argc, char** argv) {
     if (!chunk_given) args.chunk = 16;
     return run_memory(args);
   }
-  const double peak = sgemm_peak_gflops();
-  bench::JsonLine().str("bench", "predict").str("case", "sgemm_peak").str("device", "cpu").num("gflops", peak).print();
+  // The dense-GEMM peak of the device the model runs on: OpenBLAS sgemm on the CPU; on CUDA the
+  // best of 3 8192³ GEMMs in the run's precision (bf16 or f32), large enough to fill the chip.
+  const bool cuda = args.device.is_cuda();
+  if (cuda) FC_CHECK(cuda_available(), "bench_predict: --device ", args.device.str(), " but no CUDA device is usable");
+  const DType gemm_dt = args.precision == "bf16" ? DType::bf16 : DType::f32;
+  const double peak = cuda ? bert::measure_gemm_peak_flops(args.device, gemm_dt, 8192) / 1e9 : sgemm_peak_gflops();
+  bench::JsonLine()
+      .str("bench", "predict")
+      .str("case", cuda ? "gemm_peak" : "sgemm_peak")
+      .str("device", args.device.str())
+      .str("dtype", cuda ? std::string(dtype_name(gemm_dt)) : std::string("f32"))
+      .num("gflops", peak)
+      .print();
   const af2::Af2Config config = make_config(args);
   std::mt19937 g(42);
+  const RandomModel rm(config, args.device);
+  const af2::AlphaFold& model = rm.model;
+  Allocator& alloc = default_allocator(args.device);
+  if (cuda) {  // warm-up: module load, cuBLASLt handles and heuristics, the caching allocator
+    const af2::Af2Features warm = synthetic_features(32, 16, 0, config.templates.max_templates, 0, 0, g);
+    (void)model.predict(warm, 0, args.device);
+    synchronize(args.device);
+  }
+  profile::reset();
   for (const int64_t n : args.lengths) {
     const af2::Af2Features features =
         synthetic_features(n, args.msa_rows, args.recycles, config.templates.max_templates, 0, 0, g);
     const af2::Af2Batch b0 = features.iteration(0);
 
     reset_peak_rss();
-    bench::reset_peak(Device::cpu());
-    autograd::ParamStore params(Device::cpu());
-    Generator init(7);
-    af2::AlphaFold model(nn::Scope{&params, &init, nullptr, ""}, config);
-    model.train(false);
-    params.finalize();
+    alloc.reset_peak();
     WallTimer timer;
-    const af2::Af2Outputs out = model.predict(features, args.recycles, Device::cpu());
+    const af2::Af2Outputs out = model.predict(features, args.recycles, args.device);
+    synchronize(args.device);
     const double seconds = timer.seconds();
     const double flops = (args.recycles + 1) * bench::af2_flops(config, static_cast<double>(b0.num_msa()),
                                                          static_cast<double>(b0.num_extra_msa()),
                                                          static_cast<double>(std::max<int64_t>(1, b0.num_templates())),
                                                          static_cast<double>(n));
-    case_line("predict", "model_1_ptm_random", Device::cpu(), n, b0, config)
+    case_line("predict", "model_1_ptm_random", args.device, n, b0, config)
         .num("seconds", seconds)
         .num("peak_rss_mib", static_cast<double>(peak_rss()) / (1 << 20))
-        .num("peak_alloc_mib", static_cast<double>(bench::peak_bytes(Device::cpu())) / (1 << 20))
+        .num("peak_alloc_mib", static_cast<double>(alloc.stats().peak) / (1 << 20))
         .num("model_gflop", flops / 1e9)
         .num("gflops", flops / seconds / 1e9)
-        .num("fraction_of_sgemm_peak", flops / seconds / 1e9 / peak)
+        .num(cuda ? "fraction_of_gemm_peak" : "fraction_of_sgemm_peak", flops / seconds / 1e9 / peak)
         .integer("outputs", static_cast<long long>(out.size()))
         .print();
+    bench::print_profile("predict_profile", "model_1_ptm_random", n);
   }
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "core/stream.h"
 #include "core/timer.h"
 
@@ -90,5 +91,21 @@ class JsonLine {
 // Peak bytes of the device's default allocator since the last reset (reset before a case).
 inline size_t peak_bytes(Device dev) { return default_allocator(dev).stats().peak; }
 inline void reset_peak(Device dev) { default_allocator(dev).reset_peak(); }
+
+// With FOLDCORE_PROFILE=1 (core/profile.h): one line per stage of the case just run, then the
+// stage timings are cleared for the next case. Nothing without it.
+inline void print_profile(const std::string& bench_name, const std::string& case_name, int64_t size) {
+  if (!profile::enabled()) return;
+  for (const profile::Stage& s : profile::report())
+    JsonLine()
+        .str("bench", bench_name)
+        .str("case", case_name)
+        .integer("size", size)
+        .str("stage", s.path)
+        .integer("count", s.count)
+        .num("seconds", s.seconds)
+        .print();
+  profile::reset();
+}
 
 }  // namespace foldcore::bench

@@ -47,7 +47,7 @@ class Event {
   void synchronize() const;
   // Makes `s` wait for this event (no host blocking).
   void block(const Stream& s) const;
-  // Milliseconds between this event and a later recorded `end`.
+  // Milliseconds between this event and a later recorded `end`; waits for both to complete.
   float elapsed_ms(const Event& end) const;
   Device device() const { return device_; }
 

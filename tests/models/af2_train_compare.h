@@ -71,9 +71,10 @@ struct GradComparison {
   double ours_norm = 0, ref_norm = 0;
 };
 
-// Every gradient tensor against grads.npz; prints the worst rows (and every failing one).
-inline GradComparison compare_grads(const std::map<std::string, Tensor>& ours) {
-  const data::NpzReader ref(train_dir() + "/grads.npz");
+// Every gradient tensor against a reference set (`ref_name` in the printout: grads.npz below, or
+// another run of ours, e.g. the CPU against CUDA); prints the worst rows (and every failing one).
+inline GradComparison compare_grads(const std::map<std::string, Tensor>& ours,
+                                    const std::map<std::string, Tensor>& reference, const char* ref_name) {
   GradComparison c;
   struct Row {
     std::string key;
@@ -83,8 +84,7 @@ inline GradComparison compare_grads(const std::map<std::string, Tensor>& ours) {
   std::vector<Row> rows;
   std::map<std::string, std::pair<double, double>> diff_norm;  // key → (|g − ref|, |ref|)
   double ours_sq = 0, ref_sq = 0;
-  for (const std::string& key : ref.names()) {
-    const Tensor want = ref.read(key).to_tensor();
+  for (const auto& [key, want] : reference) {
     const auto it = ours.find(key);
     if (it == ours.end() || it->second.shape() != want.shape()) {
       std::printf("  FAIL %s: %s\n", key.c_str(), it == ours.end() ? "missing" : "shape differs");
@@ -101,8 +101,8 @@ inline GradComparison compare_grads(const std::map<std::string, Tensor>& ours) {
     ref_sq += n;
     diff_norm[key] = {std::sqrt(d), std::sqrt(n)};
   }
-  if (ours.size() != ref.names().size()) {
-    std::printf("  FAIL %zu gradient tensors, the fixture has %zu\n", ours.size(), ref.names().size());
+  if (ours.size() != reference.size()) {
+    std::printf("  FAIL %zu gradient tensors, %s has %zu\n", ours.size(), ref_name, reference.size());
     ++c.failed;
   }
   c.ours_norm = std::sqrt(ours_sq);
@@ -126,9 +126,17 @@ inline GradComparison compare_grads(const std::map<std::string, Tensor>& ours) {
     if (!row.ok || (row.zero ? shown_zero++ < 4 : shown_rel++ < 10))
       std::printf("  %s %.2e %s %s\n", row.ok ? "ok  " : "FAIL", row.err, row.zero ? "(abs/global)" : "(rel L2)",
                   row.key.c_str());
-  std::printf("global gradient norm: ours %.9g  openfold %.9g  rel %.2e\n", c.ours_norm, c.ref_norm,
+  std::printf("global gradient norm: ours %.9g  %s %.9g  rel %.2e\n", c.ours_norm, ref_name, c.ref_norm,
               rel(c.ours_norm, c.ref_norm));
   return c;
+}
+
+// Against OpenFold's grads.npz.
+inline GradComparison compare_grads(const std::map<std::string, Tensor>& ours) {
+  const data::NpzReader file(train_dir() + "/grads.npz");
+  std::map<std::string, Tensor> reference;
+  for (const std::string& key : file.names()) reference.emplace(key, file.read(key).to_tensor());
+  return compare_grads(ours, reference, "openfold");
 }
 
 }  // namespace foldcore::af2::train_compare

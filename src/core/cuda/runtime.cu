@@ -89,6 +89,10 @@ void cuda_stream_wait_event(void* s, void* e) {
   FC_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0));
 }
 float cuda_event_elapsed_ms(void* a, void* b) {
+  // cudaEventElapsedTime answers cudaErrorNotReady while either event is still pending (seen on an
+  // H200: the timed work had been queued, not finished): wait for both first.
+  FC_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(a)));
+  FC_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(b)));
   float ms = 0;
   FC_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(a), static_cast<cudaEvent_t>(b)));
   return ms;

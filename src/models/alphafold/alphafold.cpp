@@ -5,6 +5,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "models/alphafold/confidence.h"
 #include "models/alphafold/heads.h"
 #include "models/alphafold/structure_module.h"
@@ -63,19 +64,37 @@ void AlphaFold::add_af2_params(Af2ParamTable& table, const std::string& key_pref
   heads_->add_af2_params(table, key_prefix);
 }
 
-Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next) const {
+Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next,
+                                bool outputs) const {
   const Af2Config& c = config_;
+  const Device dev = batch.aatype.device();
+  std::optional<profile::Scope> stage;
+  stage.emplace("trunk", dev);
   TrunkOutput trunk = trunk_.forward(batch, prev);
 
   // Alg. 20: the structure module.
+  stage.reset();
+  stage.emplace("structure_module", dev);
   StructureModuleInputs sin{trunk.single, trunk.pair, batch.aatype, batch.seq_mask, batch.residx_atom37_to_atom14,
                             batch.atom37_atom_exists};
   const StructureModuleOutputs sm = structure_module_->forward(sin);
+  stage.reset();
+  if (!outputs) {
+    FC_CHECK(next != nullptr, "AlphaFold::iteration: outputs = false needs a state to hand on");
+    next->m1 = trunk.m1.value();
+    next->z = trunk.pair.value();
+    next->x = sm.final_atom_positions;
+    return {};
+  }
 
   // Heads and confidence.
+  stage.emplace("heads", dev);
   const HeadOutputs ho = heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm.single});
+  stage.reset();
 
+  const profile::Scope host_outputs("outputs", dev);  // copies to the host, pLDDT, PAE, pTM
   Af2Outputs out;
+  out.reserve(24);  // (also keeps GCC 12's -Warray-bounds false positive on the first emplace away)
   out.emplace_back("final_atom_positions", host(sm.final_atom_positions));
   out.emplace_back("final_atom_mask", host(sm.final_atom_mask));
   const Tensor lddt_logits = host(ho.lddt_logits);
@@ -116,7 +135,12 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& pr
 
 Af2GraphOutputs AlphaFold::forward_graph(const Af2Batch& batch, const Af2RecycleState& prev,
                                          Af2RecycleState* next) const {
+  const Device dev = batch.aatype.device();
+  std::optional<profile::Scope> stage;
+  stage.emplace("trunk", dev);
   TrunkOutput trunk = trunk_.forward(batch, prev);
+  stage.reset();
+  stage.emplace("structure_module", dev);
   // Training under bf16 autocast: the structure module runs in fp32 (autocast off, its inputs cast
   // up), as AlphaFold2 training keeps the geometry, IPA and the FAPE inputs in fp32.
   std::shared_ptr<StructureModuleOutputs> sm;
@@ -130,7 +154,10 @@ Af2GraphOutputs AlphaFold::forward_graph(const Af2Batch& batch, const Af2Recycle
                               batch.atom37_atom_exists};
     sm = std::make_shared<StructureModuleOutputs>(structure_module_->forward(sin));
   }
+  stage.reset();
+  stage.emplace("heads", dev);
   auto ho = std::make_shared<HeadOutputs>(heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm->single}));
+  stage.reset();
   if (next != nullptr) {  // values only: the recycled state carries no graph (AF2 stop_gradient)
     next->m1 = trunk.m1.value();
     next->z = trunk.pair.value();
@@ -168,8 +195,9 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
     if (on_iteration) on_iteration(r, num_recycles + 1);
     const Af2Batch batch = batch_to(features.iteration(r), device);
     Af2RecycleState next;
-    out.clear();  // the previous iteration's outputs are not needed while this one runs
-    out = iteration(batch, state, &next);
+    // Only the last iteration's outputs are kept: the earlier ones skip the heads, the confidence
+    // metrics and the copies to the host (on a GPU at N = 1,000 the pair alone is 0.5 GB over PCIe).
+    out = iteration(batch, state, &next, r == num_recycles);
     if (keep_recycle_states) {
       rec_m1.push_back(host(next.m1));
       rec_z.push_back(host(next.z));

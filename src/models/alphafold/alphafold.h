@@ -56,8 +56,11 @@ class AlphaFold : public nn::Module {
 
   // One recycling iteration on `batch` (on the model's device) with the previous iteration's
   // state (undefined tensors: the first iteration, zeros). Writes the state for the next
-  // iteration into *next and returns the iteration's outputs.
-  Af2Outputs iteration(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next) const;
+  // iteration into *next and returns the iteration's outputs. outputs = false: only *next (the
+  // trunk and the structure module), no heads, no confidence, nothing copied to the host — what a
+  // recycling iteration before the last needs (its outputs are discarded).
+  Af2Outputs iteration(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next,
+                       bool outputs = true) const;
 
   // The same iteration keeping the graph handles of what the training losses read (run it with
   // grad mode on for a training step). `next`, when given, receives the detached recycled state.

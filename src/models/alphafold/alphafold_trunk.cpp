@@ -1,10 +1,12 @@
 #include "models/alphafold/alphafold_trunk.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 #include "autograd/functions.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "models/alphafold/embedders.h"
 #include "models/alphafold/evoformer.h"
 #include "models/alphafold/template.h"
@@ -84,6 +86,8 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
   const Tensor prev_x = prev.x.defined() ? prev.x : Tensor::zeros({n, 37, 3}, DType::f32, dev);
   const Tensor prev_pb = pseudo_beta(batch.aatype, prev_x);
   Variable m, z;
+  std::optional<profile::Scope> stage;
+  stage.emplace("embedding", dev);
   if (!ag::grad_enabled() && c.chunk_size > 0) {
     // Chunked inference: z is built row chunk by row chunk, each chunk's embedding plus recycling
     // update (the same ops in the same order as below, so fp32 results are equal) written into
@@ -113,6 +117,8 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
   }
 
   // Alg. 16/17: the template pair stack and pointwise attention, added to the pair.
+  stage.reset();
+  stage.emplace("templates", dev);
   if (template_embedder_ && batch.has_templates()) {
     const TemplateInputs templates{batch.template_aatype,          batch.template_all_atom_positions,
                                    batch.template_all_atom_mask,   batch.template_pseudo_beta,
@@ -123,6 +129,8 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
   }
 
   // 1.7.2 + Alg. 18: the extra MSA, which only updates the pair.
+  stage.reset();
+  stage.emplace("extra_msa", dev);
   {
     const Variable e = extra_msa_embedder_->forward(
         Variable(extra_msa_feat(batch.extra_msa, batch.extra_has_deletion, batch.extra_deletion_value)));
@@ -142,7 +150,10 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
   }
 
   // Alg. 6: the Evoformer; Alg. 2 line 12: the single representation from the first MSA row.
+  stage.reset();
+  stage.emplace("evoformer", dev);
   std::tie(m, z) = evoformer_->forward(std::move(m), std::move(z), msa_mask, mask_2d, c.chunk_size);
+  stage.reset();
   TrunkOutput out;
   out.m1 = ag::reshape(ag::contiguous(ag::narrow(m, 0, 0, 1)), {n, c.c_m});
   out.single = single_activations_->forward(out.m1);

@@ -4,6 +4,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "kernels/af2_features.h"
 #include "models/alphafold/af2_util.h"
 #include "models/alphafold/evoformer_util.h"
 #include "data_pipeline/residue_constants.h"
@@ -98,31 +99,15 @@ Tensor dgram_from_positions(const Tensor& positions, float min_bin, float max_bi
   if (rows < 0) rows = n - row0;
   FC_CHECK(row0 >= 0 && row0 + rows <= n, "dgram_from_positions: rows [", row0, ", ", row0 + rows,
            ") outside [0, ", n, ")");
-  // AF2 computes the breaks in fp32: linspace, then squared.
-  std::vector<float> lower(static_cast<size_t>(nb)), upper(static_cast<size_t>(nb));
-  for (int64_t b = 0; b < nb; ++b) {
-    const float v = min_bin + static_cast<float>(b) * (max_bin - min_bin) / static_cast<float>(nb - 1);
-    lower[b] = v * v;
-  }
-  for (int64_t b = 0; b + 1 < nb; ++b) upper[b] = lower[b + 1];
-  upper[nb - 1] = 1e8f;
-  const auto x = host_floats(positions);
-  std::vector<float> out(static_cast<size_t>(batch * rows * n * nb), 0.f);
-  for (int64_t t = 0; t < batch; ++t)
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        const float* xi = x.data() + (t * n + row0 + i) * 3;
-        const float* xj = x.data() + (t * n + j) * 3;
-        const float dx = xi[0] - xj[0], dy = xi[1] - xj[1], dz = xi[2] - xj[2];
-        const float d2 = dx * dx + dy * dy + dz * dz;
-        float* o = out.data() + ((t * rows + i) * n + j) * nb;
-        for (int64_t b = 0; b < nb; ++b) o[b] = (d2 > lower[b] && d2 < upper[b]) ? 1.f : 0.f;
-      }
+  // On the positions' device (kernels/af2_features.h; AF2's fp32 breaks, linspace then squared).
+  const Tensor x = positions.to(DType::f32).contiguous().reshape({batch, n, 3});
+  Tensor out = Tensor::empty({batch, rows, n, nb}, DType::f32, positions.device());
+  ops::distogram_one_hot(x, ops::DistogramBins{min_bin, max_bin, nb}, row0, out);
   Shape s = positions.shape();
   s[s.size() - 2] = rows;  // [..., rows, N, bins]
   s[s.size() - 1] = n;
   s.push_back(nb);
-  return Tensor::from_vector(out, s, DType::f32, positions.device());
+  return out.reshape(s);
 }
 
 Tensor extra_msa_feat(const Tensor& extra_msa, const Tensor& extra_has_deletion, const Tensor& extra_deletion_value) {

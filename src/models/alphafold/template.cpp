@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/recompute.h"
 #include "data_pipeline/residue_constants.h"
+#include "kernels/af2_features.h"
 #include "models/alphafold/embedders.h"
 #include "models/alphafold/af2_util.h"
 #include "models/alphafold/evoformer_util.h"
@@ -32,14 +33,15 @@ Variable residual(const Variable& x, const Variable& update, const nn::Dropout& 
   return ag::bias_dropout_residual(update, Variable(), x, d.spec(), in_place && !ag::grad_enabled());
 }
 
-// Unit vectors from residue i's backbone frame to CA_j (AF2 make_transform_from_reference +
-// invert_point): the frame has CA_i at the origin, C_i on +x and N_i in the xy-plane (y > 0),
-// i.e. the Gram–Schmidt basis e1 = (C − CA)/|·|, e2 ∝ (N − CA) − ((N − CA)·e1) e1, e3 = e1 × e2;
-// v_ij = [e_k · (CA_j − CA_i)]_k, unit_ij = v_ij / √(1e-6 + |v_ij|²) · bb_i bb_j.
-std::vector<float> backbone_unit_vectors(const std::vector<float>& x, const std::vector<float>& bb, int64_t n) {
+// Residue i's backbone frame (AF2 make_transform_from_reference + invert_point, for the unit
+// vectors to CA_j): CA_i at the origin, C_i on +x, N_i in the xy-plane (y > 0), i.e. the
+// Gram–Schmidt basis e1 = (C − CA)/|·|, e2 ∝ (N − CA) − ((N − CA)·e1) e1, e3 = e1 × e2, computed
+// in double and stored in fp32 with CA_i: [N, 12] = (e1, e2, e3, CA) for
+// ops::template_pair_features, which forms v_ij = [e_k · (CA_j − CA_i)]_k per pair.
+std::vector<float> backbone_frames(const std::vector<float>& x, int64_t n) {
   const int in = rc::atom_order("N"), ica = rc::atom_order("CA"), ic = rc::atom_order("C");
   auto at = [&](int64_t r, int a, int d) { return static_cast<double>(x[(r * rc::kAtomTypeNum + a) * 3 + d]); };
-  std::vector<float> out(static_cast<size_t>(n * n * 3), 0.f);
+  std::vector<float> out(static_cast<size_t>(n * 12), 0.f);
   for (int64_t i = 0; i < n; ++i) {
     double e1[3], e2[3], e3[3], u[3];
     for (int d = 0; d < 3; ++d) {
@@ -55,14 +57,12 @@ std::vector<float> backbone_unit_vectors(const std::vector<float>& x, const std:
     e3[0] = e1[1] * e2[2] - e1[2] * e2[1];
     e3[1] = e1[2] * e2[0] - e1[0] * e2[2];
     e3[2] = e1[0] * e2[1] - e1[1] * e2[0];
-    for (int64_t j = 0; j < n; ++j) {
-      double dv[3], v[3];
-      for (int d = 0; d < 3; ++d) dv[d] = at(j, ica, d) - at(i, ica, d);
-      v[0] = e1[0] * dv[0] + e1[1] * dv[1] + e1[2] * dv[2];
-      v[1] = e2[0] * dv[0] + e2[1] * dv[1] + e2[2] * dv[2];
-      v[2] = e3[0] * dv[0] + e3[1] * dv[1] + e3[2] * dv[2];
-      const double inv = 1.0 / std::sqrt(1e-6 + v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) * bb[i] * bb[j];
-      for (int d = 0; d < 3; ++d) out[(i * n + j) * 3 + d] = static_cast<float>(v[d] * inv);
+    float* f = out.data() + i * 12;
+    for (int d = 0; d < 3; ++d) {
+      f[d] = static_cast<float>(e1[d]);
+      f[3 + d] = static_cast<float>(e2[d]);
+      f[6 + d] = static_cast<float>(e3[d]);
+      f[9 + d] = x[(i * rc::kAtomTypeNum + ica) * 3 + d];
     }
   }
   return out;
@@ -88,39 +88,29 @@ Tensor template_pair_feat(const Tensor& aatype, const Tensor& pseudo_beta, const
            ", pseudo_beta_mask ", pseudo_beta_mask.shape().str(), ", all_atom_positions ",
            all_atom_positions.shape().str(), ", all_atom_mask ", all_atom_mask.shape().str(),
            " must be [N], [N, 3], [N], [N, 37, 3], [N, 37] (one template)");
-  const int64_t nb = config.dgram_num_bins, c = template_pair_feat_dim(config);
-  const auto dgram = dgram_from_positions(pseudo_beta, config.dgram_min_bin, config.dgram_max_bin, nb)
-                         .to(Device::cpu())
-                         .to_vector();  // [N, N, nb]
+  // The O(N) per-residue parts here (checks, backbone mask, frames); the O(N²) features on
+  // pseudo_beta's device (kernels/af2_features.h).
+  const int64_t c = template_pair_feat_dim(config);
+  const Device dev = pseudo_beta.device();
   const auto aa = host_ints(aatype);
-  const auto pb = host_floats(pseudo_beta_mask), am = host_floats(all_atom_mask);
+  const auto am = host_floats(all_atom_mask);
   std::vector<float> bb(static_cast<size_t>(n));
   const int in = rc::atom_order("N"), ica = rc::atom_order("CA"), ic = rc::atom_order("C");
   for (int64_t r = 0; r < n; ++r) {
     FC_CHECK(aa[r] >= 0 && aa[r] < kAatypeClasses, "template_pair_feat: aatype ", aa[r], " outside [0, 22)");
     bb[r] = am[r * rc::kAtomTypeNum + in] * am[r * rc::kAtomTypeNum + ica] * am[r * rc::kAtomTypeNum + ic];
   }
-  std::vector<float> unit;
-  if (config.use_template_unit_vector) unit = backbone_unit_vectors(host_floats(all_atom_positions), bb, n);
-  std::vector<float> out(static_cast<size_t>(n * n * c), 0.f);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const float bb2 = bb[i] * bb[j];
-      if (bb2 == 0.f) continue;  // the whole feature is multiplied by the backbone mask
-      float* o = out.data() + (i * n + j) * c;
-      const float* d = dgram.data() + (i * n + j) * nb;
-      int64_t k = 0;
-      for (int64_t b = 0; b < nb; ++b) o[k++] = d[b];
-      o[k++] = pb[i] * pb[j];
-      o[k + aa[j]] = 1.f;  // aatype of the column residue (AF2 tiles aatype[None] over rows)
-      k += kAatypeClasses;
-      o[k + aa[i]] = 1.f;  // aatype of the row residue
-      k += kAatypeClasses;
-      for (int dd = 0; dd < 3; ++dd) o[k++] = unit.empty() ? 0.f : unit[(i * n + j) * 3 + dd];
-      o[k++] = 1.f;  // backbone mask 2-D (= bb2 = 1 here)
-      for (int64_t q = 0; q < c; ++q) o[q] *= bb2;
-    }
-  return Tensor::from_vector(out, {n, n, c}, DType::f32, pseudo_beta.device());
+  ops::TemplatePairInputs in_feat;
+  in_feat.pseudo_beta = pseudo_beta.to(DType::f32).contiguous();
+  in_feat.pseudo_beta_mask = pseudo_beta_mask.to(DType::f32).contiguous();
+  in_feat.aatype = Tensor::from_vector_i64(aa, {n}, DType::i32, dev);
+  in_feat.backbone_mask = Tensor::from_vector(bb, {n}, DType::f32, dev);
+  if (config.use_template_unit_vector)
+    in_feat.frames = Tensor::from_vector(backbone_frames(host_floats(all_atom_positions), n), {n, 12}, DType::f32, dev);
+  in_feat.bins = ops::DistogramBins{config.dgram_min_bin, config.dgram_max_bin, config.dgram_num_bins};
+  Tensor out = Tensor::empty({n, n, c}, DType::f32, dev);
+  ops::template_pair_features(in_feat, out);
+  return out;
 }
 
 Tensor template_angle_feat(const Tensor& aatype, const Tensor& torsion_angles_sin_cos,

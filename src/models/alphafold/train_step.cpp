@@ -1,6 +1,7 @@
 #include "models/alphafold/train_step.h"
 
 #include <charconv>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "core/json_text.h"
 #include "core/log.h"
 #include "core/random.h"
@@ -70,11 +72,15 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
   params.zero_grad();
   ag::EnableGradGuard grad_on;
   Af2GraphOutputs g;
+  std::optional<profile::Scope> stage;
+  stage.emplace("forward", device);
   {
     std::optional<ag::AutocastGuard> autocast;
     if (precision == DType::bf16) autocast.emplace(DType::bf16);
     g = model.forward_train(features, device);
   }
+  stage.reset();
+  stage.emplace("loss", device);  // the outputs to the host, every loss term and its gradient there
   const StructureModuleOutputs& sm = *g.structure;
   const HeadOutputs& ho = *g.heads;
   const int64_t layers = static_cast<int64_t>(sm.frames_vars.size());
@@ -122,9 +128,13 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
   roots.add(ho.experimentally_resolved_logits, d.experimentally_resolved_logits);
   if (ho.tm_logits.defined()) roots.add(ho.tm_logits, d.tm_logits);
   FC_CHECK(!roots.vars.empty(), "train_step: no model output depends on a parameter");
+  stage.reset();
+  stage.emplace("backward", device);
   ag::backward(roots.vars, roots.grads);
   // Model parallelism (DAP / BP): the split stacks' partial gradients summed over their groups.
   reduce_model_parallel_grads(model);
+  stage.reset();
+  stage.emplace("grads_out", device);  // the flat gradient buffer → official keys on the host
 
   // The flat gradient buffer → official keys and layout (stacked arrays: block b at [b, …]).
   std::map<std::string, std::vector<const Af2ParamEntry*>> by_key;

@@ -139,6 +139,7 @@ std::vector<BertBatch> load_bert_eval_set(const std::string& spec, int64_t batch
 }
 
 double measure_gemm_peak_flops(Device device, DType precision, int64_t n) {
+  if (n <= 0) n = device.is_cuda() ? 8192 : 1024;
   Generator g(99);
   const DType dt = device.is_cuda() ? precision : DType::f32;
   const Tensor a = randn({n, n}, g).to(dt).to(device), b = randn({n, n}, g).to(dt).to(device);

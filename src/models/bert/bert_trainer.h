@@ -95,7 +95,9 @@ BertRunResult run_bert_training(const BertRunOptions& options, BertBatchSource& 
                                 const std::vector<BertBatch>& eval);
 
 // The GEMM throughput the MFU is measured against: f32 sgemm (OpenBLAS) on the CPU, the
-// precision's GEMM on CUDA; square n×n×n, best of a few repetitions, in FLOP/s.
-double measure_gemm_peak_flops(Device device, DType precision, int64_t n = 1024);
+// precision's GEMM on CUDA; square n×n×n, best of a few repetitions, in FLOP/s. n = 0: 1024 on
+// the CPU, 8192 on CUDA (1024³ leaves a Hopper GPU mostly idle: 108-123 against 783-800 TFLOP/s
+// bf16 measured on an H200).
+double measure_gemm_peak_flops(Device device, DType precision, int64_t n = 0);
 
 }  // namespace foldcore::bert

@@ -1,0 +1,11 @@
+// CUDA implementations of kernels/af2_features.h (inputs validated by the dispatcher).
+#pragma once
+
+#include "kernels/af2_features.h"
+
+namespace foldcore::ops::cuda {
+
+void distogram_one_hot(const Tensor& positions, const DistogramBins& bins, int64_t row0, const Tensor& out);
+void template_pair_features(const TemplatePairInputs& in, const Tensor& out);
+
+}  // namespace foldcore::ops::cuda

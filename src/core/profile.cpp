@@ -1,0 +1,73 @@
+#include "core/profile.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace foldcore::profile {
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::vector<Stage> stages;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+thread_local std::string current_path;  // the enclosing scopes' path on this thread
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+bool enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("FOLDCORE_PROFILE");
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+Scope::Scope(const char* name, Device device) : on_(enabled()), device_(device) {
+  if (!on_) return;
+  synchronize(device_);
+  if (!current_path.empty()) current_path += '/';
+  current_path += name;
+  start_ = now_seconds();
+}
+
+Scope::~Scope() {
+  if (!on_) return;
+  synchronize(device_);
+  const double dt = now_seconds() - start_;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    Stage* s = nullptr;
+    for (Stage& x : r.stages)
+      if (x.path == current_path) s = &x;
+    if (s == nullptr) s = &r.stages.emplace_back(Stage{current_path, 0, 0});
+    s->count += 1;
+    s->seconds += dt;
+  }
+  const size_t slash = current_path.rfind('/');
+  current_path.resize(slash == std::string::npos ? 0 : slash);
+}
+
+std::vector<Stage> report() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.stages;
+}
+
+void reset() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.stages.clear();
+}
+
+}  // namespace foldcore::profile

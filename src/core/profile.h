@@ -1,0 +1,41 @@
+// Stage timing of a run, for finding where the time goes on a device without a profiler:
+// FOLDCORE_PROFILE=1 in the environment turns it on. profile::Scope("name", device) marks a stage:
+// on entry and on exit it waits for the device (synchronize), so each stage's wall time includes
+// its kernels and nothing of its neighbours'. Nested scopes are named by their path ("trunk/evoformer").
+// The waits change what is measured (no overlap of host and device work across stage borders),
+// so a profiled run's total is an upper bound of an unprofiled one; off, a Scope costs one
+// branch. report() lists the stages in the order they first ended (inner before outer), with
+// count and total seconds.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace foldcore::profile {
+
+bool enabled();  // FOLDCORE_PROFILE is set, non-empty and not "0" (read once)
+
+class Scope {
+ public:
+  Scope(const char* name, Device device);
+  ~Scope();
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  bool on_;
+  Device device_;
+  double start_ = 0;
+};
+
+struct Stage {
+  std::string path;
+  int64_t count = 0;
+  double seconds = 0;
+};
+std::vector<Stage> report();  // all stages since the last reset
+void reset();
+
+}  // namespace foldcore::profile
