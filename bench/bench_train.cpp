@@ -32,7 +32,8 @@
 // 3 such measurements), measured before the cases.
 // One step per case, after one warm-up step at crop 16 (code paths, thread pool, allocator); on
 // CUDA two steps per case, the faster reported. FOLDCORE_PROFILE=1 adds "train_profile" lines:
-// seconds per stage of the case's last step (forward, loss, backward, grads_out; core/profile.h).
+// seconds per stage of the case's last step (forward, loss, backward; core/profile.h). The step is
+// the trainer's: no per-key gradient report on the host (af2_train_step report_grads = false).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -147,7 +148,7 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& 
   WallTimer timer;
   const af2::TrainStepResult r =
       af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
-                          af2::train_precision(precision, "bench_train: --configs"));
+                          af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
   synchronize(device);
   Result out;
   out.seconds = timer.seconds();

@@ -113,7 +113,7 @@ struct StepRun {
 
 // perturb: the single projection's weights (the structure module's input) rounded to bf16 — a
 // relative change ≤ 2^-9 per weight, the smallest perturbation bf16 makes anywhere.
-StepRun run(DType precision, int64_t recompute_blocks, bool dropout, bool perturb = false) {
+StepRun run(DType precision, int64_t recompute_blocks, bool dropout, bool perturb = false, bool report_grads = true) {
   Af2Config config = infer_af2_config(tc::params_path());
   config.recompute_blocks = recompute_blocks;
   autograd::ParamStore params(Device::cpu());
@@ -139,7 +139,7 @@ StepRun run(DType precision, int64_t recompute_blocks, bool dropout, bool pertur
   alloc.reset_peak();
   StepRun r;
   r.result = af2_train_step(model, params, table, shapes, b.features, b.last_slice, loss_config, Device::cpu(),
-                            precision);
+                            precision, report_grads);
   r.peak = alloc.stats().peak - before;
   r.grads = std::map<std::string, Tensor>(r.result.grads.begin(), r.result.grads.end());
   return r;
@@ -210,6 +210,16 @@ TEST(Af2TrainMemory, RecomputationWithDropoutGivesTheSameGradientsAndALowerPeak)
               exact, plain.grads.size(), worst, worst_key.c_str(), static_cast<double>(plain.peak) / (1 << 20),
               static_cast<double>(rec.peak) / (1 << 20));
   EXPECT_LT(rec.peak, plain.peak);
+}
+
+TEST(Af2TrainMemory, FlatBufferNormEqualsTheReportedGradientsNorm) {
+  // The trainer's step (report_grads = false): no per-key copies, the norm over the flat gradient
+  // buffer — the same numbers summed in another order (float64 either way: ≤ 1e-9 relative).
+  const StepRun& reported = fp32_no_dropout();
+  const StepRun flat = run(DType::f32, 0, false, false, /*report_grads=*/false);
+  EXPECT_TRUE(flat.result.grads.empty());
+  EXPECT_EQ(flat.result.loss.loss, reported.result.loss.loss);
+  EXPECT_NEAR(flat.result.grad_norm, reported.result.grad_norm, 1e-9 * reported.result.grad_norm);
 }
 
 TEST(Af2TrainMemory, DropoutIsActive) {

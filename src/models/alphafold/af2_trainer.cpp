@@ -436,7 +436,8 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
       if (overlapped && !model_split)
         hook.emplace([&](const autograd::VariableImpl& leaf) { contribution->on_ready(leaf); });
       const TrainStepResult r =
-          af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device, precision);
+          af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device, precision,
+                         /*report_grads=*/false);
       hook.reset();
       FC_CHECK(dropout_rng.offset() - dropout_start < kDropoutStreamsPerSample, "train: one sample drew ",
                dropout_rng.offset() - dropout_start, " dropout streams, more than the ", kDropoutStreamsPerSample,

@@ -12,6 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/profile.h"
+#include "kernels/optim.h"
 #include "core/json_text.h"
 #include "core/log.h"
 #include "core/random.h"
@@ -66,7 +67,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
 TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, const Af2ParamTable& table,
                                const std::map<std::string, std::vector<int64_t>>& official_shapes,
                                const Af2Features& features, const std::map<std::string, Tensor>& last_slice,
-                               const Af2LossConfig& config, Device device, DType precision) {
+                               const Af2LossConfig& config, Device device, DType precision, bool report_grads) {
   FC_CHECK(precision == DType::f32 || precision == DType::bf16, "train_step: precision ", dtype_name(precision),
            " (fp32 or bf16)");
   params.zero_grad();
@@ -134,6 +135,10 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
   // Model parallelism (DAP / BP): the split stacks' partial gradients summed over their groups.
   reduce_model_parallel_grads(model);
   stage.reset();
+  if (!report_grads) {
+    result.grad_norm = ops::global_grad_norm(params.grads());
+    return result;
+  }
   stage.emplace("grads_out", device);  // the flat gradient buffer → official keys on the host
 
   // The flat gradient buffer → official keys and layout (stacked arrays: block b at [b, …]).
