@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 
 namespace foldcore::profile {
@@ -42,7 +43,14 @@ Scope::Scope(const char* name, Device device) : on_(enabled()), device_(device) 
 
 Scope::~Scope() {
   if (!on_) return;
-  synchronize(device_);
+  // A stage left by an exception, or a device that fails the wait: no throw from a destructor
+  // (the run's error is reported by whoever catches it); the stage still closes.
+  if (std::uncaught_exceptions() == 0) {
+    try {
+      synchronize(device_);
+    } catch (...) {
+    }
+  }
   const double dt = now_seconds() - start_;
   {
     Registry& r = registry();
