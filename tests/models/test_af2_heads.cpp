@@ -11,27 +11,15 @@
 #include "data_pipeline/npy.h"
 #include "models/alphafold/confidence.h"
 #include "models/alphafold/heads.h"
+#include "models/af2_heads_test_util.h"
 #include "models/af2_test_util.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {
 namespace {
 
-Tensor ref(const std::string& name) {
-  static const data::NpzReader npz(testing::shared_dir() + "/af2/ref/outputs.npz");
-  return npz.read(name).to_tensor();
-}
-
-// Parity tolerance: each head is one to three fp32 GEMMs over K ≤ 384 (plus one LayerNorm), whose
-// rounding differs from the reference only by summation order: |err| ≲ √K·2⁻²⁴·Σ|x·w| ≈ 1e-6 of
-// the output scale. atol = 1e-5·max|ref| + rtol 1e-4 leaves a 10× margin and is far below what
-// a wrong convention (a missing transpose, ReLU, LayerNorm eps, bias) produces.
-void expect_parity(const Tensor& got, const Tensor& want) {
-  ASSERT_EQ(got.shape(), want.shape());
-  FC_EXPECT_CLOSE(got, want, 1e-5 * max_abs(want), 1e-4);
-  const auto r = testing::all_close(got, want, 0, 0);
-  std::printf("max|diff| %.3g, max|ref| %.3g\n", r.max_abs, max_abs(want));
-}
+using heads_test::expect_parity;
+using heads_test::ref;
 
 TEST(Af2Heads, ParityWithReference) {
   Env e;
@@ -64,39 +52,6 @@ TEST(Af2Heads, ParityWithReference) {
   FC_EXPECT_CLOSE(pae.predicted_aligned_error, ref("predicted_aligned_error"), 1e-4, 0);
   FC_EXPECT_CLOSE(pae.aligned_confidence_probs, ref("aligned_confidence_probs"), 1e-6, 1e-4);
   EXPECT_NEAR(pae.max_predicted_aligned_error, ref("max_predicted_aligned_error").item(), 1e-6);
-  EXPECT_NEAR(predicted_tm_score(out.tm_logits.value()), ref("ptm_score").item(), 1e-5);
-}
-
-TEST(Af2Heads, ParityOnCuda) {
-  // The same heads with parameters and inputs on the GPU. f32 GEMMs there run without TF32
-  // (gemm_cuda.cu), so only the summation order differs from the CPU: the CPU tolerance holds.
-  FC_REQUIRE_CUDA();
-  const Device gpu = Device::cuda();
-  Env e(gpu);
-  Af2Config cfg;
-  Af2Heads heads(e.scope(), cfg);
-  heads.train(false);
-  e.ps.finalize();
-  Af2ParamTable table;
-  heads.add_af2_params(table);
-  load_af2_params(table, testing::shared_dir() + "/af2/ref/params.npz", {.allow_unused = true});
-  autograd::NoGradGuard no_grad;
-  HeadInputs in;
-  in.msa = Variable(ref("msa").to(gpu));
-  in.pair = Variable(ref("pair").to(gpu));
-  in.single = Variable(ref("single").to(gpu));
-  in.sm_single = Variable(ref("sm_single").to(gpu));
-  const HeadOutputs out = heads.forward(in);
-  ASSERT_TRUE(out.distogram_logits.device().is_cuda());
-  expect_parity(out.distogram_logits.value().to(Device::cpu()), ref("distogram_logits"));
-  expect_parity(out.masked_msa_logits.value().to(Device::cpu()), ref("masked_msa_logits"));
-  expect_parity(out.lddt_logits.value().to(Device::cpu()), ref("lddt_logits"));
-  expect_parity(out.experimentally_resolved_logits.value().to(Device::cpu()), ref("experimentally_resolved_logits"));
-  expect_parity(out.tm_logits.value().to(Device::cpu()), ref("tm_logits"));
-  // Confidence functions accept device logits and answer on the device.
-  const Tensor plddt = compute_plddt(out.lddt_logits.value());
-  EXPECT_TRUE(plddt.device().is_cuda());
-  FC_EXPECT_CLOSE(plddt.to(Device::cpu()), ref("plddt"), 1e-3, 0);
   EXPECT_NEAR(predicted_tm_score(out.tm_logits.value()), ref("ptm_score").item(), 1e-5);
 }
 

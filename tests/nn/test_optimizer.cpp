@@ -210,30 +210,6 @@ TEST(Optimizer, ResumeFromCheckpointContinuesIdentically) {
   FC_EXPECT_CLOSE(pb, pa, 0, 0);
 }
 
-TEST(Optimizer, LambAndEmaOnCudaMatchCpu) {
-  FC_REQUIRE_CUDA();
-  // Same tolerance reasoning as tests/kernels/test_optim_cuda.cpp: FMA contraction only.
-  Generator gen(12);
-  const int64_t n = 20000;
-  const auto segs = two_segments(15000, 5000);
-  Tensor pc = randn({n}, gen), gc = Tensor::zeros({n}, DType::f32);
-  Tensor pd = pc.to(Device::cuda()).clone(), gd = Tensor::zeros({n}, DType::f32, Device::cuda());
-  nn::Lamb oc(pc, gc, segs), od(pd, gd, segs);
-  nn::Ema ec(pc), ed(pd);
-  for (int s = 0; s < 4; ++s) {
-    const Tensor g = randn({n}, gen);
-    gc.copy_(g);
-    gd.copy_(g);
-    oc.step(0.5f);
-    od.step(0.5f);
-    ec.update();
-    ed.update();
-  }
-  EXPECT_EQ(od.step_count(), 4);
-  FC_EXPECT_CLOSE(pd.to(Device::cpu()), pc, 1e-6, 1e-5);
-  FC_EXPECT_CLOSE(ed.shadow().to(Device::cpu()), ec.shadow(), 1e-6, 1e-5);
-}
-
 TEST(Schedule, AlphaFold) {
   nn::AlphaFoldSchedule s;  // 0 → 1e-3 over 1000 steps, ×0.95 every 50k after 50k
   EXPECT_EQ(s.lr(0), 0.f);
