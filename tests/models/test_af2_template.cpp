@@ -14,6 +14,7 @@
 #include "data_pipeline/residue_constants.h"
 #include "models/alphafold/embedders.h"
 #include "models/alphafold/template.h"
+#include "models/af2_template_parity.h"
 #include "models/af2_test_util.h"
 #include "test_util.h"
 
@@ -222,87 +223,9 @@ TEST(Af2Template, EmbedderWithoutTemplatesIsZero) {
   EXPECT_THROW(emb.forward(Variable(z), in, pm), Error);
 }
 
-// Parity tolerance: the template path is embedding2d → 2 pair blocks (4 attention / triangle
-// updates + transition each) → LN → attention, all fp32; each step's rounding differs from the
-// reference by summation order (~1e-6 relative), compounding over ~12 steps to a few 1e-6 of
-// the output scale. atol 1e-5·max|ref| + rtol 1e-4 leaves margin while a wrong feature order,
-// mask, block order or attention scaling changes results at the 1e-1 level.
-void expect_parity(const Tensor& got, const Tensor& want) {
-  ASSERT_EQ(got.shape(), want.shape());
-  FC_EXPECT_CLOSE(got, want, 1e-5 * max_abs(want), 1e-4);
-  std::printf("max|diff| %.3g, max|ref| %.3g\n", testing::all_close(got, want, 0, 0).max_abs, max_abs(want));
-}
-
-void run_parity(Device dev) {
-  Env e(dev);
-  const Af2Config cfg;
-  InputEmbedder input(e.scope("input"), cfg);
-  RecyclingEmbedder recycling(e.scope("recycling"), cfg);
-  TemplateEmbedder templ(e.scope("template"), cfg.c_z, cfg.templates);
-  TemplateAngleEmbedder angles(e.scope("angles"), cfg.c_m);
-  e.ps.finalize();
-  Af2ParamTable table;
-  input.add_af2_params(table, "evoformer");
-  recycling.add_af2_params(table, "evoformer");
-  templ.add_af2_params(table, "evoformer");
-  angles.add_af2_params(table, "evoformer");
-  // embedding2d 2, output LN 2, attention 5 (no gating), per block: 2 tri att × 10, 2 tri mul × 16,
-  // transition 6.
-  const size_t n_template = 2 + 2 + 5 + 2 * (2 * 10 + 2 * 16 + 6);
-  EXPECT_EQ(table.size(), 16u + n_template + 4);  // + input 10, recycling 6; angles 4
-  load_af2_params(table, testing::shared_dir() + "/af2/ref/params.npz", {.allow_unused = true});
-
-  autograd::NoGradGuard ng;
-  const int64_t r = 1;
-  auto on = [&](const Tensor& t) { return t.to(dev); };
-  const Device cpu = Device::cpu();
-  // Template angle rows and their mask (evo_m / evo_msa_mask rows S..S+T).
-  const Tensor af = template_angle_feat(feat("template_aatype", r), feat("template_torsion_angles_sin_cos", r),
-                                        feat("template_alt_torsion_angles_sin_cos", r),
-                                        feat("template_torsion_angles_mask", r));
-  const Tensor rows = angles.forward(Variable(on(af))).value().to(cpu);
-  const int64_t s = feat("msa_feat", r).size(0), nt = rows.size(0);
-  expect_parity(rows, ref("modules", "evo_m").narrow(0, s, nt).contiguous());
-  FC_EXPECT_CLOSE(template_msa_mask(feat("template_torsion_angles_mask", r)),
-                  ref("modules", "evo_msa_mask").narrow(0, s, nt).contiguous(), 0, 0);
-
-  // Pair entering the extra-MSA stack: input embedding + recycling + templates.
-  MsaPair m = input.forward(Variable(on(feat("target_feat", r))), Variable(on(feat("msa_feat", r))),
-                            on(feat("residue_index", r)));
-  m = recycling.apply(m, Variable(on(ref("outputs", "recycle_m1").select(0, r - 1).contiguous())),
-                      Variable(on(ref("outputs", "recycle_z").select(0, r - 1).contiguous())),
-                      on(pseudo_beta(feat("aatype", r), ref("outputs", "recycle_x").select(0, r - 1).contiguous())));
-  TemplateInputs in;
-  in.aatype = on(feat("template_aatype", r));
-  in.all_atom_positions = on(feat("template_all_atom_positions", r));
-  in.all_atom_mask = on(feat("template_all_atom_mask", r));
-  in.pseudo_beta = on(feat("template_pseudo_beta", r));
-  in.pseudo_beta_mask = on(feat("template_pseudo_beta_mask", r));
-  in.template_mask = on(feat("template_mask", r));
-  const Tensor seq_mask = feat("seq_mask", r);
-  const int64_t n = seq_mask.numel();
-  const auto sm = seq_mask.to_vector();
-  std::vector<float> pm(static_cast<size_t>(n * n));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) pm[i * n + j] = sm[i] * sm[j];
-  const Tensor pair_mask = Tensor::from_vector(pm, {n, n}, DType::f32, dev);
-  const Variable z = autograd::add(m.pair, templ.forward(m.pair, in, pair_mask));
-  ASSERT_TRUE(z.device() == dev);
-  expect_parity(z.value().to(cpu), ref("modules", "extra_z"));
-  // The feature pipeline's template pseudo-β agrees with ours from the template atoms (so the
-  // embedder may be called without it).
-  FC_EXPECT_CLOSE(pseudo_beta(in.aatype, in.all_atom_positions).to(cpu), in.pseudo_beta.to(cpu), 0, 0);
-  FC_EXPECT_CLOSE(pseudo_beta_mask(in.aatype, in.all_atom_mask).to(cpu), in.pseudo_beta_mask.to(cpu), 0, 0);
-}
+using template_test::run_parity;
 
 TEST(Af2Template, ParityWithReference) { run_parity(Device::cpu()); }
-
-TEST(Af2Template, ParityOnCuda) {
-  // Parameters, features and activations on the GPU (the feature functions run on the host and
-  // move their results to the inputs' device); f32 without TF32, so the CPU tolerance holds.
-  FC_REQUIRE_CUDA();
-  run_parity(Device::cuda());
-}
 
 }  // namespace
 }  // namespace foldcore::af2
