@@ -110,6 +110,8 @@ inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : x); 
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 // CUDA's global min/max overloads for device code.
 template <typename A, typename B> std::common_type_t<A, B> min(A a, B b) {
   using C = std::common_type_t<A, B>;
