@@ -306,7 +306,7 @@ int main(int argc, char** argv) {
   const bool cuda = args.device.is_cuda();
   if (cuda) FC_CHECK(cuda_available(), "bench_predict: --device ", args.device.str(), " but no CUDA device is usable");
   const DType gemm_dt = args.precision == "bf16" ? DType::bf16 : DType::f32;
-  const double peak = cuda ? bert::measure_gemm_peak_flops(args.device, gemm_dt, 8192) / 1e9 : sgemm_peak_gflops();
+  const double peak = cuda ? bert::measure_gemm_peak_flops(args.device, gemm_dt) / 1e9 : sgemm_peak_gflops();
   bench::JsonLine()
       .str("bench", "predict")
       .str("case", cuda ? "gemm_peak" : "sgemm_peak")
@@ -318,7 +318,6 @@ int main(int argc, char** argv) {
   std::mt19937 g(42);
   const RandomModel rm(config, args.device);
   const af2::AlphaFold& model = rm.model;
-  Allocator& alloc = default_allocator(args.device);
   if (cuda) {  // warm-up: module load, cuBLASLt handles and heuristics, the caching allocator
     const af2::Af2Features warm = synthetic_features(32, 16, 0, config.templates.max_templates, 0, 0, g);
     (void)model.predict(warm, 0, args.device);
@@ -331,7 +330,7 @@ int main(int argc, char** argv) {
     const af2::Af2Batch b0 = features.iteration(0);
 
     reset_peak_rss();
-    alloc.reset_peak();
+    bench::reset_peak(args.device);
     WallTimer timer;
     const af2::Af2Outputs out = model.predict(features, args.recycles, args.device);
     synchronize(args.device);
@@ -343,7 +342,7 @@ int main(int argc, char** argv) {
     case_line("predict", "model_1_ptm_random", args.device, n, b0, config)
         .num("seconds", seconds)
         .num("peak_rss_mib", static_cast<double>(peak_rss()) / (1 << 20))
-        .num("peak_alloc_mib", static_cast<double>(alloc.stats().peak) / (1 << 20))
+        .num("peak_alloc_mib", static_cast<double>(bench::peak_bytes(args.device)) / (1 << 20))
         .num("model_gflop", flops / 1e9)
         .num("gflops", flops / seconds / 1e9)
         .num(cuda ? "fraction_of_gemm_peak" : "fraction_of_sgemm_peak", flops / seconds / 1e9 / peak)

@@ -225,9 +225,8 @@ int main(int argc, char** argv) {
       if (!peak_flops.count(key)) {
         double best = 0;
         for (int rep = 0; rep < 3; ++rep)
-          best = std::max(best, bert::measure_gemm_peak_flops(args.device,
-                                                              af2::train_precision(key, "bench_train: --configs"),
-                                                              args.device.is_cuda() ? 8192 : 1024));
+          best = std::max(best, bert::measure_gemm_peak_flops(
+                                    args.device, af2::train_precision(key, "bench_train: --configs")));
         peak_flops[key] = best;
         bench::JsonLine()
             .str("bench", "train")

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/af2_features.h"
+
 namespace foldcore::ops::af2f {
 
 // |a − b|² in fp32, summed x, y, z from the left.
@@ -30,11 +32,11 @@ AF2F_FN inline float template_pair_channel(int64_t i, int64_t j, int64_t q, int6
     v = in_bin(squared_distance(pb_pos + i * 3, pb_pos + j * 3), lower[q], upper[q]);
   } else if (q == nb) {
     v = AF2F_FMUL(pb[i], pb[j]);
-  } else if (q < nb + 1 + 22) {
+  } else if (q < nb + 1 + kTemplateAatypeClasses) {
     v = aa[j] == q - (nb + 1) ? 1.f : 0.f;  // the column residue's aatype
-  } else if (q < nb + 1 + 44) {
-    v = aa[i] == q - (nb + 1 + 22) ? 1.f : 0.f;  // the row residue's aatype
-  } else if (q < nb + 1 + 44 + 3) {
+  } else if (q < nb + 1 + 2 * kTemplateAatypeClasses) {
+    v = aa[i] == q - (nb + 1 + kTemplateAatypeClasses) ? 1.f : 0.f;  // the row residue's aatype
+  } else if (q < nb + 1 + 2 * kTemplateAatypeClasses + 3) {
     if (frames != nullptr) {
       const float* fi = frames + i * 12;
       const float* caj = frames + j * 12 + 9;
@@ -49,7 +51,7 @@ AF2F_FN inline float template_pair_channel(int64_t i, int64_t j, int64_t q, int6
                                   AF2F_DMUL(w[2], w[2]));
       const double inv = AF2F_DMUL(AF2F_DMUL(AF2F_DDIV(1.0, AF2F_DSQRT(sq)), static_cast<double>(bb[i])),
                                    static_cast<double>(bb[j]));
-      v = static_cast<float>(AF2F_DMUL(w[q - (nb + 1 + 44)], inv));
+      v = static_cast<float>(AF2F_DMUL(w[q - (nb + 1 + 2 * kTemplateAatypeClasses)], inv));
     }
   } else {
     v = 1.f;  // the backbone mask 2-D (bb2 ≠ 0 here), times bb2 below

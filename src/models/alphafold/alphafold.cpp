@@ -79,11 +79,13 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& pr
                             batch.atom37_atom_exists};
   const StructureModuleOutputs sm = structure_module_->forward(sin);
   stage.reset();
-  if (!outputs) {
-    FC_CHECK(next != nullptr, "AlphaFold::iteration: outputs = false needs a state to hand on");
+  if (next != nullptr) {
     next->m1 = trunk.m1.value();
     next->z = trunk.pair.value();
     next->x = sm.final_atom_positions;
+  }
+  if (!outputs) {
+    FC_CHECK(next != nullptr, "AlphaFold::iteration: outputs = false needs a state to hand on");
     return {};
   }
 
@@ -124,11 +126,6 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& pr
     // AF2 predicted_tm_score with residue weights all ones.
     out.emplace_back("ptm_score", Tensor::from_vector({predicted_tm_score(tm_logits, {}, c.heads.pae_max_error_bin)},
                                                       Shape{}, DType::f32));
-  }
-  if (next != nullptr) {
-    next->m1 = trunk.m1.value();
-    next->z = trunk.pair.value();
-    next->x = sm.final_atom_positions;
   }
   return out;
 }

@@ -18,7 +18,7 @@ namespace {
 namespace ag = autograd;
 namespace rc = data::rc;
 
-constexpr int64_t kAatypeClasses = 22;            // 20 amino acids + X + gap
+constexpr int64_t kAatypeClasses = ops::kTemplateAatypeClasses;  // 20 amino acids + X + gap
 constexpr int kRowWise = -3, kColumnWise = -2;    // AF2 shared dropout axes
 constexpr int64_t kNumTorsions = 7;
 
@@ -72,7 +72,7 @@ std::vector<float> backbone_frames(const std::vector<float>& x, int64_t n) {
 
 // ---------------------------------------------------------------- features
 int64_t template_pair_feat_dim(const TemplateConfig& config) {
-  return config.dgram_num_bins + 1 + 2 * kAatypeClasses + 3 + 1;
+  return ops::template_pair_feature_dim(config.dgram_num_bins);
 }
 
 Tensor template_pair_feat(const Tensor& aatype, const Tensor& pseudo_beta, const Tensor& pseudo_beta_mask,
