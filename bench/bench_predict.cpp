@@ -205,7 +205,7 @@ int run_memory(const Args& args) {
     WallTimer timer;
     double peak_alloc = 0;
     {
-      const af2::Af2Outputs out = model.predict(features, args.recycles, args.device);
+      const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {}, false, false);
       peak_alloc = static_cast<double>(alloc.stats().peak) / kMiB;
     }
     const double seconds = timer.seconds(), rss = static_cast<double>(peak_rss()) / kMiB;
@@ -332,7 +332,7 @@ int main(int argc, char** argv) {
     reset_peak_rss();
     bench::reset_peak(args.device);
     WallTimer timer;
-    const af2::Af2Outputs out = model.predict(features, args.recycles, args.device);
+    const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {}, false, false);
     synchronize(args.device);
     const double seconds = timer.seconds();
     const double flops = (args.recycles + 1) * bench::af2_flops(config, static_cast<double>(b0.num_msa()),

@@ -104,6 +104,8 @@ inline void print_profile(const std::string& bench_name, const std::string& case
         .str("stage", s.path)
         .integer("count", s.count)
         .num("seconds", s.seconds)
+        .num("peak_end_mib", static_cast<double>(s.peak_end_bytes) / (1024.0 * 1024.0))
+        .num("peak_raised_mib", static_cast<double>(s.peak_raised_bytes) / (1024.0 * 1024.0))
         .print();
   profile::reset();
 }

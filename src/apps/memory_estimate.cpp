@@ -17,35 +17,35 @@ namespace foldcore::apps {
 
 namespace {
 
-// The measured memory model (docs/benchmarks.md, "AlphaFold2 long sequences"; the header). Units
-// of one fp32 pair representation above parameters and features, from bench_predict --memory's
-// least-squares fits (chunk 16): fp32 2.02 (N = 256..512: the pair stream + one whole update in
-// an Evoformer block); bf16 2.02 too (N = 128..256), since the structure module's LN(z) is stored
-// in bf16 (before: 2.83, after the trunk). Rounded up by 0.05 unit; bf16's after-trunk part is
-// not measured separately and taken as the whole peak's units (an upper bound).
-constexpr double kTrunkPairUnits = 2.07;
-constexpr double kAfterTrunkPairUnitsBf16 = 2.07;
-// fp32's fitted peak is in the trunk, so its after-trunk units are below 2.07 and never decide
-// (not measured separately).
-constexpr double kAfterTrunkPairUnitsFp32 = 1.5;
-// Chunk temporaries in bytes per chunk row per residue, from the unchunked peaks less the pair
-// units and the MSA term (fp32 19.8 and 19.4 units above inputs at N = 96 and 192, bf16 12.3 and
-// 11.9): c_eff·N·k with c_eff = N. The whole formula is then 0-9% above the chunked runs (chunk 8
-// and 32 at N = 96 and 192; docs/benchmarks.md, "Preflight").
-constexpr double kChunkBytesPerRowResidueFp32 = 8704;
-constexpr double kChunkBytesPerRowResidueBf16 = 4790;
-// MSA-stream-sized copies at the trunk's peak: in the Evoformer kMsaCopies of the MSA stream m
-// (the stream, its LayerNorm, an update); in the extra-MSA stack m (held for the Evoformer) plus
-// kExtraMsaCopies of the extra stream (the stream, its LayerNorm, an update and the outer product
-// mean's and global attention's projections, which at c_e = 64 are as wide as the stream itself):
-// 4.15 measured with 512 extra rows at N = 64 (tests/apps/test_memory_estimate), rounded up.
-constexpr double kMsaCopies = 3.0;
-constexpr double kExtraMsaCopies = 4.4;
-// With recycling (num_iterations > 1, predict's default), the previous iteration's pair stays
-// alive through the next iteration's trunk: measured +1.44 fp32 pairs at N = 96 (chunk 16, 2
-// recycles, recycled states not kept: test_memory_estimate), rounded up. Asymptotically the
-// previous pair alone is 1 unit, so at long N this over-estimates by up to 0.5 unit (not measured).
-constexpr double kRecyclePairUnits = 1.5;
+// The measured memory model (docs/benchmarks.md, "AlphaFold2 long sequences"; the header), with
+// the chunk-epilogue residual adds and (bf16) bf16 streams. Units of one fp32 pair representation
+// above parameters and features. fp32: the trunk holds the pair stream and the triangle
+// multiplication's t (2 units) plus O(N) terms; after the trunk the heads hold the pair and the
+// distogram logits (2 units). bf16: the trunk holds the bf16 stream and t (1 unit; the
+// bench_predict --memory fit over N = 256..512 is 1.2 with the templates and extra-MSA stages);
+// after the trunk the heads (bf16 pair + logits) are the larger part. Constants fitted to the
+// allocator peaks of tests/apps/test_memory_estimate (N = 48..128) with the asymptotic units from
+// bench_predict --memory, rounded up.
+constexpr double kTrunkPairUnitsFp32 = 2.2;
+constexpr double kAfterTrunkPairUnitsFp32 = 2.0;
+constexpr double kTrunkPairUnitsBf16 = 1.2;
+constexpr double kAfterTrunkPairUnitsBf16 = 1.3;
+// Chunk temporaries in bytes per chunk row per residue (c·N·k): chunked runs (the chunk's
+// attention logits, the pair transition's hidden layer, the outer product mean's outer products,
+// the fp32 sums of add_into) and unchunked runs (c = N; whole updates and module temporaries,
+// fitted separately: one linear model does not fit both).
+constexpr double kChunkBytesPerRowResidueFp32 = 7100;
+constexpr double kUnchunkedBytesPerRowResidueFp32 = 8900;
+constexpr double kChunkBytesPerRowResidueBf16 = 3200;
+constexpr double kUnchunkedBytesPerRowResidueBf16 = 5200;
+// MSA-stream-sized copies at the peak (in the stream's dtype: 2 bytes in bf16): kMsaCopies of the
+// MSA stream m, or m plus kExtraMsaCopies of the extra stream in the extra-MSA stack (fitted with
+// 256 and 512 extra rows at N = 48 and 64).
+constexpr double kMsaCopies = 1.5;
+constexpr double kExtraMsaCopies = 3.0;
+// Recycling: the previous iteration's pair dies after the embeddings (the trunk takes the state
+// by value), so it adds nothing at the peak (measured with 2 recycles at N = 96).
+constexpr double kRecyclePairUnits = 0.0;
 // Runtime outside the tensor allocator (BLAS and OpenMP buffers, malloc slack; CPU RSS minus
 // allocator peak measured 250-414 MiB), or the CUDA caching allocator's rounding.
 constexpr double kOverheadBytes = 512.0 * 1024 * 1024;
@@ -71,14 +71,18 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
 
   const double pair = n * n * static_cast<double>(c.c_z) * 4;
   const double chunk = c.chunk_size > 0 ? std::min(static_cast<double>(c.chunk_size), n) : n;
-  const bool bf16 = c.precision == "bf16";
-  const double chunk_bytes = (bf16 ? kChunkBytesPerRowResidueBf16 : kChunkBytesPerRowResidueFp32) * chunk * n;
-  const double m_stream = n * 4 * msa_rows_m * static_cast<double>(c.c_m);
-  const double extra_stream = n * 4 * extra * static_cast<double>(c.c_e);
+  const bool bf16 = c.precision == "bf16", chunked = c.chunk_size > 0 && c.chunk_size < num_res;
+  const double k_chunk = bf16 ? (chunked ? kChunkBytesPerRowResidueBf16 : kUnchunkedBytesPerRowResidueBf16)
+                              : (chunked ? kChunkBytesPerRowResidueFp32 : kUnchunkedBytesPerRowResidueFp32);
+  const double chunk_bytes = k_chunk * chunk * n;
+  const double stream_bytes = bf16 ? 2 : 4;
+  const double m_stream = n * stream_bytes * msa_rows_m * static_cast<double>(c.c_m);
+  const double extra_stream = n * stream_bytes * extra * static_cast<double>(c.c_e);
   const double msa_bytes = std::max(kMsaCopies * m_stream, m_stream + kExtraMsaCopies * extra_stream);
   const double after_units = bf16 ? kAfterTrunkPairUnitsBf16 : kAfterTrunkPairUnitsFp32;
   const double recycle = iters > 1 ? kRecyclePairUnits * pair : 0.0;
-  const double trunk = (kTrunkPairUnits * pair + recycle) + chunk_bytes + msa_bytes;
+  const double trunk_units = bf16 ? kTrunkPairUnitsBf16 : kTrunkPairUnitsFp32;
+  const double trunk = (trunk_units * pair + recycle) + chunk_bytes + msa_bytes;
   const double after = (after_units * pair + recycle) + msa_bytes;
   const double activations = kActivationMargin * std::max(trunk, after);
   // Processed features per iteration: msa_feat (49 channels) and the cluster masks/targets per
@@ -90,7 +94,7 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   e.chunk = c.chunk_size;
   e.activation_bytes = static_cast<int64_t>(clamp_bytes(activations));
   e.pair_bytes = static_cast<int64_t>(
-      clamp_bytes(kActivationMargin * ((trunk >= after ? kTrunkPairUnits : after_units) * pair + recycle)));
+      clamp_bytes(kActivationMargin * ((trunk >= after ? trunk_units : after_units) * pair + recycle)));
   e.chunk_bytes = trunk >= after ? static_cast<int64_t>(clamp_bytes(kActivationMargin * chunk_bytes)) : 0;
   e.msa_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * msa_bytes));
   e.feature_bytes = static_cast<int64_t>(clamp_bytes(features));

@@ -339,11 +339,11 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
     };
     timer.reset();
     // The recycled states are not written: without them each iteration's pair dies with the next.
-    af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device, on_iteration, false);
+    af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device, on_iteration, false, false);
     out.timings.emplace_back("predict_and_compile_" + name, timer.seconds());
     if (o.benchmark) {
       timer.reset();
-      outs = m.model->predict(features, o.num_recycles, o.device, {}, false);
+      outs = m.model->predict(features, o.num_recycles, o.device, {}, false, false);
       out.timings.emplace_back("predict_benchmark_" + name, timer.seconds());
     }
     report("structure " + name, base + per_model * 0.99);

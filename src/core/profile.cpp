@@ -6,6 +6,8 @@
 #include <exception>
 #include <mutex>
 
+#include "core/allocator.h"
+
 namespace foldcore::profile {
 namespace {
 
@@ -18,6 +20,16 @@ Registry& registry() {
   return r;
 }
 thread_local std::string current_path;  // the enclosing scopes' path on this thread
+
+// The running peak of the device's allocator (0 where there is none, e.g. a CUDA device in a
+// build without CUDA: profiling never fails a run).
+int64_t allocator_peak(Device d) {
+  try {
+    return static_cast<int64_t>(default_allocator(d).stats().peak);
+  } catch (...) {
+    return 0;
+  }
+}
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -38,6 +50,7 @@ Scope::Scope(const char* name, Device device) : on_(enabled()), device_(device) 
   synchronize(device_);
   if (!current_path.empty()) current_path += '/';
   current_path += name;
+  peak_start_ = allocator_peak(device_);
   start_ = now_seconds();
 }
 
@@ -52,6 +65,7 @@ Scope::~Scope() {
     }
   }
   const double dt = now_seconds() - start_;
+  const int64_t peak = allocator_peak(device_);
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
@@ -61,6 +75,8 @@ Scope::~Scope() {
     if (s == nullptr) s = &r.stages.emplace_back(Stage{current_path, 0, 0});
     s->count += 1;
     s->seconds += dt;
+    s->peak_end_bytes = peak;
+    s->peak_raised_bytes += peak - peak_start_;
   }
   const size_t slash = current_path.rfind('/');
   current_path.resize(slash == std::string::npos ? 0 : slash);

@@ -5,7 +5,10 @@
 // The waits change what is measured (no overlap of host and device work across stage borders),
 // so a profiled run's total is an upper bound of an unprofiled one; off, a Scope costs one
 // branch. report() lists the stages in the order they first ended (inner before outer), with
-// count and total seconds.
+// count and total seconds, and where the memory peak lies: `peak_end_bytes` is the device
+// allocator's running peak when the stage last ended, `peak_raised_bytes` how much the stage's runs
+// raised it in all (> 0: the stage holds a new peak; among nested stages, the innermost one
+// that raised it is where it happened).
 #pragma once
 
 #include <string>
@@ -28,12 +31,15 @@ class Scope {
   bool on_;
   Device device_;
   double start_ = 0;
+  int64_t peak_start_ = 0;
 };
 
 struct Stage {
   std::string path;
   int64_t count = 0;
   double seconds = 0;
+  int64_t peak_end_bytes = 0;
+  int64_t peak_raised_bytes = 0;
 };
 std::vector<Stage> report();  // all stages since the last reset
 void reset();

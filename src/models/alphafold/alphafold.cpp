@@ -64,13 +64,13 @@ void AlphaFold::add_af2_params(Af2ParamTable& table, const std::string& key_pref
   heads_->add_af2_params(table, key_prefix);
 }
 
-Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next,
-                                bool outputs) const {
+Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2RecycleState* next,
+                                bool outputs, bool representations) const {
   const Af2Config& c = config_;
   const Device dev = batch.aatype.device();
   std::optional<profile::Scope> stage;
   stage.emplace("trunk", dev);
-  TrunkOutput trunk = trunk_.forward(batch, prev);
+  TrunkOutput trunk = trunk_.forward(batch, std::move(prev), trunk_.inference_stream_dtype());
 
   // Alg. 20: the structure module.
   stage.reset();
@@ -93,6 +93,11 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& pr
   stage.emplace("heads", dev);
   const HeadOutputs ho = heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm.single});
   stage.reset();
+  if (!representations) {  // the confidence metrics below then run without the pair alive
+    trunk.msa = Variable();
+    trunk.pair = Variable();
+    sin.pair = Variable();
+  }
 
   const profile::Scope host_outputs("outputs", dev);  // copies to the host, pLDDT, PAE, pTM
   Af2Outputs out;
@@ -105,9 +110,11 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, const Af2RecycleState& pr
   out.emplace_back("distogram_logits", host(ho.distogram_logits));
   out.emplace_back("masked_msa_logits", host(ho.masked_msa_logits));
   out.emplace_back("experimentally_resolved_logits", host(ho.experimentally_resolved_logits));
-  out.emplace_back("msa", host(trunk.msa));
-  out.emplace_back("pair", host(trunk.pair));
-  out.emplace_back("single", host(trunk.single));
+  if (representations) {
+    out.emplace_back("msa", host(trunk.msa));
+    out.emplace_back("pair", host(trunk.pair));
+    out.emplace_back("single", host(trunk.single));
+  }
   out.emplace_back("sm_frames", host(sm.frames));
   out.emplace_back("sm_sidechain_frames", host(sm.sidechain_frames));
   out.emplace_back("sm_positions", host(sm.positions));
@@ -178,7 +185,7 @@ Af2GraphOutputs AlphaFold::forward_train(const Af2Features& features, Device dev
 
 Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles, Device device,
                               const std::function<void(int64_t, int64_t)>& on_iteration,
-                              bool keep_recycle_states) const {
+                              bool keep_recycle_states, bool keep_representations) const {
   FC_CHECK(num_recycles >= 0 && num_recycles < features.num_iterations(), "AlphaFold::predict: ", num_recycles,
            " recycles need ", num_recycles + 1, " feature iterations, ", features.path(), " holds ",
            features.num_iterations());
@@ -194,7 +201,10 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
     Af2RecycleState next;
     // Only the last iteration's outputs are kept: the earlier ones skip the heads, the confidence
     // metrics and the copies to the host (on a GPU at N = 1,000 the pair alone is 0.5 GB over PCIe).
-    out = iteration(batch, state, &next, r == num_recycles);
+    // The last iteration hands nothing on unless its state is kept.
+    const bool last = r == num_recycles;
+    out = iteration(batch, std::move(state), last && !keep_recycle_states ? nullptr : &next, last,
+                    keep_representations);
     if (keep_recycle_states) {
       rec_m1.push_back(host(next.m1));
       rec_z.push_back(host(next.z));

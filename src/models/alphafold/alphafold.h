@@ -58,9 +58,14 @@ class AlphaFold : public nn::Module {
   // state (undefined tensors: the first iteration, zeros). Writes the state for the next
   // iteration into *next and returns the iteration's outputs. outputs = false: only *next (the
   // trunk and the structure module), no heads, no confidence, nothing copied to the host — what a
-  // recycling iteration before the last needs (its outputs are discarded).
-  Af2Outputs iteration(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next,
-                       bool outputs = true) const;
+  // recycling iteration before the last needs (its outputs are discarded). next may be null when
+  // outputs is true (nothing is handed on). representations = false leaves AlphaFold's
+  // representations (msa, pair, single) out of the outputs, and the pair and MSA streams die after
+  // the heads unless *next holds them: at long N the pair is the largest tensor left.
+  // prev by value: a caller that moves its state in lets the previous pair die after the
+  // embeddings instead of living through the whole iteration.
+  Af2Outputs iteration(const Af2Batch& batch, Af2RecycleState prev, Af2RecycleState* next, bool outputs = true,
+                       bool representations = true) const;
 
   // The same iteration keeping the graph handles of what the training losses read (run it with
   // grad mode on for a training step). `next`, when given, receives the detached recycled state.
@@ -79,10 +84,11 @@ class AlphaFold : public nn::Module {
   // keep_recycle_states = false leaves out recycle_m1 / recycle_z / recycle_x: each iteration's
   // pair then dies with the next iteration instead of staying alive to the end (with R recycles
   // the kept states and their stacked copy are 2·(R + 1) pairs at the end; `foldcore predict`
-  // does not write them).
+  // does not write them). keep_representations = false leaves out msa, pair and single, so the
+  // last iteration's pair dies after the heads (`foldcore predict` writes none of them either).
   Af2Outputs predict(const Af2Features& features, int64_t num_recycles, Device device,
                      const std::function<void(int64_t, int64_t)>& on_iteration = {},
-                     bool keep_recycle_states = true) const;
+                     bool keep_recycle_states = true, bool keep_representations = true) const;
 
   // Model parallelism (model_parallel.h): DAP over the Evoformer and extra-MSA stacks, BP-2 over
   // a Parallel Evoformer. Every rank of the groups runs the same calls (forward_*, predict) on the

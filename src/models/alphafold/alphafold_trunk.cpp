@@ -71,8 +71,17 @@ void EmbeddingsAndEvoformer::add_af2_params(Af2ParamTable& table, const std::str
   table.add(ev + "/single_activations//bias", single_activations_->bias().value());
 }
 
-TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2RecycleState& prev) const {
+DType EmbeddingsAndEvoformer::inference_stream_dtype() const {
+  const bool parallel = evoformer_->model_parallel().dap_size() > 1 || evoformer_->branch_parallel() ||
+                        extra_msa_stack_->model_parallel().dap_size() > 1;
+  return !parallel && !ag::grad_enabled() && ag::autocast_dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+}
+
+TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleState prev,
+                                            DType stream_dtype) const {
   const Af2Config& c = config_;
+  FC_CHECK(stream_dtype == DType::f32 || (stream_dtype == DType::bf16 && !ag::grad_enabled()),
+           "EmbeddingsAndEvoformer: ", dtype_name(stream_dtype), " streams need f32, or bf16 in no-grad mode");
   const int64_t n = batch.num_res(), s = batch.num_msa();
   const Device dev = batch.aatype.device();
   FC_CHECK(batch.target_feat.size(1) == c.target_feat_dim && batch.msa_feat.size(2) == c.msa_feat_dim,
@@ -102,19 +111,23 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
                                                     Variable(),
                                                     recycling_embedder_->pair_update_rows(prev_z, prev_pb, r0, rows),
                                                     {}, true);  // [rows, N, c_z]
-      if (!stream.defined()) stream = Tensor::empty({n, n, c.c_z}, zc.dtype(), dev);
+      if (!stream.defined()) stream = Tensor::empty({n, n, c.c_z}, stream_dtype, dev);
       stream.narrow(0, r0, rows).copy_(zc.value());
     }
     z = Variable(stream);
-    m = recycling_embedder_->apply_msa(input_embedder_->msa(tf, Variable(batch.msa_feat)), Variable(prev_m1));
+    m = ag::cast(
+        recycling_embedder_->apply_msa(input_embedder_->msa(tf, Variable(batch.msa_feat)), Variable(prev_m1)),
+        stream_dtype);
   } else {  // scoped: the zero state of the first iteration (pair-sized) dies before the stacks run
     MsaPair mz =
         input_embedder_->forward(Variable(batch.target_feat), Variable(batch.msa_feat), batch.residue_index);
     const Tensor prev_z = prev.z.defined() ? prev.z : Tensor::zeros({n, n, c.c_z}, DType::f32, dev);
     mz = recycling_embedder_->apply(mz, Variable(prev_m1), Variable(prev_z), prev_pb);
-    m = std::move(mz.msa);
-    z = std::move(mz.pair);
+    m = ag::cast(mz.msa, stream_dtype);
+    z = ag::cast(mz.pair, stream_dtype);
   }
+
+  prev = {};  // read: the previous pair (a caller's moved-in state) dies here
 
   // Alg. 16/17: the template pair stack and pointwise attention, added to the pair.
   stage.reset();
@@ -123,17 +136,24 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, const Af2Recy
     const TemplateInputs templates{batch.template_aatype,          batch.template_all_atom_positions,
                                    batch.template_all_atom_mask,   batch.template_pseudo_beta,
                                    batch.template_pseudo_beta_mask, batch.template_mask};
-    // z + t, written into z in no-grad mode (z is the trunk's own here: no pair-sized sum).
+    // z + t, written into z in no-grad mode (z is the trunk's own here: no pair-sized sum; a bf16
+    // stream stays bf16).
     const Variable t = template_embedder_->forward(z, templates, mask_2d, c.chunk_size);
-    z = ag::bias_dropout_residual(t, Variable(), z, {}, !ag::grad_enabled());
+    if (ag::grad_enabled()) {
+      z = ag::bias_dropout_residual(t, Variable(), z, {}, false);
+    } else {
+      const Tensor zs = own_stream(z, true);
+      add_into(zs, t.value());
+    }
   }
 
   // 1.7.2 + Alg. 18: the extra MSA, which only updates the pair.
   stage.reset();
   stage.emplace("extra_msa", dev);
   {
-    const Variable e = extra_msa_embedder_->forward(
-        Variable(extra_msa_feat(batch.extra_msa, batch.extra_has_deletion, batch.extra_deletion_value)));
+    const Variable e = ag::cast(extra_msa_embedder_->forward(Variable(extra_msa_feat(
+                                    batch.extra_msa, batch.extra_has_deletion, batch.extra_deletion_value))),
+                                stream_dtype);
     z = extra_msa_stack_->forward(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second;
   }
 

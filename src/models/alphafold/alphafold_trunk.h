@@ -46,7 +46,18 @@ class EmbeddingsAndEvoformer : public nn::Module {
   EmbeddingsAndEvoformer(nn::Scope scope, const Af2Config& config);
   ~EmbeddingsAndEvoformer() override;
   // batch on the model's device; prev: undefined tensors on the first iteration (zeros).
-  TrunkOutput forward(const Af2Batch& batch, const Af2RecycleState& prev) const;
+  // stream_dtype: the storage of the residual streams (MSA, extra MSA, pair) from the embeddings to
+  // the outputs. bf16 (inference under bf16 autocast, no grad: `predict --precision bf16`) halves
+  // the model's pair-sized memory; every op still accumulates in fp32 and each residual add rounds
+  // its fp32 sum once to bf16 (evoformer_util.h, add_into). The outputs' msa, pair and m1 are then
+  // bf16. f32 in training (the graph keeps fp32 streams under autocast) and under model
+  // parallelism (its collectives exchange fp32 streams).
+  // prev by value: the recycled state is released once the embeddings have read it (a caller
+  // that moves its state in frees the previous pair before the stacks run).
+  TrunkOutput forward(const Af2Batch& batch, Af2RecycleState prev, DType stream_dtype = DType::f32) const;
+  // The stream dtype an inference forward uses: bf16 under bf16 autocast in no-grad mode on the
+  // single-process path, else f32.
+  DType inference_stream_dtype() const;
   // key_prefix "" → "evoformer/…".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "") const;
   // Model parallelism of the Evoformer and extra-MSA stacks (model_parallel.h; the template pair

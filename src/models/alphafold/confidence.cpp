@@ -6,23 +6,43 @@
 namespace foldcore::af2 {
 namespace {
 
-// The confidence metrics run on the host over N²·B values (N = 2,048: 268 M per pair head), row
-// by row in double; rows are independent, so OpenMP splits them without changing a bit.
+// The confidence metrics run on the host over N²·B values (N = 2,048: 268 M per pair head). They
+// stream: blocks of about kBlockValues logits are copied to a host f32 buffer (from any device and
+// float dtype), each row's softmax is taken in double and consumed at once, and only the f32
+// results are stored. Memory beyond the results is one block, whatever N (a whole-array double
+// softmax and its float copies were 2.5 fp32 pair representations of host memory at the PAE
+// head). Rows are independent, so OpenMP splits them without changing a bit.
+constexpr int64_t kBlockValues = int64_t{1} << 22;  // 16 MiB of f32 per block
 
-// Row-wise softmax of a host copy: rows × b values, in double.
-std::vector<double> softmax_rows(const std::vector<float>& x, int64_t b) {
-  std::vector<double> p(x.size());
-  const int64_t rows = static_cast<int64_t>(x.size()) / b;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x.data() + r * b;
-    double* pr = p.data() + r * b;
-    const double mx = *std::max_element(xr, xr + b);
-    double s = 0;
-    for (int64_t k = 0; k < b; ++k) s += (pr[k] = std::exp(static_cast<double>(xr[k]) - mx));
-    for (int64_t k = 0; k < b; ++k) pr[k] /= s;
+// Row r of a block (b values) → its softmax in pr[0..b), in double.
+void softmax_row(const float* xr, int64_t b, double* pr) {
+  const double mx = *std::max_element(xr, xr + b);
+  double s = 0;
+  for (int64_t k = 0; k < b; ++k) s += (pr[k] = std::exp(static_cast<double>(xr[k]) - mx));
+  for (int64_t k = 0; k < b; ++k) pr[k] /= s;
+}
+
+// Calls f(row, p) for every row of x viewed as [rows, b] (p: the row's softmax, double[b]), in
+// blocks of whole rows; rows of a block run in parallel (f must only write that row's results).
+template <typename F>
+void for_each_softmax_row(const Tensor& x, int64_t b, F&& f) {
+  const int64_t rows = x.numel() / b;
+  const Tensor flat = x.reshape({rows, b});
+  const int64_t block = std::max<int64_t>(1, kBlockValues / b);
+  std::vector<float> buf(static_cast<size_t>(std::min(rows, block) * b));
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t len = std::min(block, rows - r0);
+    Tensor::wrap(buf.data(), {len, b}, DType::f32, Device::cpu()).copy_(flat.narrow(0, r0, len));
+#pragma omp parallel
+    {
+      std::vector<double> p(static_cast<size_t>(b));
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < len; ++r) {
+        softmax_row(buf.data() + r * b, b, p.data());
+        f(r0 + r, p.data());
+      }
+    }
   }
-  return p;
 }
 
 void check_float(const Tensor& t, const char* op) {
@@ -36,37 +56,34 @@ void check_pair_logits(const Tensor& logits, const char* op) {
            ": logits must be [N, N, B] with B >= 3, got ", logits.shape().str());
 }
 
-Tensor to_device_f32(const std::vector<double>& v, const Shape& shape, Device device) {
-  std::vector<float> f(v.size());
-  const int64_t n = static_cast<int64_t>(v.size());
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(v[i]);
-  return Tensor::from_vector(f, shape, DType::f32, device);
-}
-
 }  // namespace
 
 Tensor softmax_last(const Tensor& logits) {
   check_float(logits, "softmax_last");
   FC_CHECK(logits.dim() >= 1 && logits.size(-1) > 0, "softmax_last: empty last axis in ", logits.shape().str());
-  return to_device_f32(softmax_rows(logits.to_vector(), logits.size(-1)), logits.shape(), logits.device());
+  const int64_t b = logits.size(-1);
+  Tensor out = Tensor::empty(logits.shape(), DType::f32, Device::cpu());
+  float* o = out.data<float>();
+  for_each_softmax_row(logits, b, [&](int64_t r, const double* p) {
+    for (int64_t k = 0; k < b; ++k) o[r * b + k] = static_cast<float>(p[k]);
+  });
+  return out.to(logits.device());
 }
 
 Tensor compute_plddt(const Tensor& logits) {
   check_float(logits, "compute_plddt");
   FC_CHECK(logits.dim() >= 1 && logits.size(-1) > 0, "compute_plddt: empty bin axis in ", logits.shape().str());
   const int64_t b = logits.size(-1);
-  const std::vector<double> p = softmax_rows(logits.to_vector(), b);
-  const int64_t rows = logits.numel() / b;
-  std::vector<double> out(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    double e = 0;
-    for (int64_t k = 0; k < b; ++k) e += p[r * b + k] * (static_cast<double>(k) + 0.5) / static_cast<double>(b);
-    out[r] = 100.0 * e;
-  }
   Shape s = logits.shape();
   s.erase(s.size() - 1);
-  return to_device_f32(out, s, logits.device());
+  Tensor out = Tensor::empty(s, DType::f32, Device::cpu());
+  float* o = out.data<float>();
+  for_each_softmax_row(logits, b, [&](int64_t r, const double* p) {
+    double e = 0;
+    for (int64_t k = 0; k < b; ++k) e += p[k] * (static_cast<double>(k) + 0.5) / static_cast<double>(b);
+    o[r] = static_cast<float>(100.0 * e);
+  });
+  return out.to(logits.device());
 }
 
 std::vector<double> pae_bin_centers(double max_error_bin, int64_t num_bins) {
@@ -84,17 +101,21 @@ PredictedAlignedError compute_predicted_aligned_error(const Tensor& logits, doub
   check_pair_logits(logits, "compute_predicted_aligned_error");
   const int64_t n = logits.size(0), b = logits.size(2);
   const std::vector<double> centers = pae_bin_centers(max_error_bin, b);
-  const std::vector<double> p = softmax_rows(logits.to_vector(), b);
-  std::vector<double> pae(static_cast<size_t>(n * n));
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < n * n; ++r) {
+  Tensor probs = Tensor::empty(logits.shape(), DType::f32, Device::cpu());
+  Tensor pae = Tensor::empty({n, n}, DType::f32, Device::cpu());
+  float* po = probs.data<float>();
+  float* e_out = pae.data<float>();
+  for_each_softmax_row(logits, b, [&](int64_t r, const double* p) {
     double e = 0;
-    for (int64_t k = 0; k < b; ++k) e += p[r * b + k] * centers[k];
-    pae[r] = e;
-  }
+    for (int64_t k = 0; k < b; ++k) {
+      e += p[k] * centers[k];
+      po[r * b + k] = static_cast<float>(p[k]);
+    }
+    e_out[r] = static_cast<float>(e);
+  });
   PredictedAlignedError out;
-  out.aligned_confidence_probs = to_device_f32(p, logits.shape(), logits.device());
-  out.predicted_aligned_error = to_device_f32(pae, {n, n}, logits.device());
+  out.aligned_confidence_probs = probs.to(logits.device());
+  out.predicted_aligned_error = pae.to(logits.device());
   out.max_predicted_aligned_error = static_cast<float>(centers.back());
   return out;
 }
@@ -116,16 +137,20 @@ float predicted_tm_score(const Tensor& logits, const Tensor& residue_weights, do
   const std::vector<double> centers = pae_bin_centers(max_error_bin, b);
   std::vector<double> tm_per_bin(static_cast<size_t>(b));
   for (int64_t k = 0; k < b; ++k) tm_per_bin[k] = 1.0 / (1.0 + centers[k] * centers[k] / (d0 * d0));
-  const std::vector<double> p = softmax_rows(logits.to_vector(), b);
+  // tm[i, j] per (i, j) row of the logits, then the per-alignment sums over j in j's order.
+  std::vector<double> tm(static_cast<size_t>(n * n));
+  for_each_softmax_row(logits, b, [&](int64_t r, const double* p) {
+    double t = 0;
+    for (int64_t k = 0; k < b; ++k) t += p[k] * tm_per_bin[k];
+    tm[r] = t;
+  });
   std::vector<double> per_alignment(static_cast<size_t>(n));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     double num = 0, den = 0;
     for (int64_t j = 0; j < n; ++j) {
-      double tm = 0;
-      for (int64_t k = 0; k < b; ++k) tm += p[(i * n + j) * b + k] * tm_per_bin[k];
       const double pw = static_cast<double>(w[i]) * w[j];
-      num += tm * pw;
+      num += tm[i * n + j] * pw;
       den += pw;
     }
     per_alignment[i] = num / (1e-8 + den);

@@ -14,9 +14,19 @@ constexpr int kRowWise = -3, kColumnWise = -2;  // AF2 shared dropout: mask shar
 // x + dropout(update). In no-grad mode, `in_place` lets the add overwrite x's storage when nothing
 // else refers to it (autograd checks the storage's owners); the block passes it only for tensors
 // it created itself, so a caller's input is never overwritten.
+// A bf16 inference stream (EmbeddingsAndEvoformer's stream_dtype) keeps its dtype: the fp32 sum is
+// rounded once into it (add_into) instead of promoting the stream to fp32.
 Variable residual(const Variable& x, const Variable& update, const autograd::DropoutSpec& d, bool in_place) {
+  if (!autograd::grad_enabled() && x.dtype() != DType::f32 && update.dtype() != x.dtype()) {
+    FC_CHECK(d.p == 0.f || d.gen == nullptr, "Evoformer: dropout on a ", dtype_name(x.dtype()), " stream");
+    Variable out = x;
+    add_into(own_stream(out, in_place), update.value());
+    return out;
+  }
   return autograd::bias_dropout_residual(update, Variable(), x, d, in_place && !autograd::grad_enabled());
 }
+
+bool identity(const autograd::DropoutSpec& d) { return d.p == 0.f || d.gen == nullptr; }
 
 }  // namespace
 
@@ -72,6 +82,8 @@ std::pair<Variable, Variable> EvoformerBlock::forward_impl(Variable m, Variable 
            "EvoformerBlock '", path(), "': m ", m.shape().str(), ", z ", z.shape().str(), " (expected [S, N, ",
            cfg_.c_m, "] and [N, N, ", cfg_.c_z, "])");
   const autograd::DropoutSpec none;  // AlphaFold applies no dropout to the transitions and the OPM
+  if (!autograd::grad_enabled() && chunk > 0 && dropout_is_identity())
+    return forward_into(std::move(m), std::move(z), msa_mask, pair_mask, chunk, own_inputs);
   // Each update is computed (reading the old stream) before its residual add, whose result then
   // replaces the stream's handle.
   // MSA track (the row attention reads z as its bias before the pair track may overwrite it).
@@ -92,6 +104,42 @@ std::pair<Variable, Variable> EvoformerBlock::forward_impl(Variable m, Variable 
   z = residual(z, transition_forward(pair_transition_, z, chunk), none, true);
   if (cfg_.parallel) z = residual(z, opm_.forward(m, msa_mask, chunk), none, true);
   return {std::move(m), std::move(z)};
+}
+
+bool EvoformerBlock::dropout_is_identity() const {
+  for (const nn::Dropout* d : {&row_att_dropout_, &col_att_dropout_, &tri_mul_out_dropout_, &tri_mul_in_dropout_,
+                               &tri_att_start_dropout_, &tri_att_end_dropout_})
+    if (!identity(d->spec())) return false;
+  return true;
+}
+
+std::pair<Variable, Variable> EvoformerBlock::forward_into(Variable m, Variable z, const Tensor& msa_mask,
+                                                           const Tensor& pair_mask, int64_t chunk,
+                                                           bool own_inputs) const {
+  // Each module adds its update into the stream chunk by chunk (its `into`), in AlphaFold's order;
+  // the sums are the residual adds of forward_impl (fp32: the same bits). The MSA row attention
+  // reads z (its bias) before the pair track changes it; the outer product mean reads the final m.
+  const Tensor ms = own_stream(m, own_inputs);
+  row_att_.forward(m, z, msa_mask, chunk, ms);
+  msa_column_update_into(m, msa_mask, chunk, ms);
+  transition_forward(msa_transition_, m, chunk, ms);
+  const Tensor zs = own_stream(z, own_inputs);
+  if (!cfg_.parallel) opm_.forward(m, msa_mask, chunk, zs);
+  tri_mul_out_.forward(z, pair_mask, chunk, zs);
+  tri_mul_in_.forward(z, pair_mask, chunk, zs);
+  tri_att_start_.forward(z, pair_mask, chunk, zs);
+  tri_att_end_.forward(z, pair_mask, chunk, zs);
+  transition_forward(pair_transition_, z, chunk, zs);
+  if (cfg_.parallel) opm_.forward(m, msa_mask, chunk, zs);
+  return {std::move(m), std::move(z)};
+}
+
+void EvoformerBlock::msa_column_update_into(const Variable& m, const Tensor& msa_mask, int64_t chunk,
+                                            const Tensor& into) const {
+  if (col_att_)
+    col_att_->forward(m, msa_mask, chunk, into);
+  else
+    col_glob_->forward(m, msa_mask, chunk, into);
 }
 
 void EvoformerBlock::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {

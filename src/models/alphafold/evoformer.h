@@ -21,7 +21,12 @@
 // results; memory then scales with the chunk instead of the whole axis.
 // In no-grad mode the residual adds are done in place where that is safe: every add after the first
 // of each track, and inside a stack also the first ones from block 1 on (never on the caller's
-// inputs).
+// inputs). Chunked inference (no-grad, chunk > 0, no dropout) goes further: every module adds its
+// update into the stream chunk by chunk as the chunk is computed (the modules' `into`), so no
+// stream-sized update ever exists: the pair track holds z plus the triangle multiplication's t
+// (triangle_multiplication.h) plus chunk-sized temporaries. Each chunk reads only what no earlier
+// chunk of the same update wrote (see each module's `into`). The streams keep their dtype (bf16
+// streams stay bf16: the fp32 sum is rounded once per update).
 #pragma once
 
 #include <memory>
@@ -68,6 +73,12 @@ class EvoformerBlock : public nn::Module {
   // and every later add can be in place too (a second handle would make autograd refuse).
   std::pair<Variable, Variable> forward_impl(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
                                              int64_t chunk, bool own_inputs) const;
+  // Chunked inference with the residual adds in the chunks' epilogues (see the file comment); the
+  // streams are updated in place (copied first unless own_inputs and their only holder).
+  std::pair<Variable, Variable> forward_into(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
+                                             int64_t chunk, bool own_inputs) const;
+  void msa_column_update_into(const Variable& m, const Tensor& msa_mask, int64_t chunk, const Tensor& into) const;
+  bool dropout_is_identity() const;  // every dropout of the block is off (eval, or rate 0)
   // DAP (evoformer_parallel.cpp): m_rows [S/P, N, c_m], z_rows [N/P, N, c_z] (this rank's rows),
   // masks whole (sizes divisible by P) → the block's outputs, split the same way.
   std::pair<Variable, Variable> forward_dap(Variable m_rows, Variable z_rows, const Tensor& msa_mask,

@@ -71,8 +71,48 @@ Tensor mask_bias(const Tensor& mask) {
   return out;
 }
 
-Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int64_t, int64_t)>& f, int out_axis) {
-  if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) return f(0, n);
+void add_into(const Tensor& dst, const Tensor& y) {
+  FC_CHECK(dst.shape() == y.shape() && dst.device() == y.device(), "add_into: stream slice ", dst.shape().str(),
+           " vs update ", y.shape().str());
+  if (dst.dtype() == y.dtype() && dst.is_contiguous()) {
+    ops::add(dst, y, dst);  // y may be strided; out aliases a (each element read before written)
+    return;
+  }
+  Tensor acc = Tensor::empty(dst.shape(), DType::f32, dst.device());
+  acc.copy_(dst);
+  ops::add(acc, y.to(DType::f32), acc);
+  copy_tensor(dst, acc);
+}
+
+Tensor own_stream(Variable& v, bool own) {
+  const Tensor& t = v.value();
+  if (own && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
+      t.nbytes() == t.storage()->bytes())
+    return t;
+  Tensor copy = Tensor::empty(t.shape(), t.dtype(), t.device());
+  copy.copy_(t);
+  v = Variable(copy);
+  return copy;
+}
+
+Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int64_t, int64_t)>& f, int out_axis,
+                     const Tensor& into) {
+  FC_CHECK(!into.defined() || !autograd::grad_enabled(), "run_chunked: accumulating into a stream needs no-grad mode");
+  if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) {
+    const Variable y = f(0, n);
+    if (!into.defined()) return y;
+    add_into(into, y.value());
+    return Variable(into);
+  }
+  if (into.defined()) {
+    FC_CHECK(into.size(out_axis) == n, "run_chunked: stream ", into.shape().str(), " for ", n, " along axis ",
+             out_axis);
+    for (int64_t s = 0; s < n; s += chunk) {
+      const int64_t len = std::min(chunk, n - s);
+      add_into(into.narrow(out_axis, s, len), f(s, len).value());
+    }
+    return Variable(into);
+  }
   Tensor out;
   for (int64_t s = 0; s < n; s += chunk) {
     const int64_t len = std::min(chunk, n - s);
@@ -90,7 +130,7 @@ Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int6
 }
 
 Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
-                       int64_t chunk) {
+                       int64_t chunk, const Tensor& into) {
   FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(1),
            "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
            " (expected [B, L, c] and [B, L])");
@@ -101,7 +141,7 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const Variab
     std::vector<Variable> biases{Variable(mb.narrow(0, s, len))};
     if (pair_bias.defined()) biases.push_back(pair_bias);
     return att.forward(xs, xs, biases);
-  });
+  }, 0, into);
 }
 
 Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln) {
@@ -124,10 +164,10 @@ Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable
   return bias;
 }
 
-Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk) {
+Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk, const Tensor& into) {
   return run_chunked(x.size(0), chunk, [&](int64_t s, int64_t len) {
     return tr.forward(autograd::narrow(x, 0, s, len));
-  });
+  }, 0, into);
 }
 
 }  // namespace foldcore::af2

@@ -45,15 +45,35 @@ Tensor mask_bias(const Tensor& mask);
 // graph whole; chunking there would save nothing). Chunked and whole results are identical up to
 // float reassociation inside the chunked ops (none of the Evoformer's: every slice is computed by
 // the same kernels on the same data).
+//
+// `into` (inference only): when defined, the results are not gathered into a new tensor but ADDED
+// into `into` (the residual stream the update belongs to, shaped like the whole result; any
+// strides), slice by slice as each chunk is computed (add_into), and `into` is returned: the
+// residual add runs in the chunk's epilogue, so no result-sized update ever exists. f(s, len) must
+// not read what earlier chunks wrote, i.e. a slice of the update may depend on the stream only
+// through its own slice or through values computed before the first chunk (every Evoformer
+// module qualifies: see evoformer.h).
 Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int64_t start, int64_t len)>& f,
-                     int out_axis = 0);
+                     int out_axis = 0, const Tensor& into = Tensor());
+
+// dst += y in place: dst (any strides, f32/bf16/f16) and y (same shape, any float dtype); the sum is
+// taken in fp32 and rounded once to dst's dtype. For f32 dst and y it is the residual add
+// bias_dropout_residual(y, {}, dst) makes, bit for bit. Temporaries: one fp32 copy of the slice
+// when dst is strided or the dtypes differ. No autograd (inference only).
+void add_into(const Tensor& dst, const Tensor& y);
+
+// The storage of a stream for in-place updates: v's own tensor when `own` and v is its only holder
+// (whole and contiguous, no other handle or view), else a fresh copy that replaces v's value (so a
+// caller's tensor is never changed). No autograd (inference only).
+Tensor own_stream(Variable& v, bool own);
 
 // AlphaFold's row-wise gated attention (Alg. 7 / 8 / 13 core): every row b of x [B, L, c] (already
 // layer-normed) attends over its L entries, with the key mask bias 1e9·(mask[b] − 1) ([B, 1, 1, L])
 // and, when defined, a pair bias [1, H, L, L] shared by all rows. Chunked over rows (inference).
 // Returns [B, L, c_out] (with the output bias).
+// `into`: as run_chunked's ([B, L, c_out], the rows' stream).
 Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
-                       int64_t chunk);
+                       int64_t chunk, const Tensor& into = Tensor());
 // The pair bias of Alg. 7 line 3 / Alg. 13 line 3: b[h, i, j] = Σ_c z[i, j, c] w[c, h] (no bias),
 // z [L, L, c_z] layer-normed → [1, H, L, L].
 Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln);
@@ -63,7 +83,8 @@ Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln);
 Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable(int64_t, int64_t)>& z_ln_rows,
                          int64_t n, int64_t chunk);
 
-// nn::Transition (LN → Linear+ReLU → Linear: AF2 Alg. 9/15) chunked along axis 0 of x.
-Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk);
+// nn::Transition (LN → Linear+ReLU → Linear: AF2 Alg. 9/15) chunked along axis 0 of x; `into` as
+// run_chunked's (x's own stream: x += transition(x), row chunk by row chunk).
+Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk, const Tensor& into = Tensor());
 
 }  // namespace foldcore::af2

@@ -1,5 +1,7 @@
 #include "models/alphafold/heads.h"
 
+#include "kernels/elementwise.h"
+
 #include "autograd/functions.h"
 #include "models/alphafold/af2_util.h"
 #include "models/alphafold/evoformer_util.h"
@@ -31,10 +33,21 @@ DistogramHead::DistogramHead(nn::Scope scope, int64_t c_z, const HeadsConfig& co
   register_child(half_logits_);
 }
 
+namespace {
+Tensor add_strided(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  ops::add(a, b, out);
+  return out;
+}
+}  // namespace
+
 Variable DistogramHead::forward(const Variable& pair) const {
   check_last(pair, 3, half_logits_.in_features(), "DistogramHead");
   FC_CHECK(pair.size(0) == pair.size(1), "DistogramHead: pair ", pair.shape().str(), " must be [N, N, c_z]");
   const Variable half = half_logits_.forward(pair);  // [N, N, bins]
+  // Inference: the transposed operand is read through its strides (ops::add allows a strided b),
+  // so no transposed [N, N, bins] copy exists; the same sums.
+  if (!ag::grad_enabled()) return Variable(add_strided(half.value(), half.value().transpose(0, 1)));
   return ag::add(half, ag::contiguous(ag::transpose(half, 0, 1)));
 }
 

@@ -1,5 +1,6 @@
 #include "models/alphafold/ipa.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -63,12 +64,18 @@ InvariantPointAttention::InvariantPointAttention(nn::Scope scope, const Structur
 
 Variable InvariantPointAttention::forward(const Variable& s, const Variable& z, const Tensor& mask, const Variable& rot,
                                           const Variable& trans) const {
+  const int64_t n = s.size(0);
+  FC_CHECK(z.dim() == 3 && z.size(0) == n && z.size(1) == n && z.size(2) == cfg_.c_z,
+           "InvariantPointAttention: z must be [", n, ", ", n, ", ", cfg_.c_z, "], got ", z.shape().str());
+  return forward(s, [&](int64_t i0, int64_t len) { return ag::narrow(z, 0, i0, len); }, mask, rot, trans);
+}
+
+Variable InvariantPointAttention::forward(const Variable& s, const std::function<Variable(int64_t, int64_t)>& z_rows,
+                                          const Tensor& mask, const Variable& rot, const Variable& trans) const {
   const int64_t n = s.size(0), h = cfg_.num_head, cqk = cfg_.num_scalar_qk, cv = cfg_.num_scalar_v;
   const int64_t pqk = cfg_.num_point_qk, pv = cfg_.num_point_v;
   FC_CHECK(s.dim() == 2 && s.size(1) == cfg_.c_s, "InvariantPointAttention: s must be [N, ", cfg_.c_s, "], got ",
            s.shape().str());
-  FC_CHECK(z.dim() == 3 && z.size(0) == n && z.size(1) == n && z.size(2) == cfg_.c_z,
-           "InvariantPointAttention: z must be [", n, ", ", n, ", ", cfg_.c_z, "], got ", z.shape().str());
   FC_CHECK(mask.defined() && mask.shape() == Shape({n}), "InvariantPointAttention: mask must be [", n, "], got ",
            mask.defined() ? mask.shape().str() : std::string("undefined"));
   FC_CHECK(rot.shape() == Shape({n, 3, 3}) && trans.shape() == Shape({n, 3}), "InvariantPointAttention: frames rot ",
@@ -96,35 +103,61 @@ Variable InvariantPointAttention::forward(const Variable& s, const Variable& z, 
   const Variable gamma = ag::reshape(ag::scale(softplus(point_weights_), w_point), {h, 1, 1});  // [H, 1, 1]
 
   // logits = w_C q·k + γ q_p·k_p − ½γ|q_p|² − ½γ|k_p|² + w_L b − 1e5 (1 − m_i m_j): [H, N, N].
+  // Every query row i is independent from here on: rows(i0, len) computes the rows [i0, i0 + len)
+  // of the output features (before the output projection), [len, F].
   const Variable q_aug = concat_f32({ag::scale(q, w_scalar), ag::mul(qp, gamma)}, -1);
-  const Variable k_aug = concat_f32({k, kp}, -1);
-  Variable logits = ag::matmul(ag::contiguous(q_aug), ag::contiguous(k_aug), false, true);
-  const Variable q_sq = ag::scale(ag::mul(ag::sum(ag::mul(qp, qp), {2}), ag::reshape(gamma, {h, 1})), -0.5f);
+  const Variable k_aug = ag::contiguous(concat_f32({k, kp}, -1));
   const Variable k_sq = ag::scale(ag::mul(ag::sum(ag::mul(kp, kp), {2}), ag::reshape(gamma, {h, 1})), -0.5f);
-  logits = ag::add(logits, ag::reshape(q_sq, {h, n, 1}));
-  logits = ag::add(logits, ag::reshape(k_sq, {h, 1, n}));
-  logits = ag::add(logits, ag::scale(ag::contiguous(ag::permute(attention_2d_.forward(z), {2, 0, 1})), w_2d));
-  {
-    const Tensor m = host_f32(mask);
-    std::vector<float> bias(static_cast<size_t>(n * n));
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        bias[static_cast<size_t>(i * n + j)] = -1e5f * (1.f - m.data<float>()[i] * m.data<float>()[j]);
-    logits = ag::add(logits, Variable(Tensor::from_vector(bias, {n, n}, logits.dtype(), logits.device())));
-  }
-  const Variable attn = ag::softmax(logits);  // [H, N, N]
+  const Variable vv = ag::contiguous(concat_f32({v, vp}, -1));  // [H, N, c_v + 3·P_v]
+  const Tensor m = host_f32(mask);
+  auto rows = [&](int64_t i0, int64_t len) {
+    const Variable z = z_rows(i0, len);  // [len, N, c_z]
+    FC_CHECK(z.dim() == 3 && z.size(0) == len && z.size(1) == n && z.size(2) == cfg_.c_z,
+             "InvariantPointAttention: pair rows ", z.shape().str(), " (expected [", len, ", ", n, ", ", cfg_.c_z,
+             "])");
+    const Variable qa = ag::narrow(q_aug, 1, i0, len), qpr = ag::narrow(qp, 1, i0, len);
+    Variable logits = ag::matmul(ag::contiguous(qa), k_aug, false, true);  // [H, len, N]
+    const Variable q_sq = ag::scale(ag::mul(ag::sum(ag::mul(qpr, qpr), {2}), ag::reshape(gamma, {h, 1})), -0.5f);
+    logits = ag::add(logits, ag::reshape(q_sq, {h, len, 1}));
+    logits = ag::add(logits, ag::reshape(k_sq, {h, 1, n}));
+    logits = ag::add(logits, ag::scale(ag::contiguous(ag::permute(attention_2d_.forward(z), {2, 0, 1})), w_2d));
+    {
+      std::vector<float> bias(static_cast<size_t>(len * n));
+      for (int64_t i = 0; i < len; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          bias[static_cast<size_t>(i * n + j)] = -1e5f * (1.f - m.data<float>()[i0 + i] * m.data<float>()[j]);
+      logits = ag::add(logits, Variable(Tensor::from_vector(bias, {len, n}, logits.dtype(), logits.device())));
+    }
+    const Variable attn = ag::softmax(logits);  // [H, len, N]
 
-  // Scalar and point values in one GEMM: [H, N, c_v + 3·P_v] → [N, H, c_v + 3·P_v].
-  const Variable o = ag::contiguous(ag::permute(ag::matmul(attn, ag::contiguous(concat_f32({v, vp}, -1))), {1, 0, 2}));
-  const Variable o_scalar = ag::reshape(ag::contiguous(ag::narrow(o, 2, 0, cv)), {n, h * cv});
-  const Variable o_point = to_local(ag::reshape(ag::contiguous(ag::narrow(o, 2, cv, 3 * pv)), {n, h * pv, 3}), rot,
-                                    trans);  // [N, H·P_v, 3]
-  const Variable o_xyz = ag::reshape(ag::contiguous(ag::permute(o_point, {0, 2, 1})), {n, 3 * h * pv});
-  const Variable o_norm = norm_last(o_point, 1e-8f);  // [N, H·P_v]
-  // Attention over the pair representation: [N, H, N]·[N, N, c_z] → [N, H·c_z].
-  const Variable o_pair =
-      ag::reshape(ag::matmul(ag::contiguous(ag::permute(attn, {1, 0, 2})), z), {n, h * cfg_.c_z});
-  return output_projection_.forward(concat_f32({o_scalar, o_xyz, o_norm, o_pair}, -1));
+    // Scalar and point values in one GEMM: [H, len, c_v + 3·P_v] → [len, H, c_v + 3·P_v].
+    const Variable o = ag::contiguous(ag::permute(ag::matmul(attn, vv), {1, 0, 2}));
+    const Variable o_scalar = ag::reshape(ag::contiguous(ag::narrow(o, 2, 0, cv)), {len, h * cv});
+    const Variable o_point = to_local(ag::reshape(ag::contiguous(ag::narrow(o, 2, cv, 3 * pv)), {len, h * pv, 3}),
+                                      ag::narrow(rot, 0, i0, len), ag::narrow(trans, 0, i0, len));  // [len, H·P_v, 3]
+    const Variable o_xyz = ag::reshape(ag::contiguous(ag::permute(o_point, {0, 2, 1})), {len, 3 * h * pv});
+    const Variable o_norm = norm_last(o_point, 1e-8f);  // [len, H·P_v]
+    // Attention over the pair representation: [len, H, N]·[len, N, c_z] → [len, H·c_z].
+    const Variable o_pair = ag::reshape(
+        ag::matmul(ag::contiguous(ag::permute(attn, {1, 0, 2})), z), {len, h * cfg_.c_z});
+    return concat_f32({o_scalar, o_xyz, o_norm, o_pair}, -1);
+  };
+  // Inference: query rows in blocks, so the [H, rows, N] logits and their companions, and the
+  // block's pair rows [rows, N, c_z], stay near kRowBlockValues values instead of growing with N²
+  // (≈ 0.1 fp32 pair each for the logits, several at once; a whole pair for the rows). The same
+  // arithmetic row by row: every row's values come from the same kernels on the same operands (a
+  // GEMM over fewer rows may take another BLAS blocking: ~1e-7 relative).
+  constexpr int64_t kRowBlockValues = int64_t{1} << 22;
+  const int64_t block = std::max<int64_t>(1, kRowBlockValues / std::max<int64_t>(1, std::max(h, cfg_.c_z) * n));
+  if (ag::grad_enabled() || block >= n) return output_projection_.forward(rows(0, n));
+  Tensor feat;
+  for (int64_t i0 = 0; i0 < n; i0 += block) {
+    const int64_t len = std::min(block, n - i0);
+    const Tensor f = rows(i0, len).value();
+    if (!feat.defined()) feat = Tensor::empty({n, f.size(1)}, f.dtype(), f.device());
+    feat.narrow(0, i0, len).copy_(f);
+  }
+  return output_projection_.forward(Variable(feat));
 }
 
 void InvariantPointAttention::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,

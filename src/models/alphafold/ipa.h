@@ -23,6 +23,8 @@
 // Unbatched: s [N, c_s], z [N, N, c_z] (AF2 monomer).
 #pragma once
 
+#include <functional>
+
 #include "models/alphafold/config.h"
 #include "models/alphafold/param_table.h"
 #include "nn/layers.h"
@@ -39,6 +41,12 @@ class InvariantPointAttention : public nn::Module {
   // → update [N, c_s] (before the residual add).
   Variable forward(const Variable& s, const Variable& z, const Tensor& mask, const Variable& rot,
                    const Variable& trans) const;
+  // The same with the pair given by rows: z_rows(i0, len) → z[i0 : i0 + len] ([len, N, c_z]). In
+  // no-grad mode the query rows run in blocks (about 4 M logits each) and each block asks for its
+  // pair rows only, so a caller may compute them on demand (the structure module's LN(z), row
+  // block by row block, instead of a whole normalised pair); in grad mode z_rows(0, N) once.
+  Variable forward(const Variable& s, const std::function<Variable(int64_t, int64_t)>& z_rows, const Tensor& mask,
+                   const Variable& rot, const Variable& trans) const;
 
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 

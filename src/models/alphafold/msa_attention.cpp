@@ -35,7 +35,7 @@ MsaRowAttentionWithPairBias::MsaRowAttentionWithPairBias(nn::Scope scope, int64_
 }
 
 Variable MsaRowAttentionWithPairBias::forward(const Variable& m, const Variable& z, const Tensor& msa_mask,
-                                              int64_t chunk) const {
+                                              int64_t chunk, const Tensor& into) const {
   check_msa("MsaRowAttentionWithPairBias", m, query_norm_.scale().numel(), msa_mask);
   FC_CHECK(z.dim() == 3 && z.size(0) == m.size(1) && z.size(1) == m.size(1) &&
                z.size(2) == feat_2d_norm_.scale().numel(),
@@ -52,7 +52,7 @@ Variable MsaRowAttentionWithPairBias::forward(const Variable& m, const Variable&
                                     return feat_2d_norm_.forward(autograd::narrow(z, 0, s, len));
                                   },
                                   n, chunk));
-  return row_attention(attention_, m_ln, bias, msa_mask, chunk);             // [S, N, c_m]
+  return row_attention(attention_, m_ln, bias, msa_mask, chunk, into);       // [S, N, c_m]
 }
 
 void MsaRowAttentionWithPairBias::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {
@@ -71,12 +71,15 @@ MsaColumnAttention::MsaColumnAttention(nn::Scope scope, int64_t c_m, const Atten
   register_child(attention_);
 }
 
-Variable MsaColumnAttention::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk) const {
+Variable MsaColumnAttention::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk,
+                                     const Tensor& into) const {
   check_msa("MsaColumnAttention", m, query_norm_.scale().numel(), msa_mask);
   // Columns become rows: [N, S, c_m], mask [N, S].
   const Variable mt = query_norm_.forward(autograd::transpose(m, 0, 1));
-  const Variable o = row_attention(attention_, mt, Variable(), msa_mask.transpose(0, 1).contiguous(), chunk);
-  return autograd::transpose(o, 0, 1);  // [S, N, c_m] (a view)
+  // `into` (m's stream): the column chunks are added into its columns (strided slices).
+  const Variable o = row_attention(attention_, mt, Variable(), msa_mask.transpose(0, 1).contiguous(), chunk,
+                                   into.defined() ? into.transpose(0, 1) : Tensor());
+  return into.defined() ? Variable(into) : autograd::transpose(o, 0, 1);  // [S, N, c_m] (a view)
 }
 
 void MsaColumnAttention::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {
@@ -94,14 +97,15 @@ MsaColumnGlobalAttention::MsaColumnGlobalAttention(nn::Scope scope, int64_t c_m,
   register_child(attention_);
 }
 
-Variable MsaColumnGlobalAttention::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk) const {
+Variable MsaColumnGlobalAttention::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk,
+                                           const Tensor& into) const {
   check_msa("MsaColumnGlobalAttention", m, query_norm_.scale().numel(), msa_mask);
   const Variable mt = query_norm_.forward(autograd::transpose(m, 0, 1));  // [N, S, c_m]
   const Tensor mask_t = msa_mask.transpose(0, 1).contiguous();            // [N, S]
   const Variable o = run_chunked(mt.size(0), chunk, [&](int64_t s, int64_t len) {
     return attention_.forward(autograd::narrow(mt, 0, s, len), mask_t.narrow(0, s, len));
-  });
-  return autograd::transpose(o, 0, 1);  // [S, N, c_m]
+  }, 0, into.defined() ? into.transpose(0, 1) : Tensor());
+  return into.defined() ? Variable(into) : autograd::transpose(o, 0, 1);  // [S, N, c_m]
 }
 
 void MsaColumnGlobalAttention::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {

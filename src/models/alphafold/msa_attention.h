@@ -5,6 +5,9 @@
 // Each forward returns the UPDATE (before the residual add and dropout). Shapes: m [S, N, c_m],
 // z [N, N, c_z], msa_mask [S, N] (1 = present). chunk > 0: inference-time chunking (no-grad mode)
 // over the attention's batch axis (rows for row attention, columns for column attention).
+// `into` (no-grad mode only; the stream m itself, or any [S, N, c_m] tensor the caller owns): the
+// update is added into it chunk by chunk (run_chunked) instead of returned, and `into` is
+// returned. Safe on m itself: every chunk reads only LN(m), computed whole before the first write.
 #pragma once
 
 #include "models/alphafold/config.h"
@@ -21,7 +24,8 @@ class MsaRowAttentionWithPairBias : public nn::Module {
  public:
   MsaRowAttentionWithPairBias(nn::Scope scope, int64_t c_m, int64_t c_z, const AttentionConfig& att);
   // m [S, N, c_m], z [N, N, c_z], msa_mask [S, N] → [S, N, c_m]
-  Variable forward(const Variable& m, const Variable& z, const Tensor& msa_mask, int64_t chunk = 0) const;
+  Variable forward(const Variable& m, const Variable& z, const Tensor& msa_mask, int64_t chunk = 0,
+                   const Tensor& into = Tensor()) const;
   // DAP (evoformer_parallel.cpp): m_rows [S/P, N, c_m] this rank's MSA rows, z_rows [N/P, N, c_z]
   // its pair rows, msa_mask_rows [S/P, N]; the pair bias is gathered whole. → [S/P, N, c_m].
   Variable forward_dap(const Variable& m_rows, const Variable& z_rows, const Tensor& msa_mask_rows,
@@ -40,7 +44,8 @@ class MsaRowAttentionWithPairBias : public nn::Module {
 class MsaColumnAttention : public nn::Module {
  public:
   MsaColumnAttention(nn::Scope scope, int64_t c_m, const AttentionConfig& att);
-  Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0) const;  // → [S, N, c_m]
+  Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0,
+                   const Tensor& into = Tensor()) const;  // → [S, N, c_m]
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:
@@ -54,7 +59,8 @@ class MsaColumnAttention : public nn::Module {
 class MsaColumnGlobalAttention : public nn::Module {
  public:
   MsaColumnGlobalAttention(nn::Scope scope, int64_t c_m, const AttentionConfig& att);
-  Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0) const;  // → [S, N, c_m]
+  Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0,
+                   const Tensor& into = Tensor()) const;  // → [S, N, c_m]
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:

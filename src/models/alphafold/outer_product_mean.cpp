@@ -15,7 +15,8 @@ OuterProductMean::OuterProductMean(nn::Scope scope, int64_t c_m, int64_t c_hidde
   register_child(output_);
 }
 
-Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk) const {
+Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk,
+                                   const Tensor& into) const {
   const int64_t c_m = layer_norm_input_.scale().numel(), c = c_hidden_;
   FC_CHECK(m.dim() == 3 && m.size(2) == c_m && msa_mask.dim() == 2 && msa_mask.size(0) == m.size(0) &&
                msa_mask.size(1) == m.size(1),
@@ -39,7 +40,7 @@ Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, in
     const Variable flat = autograd::reshape(autograd::contiguous(autograd::permute(outer, {0, 2, 1, 3})),
                                             {len, n, c * c});                                      // [i,j,c·e]
     return autograd::mul(output_.forward(flat), Variable(inv_norm.narrow(0, i0, len)));           // [i,j,c_z]
-  });
+  }, 0, into);
 }
 
 void OuterProductMean::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {

@@ -17,7 +17,9 @@ class OuterProductMean : public nn::Module {
  public:
   OuterProductMean(nn::Scope scope, int64_t c_m, int64_t c_hidden, int64_t c_z);
   // m [S, N, c_m], msa_mask [S, N] → update [N, N, c_z]. chunk > 0 (no-grad): rows i in chunks.
-  Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0) const;
+  // `into` (no-grad only; the pair stream [N, N, c_z]): the update is added into it row chunk by
+  // row chunk (run_chunked) and `into` is returned.
+  Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
   // DAP (evoformer_parallel.cpp): m_cols [S, N/P, c_m] this rank's MSA columns, msa_mask [S, N]
   // whole; the right projection is gathered whole. → the update's pair rows [N/P, N, c_z].
   Variable forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g) const;

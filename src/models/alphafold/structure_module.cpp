@@ -26,24 +26,6 @@ Tensor stack(const std::vector<Tensor>& xs) {
   return out;
 }
 
-// LN(pair) for the fold iterations. It feeds only GEMMs (IPA's pair bias and its attention over
-// the pair), which under autocast cast it to the autocast dtype anyway; so in no-grad inference
-// under bf16 autocast it is normalised row chunk by row chunk (fp32 statistics, as LayerNorm
-// does) straight into bf16 storage: the same values the GEMMs saw before, but 0.5 fp32 pair
-// instead of an fp32 LN(z) (1 pair) plus each GEMM's 0.5-pair bf16 copy of it.
-Variable pair_layer_norm(const nn::LayerNorm& ln, const Variable& pair) {
-  const std::optional<DType> ac = ag::autocast_dtype();
-  if (ag::grad_enabled() || !ac || *ac == DType::f32 || pair.dtype() != DType::f32) return ln.forward(pair);
-  const int64_t n = pair.size(0), row = pair.size(1) * pair.size(2);
-  const int64_t rows = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(row, 1));  // ≈ 16 MiB per chunk
-  Tensor out = Tensor::empty(pair.shape(), *ac, pair.device());
-  for (int64_t r0 = 0; r0 < n; r0 += rows) {
-    const int64_t len = std::min(rows, n - r0);
-    out.narrow(0, r0, len).copy_(ln.forward(Variable(pair.value().narrow(0, r0, len))).value());
-  }
-  return Variable(out);
-}
-
 }  // namespace
 
 AngleResnet::AngleResnet(nn::Scope scope, const StructureModuleConfig& cfg)
@@ -135,7 +117,13 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
   // Alg. 20 lines 1–3.
   const Variable s_initial = single_layer_norm_.forward(in.single);
   Variable s = initial_projection_.forward(s_initial);
-  const Variable z = pair_layer_norm(pair_layer_norm_, in.pair);
+  // Inference: no whole LN(z); IPA normalises the pair rows of each query block when it needs them
+  // (8 layers × one LayerNorm pass over the pair, instead of a second pair-sized tensor).
+  const bool rows_on_demand = !ag::grad_enabled();
+  const Variable z = rows_on_demand ? Variable() : pair_layer_norm_.forward(in.pair);
+  const std::function<Variable(int64_t, int64_t)> z_rows = [&](int64_t i0, int64_t len) {
+    return rows_on_demand ? pair_layer_norm_.forward(ag::narrow(in.pair, 0, i0, len)) : ag::narrow(z, 0, i0, len);
+  };
   // Alg. 20 line 4: identity backbone frames.
   const Device dev = s.device();
   const QuatRigid identity = QuatRigid::identity({n});
@@ -150,7 +138,7 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
     const bool stop = cfg_.stop_rotation_gradient;
     const Variable quat_in = stop ? frame.quat.detach() : frame.quat;
     const Variable rot_in = stop ? Variable(quat_to_rot(quat_in.value()).to(dev)) : quat_to_rot_var(quat_in);
-    const Variable update = ipa_.forward(s, z, mask, rot_in, frame.trans);
+    const Variable update = ipa_.forward(s, z_rows, mask, rot_in, frame.trans);
     s = attention_layer_norm_.forward(ipa_dropout_.forward(ag::add(s, update)));
     Variable x = s;
     for (const auto& lin : transition_) x = lin->forward(x);

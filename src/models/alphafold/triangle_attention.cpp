@@ -21,7 +21,8 @@ TriangleAttention::TriangleAttention(nn::Scope scope, int64_t c_z, const Attenti
   register_child(attention_);
 }
 
-Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, int64_t chunk) const {
+Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, int64_t chunk,
+                                    const Tensor& into) const {
   const int64_t c = query_norm_.scale().numel();
   FC_CHECK(z.dim() == 3 && z.size(0) == z.size(1) && z.size(2) == c && pair_mask.dim() == 2 &&
                pair_mask.size(0) == z.size(0) && pair_mask.size(1) == z.size(1),
@@ -34,7 +35,9 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
   if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) {
     const Variable z_ln = query_norm_.forward(zz);                       // [N, N, c_z]
     const Variable bias = pair_bias(feat_2d_, z_ln);                      // [1, H, N, N]
-    const Variable o = row_attention(attention_, z_ln, bias, mask, chunk);  // [N, N, c_z]
+    const Tensor into_rows = into.defined() && !starting_ ? into.transpose(0, 1) : into;
+    const Variable o = row_attention(attention_, z_ln, bias, mask, chunk, into_rows);  // [N, N, c_z]
+    if (into.defined()) return Variable(into);
     return starting_ ? o : autograd::transpose(o, 0, 1);
   }
   // Chunked inference without a pair-sized LN(z): LN is recomputed per chunk of rows, once for the
@@ -49,7 +52,7 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
         const Variable o = row_attention(attention_, z_ln(s, len), Variable(bias), mask.narrow(0, s, len), 0);
         return starting_ ? o : autograd::transpose(o, 0, 1);  // [len, N, c] / [N, len, c]
       },
-      starting_ ? 0 : 1);
+      starting_ ? 0 : 1, into);
 }
 
 void TriangleAttention::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {

@@ -18,8 +18,11 @@ class TriangleAttention : public nn::Module {
   // starting: Alg. 13; else Alg. 14.
   TriangleAttention(nn::Scope scope, int64_t c_z, const AttentionConfig& att, bool starting);
   // z [N, N, c_z], pair_mask [N, N] → update [N, N, c_z] (before residual/dropout). chunk > 0: in
-  // no-grad mode, chunks of rows (start) / columns (end).
-  Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0) const;
+  // no-grad mode, chunks of rows (start) / columns (end). `into` (no-grad only; z's own stream or a
+  // [N, N, c_z] tensor the caller owns): the update is added into it chunk by chunk (rows / columns,
+  // run_chunked) and `into` is returned. Safe on z itself: the pair bias is computed whole before
+  // the first write, and a row (column) chunk of the update reads only the same rows (columns) of z.
+  Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
   // DAP (evoformer_parallel.cpp): z_rows [N/P, N, c_z] this rank's pair rows, pair_mask [N, N]
   // whole; the pair bias is gathered whole (the ending node works on the columns, switched there
   // and back). → the update's rows [N/P, N, c_z].

@@ -25,20 +25,27 @@ TriangleMultiplication::TriangleMultiplication(nn::Scope scope, int64_t c_z, int
     register_child(*c);
 }
 
-Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_mask, int64_t chunk) const {
+Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_mask, int64_t chunk,
+                                         const Tensor& into) const {
   const int64_t c_z = layer_norm_input_.scale().numel();
   FC_CHECK(z.dim() == 3 && z.size(0) == z.size(1) && z.size(2) == c_z && pair_mask.dim() == 2 &&
                pair_mask.size(0) == z.size(0) && pair_mask.size(1) == z.size(1),
            "TriangleMultiplication '", path(), "': z ", z.shape().str(), ", pair_mask ", pair_mask.shape().str(),
            " (expected [N, N, ", c_z, "] and [N, N])");
   const Tensor mask = pair_mask.to(DType::f32).contiguous();
+  FC_CHECK(!into.defined() || !autograd::grad_enabled(), "TriangleMultiplication '", path(),
+           "': adding into a stream needs no-grad mode");
   if (!autograd::grad_enabled()) {
-    if (chunk > 0 && chunk < z.size(0)) return forward_chunked(z, mask, chunk);
+    if (chunk > 0 && chunk < z.size(0)) return forward_chunked(z, mask, chunk, into);
     // The fp32 CPU inference path calls the GEMMs directly: not under bf16 autocast, where the
     // autograd ops (forward_whole) give the bf16 numerics of the graph path (a recomputed training
     // segment's forward must match its rerun).
-    if (z.device().is_cpu() && z.dtype() == DType::f32 && !autograd::autocast_dtype())
-      return forward_inference(z, mask);
+    Variable u = z.device().is_cpu() && z.dtype() == DType::f32 && !autograd::autocast_dtype()
+                     ? forward_inference(z, mask)
+                     : forward_whole(z, mask);
+    if (!into.defined()) return u;
+    add_into(into, u.value());
+    return Variable(into);
   }
   return forward_whole(z, mask);
 }
@@ -107,7 +114,8 @@ Variable TriangleMultiplication::forward_inference(const Variable& z, const Tens
   return Variable(o);
 }
 
-Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk) const {
+Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk,
+                                                 const Tensor& into) const {
   const int64_t n = z.size(0), c = left_projection_.out_features(), c_z = z.size(2);
   // Channel block: cb·N² elements per edge tensor ≈ chunk·N·c, the size of one row chunk of a.
   const int64_t cb = std::clamp<int64_t>(chunk * c / n, 1, c);
@@ -154,11 +162,15 @@ Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor
     const Variable x = layer_norm_input_.forward(autograd::narrow(z, 0, i0, len));
     const Variable o = output_projection_.forward(center_layer_norm_.forward(Variable(t.narrow(0, i0, len))));
     const Variable u = autograd::sigmoid_gate(gating_linear_.forward(x), o);  // [len, N, c_z]
+    if (into.defined()) {
+      add_into(into.narrow(0, i0, len), u.value());
+      continue;
+    }
     if (!out.defined())
       out = c == c_z && u.dtype() == t.dtype() ? t : Tensor::empty({n, n, c_z}, u.dtype(), u.device());
     out.narrow(0, i0, len).copy_(u.value());
   }
-  return Variable(out);
+  return into.defined() ? Variable(into) : Variable(out);
 }
 
 void TriangleMultiplication::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {

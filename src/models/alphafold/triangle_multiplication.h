@@ -20,7 +20,10 @@
 // Long sequences (chunk > 0, no-grad mode): the unchunked paths keep 7-10 pair-sized temporaries
 // alive at their peak (x, a, b, t, LN(t), …). The chunked path instead keeps
 // one: t [N, N, c] (c = c_hidden, 128 = c_z in the Evoformer), into whose storage the update is
-// written row block by row block when the dtypes and widths agree. a and b exist only one channel
+// written row block by row block when the dtypes and widths agree (or which is added into the
+// stream row block by row block, with `into`). t is the minimum such an update needs beside the
+// stream: every output row needs a whole row of t, hence every row of b (outgoing) or every row of
+// a (incoming), N²·c values either way, computed from the old z before the first row changes. a and b exist only one channel
 // block at a time (cb channels, chosen so cb·N ≈ chunk·c: O(chunk·N·c) memory), projected from
 // LN(z) recomputed per row block of `chunk` rows; the gate and output projection run per row
 // block. Peak ≈ z + t + O(chunk·N·(c + c_z)). Same arithmetic as the whole path (every element
@@ -38,8 +41,12 @@ class TriangleMultiplication : public nn::Module {
  public:
   TriangleMultiplication(nn::Scope scope, int64_t c_z, int64_t c_hidden, bool outgoing);
   // z [N, N, c_z], pair_mask [N, N] → update [N, N, c_z] (before residual/dropout). chunk > 0 (and
-  // chunk < N, no-grad mode): the low-memory chunked path above.
-  Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0) const;
+  // chunk < N, no-grad mode): the low-memory chunked path above. `into` (no-grad only; z's own
+  // stream or a [N, N, c_z] tensor the caller owns): the update is added into it (chunked: row block
+  // by row block in the output loop, so t is the only pair-sized temporary) and `into` is returned.
+  // Safe on z itself: a and b (hence t) are complete before the first write, and an output row
+  // block reads only the same rows of z (its gate) and of t.
+  Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
   // DAP (evoformer_parallel.cpp): z_rows [N/P, N, c_z] this rank's pair rows, pair_mask [N, N]
   // whole. Outgoing works on rows and gathers the right edge whole; incoming works on columns
   // (switched there and back) and gathers the edge indexed by the output row whole.
@@ -54,7 +61,7 @@ class TriangleMultiplication : public nn::Module {
   // No-grad, CPU fp32, unchunked: the whole path's arithmetic with channel-major projections and
   // in-place gating (no permute copies of a and b; 8 instead of ~17 pair-sized allocations).
   Variable forward_inference(const Variable& z, const Tensor& mask) const;
-  Variable forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk) const;
+  Variable forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk, const Tensor& into) const;
 
   bool outgoing_;
   nn::LayerNorm layer_norm_input_, center_layer_norm_;
