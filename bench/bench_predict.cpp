@@ -8,13 +8,14 @@
 //                 [--device cpu|cuda:0]
 //   bench_predict --memory [--lengths 256,512,768,1024] [--chunk 16] [--precision fp32|bf16]
 //                 [--device cpu|cuda:0] [--budget_gib 22] [--verify N] [--evoformer_blocks B]
-//                 [--extra_msa_blocks E] [--no_templates]
+//                 [--extra_msa_blocks E] [--no_templates] [--templates T]
 //
 // Full width (c_m 256, c_z 128, c_s 384, c_e 64); depth is reduced by default (2 Evoformer
 // blocks, 1 extra-MSA block: the full 48 take hours on 2 CPU cores) and reported in every line;
 // --evoformer_blocks 48 --extra_msa_blocks 4 is the real model. Inputs: a random sequence with a
 // synthetic MSA of S rows (15% substitutions, 10% gaps), processed by AlphaFold's inference
-// pipeline (data_pipeline/feature_processing.h), no templates (one masked template is computed).
+// pipeline (data_pipeline/feature_processing.h), no templates (one masked slot) unless
+// --templates T gives T synthetic ones (the query on a random chain: models/alphafold/synthetic_target.h).
 //
 // FLOPs are counted analytically (bench/af2_flops.h): 2·m·n·k for every matrix product of the
 // model — linear layers, attention logits and weighted sums, the triangle-multiplication
@@ -26,7 +27,8 @@
 //
 // --memory: the long-sequence memory curve. Same widths, depth 1 + 1 (blocks run one after the
 // other and each block's activations die before the next starts, so the peak does not depend on
-// depth), 16 MSA clusters + 16 extra rows, 0 recycles, chunked inference (default chunk 16: the
+// depth), 16 MSA clusters + 16 extra rows, 4 templates (the model's max_templates, every one
+// present: the template stack's memory counts), 0 recycles, chunked inference (default chunk 16: the
 // attention logits of one chunk, chunk·H·N² values, stay below half a pair for H = 4 heads).
 // Prints peak allocator bytes and peak RSS per N_res, the allocator peak also in units of one fp32
 // pair representation (N²·c_z·4 bytes: peak_fp32_pairs, and above_inputs_fp32_pairs without the
@@ -34,6 +36,7 @@
 // allocator peaks (least squares over the lengths) and solves it for the largest N under
 // --budget_gib less the measured RSS overhead (an extrapolation; --verify N runs that length after
 // the fit to check it); n_max_80gb solves the fit for an 80 GB GPU.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -67,6 +70,7 @@ struct Args {
   std::string precision = "fp32";
   bool memory = false;
   bool templates = true;  // --no_templates: the model without its template stack (as model_3..5)
+  int64_t num_templates = -1;  // --templates: synthetic templates (-1: 0, or max_templates with --memory)
   Device device = Device::cpu();
   double budget_gib = 22;  // of the 24 GiB machine: 2 GiB for the OS and other processes
   int64_t verify = 0;
@@ -101,8 +105,17 @@ std::vector<int64_t> parse_list(const std::string& s) {
 // A synthetic target (models/alphafold/synthetic_target.h). max_msa_clusters / max_extra_msa <= 0:
 // the pipeline defaults.
 af2::Af2Features synthetic_features(int64_t n, int64_t msa_rows, int64_t recycles, int64_t max_templates,
-                                    int64_t max_msa_clusters, int64_t max_extra_msa, std::mt19937& g) {
-  return af2::synthetic_target({n, msa_rows, recycles, max_templates, max_msa_clusters, max_extra_msa}, g);
+                                    int64_t max_msa_clusters, int64_t max_extra_msa, std::mt19937& g,
+                                    int64_t templates = 0) {
+  return af2::synthetic_target({n, msa_rows, recycles, max_templates, max_msa_clusters, max_extra_msa, templates},
+                               g);
+}
+
+// Templates with a non-zero template_mask (the ones the model computes).
+int64_t present_templates(const af2::Af2Batch& b) {
+  int64_t k = 0;
+  for (float m : b.template_mask.to_vector()) k += m > 0.f ? 1 : 0;
+  return k;
 }
 
 // The fields every result line starts with: what ran, on what, at which size and settings.
@@ -118,6 +131,7 @@ bench::JsonLine case_line(const std::string& bench_name, const std::string& kind
       .integer("evoformer_blocks", config.num_evoformer_blocks)
       .integer("extra_msa_blocks", config.num_extra_msa_blocks)
       .str("templates", config.templates.enabled ? "on" : "off")
+      .integer("templates_present", b0.has_templates() ? present_templates(b0) : 0)
       .integer("recycles", config.num_recycles)
       .integer("chunk", config.chunk_size)
       .str("precision", config.precision);
@@ -197,7 +211,7 @@ int run_memory(const Args& args) {
   auto measure = [&](int64_t n, const std::string& kind) {
     const af2::Af2Features features =
         synthetic_features(n, 2 * kMemoryMsaClusters, args.recycles, config.templates.max_templates,
-                           kMemoryMsaClusters, kMemoryExtraMsa, g);
+                           kMemoryMsaClusters, kMemoryExtraMsa, g, args.num_templates);
     const af2::Af2Batch b0 = features.iteration(0);
     reset_peak_rss();
     alloc.reset_peak();
@@ -280,6 +294,7 @@ int main(int argc, char** argv) {
     }
     const std::string v = argv[++i];
     if (k == "--lengths") args.lengths = parse_list(v), lengths_given = true;
+    else if (k == "--templates") args.num_templates = std::stoll(v);
     else if (k == "--evoformer_blocks") args.evoformer_blocks = std::stoll(v), blocks_given = true;
     else if (k == "--extra_msa_blocks") args.extra_msa_blocks = std::stoll(v), blocks_given = true;
     else if (k == "--msa_rows") args.msa_rows = std::stoll(v);
@@ -299,6 +314,7 @@ int main(int argc, char** argv) {
     if (!blocks_given) args.evoformer_blocks = args.extra_msa_blocks = 1;
     if (!recycles_given) args.recycles = 0;
     if (!chunk_given) args.chunk = 16;
+    if (args.num_templates < 0) args.num_templates = args.templates ? make_config(args).templates.max_templates : 0;
     return run_memory(args);
   }
   // The dense-GEMM peak of the device the model runs on: OpenBLAS sgemm on the CPU; on CUDA the
@@ -326,7 +342,8 @@ int main(int argc, char** argv) {
   profile::reset();
   for (const int64_t n : args.lengths) {
     const af2::Af2Features features =
-        synthetic_features(n, args.msa_rows, args.recycles, config.templates.max_templates, 0, 0, g);
+        synthetic_features(n, args.msa_rows, args.recycles, config.templates.max_templates, 0, 0, g,
+                           std::max<int64_t>(0, args.num_templates));
     const af2::Af2Batch b0 = features.iteration(0);
 
     reset_peak_rss();

@@ -39,7 +39,7 @@ void distogram_one_hot(const Tensor& positions, const DistogramBins& bins, int64
   FC_POINTWISE_DISPATCH(out.device(), distogram_one_hot(positions, bins, row0, out));
 }
 
-void template_pair_features(const TemplatePairInputs& in, const Tensor& out) {
+void template_pair_features(const TemplatePairInputs& in, const Tensor& out, int64_t row0) {
   constexpr std::string_view op = "template_pair_features";
   check_bins(op, in.bins);
   detail::check_defined(op, "pseudo_beta", in.pseudo_beta);
@@ -52,12 +52,16 @@ void template_pair_features(const TemplatePairInputs& in, const Tensor& out) {
   detail::check_contiguous(op, "aatype", in.aatype);
   FC_CHECK(in.aatype.dtype() == DType::i32 && in.aatype.shape() == Shape({n}), op, ": aatype ", in.aatype.str(),
            " must be i32 [", n, "]");
-  check_f32(op, "out", out, {n, n, template_pair_feature_dim(in.bins.num_bins)});
+  detail::check_defined(op, "out", out);
+  FC_CHECK(out.dim() == 3, op, ": out ", out.str(), " must be [rows, N, C]");
+  FC_CHECK(row0 >= 0 && row0 + out.size(0) <= n, op, ": rows [", row0, ", ", row0 + out.size(0), ") outside [0, ", n,
+           ")");
+  check_f32(op, "out", out, {out.size(0), n, template_pair_feature_dim(in.bins.num_bins)});
   for (const Tensor* t : {&in.pseudo_beta_mask, &in.backbone_mask, &in.aatype, &out})
     detail::check_same_device(op, "pseudo_beta", in.pseudo_beta, "an input or out", *t);
   if (in.frames.defined()) detail::check_same_device(op, "pseudo_beta", in.pseudo_beta, "frames", in.frames);
   if (out.numel() == 0) return;
-  FC_POINTWISE_DISPATCH(out.device(), template_pair_features(in, out));
+  FC_POINTWISE_DISPATCH(out.device(), template_pair_features(in, out, row0));
 }
 
 }  // namespace foldcore::ops

@@ -9,8 +9,9 @@
 //   fp32, upper_b = lower_{b+1}, upper_{nb−1} = 1e8; out [T, rows, N, nb] f32 contiguous.
 //   (A residue's own entry, d² = 0 < lower_0, is all zeros.)
 //
-// template_pair_features (AF2 single_template_embedding's feature block): out [N, N, C] f32
-// contiguous, C = nb + 1 + 22 + 22 + 3 + 1, per (i, j):
+// template_pair_features (AF2 single_template_embedding's feature block): rows row0..row0+rows of
+// the [N, N, C] features into out [rows, N, C] f32 contiguous (rows = out.size(0); row0 0 and rows
+// N: the whole array), C = nb + 1 + 22 + 22 + 3 + 1, per (i, j):
 //   [dgram_ij (nb), pb_i·pb_j, one_hot(aatype_j, 22), one_hot(aatype_i, 22), unit_ij (3), bb_i·bb_j]
 //   all multiplied by bb_i·bb_j (the backbone mask 2-D), where unit_ij = v / √(1e-6 + |v|²) · bb_i
 //   bb_j with v_k = e_k(i) · (CA_j − CA_i), computed in double from the fp32 frames (e1, e2, e3:
@@ -41,6 +42,6 @@ struct TemplatePairInputs {
   Tensor frames;  // undefined: no unit vectors (zeros)
   DistogramBins bins;
 };
-void template_pair_features(const TemplatePairInputs& in, const Tensor& out);
+void template_pair_features(const TemplatePairInputs& in, const Tensor& out, int64_t row0 = 0);
 
 }  // namespace foldcore::ops

@@ -101,6 +101,28 @@ void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor&
 #endif
 }
 
+void attention_combine(const Tensor& a, const Tensor& lse, const Tensor& a_part, const Tensor& lse_part) {
+  const char* op = "attention_combine";
+  FC_CHECK(a.defined() && lse.defined() && a_part.defined() && lse_part.defined(), op,
+           ": a, lse, a_part and lse_part are required");
+  FC_CHECK(is_floating(a.dtype()) && a.dim() == 4, op, ": a must be a float [B,H,L,D] tensor, got ", a.str());
+  check_like(a, a, a.shape(), op, "a");
+  check_like(a_part, a, a.shape(), op, "a_part");
+  const Shape rows{a.size(0), a.size(1), a.size(2)};
+  for (const auto& [t, name] : {std::pair{&lse, "lse"}, std::pair{&lse_part, "lse_part"}}) {
+    check_shape(*t, rows, op, name);
+    FC_CHECK(t->dtype() == DType::f32 && t->device() == a.device(), op, ": ", name, " must be f32 on ",
+             a.device().str(), ", got ", t->str());
+  }
+  if (a.numel() == 0 && lse.numel() == 0) return;
+  if (a.device().is_cpu()) return cpu::attention_combine(a, lse, a_part, lse_part);
+#ifdef FOLDCORE_HAVE_CUDA
+  cuda::attention_combine(a, lse, a_part, lse_part);
+#else
+  no_cuda(op);
+#endif
+}
+
 void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const Tensor& lse, const Tensor& d_o,
                         const AttentionGrads& grads) {
   const char* op = "attention_backward";

@@ -56,6 +56,18 @@ struct AttentionInputs {
 // is required for the gated backward (it may be left undefined when there is no gate).
 void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor& lse, const Tensor& a = {});
 
+// Combines two attention results over DISJOINT key sets of the same queries (FlashDecoding's
+// split-KV merge; AlphaFold's template pointwise attention visits its templates one at a time):
+//   m = max(lse, lse_part),  w = exp(lse − m),  w' = exp(lse_part − m)
+//   a ← (w·a + w'·a_part) / (w + w'),  lse ← m + log(w + w')
+// in place on (a, lse). a, a_part: PRE-GATE outputs [B, H, L, D] (logical shapes, any strides with
+// last-dim stride 1), same float dtype; lse, lse_part [B, H, L] f32 (any strides). The gate, when
+// there is one, is applied after the last merge. A side with lse = −inf (no keys, or all masked
+// with −inf) contributes nothing; both −inf leaves (a, lse) unchanged. Merging the attention over
+// keys K₁ with that over K₂ gives the attention over K₁ ∪ K₂ up to fp32 rounding (a few ulps per
+// merge). No autograd (inference). CUDA: one thread per (b, h, l) row, the same fp32 operations.
+void attention_combine(const Tensor& a, const Tensor& lse, const Tensor& a_part, const Tensor& lse_part);
+
 struct AttentionGrads {
   Tensor dq, dk, dv;           // same logical shapes as q, k, v
   Tensor dgate;                // when gated

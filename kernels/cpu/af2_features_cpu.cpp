@@ -33,9 +33,9 @@ void distogram_one_hot(const Tensor& positions, const DistogramBins& bins, int64
       }
 }
 
-void template_pair_features(const TemplatePairInputs& in, const Tensor& out) {
+void template_pair_features(const TemplatePairInputs& in, const Tensor& out, int64_t row0) {
   const detail::SquaredBreaks br = detail::squared_breaks(in.bins);
-  const int64_t n = in.pseudo_beta.size(0), nb = in.bins.num_bins, c = out.size(2);
+  const int64_t n = in.pseudo_beta.size(0), nb = in.bins.num_bins, c = out.size(2), rows = out.size(0);
   const float* pos = in.pseudo_beta.data<float>();
   const float* pb = in.pseudo_beta_mask.data<float>();
   const float* bb = in.backbone_mask.data<float>();
@@ -43,11 +43,11 @@ void template_pair_features(const TemplatePairInputs& in, const Tensor& out) {
   const float* frames = in.frames.defined() ? in.frames.data<float>() : nullptr;
   float* o = out.data<float>();
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < n; ++j)
       for (int64_t q = 0; q < c; ++q)
-        o[(i * n + j) * c + q] =
-            af2f::template_pair_channel(i, j, q, nb, pos, pb, aa, bb, frames, br.lower.data(), br.upper.data());
+        o[(i * n + j) * c + q] = af2f::template_pair_channel(row0 + i, j, q, nb, pos, pb, aa, bb, frames,
+                                                             br.lower.data(), br.upper.data());
 }
 
 }  // namespace foldcore::ops::cpu

@@ -370,4 +370,28 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   dispatch_float(in.q.dtype(), [&](auto tag) { backward_impl<decltype(tag)>(in, a_or_o, lse, d_o, grads); });
 }
 
+void attention_combine(const Tensor& a, const Tensor& lse, const Tensor& a_part, const Tensor& lse_part) {
+  const int64_t B = a.size(0), H = a.size(1), L = a.size(2), D = a.size(3);
+  dispatch_float(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t l = 0; l < L; ++l) {
+          float* ls = lse.data<float>() + b * lse.stride(0) + h * lse.stride(1) + l * lse.stride(2);
+          const float lp =
+              lse_part.data<float>()[b * lse_part.stride(0) + h * lse_part.stride(1) + l * lse_part.stride(2)];
+          const float m = std::max(*ls, lp);
+          if (m == -std::numeric_limits<float>::infinity()) continue;  // neither side has a key
+          const float w = std::exp(*ls - m), wp = std::exp(lp - m), total = w + wp;
+          T* ar = static_cast<T*>(a.data_ptr()) + b * a.stride(0) + h * a.stride(1) + l * a.stride(2);
+          const T* pr =
+              static_cast<const T*>(a_part.data_ptr()) + b * a_part.stride(0) + h * a_part.stride(1) + l * a_part.stride(2);
+          for (int64_t d = 0; d < D; ++d)
+            ar[d] = static_cast<T>((w * static_cast<float>(ar[d]) + wp * static_cast<float>(pr[d])) / total);
+          *ls = m + std::log(total);
+        }
+  });
+}
+
 }  // namespace foldcore::ops::cpu

@@ -13,5 +13,6 @@ void global_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 void global_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
                                const Tensor& g, float scale, const Tensor& a, const Tensor& d_o, const Tensor& dq,
                                const Tensor& dk, const Tensor& dv, const Tensor& dg);
+void attention_combine(const Tensor& a, const Tensor& lse, const Tensor& a_part, const Tensor& lse_part);
 
 }  // namespace foldcore::ops::cpu

@@ -52,12 +52,12 @@ __global__ void distogram_kernel(const float* x, int64_t t_n, int64_t n, int64_t
 }
 
 __global__ void template_pair_kernel(const float* pos, const float* pb, const int32_t* aa, const float* bb,
-                                     const float* frames, int64_t n, int64_t nb, int64_t c, const Breaks br,
-                                     float* out) {
-  const int64_t total = n * n * c;
+                                     const float* frames, int64_t n, int64_t row0, int64_t rows, int64_t nb,
+                                     int64_t c, const Breaks br, float* out) {
+  const int64_t total = rows * n * c;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t q = e % c, j = (e / c) % n, i = e / (c * n);
+    const int64_t q = e % c, j = (e / c) % n, i = row0 + e / (c * n);
     out[e] = af2f::template_pair_channel(i, j, q, nb, pos, pb, aa, bb, frames, br.lower, br.upper);
   }
 }
@@ -72,14 +72,14 @@ void distogram_one_hot(const Tensor& positions, const DistogramBins& bins, int64
   FC_CUDA_CHECK_LAUNCH();
 }
 
-void template_pair_features(const TemplatePairInputs& in, const Tensor& out) {
+void template_pair_features(const TemplatePairInputs& in, const Tensor& out, int64_t row0) {
   const Breaks br = device_breaks(in.bins, "template_pair_features");
   const int64_t n = in.pseudo_beta.size(0);
   launch_kernel<template_pair_kernel>(grid_for(out.numel(), kBlock), kBlock, 0, cuda_stream_of(out.device()),
                                       in.pseudo_beta.data<float>(), in.pseudo_beta_mask.data<float>(),
                                       in.aatype.data<int32_t>(), in.backbone_mask.data<float>(),
-                                      in.frames.defined() ? in.frames.data<float>() : nullptr, n, in.bins.num_bins,
-                                      out.size(2), br, out.data<float>());
+                                      in.frames.defined() ? in.frames.data<float>() : nullptr, n, row0, out.size(0),
+                                      in.bins.num_bins, out.size(2), br, out.data<float>());
   FC_CUDA_CHECK_LAUNCH();
 }
 

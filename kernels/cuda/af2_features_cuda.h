@@ -6,6 +6,6 @@
 namespace foldcore::ops::cuda {
 
 void distogram_one_hot(const Tensor& positions, const DistogramBins& bins, int64_t row0, const Tensor& out);
-void template_pair_features(const TemplatePairInputs& in, const Tensor& out);
+void template_pair_features(const TemplatePairInputs& in, const Tensor& out, int64_t row0);
 
 }  // namespace foldcore::ops::cuda

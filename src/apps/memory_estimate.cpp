@@ -49,6 +49,12 @@ constexpr double kRecyclePairUnits = 0.0;
 // Runtime outside the tensor allocator (BLAS and OpenMP buffers, malloc slack; CPU RSS minus
 // allocator peak measured 250-414 MiB), or the CUDA caching allocator's rounding.
 constexpr double kOverheadBytes = 512.0 * 1024 * 1024;
+// The template stage's measured pair units over its stated parts (stream + running heads +
+// template stream + triangle multiplication t: 2.5 fp32, 1.25 bf16): the N² coefficients of the
+// bench_predict --memory fits over N = 256..512 with 4 templates, 2.54 and 1.45 (the rest: the
+// heads' log-sum-exp, the triangle attention's pair bias, the pair mask), rounded up.
+constexpr double kTemplateStageScaleFp32 = 1.02;
+constexpr double kTemplateStageScaleBf16 = 1.16;
 // Relative margin on the activations (the test's stated bound).
 constexpr double kActivationMargin = 1.05;
 
@@ -57,7 +63,7 @@ double clamp_bytes(double b) { return std::min(b, 9e18); }
 }  // namespace
 
 MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res, int64_t msa_rows,
-                                       int64_t num_iterations, int64_t num_params) {
+                                       int64_t num_iterations, int64_t num_params, int64_t num_templates) {
   const double n = static_cast<double>(std::max<int64_t>(num_res, 0));
   const double rows = static_cast<double>(std::max<int64_t>(msa_rows, 1));
   const double templates = c.templates.enabled ? static_cast<double>(c.templates.max_templates) : 0.0;
@@ -82,9 +88,25 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   const double after_units = bf16 ? kAfterTrunkPairUnitsBf16 : kAfterTrunkPairUnitsFp32;
   const double recycle = iters > 1 ? kRecyclePairUnits * pair : 0.0;
   const double trunk_units = bf16 ? kTrunkPairUnitsBf16 : kTrunkPairUnitsFp32;
+  // The template stage, when a template is computed (one at a time: TemplateEmbedder::add_into):
+  // the pair stream, the pointwise attention's running heads, one template's pair stream and its
+  // triangle multiplication's t, in the stream's dtype; its chunk temporaries scale with c_t.
+  const int64_t used = std::min<int64_t>(num_templates < 0 ? c.templates.max_templates : num_templates,
+                                         c.templates.max_templates);
+  const bool template_stage = c.templates.enabled && used > 0;
+  const double template_units =
+      template_stage ? (bf16 ? kTemplateStageScaleBf16 : kTemplateStageScaleFp32) * stream_bytes / 4 *
+                           (1.0 + static_cast<double>(c.templates.pointwise_att.num_head *
+                                                          c.templates.pointwise_att.head_dim +
+                                                      c.templates.c_t + c.templates.tri_mul_channels) /
+                                      static_cast<double>(c.c_z))
+                     : 0.0;
+  const double template_chunk_bytes =
+      chunk_bytes * static_cast<double>(c.templates.c_t) / static_cast<double>(c.c_z);
+  const double templates_peak = template_stage ? template_units * pair + template_chunk_bytes + m_stream : 0.0;
   const double trunk = (trunk_units * pair + recycle) + chunk_bytes + msa_bytes;
   const double after = (after_units * pair + recycle) + msa_bytes;
-  const double activations = kActivationMargin * std::max(trunk, after);
+  const double activations = kActivationMargin * std::max({trunk, after, templates_peak});
   // Processed features per iteration: msa_feat (49 channels) and the cluster masks/targets per
   // cluster row, extra_msa, its deletions and mask per extra row, template positions and masks
   // (37 atoms) per template, all 4 bytes.
@@ -93,10 +115,14 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   MemoryEstimate e;
   e.chunk = c.chunk_size;
   e.activation_bytes = static_cast<int64_t>(clamp_bytes(activations));
+  // The breakdown of the largest of the three peaks.
+  const double peak = std::max({trunk, after, templates_peak});
+  const double peak_units = peak == templates_peak ? template_units : peak == trunk ? trunk_units : after_units;
+  const double peak_chunk = peak == templates_peak ? template_chunk_bytes : peak == trunk ? chunk_bytes : 0.0;
   e.pair_bytes = static_cast<int64_t>(
-      clamp_bytes(kActivationMargin * ((trunk >= after ? trunk_units : after_units) * pair + recycle)));
-  e.chunk_bytes = trunk >= after ? static_cast<int64_t>(clamp_bytes(kActivationMargin * chunk_bytes)) : 0;
-  e.msa_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * msa_bytes));
+      clamp_bytes(kActivationMargin * (peak_units * pair + (peak == templates_peak ? 0.0 : recycle))));
+  e.chunk_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * peak_chunk));
+  e.msa_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * (peak == templates_peak ? m_stream : msa_bytes)));
   e.feature_bytes = static_cast<int64_t>(clamp_bytes(features));
   e.param_bytes = num_params * 4;
   e.overhead_bytes = static_cast<int64_t>(kOverheadBytes);
@@ -178,11 +204,11 @@ std::vector<int64_t> auto_chunk_candidates(int64_t num_res) {
 }
 
 int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
-                          int64_t num_params, int64_t available_bytes) {
+                          int64_t num_params, int64_t available_bytes, int64_t templates) {
   af2::Af2Config c = config;
   for (const int64_t chunk : auto_chunk_candidates(num_res)) {
     c.chunk_size = chunk;
-    if (needed_after_params(estimate_predict_memory(c, num_res, msa_rows, num_iterations, num_params)) <=
+    if (needed_after_params(estimate_predict_memory(c, num_res, msa_rows, num_iterations, num_params, templates)) <=
         available_bytes)
       return chunk;
   }
@@ -190,8 +216,9 @@ int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t
 }
 
 void check_predict_fits(const std::string& input, const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
-                        int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device) {
-  const MemoryEstimate e = estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params);
+                        int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device,
+                        int64_t templates) {
+  const MemoryEstimate e = estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params, templates);
   const int64_t needed = needed_after_params(e);
   if (needed <= available_bytes) return;
   std::ostringstream msg;

@@ -44,9 +44,10 @@ struct MemoryEstimate {
 
 // Estimate for `num_res` residues and `msa_rows` raw alignment rows (1 in single-sequence mode),
 // `num_iterations` = recycles + 1 feature samples and `num_params` fp32 parameters, at the
-// config's chunk_size and precision.
+// config's chunk_size and precision; `templates` found templates (the model uses at most
+// max_templates; < 0: as many as it can use).
 MemoryEstimate estimate_predict_memory(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
-                                       int64_t num_iterations, int64_t num_params);
+                                       int64_t num_iterations, int64_t num_params, int64_t templates = -1);
 
 // Memory the device can give one process in all: CPU: physical memory, or the cgroup limit when
 // lower; CUDA: the device's total memory.
@@ -68,7 +69,8 @@ void check_fits_in_memory(const std::string& input, const af2::Af2Config& config
 // bytes within `available_bytes`. Throws foldcore::Error naming `input`, its length, what is
 // needed vs available, and what to try (a --chunk_size that fits, --precision bf16) otherwise.
 void check_predict_fits(const std::string& input, const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
-                        int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device);
+                        int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device,
+                        int64_t templates = -1);
 
 // Bytes a prediction still needs once the parameters are resident (the preflight's "needed").
 int64_t needed_after_params(const MemoryEstimate& e);
@@ -80,7 +82,7 @@ std::vector<int64_t> auto_chunk_candidates(int64_t num_res);
 // --chunk_size auto: the largest candidate chunk whose needed_after_params fits `available_bytes`;
 // -1 when not even chunk 1 fits.
 int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
-                          int64_t num_params, int64_t available_bytes);
+                          int64_t num_params, int64_t available_bytes, int64_t templates = -1);
 
 // The longest sequence whose estimate fits the device's limit (at least 1 when anything fits, 0
 // when not even one residue does).

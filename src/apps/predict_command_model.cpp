@@ -281,6 +281,10 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
   const data::NpyArray& msa = tf.raw.at("msa");
   out.msa_rows = msa.shape.at(0);
   const int64_t n_res = static_cast<int64_t>(tf.sequence.size());
+  // Templates found (the raw template arrays hold one row per template; none: 0 rows).
+  const int64_t templates = tf.raw.contains("template_aatype") && !tf.raw.at("template_aatype").shape.empty()
+                                ? tf.raw.at("template_aatype").shape.at(0)
+                                : 0;
   // Preflight: refuse what cannot fit before the processed features and the activations are
   // allocated (the parameters already are), or pick the chunk with --chunk_size auto. The models
   // run one after another; each keeps its outputs (about N²·(2·64 + 2) floats: distogram logits,
@@ -293,22 +297,24 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
     const int64_t avail = available - kept;
     const int64_t num_params = m.params.num_elements();
     if (o.chunk_size == kChunkAuto) {
-      const int64_t chunk = choose_chunk_size(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail);
+      const int64_t chunk =
+          choose_chunk_size(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail, templates);
       if (chunk < 0) {
         af2::Af2Config smallest = m.config;
         smallest.chunk_size = 1;
         check_predict_fits(in.fasta_path, smallest, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail,
-                           o.device.str());
+                           o.device.str(), templates);
       }
       m.config.chunk_size = chunk;
       m.model->set_chunk_size(chunk);
-      const MemoryEstimate e = estimate_predict_memory(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params);
+      const MemoryEstimate e =
+          estimate_predict_memory(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, templates);
       log::info("predict: ", m.name, ": --chunk_size auto chose ", chunk, chunk == 0 ? " (no chunking)" : "",
                 ": estimated ", format_bytes(needed_after_params(e)), " of ", format_bytes(avail), " available on ",
                 o.device.str());
     } else {
       check_predict_fits(in.fasta_path, m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail,
-                         o.device.str());
+                         o.device.str(), templates);
     }
   }
   const int32_t* codes = msa.as<int32_t>();

@@ -45,8 +45,13 @@ struct GlobalAttentionFn final : Function {
 
 }  // namespace
 
-Variable attention(const Variable& q, const Variable& k, const Variable& v, const std::vector<Variable>& biases,
-                   const Variable& gate, const Tensor& cu_seqlens, float scale) {
+namespace {
+
+// Checks attention()'s arguments and builds the kernel's inputs in the compute dtype cd (inputs
+// whose last dim is not unit-stride, or in another dtype, are copied once).
+ops::AttentionInputs kernel_inputs(const Variable& q, const Variable& k, const Variable& v,
+                                   const std::vector<Variable>& biases, const Variable& gate,
+                                   const Tensor& cu_seqlens, float scale, DType cd) {
   FC_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "attention: q ", q.shape().str(), ", k ", k.shape().str(),
            ", v ", v.shape().str(), " must be [B, L, H, D]");
   FC_CHECK(k.shape() == v.shape() && q.size(0) == k.size(0) && q.size(2) == k.size(2) && q.size(3) == k.size(3),
@@ -55,9 +60,7 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, cons
            q.shape().str());
   FC_CHECK(static_cast<int>(biases.size()) <= ops::kMaxBiases, "attention: ", biases.size(), " biases (max ",
            ops::kMaxBiases, ")");
-  const int64_t b = q.size(0), lq = q.size(1), h = q.size(2), d = q.size(3), lk = k.size(1);
-  const DType cd = detail::gemm_dtype(q.dtype());
-  // Inputs whose last dim is not unit-stride (or in another dtype) are copied once.
+  const int64_t b = q.size(0), lq = q.size(1), h = q.size(2), lk = k.size(1);
   auto prep = [&](const Variable& x) {
     Tensor t = x.value().to(cd);
     if (t.stride(-1) != 1) t = t.contiguous();
@@ -78,6 +81,29 @@ Variable attention(const Variable& q, const Variable& k, const Variable& v, cons
   }
   in.cu_seqlens = cu_seqlens;
   in.scale = scale;
+  return in;
+}
+
+}  // namespace
+
+AttentionPart attention_part(const Variable& q, const Variable& k, const Variable& v,
+                             const std::vector<Variable>& biases, float scale) {
+  std::vector<Variable> inputs{q, k, v};
+  inputs.insert(inputs.end(), biases.begin(), biases.end());
+  FC_CHECK(!any_requires_grad(inputs), "attention_part: inference only (an input requires grad)");
+  const DType cd = detail::gemm_dtype(q.dtype());
+  const ops::AttentionInputs in = kernel_inputs(q, k, v, biases, Variable(), Tensor(), scale, cd);
+  const int64_t b = q.size(0), lq = q.size(1), h = q.size(2), d = q.size(3);
+  AttentionPart r{Tensor::empty({b, lq, h, d}, cd, q.device()), Tensor::empty({b, h, lq}, DType::f32, q.device())};
+  ops::attention_forward(in, bhld(r.a), r.lse);
+  return r;
+}
+
+Variable attention(const Variable& q, const Variable& k, const Variable& v, const std::vector<Variable>& biases,
+                   const Variable& gate, const Tensor& cu_seqlens, float scale) {
+  const DType cd = detail::gemm_dtype(q.dtype());
+  ops::AttentionInputs in = kernel_inputs(q, k, v, biases, gate, cu_seqlens, scale, cd);
+  const int64_t b = q.size(0), lq = q.size(1), h = q.size(2), d = q.size(3);
   std::vector<Variable> inputs{q, k, v, gate};
   inputs.insert(inputs.end(), biases.begin(), biases.end());
   const bool rg = any_requires_grad(inputs);

@@ -48,6 +48,15 @@ Variable softmax_cross_entropy(const Variable& logits, const CrossEntropyOptions
 // Returns o [B, Lq, H, D] = sigmoid(gate) ⊙ Σ_j softmax_j(scale·q·k + Σ biases) v.
 Variable attention(const Variable& q, const Variable& k, const Variable& v, const std::vector<Variable>& biases = {},
                    const Variable& gate = {}, const Tensor& cu_seqlens = {}, float scale = 1.f);
+// Inference (no graph; inputs must not require grad): the ungated attention over one PART of the
+// keys, as attention() lays it out, with its log-sum-exp: {a [B, Lq, H, D], lse [B, H, Lq] f32}.
+// Parts over disjoint keys merge with ops::attention_combine (kernels/attention.h) on the
+// [B, H, Lq, D] views (permute {0, 2, 1, 3}) into the attention over all of them.
+struct AttentionPart {
+  Tensor a, lse;
+};
+AttentionPart attention_part(const Variable& q, const Variable& k, const Variable& v,
+                             const std::vector<Variable>& biases = {}, float scale = 1.f);
 // AF2 Alg. 19: q [B,H,D], k, v [B,S,D], bias [B,S] (no grad), gate [B,S,H,D] → o [B,S,H,D].
 Variable global_attention(const Variable& q, const Variable& k, const Variable& v, const Tensor& bias,
                           const Variable& gate, float scale);

@@ -67,8 +67,7 @@ Attention::Attention(Scope scope, const AttentionOptions& options)
   register_child(output_);
 }
 
-Variable Attention::heads(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
-                          const Tensor& cu_seqlens) const {
+Attention::Projected Attention::project(const Variable& q_data, const Variable& kv_data) const {
   FC_CHECK(q_data.dim() >= 2 && kv_data.dim() == q_data.dim() && q_data.size(-1) == opt_.c_q &&
                kv_data.size(-1) == opt_.c_kv,
            "Attention '", path(), "': q_data ", q_data.shape().str(), " kv_data ", kv_data.shape().str(),
@@ -77,14 +76,33 @@ Variable Attention::heads(const Variable& q_data, const Variable& kv_data, const
   const int64_t b = q_data.numel() / (lq * opt_.c_q);
   const int64_t h = opt_.num_heads, d = opt_.head_dim;
   // [B, L, H·d] projections viewed per head: the attention op takes [B, L, H, d] directly.
-  const Variable q = autograd::reshape(q_.forward(q_data), {b, lq, h, d});
-  const Variable k = autograd::reshape(k_.forward(kv_data), {b, lk, h, d});
-  const Variable v = autograd::reshape(v_.forward(kv_data), {b, lk, h, d});
-  const Variable g = gate_ ? autograd::reshape(gate_->forward(q_data), {b, lq, h, d}) : Variable();
   // AF2 scales q by 1/√d before q·kᵀ; the kernel applies the same factor to the scores.
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  const Variable o = autograd::attention(q, k, v, biases, g, cu_seqlens, scale);
-  return autograd::reshape(o, with_last(q_data.shape(), h * d));
+  return {autograd::reshape(q_.forward(q_data), {b, lq, h, d}), autograd::reshape(k_.forward(kv_data), {b, lk, h, d}),
+          autograd::reshape(v_.forward(kv_data), {b, lk, h, d}),
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
+}
+
+Variable Attention::heads(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
+                          const Tensor& cu_seqlens) const {
+  const Projected p = project(q_data, kv_data);
+  const Variable g = gate_ ? autograd::reshape(gate_->forward(q_data), p.q.shape()) : Variable();
+  const Variable o = autograd::attention(p.q, p.k, p.v, biases, g, cu_seqlens, p.scale);
+  return autograd::reshape(o, with_last(q_data.shape(), opt_.num_heads * opt_.head_dim));
+}
+
+autograd::AttentionPart Attention::heads_part(const Variable& q_data, const Variable& kv_data,
+                                              const std::vector<Variable>& biases) const {
+  const Projected p = project(q_data, kv_data);
+  return autograd::attention_part(p.q, p.k, p.v, biases, p.scale);
+}
+
+Variable Attention::finish_heads(const Variable& q_data, const Variable& a) const {
+  const int64_t lq = q_data.size(-2), b = q_data.numel() / (lq * opt_.c_q);
+  const int64_t h = opt_.num_heads, d = opt_.head_dim;
+  FC_CHECK(a.shape() == Shape({b, lq, h, d}), "Attention '", path(), "': heads ", a.shape().str(), " for q_data ",
+           q_data.shape().str(), " (expected [", b, ", ", lq, ", ", h, ", ", d, "])");
+  const Variable g = gate_ ? autograd::sigmoid_gate(autograd::reshape(gate_->forward(q_data), {b, lq, h, d}), a) : a;
+  return output_.forward(autograd::reshape(g, with_last(q_data.shape(), h * d)));
 }
 
 Variable Attention::forward(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,

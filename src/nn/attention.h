@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/functions.h"
 #include "nn/layers.h"
 
 namespace foldcore::nn {
@@ -33,12 +34,25 @@ class Attention : public Module {
   // The same without the output bias, for a fused bias+dropout+residual consumer.
   Variable forward_no_output_bias(const Variable& q_data, const Variable& kv_data,
                                   const std::vector<Variable>& biases = {}, const Tensor& cu_seqlens = {}) const;
+  // Inference over keys that arrive in parts (AlphaFold's template pointwise attention visits one
+  // template at a time): heads_part gives this part's ungated heads a [B, Lq, H, d] and their
+  // log-sum-exp [B, H, Lq] (autograd::attention_part); parts merge with ops::attention_combine, and
+  // finish_heads applies the gate (from q_data) and the output projection to the merged heads
+  // a [B, Lq, H, d] → [..., Lq, c_out], as forward() does after its attention. No autograd.
+  autograd::AttentionPart heads_part(const Variable& q_data, const Variable& kv_data,
+                                     const std::vector<Variable>& biases = {}) const;
+  Variable finish_heads(const Variable& q_data, const Variable& a) const;
   const Linear& output() const { return output_; }
   const AttentionOptions& options() const { return opt_; }
 
  private:
   Variable heads(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
                  const Tensor& cu_seqlens) const;  // [..., Lq, H·d] before the output projection
+  struct Projected {
+    Variable q, k, v;  // [B, L, H, d]
+    float scale;       // 1/√d
+  };
+  Projected project(const Variable& q_data, const Variable& kv_data) const;
   AttentionOptions opt_;
   Linear q_, k_, v_;
   std::unique_ptr<Linear> gate_;

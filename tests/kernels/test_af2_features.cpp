@@ -141,6 +141,30 @@ TEST(Af2Features, BadInputIsAnError) {
   in.aatype = Tensor::zeros({8}, DType::i32);
   EXPECT_NO_THROW(ops::template_pair_features(in, tout));
   EXPECT_THROW(ops::template_pair_features(in, Tensor::empty({8, 8, 87}, DType::f32)), Error);
+  EXPECT_THROW(ops::template_pair_features(in, Tensor::empty({3, 8, 88}, DType::f32), 6), Error);  // rows past N
+  EXPECT_THROW(ops::template_pair_features(in, Tensor::empty({3, 8, 88}, DType::f32), -1), Error);
+}
+
+// A row block (row0, rows) is the same rows of the whole array, bit for bit (each element is
+// computed alone), so inference can build the features one row chunk at a time.
+TEST(Af2Features, TemplateFeatureRowBlocksEqualWholeRows) {
+  Generator g(14);
+  const int64_t n = 11;
+  ops::TemplatePairInputs in;
+  in.pseudo_beta = randn({n, 3}, g, 0.f, 9.f);
+  in.pseudo_beta_mask = Tensor::full({n}, 1.0, DType::f32);
+  in.backbone_mask = Tensor::full({n}, 1.0, DType::f32);
+  in.aatype = randint({n}, g, 0, 22, DType::i32);
+  in.frames = randn({n, 12}, g);
+  in.bins = {3.25f, 50.75f, 39};
+  const int64_t c = ops::template_pair_feature_dim(39);
+  Tensor whole = Tensor::empty({n, n, c}, DType::f32);
+  ops::template_pair_features(in, whole);
+  for (const auto& [row0, rows] : {std::pair<int64_t, int64_t>{0, 4}, {4, 4}, {8, 3}, {10, 1}, {0, n}}) {
+    Tensor block = Tensor::empty({rows, n, c}, DType::f32);
+    ops::template_pair_features(in, block, row0);
+    EXPECT_EQ(block.to_vector(), whole.narrow(0, row0, rows).contiguous().to_vector()) << row0;
+  }
 }
 
 }  // namespace

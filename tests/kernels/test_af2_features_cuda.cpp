@@ -60,6 +60,10 @@ TEST(Af2FeaturesCuda, TemplateFeaturesEqualCpu) {
     ops::template_pair_features(cin, co);
     ops::template_pair_features(gin, go);
     FC_EXPECT_CLOSE(go.to(Device::cpu()), co, 0, 0);
+    // A row block (inference builds the features one row chunk at a time).
+    Tensor gb = Tensor::empty({7, n, c}, DType::f32, kGpu);
+    ops::template_pair_features(gin, gb, 40);
+    FC_EXPECT_CLOSE(gb.to(Device::cpu()), co.narrow(0, 40, 7).contiguous(), 0, 0);
   }
 }
 

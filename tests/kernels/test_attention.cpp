@@ -349,5 +349,78 @@ TEST(GlobalAttentionCpu, RejectsBadShapes) {
   EXPECT_THROW(ops::global_attention_forward(q, k, randn({2, 6, 4}, gen), {}, g, 1.f, o, a), Error);
 }
 
+// attention_combine: the attention over keys K₁ ∪ K₂ from the two halves' (a, lse), vs naive math
+// over all keys; the halves come from attention_forward on key slices (the bias sliced alike).
+AttentionInputs key_slice(const AttentionInputs& in, int64_t j0, int64_t len) {
+  AttentionInputs s = in;
+  s.k = in.k.narrow(2, j0, len);
+  s.v = in.v.narrow(2, j0, len);
+  s.gate = Tensor();
+  for (Tensor& b : s.biases)
+    if (b.size(3) > 1) b = b.narrow(3, j0, len);
+  return s;
+}
+
+TEST(AttentionCombineCpu, SplitKeysEqualAllKeys) {
+  Generator gen(51);
+  const Case cases[] = {{2, 3, 17, 33, 8, false, 7}, {1, 2, 5, 2, 4, false, 2}, {3, 4, 9, 40, 16, false, 3}};
+  for (const Case& c : cases)
+    for (const int64_t split : {int64_t{1}, c.Lk / 2, c.Lk - 1}) {
+      SCOPED_TRACE(::testing::Message() << "Lk " << c.Lk << " split " << split);
+      const AttentionInputs in = make_inputs(c, gen);
+      auto part = [&](int64_t j0, int64_t len) {
+        const AttentionInputs s = key_slice(in, j0, len);
+        std::pair<Tensor, Tensor> r{Tensor::empty(in.q.shape(), DType::f32), Tensor::empty({c.B, c.H, c.Lq}, DType::f32)};
+        ops::attention_forward(s, r.first, r.second);
+        return r;
+      };
+      auto [a, lse] = part(0, split);
+      const auto [a2, lse2] = part(split, c.Lk - split);
+      ops::attention_combine(a, lse, a2, lse2);
+      const Naive ref = naive_attention(in);
+      // Two fp32 partial results and one merge (exp, division, log) vs double over all keys:
+      // a few ulps on top of the forward's ~1e-6, so the forward test's bounds hold.
+      expect_near_vec(a, ref.a, 1e-5, 1e-4, "a");
+      expect_near_vec(lse, ref.lse, 1e-5, 1e-5, "lse");
+    }
+}
+
+TEST(AttentionCombineCpu, EmptySideIsIdentityStridedAndBf16) {
+  Generator gen(52);
+  const int64_t B = 2, H = 3, L = 5, D = 4;
+  // Projection layout [B, L, H, D] permuted to [B, H, L, D] (what nn::Attention passes).
+  const Tensor a = randn({B, L, H, D}, gen).permute({0, 2, 1, 3}), p = randn({B, L, H, D}, gen).permute({0, 2, 1, 3});
+  const Tensor a0 = a.contiguous();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> lv(B * H * L, 0.5f), pv(B * H * L, -inf);
+  lv[3] = -inf;  // row 3: both sides empty → unchanged
+  Tensor lse = Tensor::from_vector(lv, {B, H, L}, DType::f32);
+  ops::attention_combine(a, lse, p, Tensor::from_vector(pv, {B, H, L}, DType::f32));
+  EXPECT_EQ(a.contiguous().to_vector(), a0.to_vector());
+  EXPECT_EQ(lse.to_vector(), lv);
+  // Only the part has keys: a becomes the part's output, lse the part's.
+  std::vector<float> none(B * H * L, -inf), some(B * H * L, 1.25f);
+  lse = Tensor::from_vector(none, {B, H, L}, DType::f32);
+  ops::attention_combine(a, lse, p, Tensor::from_vector(some, {B, H, L}, DType::f32));
+  EXPECT_EQ(a.contiguous().to_vector(), p.contiguous().to_vector());
+  EXPECT_EQ(lse.to_vector(), some);
+  // bf16: equal weights average the two outputs; the result is rounded once to bf16 (rel. 2^-8).
+  const Tensor x = randn({B, H, L, D}, gen, 0, 1, DType::bf16), y = randn({B, H, L, D}, gen, 0, 1, DType::bf16);
+  const auto xv = x.to_vector(), yv = y.to_vector();
+  Tensor l1 = Tensor::full({B, H, L}, 0.75f, DType::f32);
+  ops::attention_combine(x, l1, y, Tensor::full({B, H, L}, 0.75f, DType::f32));
+  const auto got = x.to_vector();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], 0.5f * (xv[i] + yv[i]), 4e-3 * (std::fabs(xv[i] + yv[i]) + 1e-3)) << i;
+  for (float v : l1.to_vector()) EXPECT_NEAR(v, 0.75f + std::log(2.f), 1e-6);
+}
+
+TEST(AttentionCombineCpu, RejectsBadShapes) {
+  const Tensor a = Tensor::zeros({1, 2, 3, 4}, DType::f32), lse = Tensor::zeros({1, 2, 3}, DType::f32);
+  EXPECT_THROW(ops::attention_combine(a, lse, Tensor::zeros({1, 2, 3, 5}, DType::f32), lse), Error);
+  EXPECT_THROW(ops::attention_combine(a, lse, a.to(DType::bf16), lse), Error);
+  EXPECT_THROW(ops::attention_combine(a, Tensor::zeros({1, 2, 4}, DType::f32), a, lse), Error);
+  EXPECT_THROW(ops::attention_combine(a, lse, a, lse.to(DType::bf16)), Error);
+}
+
 }  // namespace
 }  // namespace foldcore

@@ -193,16 +193,21 @@ TEST(Af2Template, PointwiseAttentionGradient) {
   testing::check_gradient(loss, z.value(), z.grad(), 1e-2, 3e-3, 3e-3, 24);
 }
 
+// A small template embedding: c_t 8, 2 heads of 4, `blocks` pair blocks.
+TemplateConfig small_templates(int64_t blocks) {
+  TemplateConfig t;
+  t.c_t = 8;
+  t.tri_att = {2, 4, true, 0.f};
+  t.tri_mul_channels = 8;
+  t.pointwise_att = {2, 4, false, 0.f};
+  t.num_pair_blocks = blocks;
+  return t;
+}
+
 TEST(Af2Template, EmbedderWithoutTemplatesIsZero) {
   Env e;
-  Af2Config cfg;
-  cfg.templates.c_t = 8;
-  cfg.templates.tri_att = {2, 4, true, 0.f};
-  cfg.templates.tri_mul_channels = 8;
-  cfg.templates.pointwise_att = {2, 4, false, 0.f};
-  cfg.templates.num_pair_blocks = 1;
   const int64_t n = 3, c_z = 6;
-  TemplateEmbedder emb(e.scope("te"), c_z, cfg.templates);
+  TemplateEmbedder emb(e.scope("te"), c_z, small_templates(1));
   e.ps.finalize();
   e.randomize(4);
   Generator g(1);
@@ -221,6 +226,47 @@ TEST(Af2Template, EmbedderWithoutTemplatesIsZero) {
   FC_EXPECT_CLOSE(emb.forward(Variable(z), in, pm, 2).value(), u, 1e-5, 1e-5);  // chunked
   in.template_mask = Tensor::zeros({3}, DType::f32);
   EXPECT_THROW(emb.forward(Variable(z), in, pm), Error);
+}
+
+// Inference adds the embedding into the pair one template at a time (pair stack with in-place
+// chunk updates, pointwise attention merged per template by attention_combine): equal to
+// z + forward(z) up to the merges' fp32 rounding, chunked or not, written into a copy of z or
+// into z's own storage, with a template of mask 0 skipped and one of mask 0.5 (bias −5e8: weight
+// exactly 0 in both) included; nothing is added when every template is masked.
+TEST(Af2Template, AddIntoEqualsForwardOneTemplateAtATime) {
+  Env e;
+  const int64_t n = 7, c_z = 6, t = 4;
+  TemplateEmbedder emb(e.scope("te"), c_z, small_templates(2));
+  e.ps.finalize();
+  e.randomize(6);
+  Generator g(2);
+  TemplateInputs in;
+  std::vector<int64_t> aa(t * n);
+  for (size_t i = 0; i < aa.size(); ++i) aa[i] = static_cast<int64_t>((i * 7) % 22);
+  in.aatype = Tensor::from_vector_i64(aa, {t, n});
+  in.all_atom_positions = randn({t, n, 37, 3}, g, 0.f, 6.f);
+  in.all_atom_mask = Tensor::full({t, n, 37}, 1.0, DType::f32);
+  in.template_mask = Tensor::from_vector({1, 0, 1, 0.5f}, {t});
+  autograd::NoGradGuard ng;
+  const Tensor z = randn({n, n, c_z}, g);
+  std::vector<float> pmv(n * n, 1.f);
+  pmv[3] = 0.f;  // one masked pair
+  const Tensor pm = Tensor::from_vector(pmv, {n, n});
+  const Tensor want = autograd::add(Variable(z), emb.forward(Variable(z), in, pm)).value();
+  for (const int64_t chunk : {0, 2, 3}) {
+    SCOPED_TRACE(chunk);
+    Tensor into = z.clone();
+    emb.add_into(Variable(z), in, pm, chunk, into);
+    // Two merges (templates 0 and 2, and the 0.5 one) of O(1) fp32 values: a few ulps.
+    FC_EXPECT_CLOSE(into, want, 1e-5, 1e-5);
+    Tensor self = z.clone();
+    emb.add_into(Variable(self), in, pm, chunk, self);  // z read row by row before each row is written
+    FC_EXPECT_CLOSE(self, want, 1e-5, 1e-5);
+  }
+  in.template_mask = Tensor::zeros({t}, DType::f32);
+  Tensor into = z.clone();
+  emb.add_into(Variable(z), in, pm, 2, into);
+  EXPECT_EQ(into.to_vector(), z.to_vector());
 }
 
 using template_test::run_parity;

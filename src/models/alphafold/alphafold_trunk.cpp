@@ -136,14 +136,14 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
     const TemplateInputs templates{batch.template_aatype,          batch.template_all_atom_positions,
                                    batch.template_all_atom_mask,   batch.template_pseudo_beta,
                                    batch.template_pseudo_beta_mask, batch.template_mask};
-    // z + t, written into z in no-grad mode (z is the trunk's own here: no pair-sized sum; a bf16
-    // stream stays bf16).
-    const Variable t = template_embedder_->forward(z, templates, mask_2d, c.chunk_size);
+    // z + t. In no-grad mode the embedding is added into z itself (z is the trunk's own here; a
+    // bf16 stream stays bf16) one template at a time: no pair-sized update, no [T, N, N, c_t].
     if (ag::grad_enabled()) {
-      z = ag::bias_dropout_residual(t, Variable(), z, {}, false);
+      z = ag::bias_dropout_residual(template_embedder_->forward(z, templates, mask_2d, c.chunk_size), Variable(), z,
+                                    {}, false);
     } else {
       const Tensor zs = own_stream(z, true);
-      add_into(zs, t.value());
+      template_embedder_->add_into(z, templates, mask_2d, c.chunk_size, zs);
     }
   }
 

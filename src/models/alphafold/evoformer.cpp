@@ -11,21 +11,6 @@ namespace {
 
 constexpr int kRowWise = -3, kColumnWise = -2;  // AF2 shared dropout: mask shared over rows / columns
 
-// x + dropout(update). In no-grad mode, `in_place` lets the add overwrite x's storage when nothing
-// else refers to it (autograd checks the storage's owners); the block passes it only for tensors
-// it created itself, so a caller's input is never overwritten.
-// A bf16 inference stream (EmbeddingsAndEvoformer's stream_dtype) keeps its dtype: the fp32 sum is
-// rounded once into it (add_into) instead of promoting the stream to fp32.
-Variable residual(const Variable& x, const Variable& update, const autograd::DropoutSpec& d, bool in_place) {
-  if (!autograd::grad_enabled() && x.dtype() != DType::f32 && update.dtype() != x.dtype()) {
-    FC_CHECK(d.p == 0.f || d.gen == nullptr, "Evoformer: dropout on a ", dtype_name(x.dtype()), " stream");
-    Variable out = x;
-    add_into(own_stream(out, in_place), update.value());
-    return out;
-  }
-  return autograd::bias_dropout_residual(update, Variable(), x, d, in_place && !autograd::grad_enabled());
-}
-
 bool identity(const autograd::DropoutSpec& d) { return d.p == 0.f || d.gen == nullptr; }
 
 }  // namespace
@@ -65,8 +50,9 @@ EvoformerBlock::EvoformerBlock(nn::Scope scope, const EvoformerBlockConfig& c)
     register_child(*m);
 }
 
-Variable EvoformerBlock::msa_column_update(const Variable& m, const Tensor& msa_mask, int64_t chunk) const {
-  return col_att_ ? col_att_->forward(m, msa_mask, chunk) : col_glob_->forward(m, msa_mask, chunk);
+Variable EvoformerBlock::msa_column_update(const Variable& m, const Tensor& msa_mask, int64_t chunk,
+                                           const Tensor& into) const {
+  return col_att_ ? col_att_->forward(m, msa_mask, chunk, into) : col_glob_->forward(m, msa_mask, chunk, into);
 }
 
 std::pair<Variable, Variable> EvoformerBlock::forward(const Variable& m, const Variable& z, const Tensor& msa_mask,
@@ -87,22 +73,22 @@ std::pair<Variable, Variable> EvoformerBlock::forward_impl(Variable m, Variable 
   // Each update is computed (reading the old stream) before its residual add, whose result then
   // replaces the stream's handle.
   // MSA track (the row attention reads z as its bias before the pair track may overwrite it).
-  m = residual(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), own_inputs);
-  m = residual(m, msa_column_update(m, msa_mask, chunk), col_att_dropout_.spec(), true);
-  m = residual(m, transition_forward(msa_transition_, m, chunk), none, true);
+  m = stream_residual(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), own_inputs);
+  m = stream_residual(m, msa_column_update(m, msa_mask, chunk), col_att_dropout_.spec(), true);
+  m = stream_residual(m, transition_forward(msa_transition_, m, chunk), none, true);
   // Pair track. AlphaFold: the outer product mean first; Parallel Evoformer: last (below), so the
   // pair stack reads only the block's input pair.
   bool z_owned = own_inputs;
   if (!cfg_.parallel) {
-    z = residual(z, opm_.forward(m, msa_mask, chunk), none, own_inputs);
+    z = stream_residual(z, opm_.forward(m, msa_mask, chunk), none, own_inputs);
     z_owned = true;
   }
-  z = residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), z_owned);
-  z = residual(z, tri_mul_in_.forward(z, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
-  z = residual(z, tri_att_start_.forward(z, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
-  z = residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
-  z = residual(z, transition_forward(pair_transition_, z, chunk), none, true);
-  if (cfg_.parallel) z = residual(z, opm_.forward(m, msa_mask, chunk), none, true);
+  z = stream_residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), z_owned);
+  z = stream_residual(z, tri_mul_in_.forward(z, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
+  z = stream_residual(z, tri_att_start_.forward(z, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
+  z = stream_residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
+  z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true);
+  if (cfg_.parallel) z = stream_residual(z, opm_.forward(m, msa_mask, chunk), none, true);
   return {std::move(m), std::move(z)};
 }
 
@@ -121,7 +107,7 @@ std::pair<Variable, Variable> EvoformerBlock::forward_into(Variable m, Variable 
   // reads z (its bias) before the pair track changes it; the outer product mean reads the final m.
   const Tensor ms = own_stream(m, own_inputs);
   row_att_.forward(m, z, msa_mask, chunk, ms);
-  msa_column_update_into(m, msa_mask, chunk, ms);
+  msa_column_update(m, msa_mask, chunk, ms);
   transition_forward(msa_transition_, m, chunk, ms);
   const Tensor zs = own_stream(z, own_inputs);
   if (!cfg_.parallel) opm_.forward(m, msa_mask, chunk, zs);
@@ -132,14 +118,6 @@ std::pair<Variable, Variable> EvoformerBlock::forward_into(Variable m, Variable 
   transition_forward(pair_transition_, z, chunk, zs);
   if (cfg_.parallel) opm_.forward(m, msa_mask, chunk, zs);
   return {std::move(m), std::move(z)};
-}
-
-void EvoformerBlock::msa_column_update_into(const Variable& m, const Tensor& msa_mask, int64_t chunk,
-                                            const Tensor& into) const {
-  if (col_att_)
-    col_att_->forward(m, msa_mask, chunk, into);
-  else
-    col_glob_->forward(m, msa_mask, chunk, into);
 }
 
 void EvoformerBlock::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {

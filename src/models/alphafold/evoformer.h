@@ -55,8 +55,9 @@ class EvoformerBlock : public nn::Module {
   const MsaRowAttentionWithPairBias& msa_row_attention() const { return row_att_; }
   const MsaColumnAttention* msa_column_attention() const { return col_att_.get(); }                // main stack
   const MsaColumnGlobalAttention* msa_column_global_attention() const { return col_glob_.get(); }  // extra stack
-  // The column update of either kind: [S, N, c_m].
-  Variable msa_column_update(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0) const;
+  // The column update of either kind: [S, N, c_m]; `into` as run_chunked's (added into m's stream).
+  Variable msa_column_update(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0,
+                             const Tensor& into = Tensor()) const;
   const nn::Transition& msa_transition() const { return msa_transition_; }
   const OuterProductMean& outer_product_mean() const { return opm_; }
   const TriangleMultiplication& triangle_multiplication_outgoing() const { return tri_mul_out_; }
@@ -77,7 +78,6 @@ class EvoformerBlock : public nn::Module {
   // streams are updated in place (copied first unless own_inputs and their only holder).
   std::pair<Variable, Variable> forward_into(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
                                              int64_t chunk, bool own_inputs) const;
-  void msa_column_update_into(const Variable& m, const Tensor& msa_mask, int64_t chunk, const Tensor& into) const;
   bool dropout_is_identity() const;  // every dropout of the block is off (eval, or rate 0)
   // DAP (evoformer_parallel.cpp): m_rows [S/P, N, c_m], z_rows [N/P, N, c_z] (this rank's rows),
   // masks whole (sizes divisible by P) → the block's outputs, split the same way.

@@ -36,10 +36,6 @@ namespace {
 namespace ag = autograd;
 constexpr int kRowWise = -3, kColumnWise = -2;
 
-Variable residual(const Variable& x, const Variable& update, const ag::DropoutSpec& d, bool in_place) {
-  return ag::bias_dropout_residual(update, Variable(), x, d, in_place && !ag::grad_enabled());
-}
-
 // The pair bias rows b[h, i, j] = Σ_c z_ln[i, j, c] w[c, h] of a [k, N, c_z] slab → [1, H, k, N].
 Variable bias_rows(const nn::Linear& feat_2d, const Variable& z_ln) {
   return ag::unsqueeze(ag::contiguous(ag::permute(feat_2d.forward(z_ln), {2, 0, 1})), 0);
@@ -159,26 +155,26 @@ std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z
            ", msa_mask ", msa_mask.shape().str());
   const ag::DropoutSpec none;
   // MSA track.
-  m = residual(m, row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk), row_att_dropout_.spec(), true);
+  m = stream_residual(m, row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk), row_att_dropout_.spec(), true);
   Variable mc = g.switch_axis(m, 0, 1);  // [S, N/P, c_m]
   m = Variable();
   const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
-  mc = residual(mc, msa_column_update(mc, mask_cols, chunk), col_att_dropout_.spec(), true);
-  mc = residual(mc, transition_forward(msa_transition_, mc, chunk), none, true);
+  mc = stream_residual(mc, msa_column_update(mc, mask_cols, chunk), col_att_dropout_.spec(), true);
+  mc = stream_residual(mc, transition_forward(msa_transition_, mc, chunk), none, true);
   // Pair track.
-  if (!cfg_.parallel) z = residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
-  z = residual(z, tri_mul_out_.forward_dap(z, pair_mask, g), tri_mul_out_dropout_.spec(), true);
-  z = residual(z, tri_mul_in_.forward_dap(z, pair_mask, g), tri_mul_in_dropout_.spec(), true);
-  z = residual(z, tri_att_start_.forward_dap(z, pair_mask, g, chunk), tri_att_start_dropout_.spec(), true);
+  if (!cfg_.parallel) z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
+  z = stream_residual(z, tri_mul_out_.forward_dap(z, pair_mask, g), tri_mul_out_dropout_.spec(), true);
+  z = stream_residual(z, tri_mul_in_.forward_dap(z, pair_mask, g), tri_mul_in_dropout_.spec(), true);
+  z = stream_residual(z, tri_att_start_.forward_dap(z, pair_mask, g, chunk), tri_att_start_dropout_.spec(), true);
   {
     // Ending node on z's columns, its residual add (and column-wise shared dropout) there too.
     Variable zc = g.switch_axis(z, 0, 1);  // [N, N/P, c_z]
     z = Variable();
-    zc = residual(zc, tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), tri_att_end_dropout_.spec(), true);
+    zc = stream_residual(zc, tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), tri_att_end_dropout_.spec(), true);
     z = g.switch_axis(zc, 1, 0);
   }
-  z = residual(z, transition_forward(pair_transition_, z, chunk), none, true);
-  if (cfg_.parallel) z = residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
+  z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true);
+  if (cfg_.parallel) z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
   return {g.switch_axis(mc, 1, 0), std::move(z)};
 }
 
@@ -194,22 +190,22 @@ std::pair<Variable, Variable> EvoformerBlock::forward_bp(const Variable& m, cons
   // The dropouts are drawn in one process's order: the MSA branch's, then the pair branch's.
   Variable m_new, opm, z_pair;
   if (g.rank() == 0) {  // MSA branch and the outer product mean of its result
-    m_new = residual(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), false);
-    m_new = residual(m_new, msa_column_update(m_new, msa_mask, chunk), col_att_dropout_.spec(), true);
-    m_new = residual(m_new, transition_forward(msa_transition_, m_new, chunk), none, true);
+    m_new = stream_residual(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), false);
+    m_new = stream_residual(m_new, msa_column_update(m_new, msa_mask, chunk), col_att_dropout_.spec(), true);
+    m_new = stream_residual(m_new, transition_forward(msa_transition_, m_new, chunk), none, true);
     opm = opm_.forward(m_new, msa_mask, chunk);
     for (const nn::Dropout* d : pair_drops) skip_dropout(*d);
   } else {  // pair branch
     for (const nn::Dropout* d : msa_drops) skip_dropout(*d);
-    z_pair = residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), false);
-    z_pair = residual(z_pair, tri_mul_in_.forward(z_pair, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
-    z_pair = residual(z_pair, tri_att_start_.forward(z_pair, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
-    z_pair = residual(z_pair, tri_att_end_.forward(z_pair, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
-    z_pair = residual(z_pair, transition_forward(pair_transition_, z_pair, chunk), none, true);
+    z_pair = stream_residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), false);
+    z_pair = stream_residual(z_pair, tri_mul_in_.forward(z_pair, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
+    z_pair = stream_residual(z_pair, tri_att_start_.forward(z_pair, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
+    z_pair = stream_residual(z_pair, tri_att_end_.forward(z_pair, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
+    z_pair = stream_residual(z_pair, transition_forward(pair_transition_, z_pair, chunk), none, true);
   }
   std::vector<Variable> out =
       g.exchange({m_new, opm, z_pair}, {0, 0, 1}, {m.shape(), z.shape(), z.shape()}, /*sum_grads=*/!last);
-  return {std::move(out[0]), residual(out[2], out[1], none, true)};
+  return {std::move(out[0]), stream_residual(out[2], out[1], none, true)};
 }
 
 // ---------------------------------------------------------------- stack
@@ -271,34 +267,34 @@ std::pair<Variable, Variable> EvoformerStack::forward_block_dap_bp(const Evoform
   // forward_bp's branches with forward_dap's split modules; the dropouts in one process's order.
   Variable m_new, opm, z_pair;
   if (bpg.rank() == 0) {  // MSA branch (rows → columns → rows) and the outer product mean (pair rows)
-    m_new = residual(m, b.row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk),
+    m_new = stream_residual(m, b.row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk),
                      b.row_att_dropout_.spec(), false);
     Variable mc = g.switch_axis(m_new, 0, 1);
     m_new = Variable();
     const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
-    mc = residual(mc, b.msa_column_update(mc, mask_cols, chunk), b.col_att_dropout_.spec(), true);
-    mc = residual(mc, transition_forward(b.msa_transition_, mc, chunk), none, true);
+    mc = stream_residual(mc, b.msa_column_update(mc, mask_cols, chunk), b.col_att_dropout_.spec(), true);
+    mc = stream_residual(mc, transition_forward(b.msa_transition_, mc, chunk), none, true);
     opm = b.opm_.forward_dap(mc, msa_mask, g);
     m_new = g.switch_axis(mc, 1, 0);
     for (const nn::Dropout* d : pair_drops) skip_dropout(*d);
   } else {  // pair branch on the pair rows (the ending node on its columns)
     for (const nn::Dropout* d : msa_drops) skip_dropout(*d);
-    z_pair = residual(z, b.tri_mul_out_.forward_dap(z, pair_mask, g), b.tri_mul_out_dropout_.spec(), false);
-    z_pair = residual(z_pair, b.tri_mul_in_.forward_dap(z_pair, pair_mask, g), b.tri_mul_in_dropout_.spec(), true);
-    z_pair = residual(z_pair, b.tri_att_start_.forward_dap(z_pair, pair_mask, g, chunk),
+    z_pair = stream_residual(z, b.tri_mul_out_.forward_dap(z, pair_mask, g), b.tri_mul_out_dropout_.spec(), false);
+    z_pair = stream_residual(z_pair, b.tri_mul_in_.forward_dap(z_pair, pair_mask, g), b.tri_mul_in_dropout_.spec(), true);
+    z_pair = stream_residual(z_pair, b.tri_att_start_.forward_dap(z_pair, pair_mask, g, chunk),
                       b.tri_att_start_dropout_.spec(), true);
     Variable zc = g.switch_axis(z_pair, 0, 1);
     z_pair = Variable();
-    zc = residual(zc, b.tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), b.tri_att_end_dropout_.spec(),
+    zc = stream_residual(zc, b.tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), b.tri_att_end_dropout_.spec(),
                   true);
     z_pair = g.switch_axis(zc, 1, 0);
-    z_pair = residual(z_pair, transition_forward(b.pair_transition_, z_pair, chunk), none, true);
+    z_pair = stream_residual(z_pair, transition_forward(b.pair_transition_, z_pair, chunk), none, true);
   }
   m = Variable();
   z = Variable();
   std::vector<Variable> out =
       bpg.exchange({m_new, opm, z_pair}, {0, 0, 1}, {m_shape, z_shape, z_shape}, /*sum_grads=*/!last);
-  return {std::move(out[0]), residual(out[2], out[1], none, true)};
+  return {std::move(out[0]), stream_residual(out[2], out[1], none, true)};
 }
 
 std::pair<Variable, Variable> EvoformerStack::forward_bp(Variable m, Variable z, const Tensor& msa_mask,

@@ -84,6 +84,16 @@ void add_into(const Tensor& dst, const Tensor& y) {
   copy_tensor(dst, acc);
 }
 
+Variable stream_residual(const Variable& x, const Variable& update, const autograd::DropoutSpec& d, bool in_place) {
+  if (!autograd::grad_enabled() && x.dtype() != DType::f32 && update.dtype() != x.dtype()) {
+    FC_CHECK(d.p == 0.f || d.gen == nullptr, "residual add: dropout on a ", dtype_name(x.dtype()), " stream");
+    Variable out = x;
+    add_into(own_stream(out, in_place), update.value());
+    return out;
+  }
+  return autograd::bias_dropout_residual(update, Variable(), x, d, in_place && !autograd::grad_enabled());
+}
+
 Tensor own_stream(Variable& v, bool own) {
   const Tensor& t = v.value();
   if (own && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&

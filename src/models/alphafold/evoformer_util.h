@@ -62,6 +62,13 @@ Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int6
 // when dst is strided or the dtypes differ. No autograd (inference only).
 void add_into(const Tensor& dst, const Tensor& y);
 
+// The residual add of an Evoformer-style stream: x + dropout(update). In no-grad mode `in_place`
+// lets the add overwrite x's storage when nothing else refers to it (autograd checks the storage's
+// owners); callers pass it only for tensors they created, so a caller's input is never
+// overwritten. A bf16 inference stream (EmbeddingsAndEvoformer's stream_dtype) keeps its dtype:
+// the fp32 sum is rounded once into it (add_into) instead of promoting the stream to fp32.
+Variable stream_residual(const Variable& x, const Variable& update, const autograd::DropoutSpec& d, bool in_place);
+
 // The storage of a stream for in-place updates: v's own tensor when `own` and v is its only holder
 // (whole and contiguous, no other handle or view), else a fresh copy that replaces v's value (so a
 // caller's tensor is never changed). No autograd (inference only).

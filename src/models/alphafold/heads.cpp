@@ -33,21 +33,17 @@ DistogramHead::DistogramHead(nn::Scope scope, int64_t c_z, const HeadsConfig& co
   register_child(half_logits_);
 }
 
-namespace {
-Tensor add_strided(const Tensor& a, const Tensor& b) {
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
-  ops::add(a, b, out);
-  return out;
-}
-}  // namespace
-
 Variable DistogramHead::forward(const Variable& pair) const {
   check_last(pair, 3, half_logits_.in_features(), "DistogramHead");
   FC_CHECK(pair.size(0) == pair.size(1), "DistogramHead: pair ", pair.shape().str(), " must be [N, N, c_z]");
   const Variable half = half_logits_.forward(pair);  // [N, N, bins]
   // Inference: the transposed operand is read through its strides (ops::add allows a strided b),
   // so no transposed [N, N, bins] copy exists; the same sums.
-  if (!ag::grad_enabled()) return Variable(add_strided(half.value(), half.value().transpose(0, 1)));
+  if (!ag::grad_enabled()) {
+    const Tensor h = half.value(), out = Tensor::empty(h.shape(), h.dtype(), h.device());
+    ops::add(h, h.transpose(0, 1), out);
+    return Variable(out);
+  }
   return ag::add(half, ag::contiguous(ag::transpose(half, 0, 1)));
 }
 

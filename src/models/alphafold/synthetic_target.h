@@ -1,6 +1,7 @@
 // A random AlphaFold2 target for benchmarks and memory tests: a random query with a synthetic MSA
-// (row 0 = the query, other rows with 15% substitutions and 10% gaps, no deletions) and no
-// templates (one masked template slot), processed by AlphaFold's inference pipeline
+// (row 0 = the query, other rows with 15% substitutions and 10% gaps, no deletions) and either no
+// templates (one masked template slot) or `templates` synthetic ones (the query's sequence on a
+// random chain, every backbone atom present), processed by AlphaFold's inference pipeline
 // (data_pipeline/feature_processing.h) and read back as the model reads a feature file.
 #pragma once
 
@@ -15,9 +16,10 @@ struct SyntheticTargetOptions {
   int64_t num_res = 64;
   int64_t msa_rows = 128;         // raw MSA rows before clustering
   int64_t recycles = 0;           // the features hold recycles + 1 iterations
-  int64_t max_templates = 4;      // template slots (all masked)
+  int64_t max_templates = 4;      // template slots
   int64_t max_msa_clusters = 0;   // <= 0: the pipeline's default
   int64_t max_extra_msa = 0;      // <= 0: the pipeline's default
+  int64_t templates = 0;          // synthetic templates (<= max_templates); 0: all slots masked
 };
 
 // Deterministic for a given generator state. Goes through a temporary .npz (removed before

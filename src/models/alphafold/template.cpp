@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/recompute.h"
+#include "core/profile.h"
 #include "data_pipeline/residue_constants.h"
 #include "kernels/af2_features.h"
+#include "kernels/attention.h"
 #include "models/alphafold/embedders.h"
 #include "models/alphafold/af2_util.h"
 #include "models/alphafold/evoformer_util.h"
@@ -28,10 +31,22 @@ nn::LinearOptions relu_init() {
   return o;
 }
 
-// x + dropout(update); in no-grad mode the add may overwrite x when nothing else needs it.
+// x + dropout(update) (evoformer_util's stream_residual).
 Variable residual(const Variable& x, const Variable& update, const nn::Dropout& d, bool in_place) {
-  return ag::bias_dropout_residual(update, Variable(), x, d.spec(), in_place && !ag::grad_enabled());
+  return stream_residual(x, update, d.spec(), in_place);
 }
+
+// t's shape is `dims` (sizes compared one by one: GCC 12 reports a false "maybe uninitialized" on
+// Shape temporaries compared inside FC_CHECK in this file).
+bool has_shape(const Tensor& t, std::initializer_list<int64_t> dims) {
+  if (t.dim() != static_cast<int>(dims.size())) return false;
+  int a = 0;
+  for (const int64_t d : dims)
+    if (t.size(a++) != d) return false;
+  return true;
+}
+
+bool identity(const nn::Dropout& d) { return d.spec().p == 0.f || d.spec().gen == nullptr; }
 
 // Residue i's backbone frame (AF2 make_transform_from_reference + invert_point, for the unit
 // vectors to CA_j): CA_i at the origin, C_i on +x, N_i in the xy-plane (y > 0), i.e. the
@@ -75,22 +90,24 @@ int64_t template_pair_feat_dim(const TemplateConfig& config) {
   return ops::template_pair_feature_dim(config.dgram_num_bins);
 }
 
-Tensor template_pair_feat(const Tensor& aatype, const Tensor& pseudo_beta, const Tensor& pseudo_beta_mask,
-                          const Tensor& all_atom_positions, const Tensor& all_atom_mask, const TemplateConfig& config) {
+TemplatePairFeatRows::TemplatePairFeatRows(const Tensor& aatype, const Tensor& pseudo_beta,
+                                           const Tensor& pseudo_beta_mask, const Tensor& all_atom_positions,
+                                           const Tensor& all_atom_mask, const TemplateConfig& config) {
   FC_CHECK(aatype.defined() && pseudo_beta.defined() && pseudo_beta_mask.defined() && all_atom_positions.defined() &&
                all_atom_mask.defined(),
            "template_pair_feat: every input must be defined");
   const int64_t n = aatype.numel();
-  FC_CHECK(aatype.dim() == 1 && pseudo_beta.shape() == Shape({n, 3}) && pseudo_beta_mask.shape() == Shape({n}) &&
-               all_atom_positions.shape() == Shape({n, rc::kAtomTypeNum, 3}) &&
-               all_atom_mask.shape() == Shape({n, rc::kAtomTypeNum}),
+  FC_CHECK(aatype.dim() == 1 && has_shape(pseudo_beta, {n, 3}) && has_shape(pseudo_beta_mask, {n}) &&
+               has_shape(all_atom_positions, {n, rc::kAtomTypeNum, 3}) &&
+               has_shape(all_atom_mask, {n, rc::kAtomTypeNum}),
            "template_pair_feat: aatype ", aatype.shape().str(), ", pseudo_beta ", pseudo_beta.shape().str(),
            ", pseudo_beta_mask ", pseudo_beta_mask.shape().str(), ", all_atom_positions ",
            all_atom_positions.shape().str(), ", all_atom_mask ", all_atom_mask.shape().str(),
            " must be [N], [N, 3], [N], [N, 37, 3], [N, 37] (one template)");
   // The O(N) per-residue parts here (checks, backbone mask, frames); the O(N²) features on
   // pseudo_beta's device (kernels/af2_features.h).
-  const int64_t c = template_pair_feat_dim(config);
+  n_ = n;
+  c_ = template_pair_feat_dim(config);
   const Device dev = pseudo_beta.device();
   const auto aa = host_ints(aatype);
   const auto am = host_floats(all_atom_mask);
@@ -100,7 +117,7 @@ Tensor template_pair_feat(const Tensor& aatype, const Tensor& pseudo_beta, const
     FC_CHECK(aa[r] >= 0 && aa[r] < kAatypeClasses, "template_pair_feat: aatype ", aa[r], " outside [0, 22)");
     bb[r] = am[r * rc::kAtomTypeNum + in] * am[r * rc::kAtomTypeNum + ica] * am[r * rc::kAtomTypeNum + ic];
   }
-  ops::TemplatePairInputs in_feat;
+  ops::TemplatePairInputs& in_feat = in_;
   in_feat.pseudo_beta = pseudo_beta.to(DType::f32).contiguous();
   in_feat.pseudo_beta_mask = pseudo_beta_mask.to(DType::f32).contiguous();
   in_feat.aatype = Tensor::from_vector_i64(aa, {n}, DType::i32, dev);
@@ -108,9 +125,18 @@ Tensor template_pair_feat(const Tensor& aatype, const Tensor& pseudo_beta, const
   if (config.use_template_unit_vector)
     in_feat.frames = Tensor::from_vector(backbone_frames(host_floats(all_atom_positions), n), {n, 12}, DType::f32, dev);
   in_feat.bins = ops::DistogramBins{config.dgram_min_bin, config.dgram_max_bin, config.dgram_num_bins};
-  Tensor out = Tensor::empty({n, n, c}, DType::f32, dev);
-  ops::template_pair_features(in_feat, out);
+}
+
+Tensor TemplatePairFeatRows::rows(int64_t r0, int64_t len) const {
+  Tensor out = Tensor::empty({len, n_, c_}, DType::f32, in_.pseudo_beta.device());
+  ops::template_pair_features(in_, out, r0);
   return out;
+}
+
+Tensor template_pair_feat(const Tensor& aatype, const Tensor& pseudo_beta, const Tensor& pseudo_beta_mask,
+                          const Tensor& all_atom_positions, const Tensor& all_atom_mask, const TemplateConfig& config) {
+  const TemplatePairFeatRows f(aatype, pseudo_beta, pseudo_beta_mask, all_atom_positions, all_atom_mask, config);
+  return f.rows(0, f.num_res());
 }
 
 Tensor template_angle_feat(const Tensor& aatype, const Tensor& torsion_angles_sin_cos,
@@ -120,9 +146,9 @@ Tensor template_angle_feat(const Tensor& aatype, const Tensor& torsion_angles_si
            "template_angle_feat: every input must be defined");
   FC_CHECK(aatype.dim() == 2, "template_angle_feat: aatype ", aatype.shape().str(), " must be [T, N]");
   const int64_t t = aatype.size(0), n = aatype.size(1);
-  FC_CHECK(torsion_angles_sin_cos.shape() == Shape({t, n, kNumTorsions, 2}) &&
-               alt_torsion_angles_sin_cos.shape() == Shape({t, n, kNumTorsions, 2}) &&
-               torsion_angles_mask.shape() == Shape({t, n, kNumTorsions}),
+  FC_CHECK(has_shape(torsion_angles_sin_cos, {t, n, kNumTorsions, 2}) &&
+               has_shape(alt_torsion_angles_sin_cos, {t, n, kNumTorsions, 2}) &&
+               has_shape(torsion_angles_mask, {t, n, kNumTorsions}),
            "template_angle_feat: aatype ", aatype.shape().str(), ", torsion_angles_sin_cos ",
            torsion_angles_sin_cos.shape().str(), ", alt_torsion_angles_sin_cos ",
            alt_torsion_angles_sin_cos.shape().str(), ", torsion_angles_mask ", torsion_angles_mask.shape().str(), " must be [T, N], [T, N, 7, 2] ×2, [T, N, 7]");
@@ -170,13 +196,30 @@ TemplatePairBlock::TemplatePairBlock(nn::Scope scope, const TemplateConfig& c)
     register_child(*m);
 }
 
-Variable TemplatePairBlock::forward(const Variable& t0, const Tensor& pair_mask, int64_t chunk) const {
-  Variable t = residual(t0, tri_att_start_.forward(t0, pair_mask, chunk), tri_att_start_dropout_, false);
+Variable TemplatePairBlock::forward(const Variable& t, const Tensor& pair_mask, int64_t chunk) const {
+  return forward_impl(t, pair_mask, chunk, false);
+}
+
+Variable TemplatePairBlock::forward_impl(Variable t, const Tensor& pair_mask, int64_t chunk, bool own_input) const {
+  const bool no_dropout = identity(tri_att_start_dropout_) && identity(tri_att_end_dropout_) &&
+                          identity(tri_mul_out_dropout_) && identity(tri_mul_in_dropout_);
+  if (!ag::grad_enabled() && chunk > 0 && no_dropout) {
+    // Each update added into the stream chunk by chunk (see EvoformerBlock::forward_into: the
+    // same modules, the same sums in fp32).
+    const Tensor ts = own_stream(t, own_input);
+    tri_att_start_.forward(t, pair_mask, chunk, ts);
+    tri_att_end_.forward(t, pair_mask, chunk, ts);
+    tri_mul_out_.forward(t, pair_mask, chunk, ts);
+    tri_mul_in_.forward(t, pair_mask, chunk, ts);
+    transition_forward(pair_transition_, t, chunk, ts);
+    return t;
+  }
+  t = residual(t, tri_att_start_.forward(t, pair_mask, chunk), tri_att_start_dropout_, own_input);
   t = residual(t, tri_att_end_.forward(t, pair_mask, chunk), tri_att_end_dropout_, true);
   t = residual(t, tri_mul_out_.forward(t, pair_mask, chunk), tri_mul_out_dropout_, true);
   t = residual(t, tri_mul_in_.forward(t, pair_mask, chunk), tri_mul_in_dropout_, true);
   // Pair transition: dropout rate 0 in AlphaFold's config (a plain residual add).
-  return ag::add(t, transition_forward(pair_transition_, t, chunk));
+  return stream_residual(t, transition_forward(pair_transition_, t, chunk), {}, true);
 }
 
 void TemplatePairBlock::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
@@ -209,7 +252,29 @@ Variable SingleTemplateEmbedding::forward(const Variable& pair_feat, const Tenso
            "SingleTemplateEmbedding: pair_feat ", shape_of(pair_feat),
            " and pair_mask ", shape_of(pair_mask),
            " must be [N, N, ", embedding2d_.in_features(), "] and [N, N]");
-  Variable t = embedding2d_.forward(pair_feat);  // [N, N, c_t]
+  return stack(embedding2d_.forward(pair_feat), pair_mask, chunk);
+}
+
+Variable SingleTemplateEmbedding::forward_rows(const std::function<Tensor(int64_t, int64_t)>& feat_rows, int64_t n,
+                                              const Tensor& pair_mask, int64_t chunk) const {
+  FC_CHECK(!ag::grad_enabled(), "SingleTemplateEmbedding::forward_rows: inference only");
+  FC_CHECK(pair_mask.defined() && pair_mask.shape() == Shape({n, n}), "SingleTemplateEmbedding: pair_mask ",
+           shape_of(pair_mask), " must be [", n, ", ", n, "]");
+  const int64_t step = chunk > 0 ? chunk : n;
+  Tensor t;  // [N, N, c_t]: embedding2d of each row block, the features of one block at a time
+  for (int64_t r0 = 0; r0 < n; r0 += step) {
+    const int64_t rows = std::min(step, n - r0);
+    const Tensor f = feat_rows(r0, rows);
+    FC_CHECK(f.shape() == Shape({rows, n, embedding2d_.in_features()}), "SingleTemplateEmbedding: feature rows ",
+             f.shape().str(), " (expected [", rows, ", ", n, ", ", embedding2d_.in_features(), "])");
+    const Tensor e = embedding2d_.forward(Variable(f)).value();
+    if (!t.defined()) t = Tensor::empty({n, n, e.size(2)}, e.dtype(), e.device());
+    t.narrow(0, r0, rows).copy_(e);
+  }
+  return stack(Variable(std::move(t)), pair_mask, chunk);
+}
+
+Variable SingleTemplateEmbedding::stack(Variable t, const Tensor& pair_mask, int64_t chunk) const {
   const size_t k = static_cast<size_t>(recompute_blocks_);
   if (k > 0 && ag::grad_enabled()) {
     std::vector<Generator*> gens;
@@ -223,10 +288,20 @@ Variable SingleTemplateEmbedding::forward(const Variable& pair_feat, const Tenso
       };
       t = ag::recompute(segment, {t}, gens)[0];
     }
-  } else {
-    for (const auto& block : blocks_) t = block->forward(t, pair_mask, chunk);
+    return output_layer_norm_.forward(t);
   }
-  return output_layer_norm_.forward(t);
+  // t is this function's own from here (embedding2d's output): the blocks update it in place in
+  // no-grad mode.
+  for (const auto& block : blocks_) t = block->forward_impl(std::move(t), pair_mask, chunk, true);
+  if (ag::grad_enabled() || chunk <= 0) return output_layer_norm_.forward(t);
+  // Chunked inference: the output LayerNorm row chunk by row chunk, written back into t.
+  const Tensor ts = own_stream(t, true);
+  for (int64_t r0 = 0; r0 < ts.size(0); r0 += chunk) {
+    const int64_t rows = std::min(chunk, ts.size(0) - r0);
+    Tensor slice = ts.narrow(0, r0, rows);
+    slice.copy_(output_layer_norm_.forward(Variable(slice)).value());
+  }
+  return t;
 }
 
 void SingleTemplateEmbedding::set_recompute_blocks(int64_t blocks) {
@@ -275,6 +350,53 @@ Variable TemplatePointwiseAttention::forward(const Variable& z, const Variable& 
   });
 }
 
+void TemplatePointwiseAttention::add(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk,
+                                     Running& r) const {
+  const auto& o = attention_.options();
+  FC_CHECK(!ag::grad_enabled(), "TemplatePointwiseAttention::add: inference only");
+  FC_CHECK(z.defined() && t_k.defined() && z.dim() == 3 && z.size(0) == z.size(1) && z.size(2) == o.c_q &&
+               t_k.dim() == 3 && t_k.size(0) == z.size(0) && t_k.size(1) == z.size(0) && t_k.size(2) == o.c_kv &&
+               template_mask > 0.f,
+           "TemplatePointwiseAttention::add: z ", shape_of(z), ", t_k ", shape_of(t_k), ", mask ", template_mask,
+           " must be [N, N, ", o.c_q, "], [N, N, ", o.c_kv, "], > 0");
+  const int64_t n = z.size(0), c_z = z.size(2), c_t = t_k.size(2), h = o.num_heads, d = o.head_dim;
+  // forward()'s key mask bias 1e9·(mask − 1): 0 for a present template (adding 0 changes no score).
+  const float bias = 1e9f * (template_mask - 1.f);
+  const std::vector<Variable> biases =
+      bias == 0.f ? std::vector<Variable>{}
+                  : std::vector<Variable>{Variable(Tensor::full({1, 1, 1, 1}, bias, DType::f32, z.device()))};
+  const bool first = !r.heads.defined();
+  const int64_t step = chunk > 0 ? chunk : n;
+  for (int64_t s = 0; s < n; s += step) {
+    const int64_t len = std::min(step, n - s);
+    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * n, 1, c_z});  // one query per (i, j)
+    const Variable kv = ag::reshape(ag::narrow(t_k, 0, s, len), {len * n, 1, c_t});  // this template's key
+    const ag::AttentionPart part = attention_.heads_part(q, kv, biases);  // a [len·n, 1, H, d], lse [len·n, H, 1]
+    if (first && s == 0) {
+      r.heads = Tensor::empty({n * n, 1, h, d}, part.a.dtype(), z.device());
+      r.lse = Tensor::empty({n * n, h, 1}, DType::f32, z.device());
+    }
+    Tensor heads = r.heads.narrow(0, s * n, len * n), lse = r.lse.narrow(0, s * n, len * n);
+    if (first) {
+      heads.copy_(part.a);
+      lse.copy_(part.lse);
+    } else {
+      ops::attention_combine(heads.permute({0, 2, 1, 3}), lse, part.a.permute({0, 2, 1, 3}), part.lse);
+    }
+  }
+}
+
+void TemplatePointwiseAttention::finish(const Variable& z, const Running& r, int64_t chunk, const Tensor& into) const {
+  const auto& o = attention_.options();
+  FC_CHECK(r.heads.defined(), "TemplatePointwiseAttention::finish: no template was added");
+  const int64_t n = z.size(0), c_z = z.size(2);
+  run_chunked(n, chunk, [&](int64_t s, int64_t len) {
+    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * n, 1, c_z});
+    const Variable heads(r.heads.narrow(0, s * n, len * n));
+    return ag::reshape(attention_.finish_heads(q, heads), {len, n, o.c_out});
+  }, 0, into);
+}
+
 void TemplatePointwiseAttention::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,
                                                 int64_t stack_index) const {
   require_finalized(scope().params, path());
@@ -289,6 +411,16 @@ TemplateEmbedder::TemplateEmbedder(nn::Scope scope, int64_t c_z, const TemplateC
       attention_(child_scope("template_pointwise_attention"), c_z, config) {
   register_child(single_);
   register_child(attention_);
+}
+
+TemplatePairFeatRows TemplateEmbedder::template_feat(const TemplateInputs& in, int64_t k, Device device) const {
+  const Tensor aa = in.aatype.select(0, k).contiguous();
+  const Tensor pos = in.all_atom_positions.select(0, k).contiguous();
+  const Tensor am = in.all_atom_mask.select(0, k).contiguous();
+  const Tensor pb = in.pseudo_beta.defined() ? in.pseudo_beta.select(0, k).contiguous() : pseudo_beta(aa, pos);
+  const Tensor pbm =
+      in.pseudo_beta_mask.defined() ? in.pseudo_beta_mask.select(0, k).contiguous() : pseudo_beta_mask(aa, am);
+  return TemplatePairFeatRows(aa, pb.to(device), pbm.to(device), pos, am, cfg_);
 }
 
 Variable TemplateEmbedder::forward(const Variable& z, const TemplateInputs& in, const Tensor& pair_mask,
@@ -306,18 +438,39 @@ Variable TemplateEmbedder::forward(const Variable& z, const TemplateInputs& in, 
   // No (unmasked) templates: AlphaFold multiplies the embedding by 1[Σ mask > 0] = 0.
   if (nt == 0 || mask_sum <= 0) return Variable(Tensor::zeros(z.shape(), z.dtype(), z.device()));
   std::vector<Variable> per_template;
-  for (int64_t k = 0; k < nt; ++k) {
-    const Tensor aa = in.aatype.select(0, k).contiguous();
-    const Tensor pos = in.all_atom_positions.select(0, k).contiguous();
-    const Tensor am = in.all_atom_mask.select(0, k).contiguous();
-    const Tensor pb = in.pseudo_beta.defined() ? in.pseudo_beta.select(0, k).contiguous() : pseudo_beta(aa, pos);
-    const Tensor pbm =
-        in.pseudo_beta_mask.defined() ? in.pseudo_beta_mask.select(0, k).contiguous() : pseudo_beta_mask(aa, am);
-    const Variable feat(template_pair_feat(aa, pb, pbm, pos, am, cfg_).to(z.device()).to(z.dtype()));
-    per_template.push_back(ag::unsqueeze(single_.forward(feat, pair_mask, chunk), 0));  // [1, N, N, c_t]
-  }
+  for (int64_t k = 0; k < nt; ++k)
+    per_template.push_back(ag::unsqueeze(
+        single_.forward(Variable(template_feat(in, k, z.device()).rows(0, z.size(0)).to(z.dtype())), pair_mask, chunk),
+        0));  // [1, N, N, c_t]
   const Variable t = per_template.size() == 1 ? per_template[0] : ag::concat(per_template, 0);  // [T, N, N, c_t]
   return attention_.forward(z, t, in.template_mask, chunk);
+}
+
+void TemplateEmbedder::add_into(const Variable& z, const TemplateInputs& in, const Tensor& pair_mask, int64_t chunk,
+                                const Tensor& into) const {
+  FC_CHECK(!ag::grad_enabled(), "TemplateEmbedder::add_into: inference only");
+  FC_CHECK(z.defined() && z.dim() == 3 && in.aatype.defined() && in.aatype.dim() == 2 &&
+               in.aatype.size(1) == z.size(0) && in.all_atom_positions.defined() && in.all_atom_mask.defined() &&
+               in.template_mask.defined() && in.template_mask.numel() == in.aatype.size(0) && into.defined() &&
+               into.shape() == z.shape(),
+           "TemplateEmbedder: z ", shape_of(z), " with template aatype ", shape_of(in.aatype),
+           " and template_mask ", shape_of(in.template_mask), " into ", shape_of(into),
+           ": expected [N, N, c_z], [T, N], [T], z's shape and all atom inputs");
+  const std::vector<float> mask = host_floats(in.template_mask);
+  TemplatePointwiseAttention::Running running;
+  for (int64_t k = 0; k < in.aatype.size(0); ++k) {
+    if (!(mask[static_cast<size_t>(k)] > 0.f)) continue;  // weight exactly 0 in forward() (see add())
+    std::optional<profile::Scope> stage;
+    stage.emplace("pair_stack", z.device());
+    const TemplatePairFeatRows feat = template_feat(in, k, z.device());
+    const Variable t = single_.forward_rows(
+        [&](int64_t r0, int64_t len) { return feat.rows(r0, len).to(z.dtype()); }, z.size(0), pair_mask, chunk);
+    stage.reset();
+    const profile::Scope attention("pointwise_attention", z.device());
+    attention_.add(z, t, mask[static_cast<size_t>(k)], chunk, running);
+  }
+  const profile::Scope attention("pointwise_attention", z.device());
+  if (running.heads.defined()) attention_.finish(z, running, chunk, into);
 }
 
 void TemplateEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,

@@ -10,9 +10,11 @@
 //   template_single_embedding, template_projection
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "kernels/af2_features.h"
 #include "models/alphafold/config.h"
 #include "models/alphafold/param_table.h"
 #include "models/alphafold/triangle_attention.h"
@@ -39,6 +41,19 @@ int64_t template_pair_feat_dim(const TemplateConfig& config);
 // all_atom_mask [N, 37]. f32 on pseudo_beta's device.
 Tensor template_pair_feat(const Tensor& aatype, const Tensor& pseudo_beta, const Tensor& pseudo_beta_mask,
                           const Tensor& all_atom_positions, const Tensor& all_atom_mask, const TemplateConfig& config);
+// The same features by row blocks (inference: no [N, N, 88] array): the per-residue inputs are
+// checked and prepared once; rows(r0, len) is rows [r0, r0 + len) of template_pair_feat, bit for bit.
+class TemplatePairFeatRows {
+ public:
+  TemplatePairFeatRows(const Tensor& aatype, const Tensor& pseudo_beta, const Tensor& pseudo_beta_mask,
+                       const Tensor& all_atom_positions, const Tensor& all_atom_mask, const TemplateConfig& config);
+  Tensor rows(int64_t r0, int64_t len) const;  // [len, N, C] f32 on pseudo_beta's device
+  int64_t num_res() const { return n_; }
+
+ private:
+  ops::TemplatePairInputs in_;
+  int64_t n_ = 0, c_ = 0;
+};
 
 // Template torsion-angle features [T, N, 57] = [one_hot(aatype, 22), sin/cos of the 7 torsions (14),
 // alternative sin/cos (14), torsion mask (7)]. aatype [T, N], torsion_angles_sin_cos and
@@ -64,6 +79,10 @@ class TemplatePairBlock : public nn::Module {
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:
+  friend class SingleTemplateEmbedding;
+  // `own_input`: t is the caller's to overwrite (no-grad only). Chunked inference with every
+  // dropout off adds each update into t chunk by chunk (the Evoformer's forward_into path).
+  Variable forward_impl(Variable t, const Tensor& pair_mask, int64_t chunk, bool own_input) const;
   TriangleAttention tri_att_start_, tri_att_end_;
   TriangleMultiplication tri_mul_out_, tri_mul_in_;
   nn::Transition pair_transition_;
@@ -76,12 +95,19 @@ class SingleTemplateEmbedding : public nn::Module {
  public:
   SingleTemplateEmbedding(nn::Scope scope, const TemplateConfig& config);
   Variable forward(const Variable& pair_feat, const Tensor& pair_mask, int64_t chunk = 0) const;
+  // Inference: the same from features given by row blocks, feat_rows(r0, len) → [len, N, 88] (e.g.
+  // TemplatePairFeatRows::rows), embedded one block of `chunk` rows at a time (all rows when
+  // chunk <= 0): no [N, N, 88] array.
+  Variable forward_rows(const std::function<Tensor(int64_t, int64_t)>& feat_rows, int64_t n, const Tensor& pair_mask,
+                        int64_t chunk) const;
   // key_prefix ".../template_embedding/single_template_embedding".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   // Training: pair blocks per recomputation segment (as EvoformerStack::set_recompute_blocks).
   void set_recompute_blocks(int64_t blocks);
 
  private:
+  // The pair stack and the output LayerNorm on embedding2d's output t (this function's own).
+  Variable stack(Variable t, const Tensor& pair_mask, int64_t chunk) const;
   nn::Linear embedding2d_;
   std::vector<std::unique_ptr<TemplatePairBlock>> blocks_;
   int64_t recompute_blocks_ = 0;
@@ -96,6 +122,18 @@ class TemplatePointwiseAttention : public nn::Module {
   TemplatePointwiseAttention(nn::Scope scope, int64_t c_z, const TemplateConfig& config);
   Variable forward(const Variable& z, const Variable& t, const Tensor& template_mask, int64_t chunk = 0) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
+
+  // Inference with one template at a time (no [T, N, N, c_t] stack): add() merges template t_k
+  // [N, N, c_t] (with its mask value, > 0) into the running heads [N·N, 1, H, d] and their
+  // log-sum-exp (ops::attention_combine), finish() adds the output projection of the merged heads
+  // into `into` (z's stream, any rows; z is read only row by row before each row is written).
+  // Templates with mask 0 need no add(): in forward() their weight exp(−1e9 − max) is exactly 0.
+  // Equals forward() up to the merges' fp32 rounding (a few ulps per template).
+  struct Running {
+    Tensor heads, lse;
+  };
+  void add(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk, Running& r) const;
+  void finish(const Variable& z, const Running& r, int64_t chunk, const Tensor& into) const;
 
  private:
   nn::Attention attention_;
@@ -119,6 +157,11 @@ class TemplateEmbedder : public nn::Module {
   TemplateEmbedder(nn::Scope scope, int64_t c_z, const TemplateConfig& config);
   Variable forward(const Variable& z, const TemplateInputs& templates, const Tensor& pair_mask,
                    int64_t chunk = 0) const;
+  // Inference: adds forward()'s result into `into` (z's own stream, e.g. z's storage itself),
+  // holding one template's activations at a time (TemplatePointwiseAttention::add/finish); nothing
+  // is added without an unmasked template. No autograd.
+  void add_into(const Variable& z, const TemplateInputs& templates, const Tensor& pair_mask, int64_t chunk,
+                const Tensor& into) const;
   // key_prefix "evoformer": registers "evoformer/template_embedding/...".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   const SingleTemplateEmbedding& single_template_embedding() const { return single_; }
@@ -126,6 +169,8 @@ class TemplateEmbedder : public nn::Module {
   const TemplatePointwiseAttention& attention() const { return attention_; }
 
  private:
+  // Template k's pair features (by row blocks) on `device`.
+  TemplatePairFeatRows template_feat(const TemplateInputs& templates, int64_t k, Device device) const;
   TemplateConfig cfg_;
   SingleTemplateEmbedding single_;
   TemplatePointwiseAttention attention_;
