@@ -273,9 +273,7 @@ int run_memory(const Args& args) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   Args args;
   bool lengths_given = false, blocks_given = false, recycles_given = false, chunk_given = false;
   for (int i = 1; i < argc; ++i) {
@@ -308,6 +306,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_predict: unknown option %s\n", k.c_str());
       return 2;
     }
+  }
+  const int64_t slots = make_config(args).templates.max_templates;
+  if (args.num_templates < -1 || args.num_templates > slots || (!args.templates && args.num_templates > 0)) {
+    std::fprintf(stderr, "bench_predict: --templates %lld: between 0 and the model's %lld template slots%s\n",
+                 static_cast<long long>(args.num_templates), static_cast<long long>(slots),
+                 args.templates ? "" : " (0 with --no_templates)");
+    return 2;
   }
   if (args.memory) {
     if (!lengths_given) args.lengths = {256, 512, 768, 1024};
@@ -368,4 +373,16 @@ int main(int argc, char** argv) {
     bench::print_profile("predict_profile", "model_1_ptm_random", n);
   }
   return 0;
+}
+
+}  // namespace
+
+// Bad options or inputs (foldcore::Error, std::stoll's exceptions): the message and exit 1, no abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_predict: %s\n", e.what());
+    return 1;
+  }
 }
