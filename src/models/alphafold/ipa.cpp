@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "models/alphafold/evoformer_util.h"
 #include "models/alphafold/rigid.h"
 #include "models/alphafold/structure_module_ops.h"
 
@@ -147,17 +148,10 @@ Variable InvariantPointAttention::forward(const Variable& s, const std::function
   // (≈ 0.1 fp32 pair each for the logits, several at once; a whole pair for the rows). The same
   // arithmetic row by row: every row's values come from the same kernels on the same operands (a
   // GEMM over fewer rows may take another BLAS blocking: ~1e-7 relative).
+  // run_chunked runs the whole once in grad mode.
   constexpr int64_t kRowBlockValues = int64_t{1} << 22;
   const int64_t block = std::max<int64_t>(1, kRowBlockValues / std::max<int64_t>(1, std::max(h, cfg_.c_z) * n));
-  if (ag::grad_enabled() || block >= n) return output_projection_.forward(rows(0, n));
-  Tensor feat;
-  for (int64_t i0 = 0; i0 < n; i0 += block) {
-    const int64_t len = std::min(block, n - i0);
-    const Tensor f = rows(i0, len).value();
-    if (!feat.defined()) feat = Tensor::empty({n, f.size(1)}, f.dtype(), f.device());
-    feat.narrow(0, i0, len).copy_(f);
-  }
-  return output_projection_.forward(Variable(feat));
+  return output_projection_.forward(run_chunked(n, block, rows));
 }
 
 void InvariantPointAttention::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,

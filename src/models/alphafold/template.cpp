@@ -260,18 +260,14 @@ Variable SingleTemplateEmbedding::forward_rows(const std::function<Tensor(int64_
   FC_CHECK(!ag::grad_enabled(), "SingleTemplateEmbedding::forward_rows: inference only");
   FC_CHECK(pair_mask.defined() && pair_mask.shape() == Shape({n, n}), "SingleTemplateEmbedding: pair_mask ",
            shape_of(pair_mask), " must be [", n, ", ", n, "]");
-  const int64_t step = chunk > 0 ? chunk : n;
-  Tensor t;  // [N, N, c_t]: embedding2d of each row block, the features of one block at a time
-  for (int64_t r0 = 0; r0 < n; r0 += step) {
-    const int64_t rows = std::min(step, n - r0);
+  // [N, N, c_t]: embedding2d of each row block, the features of one block at a time.
+  Variable t = run_chunked(n, chunk, [&](int64_t r0, int64_t rows) {
     const Tensor f = feat_rows(r0, rows);
-    FC_CHECK(f.shape() == Shape({rows, n, embedding2d_.in_features()}), "SingleTemplateEmbedding: feature rows ",
+    FC_CHECK(has_shape(f, {rows, n, embedding2d_.in_features()}), "SingleTemplateEmbedding: feature rows ",
              f.shape().str(), " (expected [", rows, ", ", n, ", ", embedding2d_.in_features(), "])");
-    const Tensor e = embedding2d_.forward(Variable(f)).value();
-    if (!t.defined()) t = Tensor::empty({n, n, e.size(2)}, e.dtype(), e.device());
-    t.narrow(0, r0, rows).copy_(e);
-  }
-  return stack(Variable(std::move(t)), pair_mask, chunk);
+    return embedding2d_.forward(Variable(f));
+  });
+  return stack(std::move(t), pair_mask, chunk);
 }
 
 Variable SingleTemplateEmbedding::stack(Variable t, const Tensor& pair_mask, int64_t chunk) const {
