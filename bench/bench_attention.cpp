@@ -7,12 +7,15 @@
 // attention (PyTorch eager: matmul + softmax + matmul): s = scale·q·kᵀ materialised by a batched
 // GEMM, biases added, softmax, a = p·v, gate; its backward materialises dp and ds. --forward:
 // forward cases only. The
-// "speedup" and "memory_ratio" fields are naive ÷ fused for time and peak memory.
+// "speedup" and "memory_ratio" fields are naive ÷ fused for time and peak memory. bf16 on a GPU
+// times both CUDA kernel families of the fused op ("kernel": mma, the register-tiled default, and
+// smem, the shared-memory WMMA kernels); the mma line's "speedup_vs_smem" is smem ms ÷ mma ms.
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "bench/bench_util.h"
 #include "core/device.h"
@@ -112,13 +115,19 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
   for (const Tensor& b : in.biases) g.dbias.push_back(Tensor::zeros(b.shape(), DType::f32, dev));
 
   const double flops_fwd = 4.0 * s.B * s.H * s.L * s.L * s.D;
-  auto report = [&](const std::string& pass, double ms, double flops, double naive_ms, size_t peak,
-                    size_t naive_peak) {
-    bench::JsonLine()
-        .str("bench", "attention")
+  // The fused op's CUDA kernel families (ops::AttentionKernel): bf16 on a GPU measures both, the
+  // register-tiled mma.sync kernels first, side by side in this run; elsewhere only the one that runs.
+  std::vector<ops::AttentionKernel> kernels{ops::attention_kernel()};
+  if (dev.is_cuda() && dt == DType::bf16) kernels = {ops::AttentionKernel::mma, ops::AttentionKernel::smem};
+  const ops::AttentionKernel saved = ops::attention_kernel();
+  auto report = [&](const std::string& pass, ops::AttentionKernel kernel, double ms, double flops, double naive_ms,
+                    size_t peak, size_t naive_peak, double other_ms) {
+    bench::JsonLine line;
+    line.str("bench", "attention")
         .str("case", std::string(s.name) + "_" + pass)
         .str("device", dev.str())
         .str("dtype", std::string(dtype_name(dt)))
+        .str("kernel", dev.is_cuda() ? ops::attention_kernel_name(kernel) : "cpu")
         .integer("B", s.B)
         .integer("H", s.H)
         .integer("L", s.L)
@@ -129,8 +138,9 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
         .num("naive_ms", naive_ms)
         .integer("naive_peak_bytes", static_cast<long long>(naive_peak))
         .num("speedup", naive_ms / ms)
-        .num("memory_ratio", static_cast<double>(naive_peak) / static_cast<double>(std::max<size_t>(peak, 1)))
-        .print();
+        .num("memory_ratio", static_cast<double>(naive_peak) / static_cast<double>(std::max<size_t>(peak, 1)));
+    if (other_ms > 0) line.num("speedup_vs_smem", other_ms / ms);  // the mma line: smem ms ÷ mma ms
+    line.print();
   };
   const int iters = dev.is_cuda() ? 20 : 3;
   Naive naive{s, in, {}, {}};
@@ -139,23 +149,35 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
     *ms = bench::time_ms(dev, fn, 2, iters);
     *peak = bench::peak_bytes(dev);
   };
-  double ms, nms;
-  size_t peak, npeak;
-  measure([&] { ops::attention_forward(in, o, lse, a); }, &ms, &peak);
-  measure([&] { naive.forward(); naive.p = Tensor(); naive.a = Tensor(); }, &nms, &npeak);
-  report("fwd", ms, flops_fwd, nms, peak, npeak);
-  if (forward_only) return;
-  measure([&] {
-    ops::attention_forward(in, o, lse, a);
-    ops::attention_backward(in, s.alphafold ? a : o, lse, d_o, g);
-  }, &ms, &peak);
-  measure([&] {
-    naive.forward();
-    naive.backward(d_o, g);
-    naive.p = Tensor();
-    naive.a = Tensor();
-  }, &nms, &npeak);
-  report("fwd_bwd", ms, 3.5 * flops_fwd, nms, peak, npeak);
+  auto run_passes = [&](bool with_backward) {
+    double nms;
+    size_t npeak;
+    if (!with_backward) {
+      measure([&] { naive.forward(); naive.p = Tensor(); naive.a = Tensor(); }, &nms, &npeak);
+    } else {
+      measure([&] {
+        naive.forward();
+        naive.backward(d_o, g);
+        naive.p = Tensor();
+        naive.a = Tensor();
+      }, &nms, &npeak);
+    }
+    std::vector<double> ms(kernels.size());
+    std::vector<size_t> peak(kernels.size());
+    for (size_t kix = 0; kix < kernels.size(); ++kix) {
+      ops::set_attention_kernel(kernels[kix]);
+      measure([&] {
+        ops::attention_forward(in, o, lse, a);
+        if (with_backward) ops::attention_backward(in, s.alphafold ? a : o, lse, d_o, g);
+      }, &ms[kix], &peak[kix]);
+    }
+    ops::set_attention_kernel(saved);
+    for (size_t kix = 0; kix < kernels.size(); ++kix)
+      report(with_backward ? "fwd_bwd" : "fwd", kernels[kix], ms[kix], (with_backward ? 3.5 : 1.0) * flops_fwd, nms,
+             peak[kix], npeak, kix == 0 && kernels.size() > 1 ? ms[1] : 0);
+  };
+  run_passes(false);
+  if (!forward_only) run_passes(true);
 }
 
 }  // namespace

@@ -48,6 +48,7 @@
 #include "autograd/param_store.h"
 #include "bench/af2_flops.h"
 #include "bench/bench_util.h"
+#include "kernels/attention.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "kernels/gemm.h"
@@ -133,6 +134,7 @@ bench::JsonLine case_line(const std::string& bench_name, const std::string& kind
       .str("templates", config.templates.enabled ? "on" : "off")
       .integer("templates_present", b0.has_templates() ? present_templates(b0) : 0)
       .integer("recycles", config.num_recycles)
+      .str("attention_kernel", device.is_cuda() ? ops::attention_kernel_name(ops::attention_kernel()) : "cpu")
       .integer("chunk", config.chunk_size)
       .str("precision", config.precision);
   return line;

@@ -45,6 +45,7 @@
 #include "autograd/param_store.h"
 #include "bench/af2_flops.h"
 #include "bench/bench_util.h"
+#include "kernels/attention.h"
 #include "core/philox.h"
 #include "core/timer.h"
 #include "data_pipeline/mmcif_parser.h"
@@ -264,6 +265,8 @@ int main(int argc, char** argv) {
             .str("bench", "train")
             .str("case", "af2_step")
             .str("device", args.device.str())
+            .str("attention_kernel",
+                 args.device.is_cuda() ? ops::attention_kernel_name(ops::attention_kernel()) : "cpu")
             .integer("crop", crop)
             .integer("msa_rows", b0.num_msa())
             .integer("extra_msa_rows", b0.num_extra_msa())

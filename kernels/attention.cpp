@@ -1,6 +1,9 @@
 // Validation and device dispatch for the attention family (see attention.h for the math).
 #include "kernels/attention.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/attention_cpu.h"
@@ -86,6 +89,23 @@ void check_lse(const Tensor& lse, const Tensor& q, const char* op) {
 #endif
 
 }  // namespace
+
+namespace {
+AttentionKernel kernel_from_env() {
+  const char* e = std::getenv("FOLDCORE_ATTENTION_KERNEL");
+  if (e == nullptr || *e == '\0' || std::string_view(e) == "mma") return AttentionKernel::mma;
+  if (std::string_view(e) == "smem") return AttentionKernel::smem;
+  FC_THROW("FOLDCORE_ATTENTION_KERNEL=", e, ": expected mma or smem");
+}
+std::atomic<int>& kernel_choice() {
+  static std::atomic<int> choice{static_cast<int>(kernel_from_env())};
+  return choice;
+}
+}  // namespace
+
+void set_attention_kernel(AttentionKernel k) { kernel_choice().store(static_cast<int>(k)); }
+AttentionKernel attention_kernel() { return static_cast<AttentionKernel>(kernel_choice().load()); }
+const char* attention_kernel_name(AttentionKernel k) { return k == AttentionKernel::mma ? "mma" : "smem"; }
 
 void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor& lse, const Tensor& a) {
   const char* op = "attention_forward";

@@ -19,8 +19,10 @@
 // dtypes: q, k, v, g, o, a, biases f32/bf16/f16 (all the same); lse f32; fp32 accumulation.
 // CPU: forward per (b, h, query tile of ≤ 128 rows): s for the tile materialised in fp32 scratch,
 // q·kᵀ and p·v as sgemm calls; backward: reference loops, one row of s at a time.
-// CUDA: FlashAttention-style tiled kernel with online softmax; never materialises s or p in the
-// forward; the backward recomputes p tile by tile from lse.
+// CUDA: FlashAttention-style tiled kernels with online softmax; never materialise s or p in the
+// forward; the backward recomputes p tile by tile from lse. bf16 by default runs the
+// register-tiled mma.sync kernels (S, P, O and dK, dV in registers), f32/f16 the shared-memory
+// WMMA/FMA kernels (see AttentionKernel below).
 //
 // Backward, with dO given (and dA = dO ⊙ sigmoid(g) when gated):
 //   dg = dO ⊙ a ⊙ sigmoid(g)(1 − sigmoid(g))
@@ -43,6 +45,18 @@
 namespace foldcore::ops {
 
 constexpr int kMaxBiases = 4;
+
+// Which CUDA kernels compute bf16 attention (f32 and f16 always use the shared-memory kernels):
+//   AttentionKernel::mma   register-tiled tensor-core kernels on mma.sync m16n8k16
+//                          (FlashAttention-2 layout: S, P and O stay in registers); the default;
+//   AttentionKernel::smem  shared-memory tiles with WMMA (the first kernels).
+// FOLDCORE_ATTENTION_KERNEL=mma|smem in the environment sets the initial choice (any other value
+// is an error at the first use); benches and tests switch it to compare the two in one process.
+// The CPU path ignores it.
+enum class AttentionKernel { mma, smem };
+void set_attention_kernel(AttentionKernel k);
+AttentionKernel attention_kernel();
+const char* attention_kernel_name(AttentionKernel k);
 
 struct AttentionInputs {
   Tensor q, k, v;

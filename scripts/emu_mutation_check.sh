@@ -24,6 +24,8 @@ cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLDCORE_CUDA=
 MUTATIONS=(
   "off-by-one tile bound (load_tile reads row rend)|kernels/cuda/attention_common.cuh|s/if (r0 + r < rend \&\& c < D)/if (r0 + r <= rend \&\& c < D)/|kernels_test_attention_cuda"
   "dropped __syncthreads after the K/V tile loads|kernels/cuda/attention_fwd_cuda.cu|/load_tile<kBlockN, Dp>(sv,/{n;s/__syncthreads();//}|kernels_test_attention_cuda"
+  "dropped __syncthreads after the mma kernel's K/Vt tile loads|kernels/cuda/attention_fwd_mma_cuda.cu|/mma_load_tile<kMmaBlockN, Dp, true>(svt,/{n;s/__syncthreads();//}|kernels_test_attention_cuda"
+  "P fragment with swapped columns in the mma kernels (C→A)|kernels/cuda/attention_mma.cuh|s/a.r\[1\] = pack_f32_bf16(c0.r\[2\], c0.r\[3\]);/a.r[1] = pack_f32_bf16(c0.r[3], c0.r[2]);/|kernels_test_attention_cuda"
   "dropped __syncthreads before reading the warp partials|kernels/cuda/softmax_row_reduce.cuh|/partial\[threadIdx.x >> 5\] = v;/{n;s/__syncthreads();//}|kernels_test_softmax_cuda"
   "wrong shuffle offset in the block sum (o + 1)|kernels/cuda/reduce_cuda.cu|0,/__shfl_down_sync(0xffffffffu, v, o)/s//__shfl_down_sync(0xffffffffu, v, o + 1)/|kernels_test_reduce_cuda"
 )

@@ -110,8 +110,8 @@ skipped=()
 # the build machine), from the repository root (configs/ and examples/ relative to it), JOBS at a
 # time. 3b. compute-sanitizer over the op tests at the same time: memcheck (out-of-bounds and
 # misaligned device accesses, leaks) and racecheck (shared-memory hazards between threads of a
-# block, which the host emulation cannot show). One filtered f32 pass per binary (all its tests
-# where none is named f32) keeps it within the time budget. Each binary leaves NAME.rc beside its log; failures are collected afterwards.
+# block, which the host emulation cannot show). One filtered f32 pass per binary (plus the bf16
+# mma attention cases; all its tests where none is named f32) keeps it within the time budget. Each binary leaves NAME.rc beside its log; failures are collected afterwards.
 # limit: the binary's own limit, cut to what is left of CHECK_SECONDS (tests + sanitizer together)
 limit_for() {
   local left=$((CHECK_DEADLINE - $(date +%s)))
@@ -132,9 +132,10 @@ run_sanitizer() {  # $1 = tool, $2 = binary
   name=$(basename "$2")
   limit=$(limit_for "$SAN_TIMEOUT")
   [ "$limit" -ge 10 ] || { echo "not run: no time left" >"$OUT_DIR/sanitizer/$name.$1.log"; echo 124 >"$OUT_DIR/sanitizer/$name.$1.rc"; return 0; }
-  # the f32 cases where a binary names them, else all of its tests (a filter that selects nothing
-  # leaves the sanitizer without a single instrumented call: it fails, checking nothing)
-  local filter='*F32*:*f32*:*Fp32*'
+  # the f32 cases where a binary names them, plus the register-tiled (mma) attention kernels, which
+  # only run in bf16; else all of its tests (a filter that selects nothing leaves the sanitizer
+  # without a single instrumented call: it fails, checking nothing)
+  local filter='*F32*:*f32*:*Fp32*:*_mma'
   "$2" --gtest_list_tests --gtest_filter="$filter" 2>/dev/null | grep -q '^  ' || filter='*'
   timeout "$limit" "$CS" --tool "$1" --error-exitcode 3 "$2" --gtest_filter="$filter" \
     >"$OUT_DIR/sanitizer/$name.$1.log" 2>&1
@@ -232,6 +233,10 @@ fi
 # <= 0.3 s per step on one H100; crop 384 fits in 40 GB).
 if want train; then
   run_bench 100 bench_train --device cuda:0 --crops 256,384 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4
+  # the same step at crop 256 on the earlier shared-memory attention kernels, for the comparison
+  # (the lines' "attention_kernel" field says which ran)
+  FOLDCORE_ATTENTION_KERNEL=smem run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 \
+    --evoformer_blocks 48 --extra_msa_blocks 4
 fi
 
 # 5c. Where the time goes: stage times of a full-depth prediction and of a training step, and the
@@ -302,7 +307,7 @@ for raw in open(sys.argv[1]):
     except ValueError:
         continue
     name = r.get("bench", r.get("name", "?"))
-    figs = [f"{k}={r[k]}" for k in ("case", "stage", "size", "shape", "n_res", "crop", "ms", "seconds", "step_seconds", "tflops", "gflops", "fraction_of_peak", "fraction_of_gemm_peak", "ratio", "speedup", "peak_mb", "peak_alloc_mib", "step_peak_mib", "n_max_80gb") if k in r]
+    figs = [f"{k}={r[k]}" for k in ("case", "kernel", "attention_kernel", "stage", "size", "shape", "n_res", "crop", "ms", "seconds", "step_seconds", "tflops", "gflops", "fraction_of_peak", "fraction_of_gemm_peak", "ratio", "speedup", "speedup_vs_smem", "peak_mb", "peak_alloc_mib", "step_peak_mib", "n_max_80gb") if k in r]
     goal = goals.get(str(name), "")
     print(f"| {name} | {', '.join(figs)} {('(goal: ' + goal + ')') if goal else ''} |")
 PY

@@ -6,8 +6,11 @@
 //     dQ += dS K goes to an fp32 scratch with atomicAdd; dbias is written per tile (sums over
 //     query rows kept per column in registers and written once at the end).
 //  3. dq scratch → dq (dtype, strides) with the scale applied.
+// For bf16 the main kernel is by default the register-tiled one (attention_bwd_mma_cuda.cu; see
+// ops::AttentionKernel); steps 1 and 3 are the same for both.
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_cuda.h"
+#include "kernels/cuda/attention_mma.cuh"
 
 namespace foldcore::ops::cuda {
 namespace detail {
@@ -79,20 +82,15 @@ template <typename T, int Dp> __global__ void __launch_bounds__(kThreads) attent
 
   const int j0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x;
-  const T* q = static_cast<const T*>(p.q) + b * p.q_s[0] + h * p.q_s[1];
-  const T* k = static_cast<const T*>(p.k) + b * p.k_s[0] + h * p.k_s[1];
-  const T* v = static_cast<const T*>(p.v) + b * p.v_s[0] + h * p.v_s[1];
-  const T* dO = static_cast<const T*>(p.d_o) + b * p.do_s[0] + h * p.do_s[1];
-  const T* g = p.g ? static_cast<const T*>(p.g) + b * p.g_s[0] + h * p.g_s[1] : nullptr;
+  const T* q = head_slice<T>(p.q, p.q_s, b, h);
+  const T* k = head_slice<T>(p.k, p.k_s, b, h);
+  const T* v = head_slice<T>(p.v, p.v_s, b, h);
+  const T* dO = head_slice<T>(p.d_o, p.do_s, b, h);
+  const T* g = p.g ? head_slice<T>(p.g, p.g_s, b, h) : nullptr;
   const int64_t bh_row = (static_cast<int64_t>(b) * p.H + h) * p.Lq;  // first row of (b,h) in delta/dq_acc
 
-  const int j_last = min(j0 + kBlockN, p.Lk) - 1;
-  int i_begin = 0, i_end = p.Lq;
-  if (p.cu) {  // segments are symmetric: the queries that see keys [j0, j_last] are these
-    int lo, hi;
-    segment_of(p.cu, p.n_seg, j0, i_begin, hi);
-    segment_of(p.cu, p.n_seg, j_last, lo, i_end);
-  }
+  int i_begin, i_end;
+  bwd_query_range(p, j0, min(j0 + kBlockN, p.Lk) - 1, i_begin, i_end);
   load_tile<kBlockN, Dp>(sk, L::kLdT, k, p.k_s[2], j0, p.Lk, p.D);
   load_tile<kBlockN, Dp>(sv, L::kLdT, v, p.v_s[2], j0, p.Lk, p.D);
   for (int idx = tid; idx < kBlockN * L::kLdO; idx += kThreads) sdk[idx] = sdv[idx] = 0.f;
@@ -101,31 +99,11 @@ template <typename T, int Dp> __global__ void __launch_bounds__(kThreads) attent
   float colsum[kMaxBiases] = {0.f, 0.f, 0.f, 0.f};
 
   for (int i0 = i_begin; i0 < i_end; i0 += kBlockM) {
-    for (int r = tid; r < kBlockM; r += kThreads) {
-      const int i = i0 + r;
-      int lo = 0, hi = 0;
-      float l = 0.f, dl = 0.f;
-      if (i < i_end) {
-        if (p.cu) segment_of(p.cu, p.n_seg, i, lo, hi);
-        else hi = p.Lk;
-        l = p.lse[b * p.lse_s[0] + h * p.lse_s[1] + i * p.lse_s[2]];
-        dl = p.delta[bh_row + i];
-        if (l == -INFINITY) hi = lo;  // fully masked row: no gradient
-      }
-      row_lo[r] = lo;
-      row_hi[r] = hi;
-      s_lse[r] = l;
-      s_delta[r] = dl;
-    }
+    bwd_load_query_rows<kBlockM>(p, b, h, i0, i_end, bh_row, row_lo, row_hi, s_lse, s_delta);
     load_tile<kBlockM, Dp>(sq, L::kLdT, q, p.q_s[2], i0, i_end, p.D);
     for (int idx = tid; idx < kBlockM * Dp; idx += kThreads) {  // dA = dO ⊙ σ(g)
-      const int r = idx / Dp, c = idx % Dp, i = i0 + r;
-      float val = 0.f;
-      if (i < i_end && c < p.D) {
-        val = to_f32(dO[static_cast<int64_t>(i) * p.do_s[2] + c]);
-        if (g) val *= sigmoidf_(to_f32(g[static_cast<int64_t>(i) * p.g_s[2] + c]));
-      }
-      sda[r * L::kLdT + c] = from_f32<T>(val);
+      const int r = idx / Dp, c = idx % Dp;
+      sda[r * L::kLdT + c] = from_f32<T>(bwd_da(dO, g, p, i0 + r, i_end, c));
     }
     __syncthreads();
     smem_gemm<kBlockM, kBlockN, Dp, false, true, false>(sq, L::kLdT, sk, L::kLdT, ss, L::kLdS);    // S = Q Kᵀ
@@ -261,7 +239,10 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
     launch_kernel<attention_bwd_pre_kernel<T>>(static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), 32 * warps_per_block, 0, stream,
         p, static_cast<const T*>(a_or_o.data_ptr()), a_or_o.stride(0), a_or_o.stride(1), a_or_o.stride(2));
     FC_CUDA_CHECK_LAUNCH();
-    dispatch_head_dim(p.D, "attention_backward (CUDA)", [&](auto dp) {
+    if (std::is_same_v<T, __nv_bfloat16> && attention_kernel() == AttentionKernel::mma && mma_bias_strides_fit(p)) {
+      p.vec8 = mma_vec8_ok(p);
+      launch_attention_bwd_mma(p, stream);
+    } else dispatch_head_dim(p.D, "attention_backward (CUDA)", [&](auto dp) {
       constexpr int Dp = decltype(dp)::value;
       const size_t bytes = BwdLayout<T, Dp>::kBytes;
       constexpr auto kernel = &attention_bwd_kernel<T, Dp>;

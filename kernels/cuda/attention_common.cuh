@@ -41,6 +41,7 @@ struct AttnParams {
   BiasDesc bias[kMaxBiases];
   const int* cu = nullptr;  // cu_seqlens (B == 1), or nullptr
   int n_seg = 0;
+  bool vec8 = false;  // mma kernels: q, k, v rows may be read 8 bf16 (16 bytes) at a time
   // backward only
   const void* d_o = nullptr;
   int64_t do_s[3]{};
@@ -140,6 +141,56 @@ __device__ __forceinline__ float bias_sum(const AttnParams& p, int b, int h, int
     s += to_f32(static_cast<const T*>(d.ptr)[b * d.s[0] + h * d.s[1] + i * d.s[2] + j * d.s[3]]);
   }
   return s;
+}
+
+// The [L, D] slice of head (b, h) of a [B, H, L, D] tensor with strides s.
+template <typename T> __device__ __forceinline__ const T* head_slice(const void* base, const int64_t* s, int b, int h) {
+  return static_cast<const T*>(base) + b * s[0] + h * s[1];
+}
+
+// Backward: the queries [i_begin, i_end) that can see keys [j0, j_last] (all of them without
+// segments; segments are symmetric, so with them the segments of j0 and j_last).
+__device__ __forceinline__ void bwd_query_range(const AttnParams& p, int j0, int j_last, int& i_begin, int& i_end) {
+  i_begin = 0;
+  i_end = p.Lq;
+  if (p.cu) {
+    int lo, hi;
+    segment_of(p.cu, p.n_seg, j0, i_begin, hi);
+    segment_of(p.cu, p.n_seg, j_last, lo, i_end);
+  }
+}
+
+// Backward: per query row r of the tile at i0 (rows ≥ i_end see nothing), its key range
+// [lo, hi) (empty for a fully masked row, whose gradient is zero), lse and delta, into shared
+// memory. All threads of the CTA call it; bh_row: the first row of (b, h) in delta.
+template <int R>
+__device__ __forceinline__ void bwd_load_query_rows(const AttnParams& p, int b, int h, int i0, int i_end, int64_t bh_row,
+                                                    int* row_lo, int* row_hi, float* s_lse, float* s_delta) {
+  for (int r = threadIdx.x; r < R; r += blockDim.x) {
+    const int i = i0 + r;
+    int lo = 0, hi = 0;
+    float l = 0.f, dl = 0.f;
+    if (i < i_end) {
+      if (p.cu) segment_of(p.cu, p.n_seg, i, lo, hi);
+      else hi = p.Lk;
+      l = p.lse[b * p.lse_s[0] + h * p.lse_s[1] + i * p.lse_s[2]];
+      dl = p.delta[bh_row + i];
+      if (l == -INFINITY) hi = lo;
+    }
+    row_lo[r] = lo;
+    row_hi[r] = hi;
+    s_lse[r] = l;
+    s_delta[r] = dl;
+  }
+}
+
+// Backward: dA = dO ⊙ σ(g) at query i, column c (0 outside the rows and columns), in fp32.
+template <typename T>
+__device__ __forceinline__ float bwd_da(const T* dO, const T* g, const AttnParams& p, int i, int i_end, int c) {
+  if (i >= i_end || c >= p.D) return 0.f;
+  float val = to_f32(dO[static_cast<int64_t>(i) * p.do_s[2] + c]);
+  if (g) val *= sigmoidf_(to_f32(g[static_cast<int64_t>(i) * p.g_s[2] + c]));
+  return val;
 }
 
 // Fills the parts of AttnParams common to forward and backward.

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_cuda.h"
+#include "kernels/cuda/attention_mma.cuh"
 
 namespace foldcore::ops::cuda {
 namespace detail {
@@ -78,9 +79,9 @@ template <typename T, int Dp> __global__ void __launch_bounds__(kThreads) attent
 
   const int i0 = blockIdx.x * kBlockM, h = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const T* q = static_cast<const T*>(p.q) + b * p.q_s[0] + h * p.q_s[1];
-  const T* k = static_cast<const T*>(p.k) + b * p.k_s[0] + h * p.k_s[1];
-  const T* v = static_cast<const T*>(p.v) + b * p.v_s[0] + h * p.v_s[1];
+  const T* q = head_slice<T>(p.q, p.q_s, b, h);
+  const T* k = head_slice<T>(p.k, p.k_s, b, h);
+  const T* v = head_slice<T>(p.v, p.v_s, b, h);
 
   for (int r = tid; r < kBlockM; r += kThreads) {
     const int i = i0 + r;
@@ -187,6 +188,11 @@ void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor&
            ", H = ", p.H);
   set_device(in.q.device());
   const cudaStream_t stream = cuda_stream_of(in.q.device());
+  if (in.q.dtype() == DType::bf16 && attention_kernel() == AttentionKernel::mma && mma_bias_strides_fit(p)) {
+    p.vec8 = mma_vec8_ok(p);
+    launch_attention_fwd_mma(p, stream);
+    return;
+  }
   const dim3 grid((p.Lq + kBlockM - 1) / kBlockM, p.H, p.B);
   cuda_dispatch_float(in.q.dtype(), [&](auto tag) {
     using T = decltype(tag);

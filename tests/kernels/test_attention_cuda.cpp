@@ -107,36 +107,57 @@ void compare(const Setup& s, DType dt) {
     expect_close(rg.grads.dbias[t], rc.grads.dbias[t], tol, "dbias", dv_scale);
 }
 
-class AttentionCuda : public ::testing::TestWithParam<DType> {};
+// Parameter: dtype and the CUDA kernel family (bf16 runs both the register-tiled mma.sync kernels
+// and the shared-memory ones; f32 always runs the shared-memory kernels).
+struct KernelCase {
+  DType dtype;
+  ops::AttentionKernel kernel;
+};
+
+class AttentionCuda : public ::testing::TestWithParam<KernelCase> {
+ protected:
+  void SetUp() override { ops::set_attention_kernel(GetParam().kernel); }
+  void TearDown() override { ops::set_attention_kernel(saved_); }
+  static DType dt() { return GetParam().dtype; }
+
+ private:
+  ops::AttentionKernel saved_ = ops::attention_kernel();
+};
 
 TEST_P(AttentionCuda, AlphaFoldShapes) {
   FC_REQUIRE_CUDA();
   for (int64_t L : {64, 130}) {
     SCOPED_TRACE(L);
-    compare({8, 8, L, L, 32, true, true, true, false, false, {}}, GetParam());
+    compare({8, 8, L, L, 32, true, true, true, false, false, {}}, dt());
   }
 }
 
 TEST_P(AttentionCuda, BertPaddingMask) {
   FC_REQUIRE_CUDA();
-  compare({2, 16, 128, 128, 64, false, false, true, false, true, {}}, GetParam());
+  compare({2, 16, 128, 128, 64, false, false, true, false, true, {}}, dt());
 }
 
 TEST_P(AttentionCuda, BertPacked) {
   FC_REQUIRE_CUDA();
-  compare({1, 4, 128, 128, 64, false, false, false, false, false, {0, 37, 37, 100, 128}}, GetParam());
-  compare({1, 2, 200, 200, 64, true, true, false, false, false, {0, 70, 71, 200}}, GetParam());
+  compare({1, 4, 128, 128, 64, false, false, false, false, false, {0, 37, 37, 100, 128}}, dt());
+  compare({1, 2, 200, 200, 64, true, true, false, false, false, {0, 70, 71, 200}}, dt());
 }
 
 TEST_P(AttentionCuda, OddShapesFullBiasAndPaddedHeadDims) {
   FC_REQUIRE_CUDA();
-  compare({2, 3, 17, 33, 8, true, false, false, true, true, {}}, GetParam());
-  compare({3, 2, 1, 65, 20, false, true, true, false, false, {}}, GetParam());
-  compare({1, 1, 129, 1, 16, true, true, false, true, false, {}}, GetParam());
+  compare({2, 3, 17, 33, 8, true, false, false, true, true, {}}, dt());
+  compare({3, 2, 1, 65, 20, false, true, true, false, false, {}}, dt());
+  compare({1, 1, 129, 1, 16, true, true, false, true, false, {}}, dt());
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionCuda, ::testing::Values(DType::f32, DType::bf16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionCuda,
+                         ::testing::Values(KernelCase{DType::f32, ops::AttentionKernel::smem},
+                                           KernelCase{DType::bf16, ops::AttentionKernel::smem},
+                                           KernelCase{DType::bf16, ops::AttentionKernel::mma}),
+                         [](const auto& info) {
+                           return std::string(dtype_name(info.param.dtype)) + "_" +
+                                  ops::attention_kernel_name(info.param.kernel);
+                         });
 
 TEST(AttentionCudaErrors, HeadDimAbove64IsAnError) {
   FC_REQUIRE_CUDA();

@@ -126,7 +126,7 @@ inline int __ffs(int v) { return __builtin_ffs(v); }
 
 // ------------------------------------------------------------------ barriers and warp operations
 namespace fc_emu {
-enum class WarpOp : uint8_t { sync, shfl, shfl_xor, shfl_up, shfl_down, ballot, any, all, wmma_load, wmma_store, wmma_mma };
+enum class WarpOp : uint8_t { sync, shfl, shfl_xor, shfl_up, shfl_down, ballot, any, all, wmma_load, wmma_store, wmma_mma, mma_sync };
 const char* warp_op_name(WarpOp op);
 // Block barrier: returns when every thread of the block has reached it.
 void syncthreads();

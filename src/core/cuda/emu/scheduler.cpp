@@ -168,7 +168,7 @@ void complete_group(Run& r, int warp, unsigned mask) {
       any = any || p;
       all = all && p;
     }
-  if (op == WarpOp::wmma_mma) {
+  if (op == WarpOp::wmma_mma || op == WarpOp::mma_sync) {
     void* args[32] = {};
     for (int l = 0; l < 32; ++l)
       if (lanes[l]) args[l] = lanes[l]->collective_arg;
@@ -353,6 +353,7 @@ const char* warp_op_name(WarpOp op) {
     case WarpOp::wmma_load: return "wmma::load_matrix_sync";
     case WarpOp::wmma_store: return "wmma::store_matrix_sync";
     case WarpOp::wmma_mma: return "wmma::mma_sync";
+    case WarpOp::mma_sync: return "mma.sync";
   }
   return "warp operation";
 }

@@ -1,0 +1,225 @@
+// Register-tiled bf16 attention backward, main kernel (FlashAttention-2 layout on mma.sync
+// m16n8k16). The preprocess (dA = dO ⊙ σ(g), delta, dg) and the dq conversion are shared with the
+// shared-memory kernels (attention_bwd_cuda.cu).
+//
+// One CTA per (64 keys, h, b), 4 warps of 16 keys each. Each warp keeps its K and V rows as A
+// fragments and its dK, dV accumulators in registers for the whole kernel. For every query tile
+// of 64 rows that can see the CTA's keys (Q and dA staged in shared memory, row-major and
+// transposed):
+//   Sᵀ = K·Qᵀ and dPᵀ = V·dAᵀ            [16 keys × 64 queries] per warp, fp32 registers
+//   Pᵀ = exp(scale·Sᵀ + Σbias − lse),  dSᵀ = Pᵀ ⊙ (dPᵀ − delta)   (dbias written from here)
+//   dV += Pᵀ·dA,  dK += dSᵀ·Q            (Pᵀ, dSᵀ reused as A fragments, no shared memory)
+//   dSᵀ → shared memory as dS [queries][keys] (bf16); then each warp forms dQ for 16 query rows
+//   over the CTA's 64 keys, dS·K, and adds scale·dQ to the fp32 scratch with atomicAdd.
+// Finally dK·scale and dV are written in the tensors' dtype and strides; dbias sums over query
+// rows are reduced over the 4 lanes that hold a key and written once.
+#include <cmath>
+
+#include "kernels/cuda/attention_cuda.h"
+#include "kernels/cuda/attention_mma.cuh"
+
+namespace foldcore::ops::cuda {
+namespace detail {
+namespace {
+
+template <int Dp> struct BwdMmaLayout {
+  static constexpr int kLd = mma_ld_rows<Dp>();
+  static constexpr size_t kRowTile = 2 * kMmaBlockM * kLd;  // [64][kLd] bf16
+  static constexpr size_t kTTile = 2 * Dp * kMmaLdKeys;     // [Dp][72] bf16
+  static constexpr size_t kQ = 0;                           // Q rows (K rows at the start)
+  static constexpr size_t kDA = kQ + kRowTile;              // dA rows (V rows at the start)
+  static constexpr size_t kQt = kDA + kRowTile;             // Qᵀ
+  static constexpr size_t kDAt = kQt + kTTile;              // dAᵀ
+  static constexpr size_t kKt = kDAt + kTTile;              // Kᵀ (whole kernel)
+  static constexpr size_t kDS = kKt + kTTile;               // dS [64 queries][72] bf16
+  static constexpr size_t kRows = kDS + 2 * kMmaBlockM * kMmaLdKeys;  // lse, delta, lo, hi
+  static constexpr size_t kBytes = kRows + 4 * 4 * kMmaBlockM;
+};
+static_assert(kMmaBlockM == 64 && kMmaBlockN == 64 && kThreads == 128, "4 warps × 16 keys, 64-row query tiles");
+
+template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_kernel(const AttnParams p) {
+  using L = BwdMmaLayout<Dp>;
+  constexpr int kKSteps = Dp / 16;
+  constexpr int kDTiles = Dp / 8;
+  constexpr int kNTiles = kMmaBlockM / 8;  // query n tiles of Sᵀ
+  FC_DYNAMIC_SHARED(unsigned char, smem, 16);
+  uint16_t* sq = reinterpret_cast<uint16_t*>(smem + L::kQ);
+  uint16_t* sda = reinterpret_cast<uint16_t*>(smem + L::kDA);
+  uint16_t* sqt = reinterpret_cast<uint16_t*>(smem + L::kQt);
+  uint16_t* sdat = reinterpret_cast<uint16_t*>(smem + L::kDAt);
+  uint16_t* skt = reinterpret_cast<uint16_t*>(smem + L::kKt);
+  uint16_t* sds = reinterpret_cast<uint16_t*>(smem + L::kDS);
+  float* s_lse = reinterpret_cast<float*>(smem + L::kRows);
+  float* s_delta = s_lse + kMmaBlockM;
+  int* row_lo = reinterpret_cast<int*>(s_delta + kMmaBlockM);
+  int* row_hi = row_lo + kMmaBlockM;
+
+  const int j0 = blockIdx.x * kMmaBlockN, h = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const uint16_t* q = head_slice<uint16_t>(p.q, p.q_s, b, h);
+  const uint16_t* k = head_slice<uint16_t>(p.k, p.k_s, b, h);
+  const uint16_t* v = head_slice<uint16_t>(p.v, p.v_s, b, h);
+  const __nv_bfloat16* dO = head_slice<__nv_bfloat16>(p.d_o, p.do_s, b, h);
+  const __nv_bfloat16* gt = p.g ? head_slice<__nv_bfloat16>(p.g, p.g_s, b, h) : nullptr;
+  const int64_t bh_row = (static_cast<int64_t>(b) * p.H + h) * p.Lq;  // first row of (b,h) in delta/dq_acc
+
+  int i_begin, i_end;
+  bwd_query_range(p, j0, min(j0 + kMmaBlockN, p.Lk) - 1, i_begin, i_end);
+  // This lane's keys: rows g and g + 8 of the warp's 16.
+  int key[2];
+  for (int rr = 0; rr < 2; ++rr) key[rr] = j0 + 16 * warp + g + 8 * rr;
+  // The biases along this lane's two key columns. Dp = 64 has no registers to spare for them
+  // (ptxas: spills), so there each score indexes its biases itself.
+  constexpr bool kBiasLines = Dp <= 32;
+  const BiasLine<false> bias_col[2] = {BiasLine<false>(p, b, h, key[0]), BiasLine<false>(p, b, h, key[1])};
+
+  // K and V rows as A fragments (staged in the Q / dA buffers), Kᵀ for dQ = dS·K.
+  mma_load_tile<kMmaBlockN, Dp, false>(sq, L::kLd, k, p.k_s[2], j0, p.Lk, p.D, p.vec8);
+  mma_load_tile<kMmaBlockN, Dp, false>(sda, L::kLd, v, p.v_s[2], j0, p.Lk, p.D, p.vec8);
+  mma_load_tile<kMmaBlockN, Dp, true>(skt, kMmaLdKeys, k, p.k_s[2], j0, p.Lk, p.D, p.vec8);
+  __syncthreads();
+  MmaFragA ka[kKSteps], va[kKSteps];
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    ka[ks] = mma_lds_a(sq, L::kLd, 16 * warp, 16 * ks, lane);
+    va[ks] = mma_lds_a(sda, L::kLd, 16 * warp, 16 * ks, lane);
+  }
+  MmaFragC dk[kDTiles], dv[kDTiles];
+#pragma unroll
+  for (int dn = 0; dn < kDTiles; ++dn)
+    for (int e = 0; e < 4; ++e) dk[dn].r[e] = dv[dn].r[e] = 0.f;
+  float colsum[kMaxBiases][2] = {};  // dbias summed over query rows, per bias and key
+
+  for (int i0 = i_begin; i0 < i_end; i0 += kMmaBlockM) {
+    __syncthreads();  // the previous tile's (and the start's) reads of every buffer are done
+    bwd_load_query_rows<kMmaBlockM>(p, b, h, i0, i_end, bh_row, row_lo, row_hi, s_lse, s_delta);
+    mma_load_tile<kMmaBlockM, Dp, false>(sq, L::kLd, q, p.q_s[2], i0, i_end, p.D, p.vec8);
+    mma_load_tile<kMmaBlockM, Dp, true>(sqt, kMmaLdKeys, q, p.q_s[2], i0, i_end, p.D, p.vec8);
+    for (int idx = tid; idx < kMmaBlockM * Dp; idx += kThreads) {  // dA = dO ⊙ σ(g), both layouts
+      const int r = idx / Dp, c = idx % Dp;
+      const uint16_t bits = bf16_bits(bwd_da(dO, gt, p, i0 + r, i_end, c));
+      sda[r * L::kLd + c] = bits;
+      sdat[c * kMmaLdKeys + r] = bits;
+    }
+    __syncthreads();
+
+    // Sᵀ and dPᵀ, [16 keys × 64 queries]: n tile nt holds queries i0 + 8nt + (0..7).
+    MmaFragC s[kNTiles], dp[kNTiles];
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      for (int e = 0; e < 4; ++e) s[nt].r[e] = dp[nt].r[e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ++ks) {
+        mma_m16n8k16_bf16(s[nt], ka[ks], mma_lds_b(sq, L::kLd, 8 * nt, 16 * ks, lane), s[nt]);
+        mma_m16n8k16_bf16(dp[nt], va[ks], mma_lds_b(sda, L::kLd, 8 * nt, 16 * ks, lane), dp[nt]);
+      }
+    }
+    // Pᵀ and dSᵀ in place of Sᵀ and dPᵀ; element e of tile nt: key key[e / 2], query 8nt + 2t + e % 2.
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e / 2, r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = key[rr];
+        float pv = 0.f, ds = 0.f;
+        if (j < p.Lk && j >= row_lo[r] && j < row_hi[r]) {
+          const float bias = kBiasLines ? bias_col[rr].sum(i) : bias_sum<__nv_bfloat16>(p, b, h, i, j);
+          pv = __expf(s[nt].r[e] * p.scale + bias - s_lse[r]);
+          ds = pv * (dp[nt].r[e] - s_delta[r]);
+#pragma unroll
+          for (int bt = 0; bt < kMaxBiases; ++bt) {
+            const DbiasDesc& db = p.dbias[bt];
+            if (!db.ptr) continue;
+            if (db.sum_i) {
+              colsum[bt][rr] += ds;
+            } else {
+              float* el = db.ptr + b * db.s[0] + h * db.s[1] + i * db.s[2] + j * db.s[3];
+              if (db.shared) atomicAdd(el, ds);
+              else *el += ds;
+            }
+          }
+        }
+        s[nt].r[e] = pv;
+        dp[nt].r[e] = ds;
+        sds[r * kMmaLdKeys + 16 * warp + g + 8 * rr] = bf16_bits(ds);
+      }
+    // dV += Pᵀ·dA, dK += dSᵀ·Q (k = 16 queries per step).
+#pragma unroll
+    for (int kk = 0; kk < kMmaBlockM / 16; ++kk) {
+      const MmaFragA pa = mma_c_to_a(s[2 * kk], s[2 * kk + 1]);
+      const MmaFragA dsa = mma_c_to_a(dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+      for (int dn = 0; dn < kDTiles; ++dn) {
+        mma_m16n8k16_bf16(dv[dn], pa, mma_lds_b(sdat, kMmaLdKeys, 8 * dn, 16 * kk, lane), dv[dn]);
+        mma_m16n8k16_bf16(dk[dn], dsa, mma_lds_b(sqt, kMmaLdKeys, 8 * dn, 16 * kk, lane), dk[dn]);
+      }
+    }
+    __syncthreads();  // dS complete in shared memory
+    if (p.dq_acc) {  // dQ for query rows 16·warp + (0..15) over the CTA's 64 keys
+      MmaFragC dq[kDTiles];
+#pragma unroll
+      for (int dn = 0; dn < kDTiles; ++dn)
+        for (int e = 0; e < 4; ++e) dq[dn].r[e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < kMmaBlockN / 16; ++kk) {
+        const MmaFragA da = mma_lds_a(sds, kMmaLdKeys, 16 * warp, 16 * kk, lane);
+#pragma unroll
+        for (int dn = 0; dn < kDTiles; ++dn) mma_m16n8k16_bf16(dq[dn], da, mma_lds_b(skt, kMmaLdKeys, 8 * dn, 16 * kk, lane), dq[dn]);
+      }
+#pragma unroll
+      for (int dn = 0; dn < kDTiles; ++dn)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = i0 + 16 * warp + g + 8 * (e / 2), d = 8 * dn + 2 * t + e % 2;
+          if (i < i_end && d < p.D) atomicAdd(p.dq_acc + (bh_row + i) * p.D + d, p.scale * dq[dn].r[e]);
+        }
+    }
+  }
+
+  // dK = scale · Σ dSᵀ Q, dV = Σ Pᵀ dA.
+#pragma unroll
+  for (int dn = 0; dn < kDTiles; ++dn)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int j = key[e / 2], d = 8 * dn + 2 * t + e % 2;
+      if (j >= p.Lk || d >= p.D) continue;
+      if (p.dk)
+        static_cast<__nv_bfloat16*>(p.dk)[b * p.dk_s[0] + h * p.dk_s[1] + j * p.dk_s[2] + d] = __float2bfloat16(p.scale * dk[dn].r[e]);
+      if (p.dv)
+        static_cast<__nv_bfloat16*>(p.dv)[b * p.dv_s[0] + h * p.dv_s[1] + j * p.dv_s[2] + d] = __float2bfloat16(dv[dn].r[e]);
+    }
+  // dbias summed over query rows: the 4 lanes of a key hold its partial sums; reduce, then write.
+#pragma unroll
+  for (int bt = 0; bt < kMaxBiases; ++bt) {
+    const DbiasDesc& db = p.dbias[bt];
+    if (!db.ptr || !db.sum_i) continue;  // uniform over the CTA
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float total = colsum[bt][rr];
+      total += __shfl_xor_sync(0xffffffffu, total, 1);
+      total += __shfl_xor_sync(0xffffffffu, total, 2);
+      if (t == 0 && key[rr] < p.Lk) {
+        float* el = db.ptr + b * db.s[0] + h * db.s[1] + key[rr] * db.s[3];
+        if (db.shared) atomicAdd(el, total);
+        else *el += total;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void launch_attention_bwd_mma(const AttnParams& p, cudaStream_t stream) {
+  dispatch_head_dim(p.D, "attention_backward (CUDA, mma)", [&](auto dp) {
+    constexpr int Dp = decltype(dp)::value;
+    const size_t bytes = BwdMmaLayout<Dp>::kBytes;
+    constexpr auto kernel = &attention_bwd_mma_kernel<Dp>;
+    FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    const dim3 grid((p.Lk + kMmaBlockN - 1) / kMmaBlockN, p.H, p.B);
+    launch_kernel<kernel>(grid, kThreads, bytes, stream, p);
+    FC_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace detail
+}  // namespace foldcore::ops::cuda

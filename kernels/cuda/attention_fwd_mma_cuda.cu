@@ -1,0 +1,177 @@
+// Register-tiled bf16 attention forward (FlashAttention-2 layout on mma.sync m16n8k16): one CTA
+// per (64 query rows, h, b), 4 warps of 16 query rows each. Q's fragments are loaded once; for
+// every tile of 64 keys, K (row-major) and V (transposed) go through shared memory, and each warp
+// computes its S = Q·Kᵀ [16 × 64] in registers (fp32 accumulators), adds scale, biases and the
+// segment mask, runs the online softmax on those registers (row max/sum over the 4 lanes that
+// share a row), and feeds P, rounded to bf16, straight back as the A operand of O += P·V. S, P and
+// O never touch shared memory; the gate is fused into the epilogue. Same results as the
+// shared-memory kernel (attention_fwd_cuda.cu) up to fp32 summation order.
+#include <cmath>
+
+#include "kernels/cuda/attention_cuda.h"
+#include "kernels/cuda/attention_mma.cuh"
+
+namespace foldcore::ops::cuda {
+namespace detail {
+namespace {
+
+template <int Dp> struct FwdMmaLayout {
+  static constexpr int kLd = mma_ld_rows<Dp>();
+  static constexpr size_t kQ = 0;                                   // [64][kLd]
+  static constexpr size_t kK = kQ + 2 * kMmaBlockM * kLd;           // [64 keys][kLd]
+  static constexpr size_t kVt = kK + 2 * kMmaBlockN * kLd;          // [Dp][kMmaLdKeys]
+  static constexpr size_t kBytes = kVt + 2 * Dp * kMmaLdKeys;
+};
+
+template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_kernel(const AttnParams p) {
+  using L = FwdMmaLayout<Dp>;
+  constexpr int kKSteps = Dp / 16;  // k steps of Q·Kᵀ
+  constexpr int kDTiles = Dp / 8;   // n tiles of O
+  constexpr int kNTiles = kMmaBlockN / 8;
+  FC_DYNAMIC_SHARED(unsigned char, smem, 16);
+  uint16_t* sq = reinterpret_cast<uint16_t*>(smem + L::kQ);
+  uint16_t* sk = reinterpret_cast<uint16_t*>(smem + L::kK);
+  uint16_t* svt = reinterpret_cast<uint16_t*>(smem + L::kVt);
+
+  const int i0 = blockIdx.x * kMmaBlockM, h = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const uint16_t* q = head_slice<uint16_t>(p.q, p.q_s, b, h);
+  const uint16_t* k = head_slice<uint16_t>(p.k, p.k_s, b, h);
+  const uint16_t* v = head_slice<uint16_t>(p.v, p.v_s, b, h);
+
+  // This lane's two query rows (g and g + 8 of the warp's 16) and their key ranges; rows past Lq
+  // attend to nothing.
+  int row[2], lo[2], hi[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    row[rr] = i0 + 16 * warp + g + 8 * rr;
+    lo[rr] = hi[rr] = 0;
+    if (row[rr] < p.Lq) {
+      if (p.cu) segment_of(p.cu, p.n_seg, row[rr], lo[rr], hi[rr]);
+      else hi[rr] = p.Lk;
+    }
+  }
+  const BiasLine<true> bias_row[2] = {BiasLine<true>(p, b, h, row[0]), BiasLine<true>(p, b, h, row[1])};
+  // Segments are contiguous and ordered: the CTA's keys are [lo(first row), hi(last row)).
+  int j_begin = 0, j_end = p.Lk;
+  if (p.cu) {
+    int l0, h0, l1, h1;
+    segment_of(p.cu, p.n_seg, i0, l0, h0);
+    segment_of(p.cu, p.n_seg, min(i0 + kMmaBlockM, p.Lq) - 1, l1, h1);
+    j_begin = l0;
+    j_end = h1;
+  }
+
+  mma_load_tile<kMmaBlockM, Dp, false>(sq, L::kLd, q, p.q_s[2], i0, p.Lq, p.D, p.vec8);
+  __syncthreads();
+  MmaFragA qa[kKSteps];
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) qa[ks] = mma_lds_a(sq, L::kLd, 16 * warp, 16 * ks, lane);
+
+  MmaFragC o[kDTiles];
+#pragma unroll
+  for (int dn = 0; dn < kDTiles; ++dn)
+    for (int e = 0; e < 4; ++e) o[dn].r[e] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY};
+  float l_part[2] = {0.f, 0.f};  // this lane's share of the row sums (its 2 columns per n tile)
+
+  for (int j0 = j_begin; j0 < j_end; j0 += kMmaBlockN) {
+    __syncthreads();  // the previous tile's K/V reads are done
+    mma_load_tile<kMmaBlockN, Dp, false>(sk, L::kLd, k, p.k_s[2], j0, j_end, p.D, p.vec8);
+    mma_load_tile<kMmaBlockN, Dp, true>(svt, kMmaLdKeys, v, p.v_s[2], j0, j_end, p.D, p.vec8);
+    __syncthreads();
+
+    MmaFragC s[kNTiles];
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      for (int e = 0; e < 4; ++e) s[nt].r[e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ++ks) mma_m16n8k16_bf16(s[nt], qa[ks], mma_lds_b(sk, L::kLd, 8 * nt, 16 * ks, lane), s[nt]);
+    }
+    // Scores: scale, biases, segment mask; element e of n tile nt is (row[e / 2], j0 + 8nt + 2t + e % 2).
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e / 2, j = j0 + 8 * nt + 2 * t + e % 2;
+        float sc = -INFINITY;
+        if (j >= lo[rr] && j < hi[rr]) sc = s[nt].r[e] * p.scale + bias_row[rr].sum(j);
+        s[nt].r[e] = sc;
+        mx[rr] = fmaxf(mx[rr], sc);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
+      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
+      const float m_new = fmaxf(m_run[rr], mx[rr]);
+      alpha[rr] = m_new == -INFINITY ? 1.f : __expf(m_run[rr] - m_new);
+      m_run[rr] = m_new;
+      l_part[rr] *= alpha[rr];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e / 2;
+        const float pv = s[nt].r[e] == -INFINITY ? 0.f : __expf(s[nt].r[e] - m_run[rr]);
+        s[nt].r[e] = pv;
+        l_part[rr] += pv;
+      }
+#pragma unroll
+    for (int dn = 0; dn < kDTiles; ++dn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[dn].r[e] *= alpha[e / 2];
+    // O += P·V, P's accumulators reused as A fragments (16 keys per k step).
+#pragma unroll
+    for (int kk = 0; kk < kMmaBlockN / 16; ++kk) {
+      const MmaFragA pa = mma_c_to_a(s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int dn = 0; dn < kDTiles; ++dn) mma_m16n8k16_bf16(o[dn], pa, mma_lds_b(svt, kMmaLdKeys, 8 * dn, 16 * kk, lane), o[dn]);
+    }
+  }
+
+  // Epilogue: l = Σ over the quad, a = O / l, o = σ(g) ⊙ a, lse = m + log l.
+  float inv[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float l = l_part[rr];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[rr] = l > 0.f ? 1.f / l : 0.f;
+    if (t == 0 && row[rr] < p.Lq)
+      p.lse[b * p.lse_s[0] + h * p.lse_s[1] + row[rr] * p.lse_s[2]] = l > 0.f ? m_run[rr] + __logf(l) : -INFINITY;
+  }
+#pragma unroll
+  for (int dn = 0; dn < kDTiles; ++dn)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int rr = e / 2, d = 8 * dn + 2 * t + e % 2, i = row[rr];
+      if (i >= p.Lq || d >= p.D) continue;
+      const float av = o[dn].r[e] * inv[rr];
+      if (p.a) static_cast<__nv_bfloat16*>(p.a)[b * p.a_s[0] + h * p.a_s[1] + i * p.a_s[2] + d] = __float2bfloat16(av);
+      float ov = av;
+      if (p.g)
+        ov *= sigmoidf_(__bfloat162float(static_cast<const __nv_bfloat16*>(p.g)[b * p.g_s[0] + h * p.g_s[1] + i * p.g_s[2] + d]));
+      static_cast<__nv_bfloat16*>(p.o)[b * p.o_s[0] + h * p.o_s[1] + i * p.o_s[2] + d] = __float2bfloat16(ov);
+    }
+}
+
+}  // namespace
+
+void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream) {
+  const dim3 grid((p.Lq + kMmaBlockM - 1) / kMmaBlockM, p.H, p.B);
+  dispatch_head_dim(p.D, "attention_forward (CUDA, mma)", [&](auto dp) {
+    constexpr int Dp = decltype(dp)::value;
+    const size_t bytes = FwdMmaLayout<Dp>::kBytes;
+    constexpr auto kernel = &attention_fwd_mma_kernel<Dp>;
+    FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    launch_kernel<kernel>(grid, kThreads, bytes, stream, p);
+    FC_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace detail
+}  // namespace foldcore::ops::cuda

@@ -1,0 +1,183 @@
+// Pieces of the register-tiled bf16 attention kernels (attention_fwd_mma_cuda.cu,
+// attention_bwd_mma_cuda.cu): bf16 bit handling, 32-bit shared-memory fragment loads and the
+// tile loaders that put K row-major and V (or any operand read along its rows) transposed into
+// shared memory, so that every mma.sync B fragment is two adjacent bf16 (one 32-bit load).
+#pragma once
+
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace foldcore::ops::cuda::detail {
+
+constexpr int kMmaBlockM = 64;  // query rows per CTA: 4 warps × 16 rows
+constexpr int kMmaBlockN = 64;  // keys per tile
+
+// Row stride (in bf16) of a [rows][Dp] tile: +8 elements keeps the 8 rows a fragment load touches
+// in distinct banks (row stride ≡ 4 words mod 32 for Dp = 16, 32, 64 → (Dp + 8) / 2 words).
+template <int Dp> constexpr int mma_ld_rows() { return Dp + 8; }
+// Row stride of a transposed [Dp][64 keys] tile: 72 bf16 = 36 words ≡ 4 mod 32.
+constexpr int kMmaLdKeys = kMmaBlockN + 8;
+
+__device__ __forceinline__ uint16_t bf16_bits(float x) {
+  const __nv_bfloat16 h = __float2bfloat16(x);
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
+__device__ __forceinline__ float bf16_to_f32(uint16_t u) { return __uint_as_float(static_cast<uint32_t>(u) << 16); }
+__device__ __forceinline__ uint32_t pack_f32_bf16(float lo, float hi) { return mma_pack(bf16_bits(lo), bf16_bits(hi)); }
+
+// Two adjacent bf16 of shared memory (4-byte aligned) as one register.
+__device__ __forceinline__ uint32_t lds32(const uint16_t* p) {
+#if defined(FOLDCORE_CUDA_EMULATE)
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+#else
+  return *reinterpret_cast<const uint32_t*>(p);
+#endif
+}
+
+// 8 bf16 = 16 bytes, loaded and stored as one vector.
+struct alignas(16) Bf16x8 {
+  uint32_t w[4];
+};
+__device__ __forceinline__ Bf16x8 ld128(const uint16_t* p) {
+  Bf16x8 v;
+#if defined(FOLDCORE_CUDA_EMULATE)
+  std::memcpy(&v, p, 16);
+#else
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  v.w[0] = u.x;
+  v.w[1] = u.y;
+  v.w[2] = u.z;
+  v.w[3] = u.w;
+#endif
+  return v;
+}
+__device__ __forceinline__ void st128(uint16_t* p, const Bf16x8& v) {
+#if defined(FOLDCORE_CUDA_EMULATE)
+  std::memcpy(p, &v, 16);
+#else
+  *reinterpret_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+#endif
+}
+
+// Rows [r0, r0 + R) of a [L, D] bf16 slice (row stride rs elements, last-dim stride 1) into smem,
+// row-major [R][ld] (kTrans = false) or transposed [Dp][ld] (kTrans = true: element (r, c) at
+// dst[c·ld + r]). Rows ≥ rend and columns ≥ D are zero. All threads of the CTA call it. vec8
+// (D % 8 == 0, base and rs 16-byte aligned, dst and ld likewise): 16-byte global loads (and
+// stores when not transposed).
+template <int R, int Dp, bool kTrans>
+__device__ __forceinline__ void mma_load_tile(uint16_t* dst, int ld, const uint16_t* base, int64_t rs, int r0, int rend,
+                                              int D, bool vec8) {
+  if (vec8) {
+    constexpr int kVec = Dp / 8;  // vectors per row
+    for (int idx = threadIdx.x; idx < R * kVec; idx += kThreads) {
+      const int r = idx / kVec, c = (idx % kVec) * 8;
+      Bf16x8 v{};
+      if (r0 + r < rend && c < D) v = ld128(base + static_cast<int64_t>(r0 + r) * rs + c);
+      if constexpr (kTrans) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dst[(c + e) * ld + r] = static_cast<uint16_t>(v.w[e / 2] >> (16 * (e % 2)));
+      } else {
+        st128(dst + r * ld + c, v);
+      }
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < R * Dp; idx += kThreads) {
+    const int r = idx / Dp, c = idx % Dp;
+    uint16_t v = 0;
+    if (r0 + r < rend && c < D) v = base[static_cast<int64_t>(r0 + r) * rs + c];
+    if constexpr (kTrans) dst[c * ld + r] = v;
+    else dst[r * ld + c] = v;
+  }
+}
+
+// A fragment of rows [row0, row0 + 16) × columns [k0, k0 + 16) of a row-major bf16 smem tile.
+__device__ __forceinline__ MmaFragA mma_lds_a(const uint16_t* s, int ld, int row0, int k0, int lane) {
+  MmaFragA f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) f.r[q] = lds32(s + (row0 + mma_a_row(lane, 2 * q)) * ld + k0 + mma_a_col(lane, 2 * q));
+  return f;
+}
+
+// B fragment (k × n = 16 × 8) whose column n is row n0 + n of a smem tile stored [n][k] (row
+// stride ld): element (k, n) = s[(n0 + n)·ld + k0 + k]. For S = Q·Kᵀ that tile is K [keys][d];
+// for O = P·V it is Vᵀ [d][keys].
+__device__ __forceinline__ MmaFragB mma_lds_b(const uint16_t* s, int ld, int n0, int k0, int lane) {
+  MmaFragB f;
+#pragma unroll
+  for (int q = 0; q < 2; ++q) f.r[q] = lds32(s + (n0 + mma_b_col(lane, 2 * q)) * ld + k0 + mma_b_row(lane, 2 * q));
+  return f;
+}
+
+// An accumulator tile (16 rows × 16 columns = two C fragments c0 | c1, fp32) as the A fragment of
+// the next product (FlashAttention-2's register reuse: P = softmax(S) feeds P·V without smem).
+__device__ __forceinline__ MmaFragA mma_c_to_a(const MmaFragC& c0, const MmaFragC& c1) {
+  MmaFragA a;
+  a.r[0] = pack_f32_bf16(c0.r[0], c0.r[1]);  // row g,     columns 2t, 2t+1
+  a.r[1] = pack_f32_bf16(c0.r[2], c0.r[3]);  // row g + 8, columns 2t, 2t+1
+  a.r[2] = pack_f32_bf16(c1.r[0], c1.r[1]);  // row g,     columns 8 + 2t, 9 + 2t
+  a.r[3] = pack_f32_bf16(c1.r[2], c1.r[3]);  // row g + 8
+  return a;
+}
+
+// The biases along one line of the score matrix — fixed (b, h, i) with j varying (kAlongJ), or
+// fixed (b, h, j) with i varying: per bias the line's start and step, so a score costs one load
+// per bias instead of its 4-D index arithmetic. Lines past the matrix are formed but never read.
+template <bool kAlongJ> struct BiasLine {
+  const __nv_bfloat16* base[kMaxBiases];
+  int step[kMaxBiases];  // |stride| < 2^31 (mma_bias_strides_fit)
+  int n;
+  __device__ __forceinline__ BiasLine(const AttnParams& p, int b, int h, int fixed) : n(p.n_bias) {
+#pragma unroll
+    for (int t = 0; t < kMaxBiases; ++t) {
+      const BiasDesc& d = p.bias[t];
+      const int64_t off = b * d.s[0] + h * d.s[1] + static_cast<int64_t>(fixed) * (kAlongJ ? d.s[2] : d.s[3]);
+      base[t] = t < n ? static_cast<const __nv_bfloat16*>(d.ptr) + off : nullptr;
+      step[t] = static_cast<int>(kAlongJ ? d.s[3] : d.s[2]);
+    }
+  }
+  __device__ __forceinline__ float sum(int idx) const {
+    float s = 0.f;
+#pragma unroll
+    for (int t = 0; t < kMaxBiases; ++t)
+      if (t < n) s += __bfloat162float(base[t][static_cast<int64_t>(idx) * step[t]]);
+    return s;
+  }
+};
+
+// Whether q, k and v of every (b, h) can be read 16 bytes at a time (AttnParams::vec8).
+inline bool mma_vec8_ok(const AttnParams& p) {
+  if (p.D % 8 != 0) return false;
+  const std::pair<const void*, const int64_t*> ts[] = {{p.q, p.q_s}, {p.k, p.k_s}, {p.v, p.v_s}};
+  for (const auto& [ptr, st] : ts) {
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return false;
+    for (int d = 0; d < 3; ++d)
+      if (st[d] % 8 != 0) return false;
+  }
+  return true;
+}
+
+// Whether every bias's row and column strides fit BiasLine's 32-bit steps (else the launchers use
+// the shared-memory kernels).
+inline bool mma_bias_strides_fit(const AttnParams& p) {
+  for (int t = 0; t < p.n_bias; ++t)
+    for (int d = 2; d < 4; ++d)
+      if (p.bias[t].s[d] > INT32_MAX || p.bias[t].s[d] < INT32_MIN) return false;
+  return true;
+}
+
+// The kernels' launchers (p filled as for the shared-memory kernels; bf16 tensors).
+void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream);
+// The backward's main kernel; p.delta (and p.dq_acc when dq is wanted) filled by the caller.
+void launch_attention_bwd_mma(const AttnParams& p, cudaStream_t stream);
+
+}  // namespace foldcore::ops::cuda::detail
