@@ -10,6 +10,8 @@
 // "speedup" and "memory_ratio" fields are naive ÷ fused for time and peak memory. bf16 on a GPU
 // times both CUDA kernel families of the fused op ("kernel": mma, the register-tiled default, and
 // smem, the shared-memory WMMA kernels); the mma line's "speedup_vs_smem" is smem ms ÷ mma ms.
+// The AlphaFold case also times forward + backward without the bias gradients
+// ("fwd_bwd_no_dbias", "dbias_share": the part of fwd_bwd the bias gradients take).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -149,7 +151,7 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
     *ms = bench::time_ms(dev, fn, 2, iters);
     *peak = bench::peak_bytes(dev);
   };
-  auto run_passes = [&](bool with_backward) {
+  auto run_passes = [&](bool with_backward) -> std::vector<double> {
     double nms;
     size_t npeak;
     if (!with_backward) {
@@ -175,9 +177,36 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
     for (size_t kix = 0; kix < kernels.size(); ++kix)
       report(with_backward ? "fwd_bwd" : "fwd", kernels[kix], ms[kix], (with_backward ? 3.5 : 1.0) * flops_fwd, nms,
              peak[kix], npeak, kix == 0 && kernels.size() > 1 ? ms[1] : 0);
+    return ms;
   };
   run_passes(false);
-  if (!forward_only) run_passes(true);
+  if (forward_only) return;
+  const std::vector<double> with_dbias = run_passes(true);
+  if (!s.alphafold) return;
+  // Diagnostic: the same forward + backward without the bias gradients. The pair bias [1, H, L, L]
+  // is shared by the B batch rows, so its gradient is summed over B with atomicAdd by B CTAs per
+  // element; "dbias_share" is the part of the fwd_bwd time that the bias gradients take.
+  ops::AttentionGrads no_dbias = g;
+  no_dbias.dbias.clear();
+  for (size_t kix = 0; kix < kernels.size(); ++kix) {
+    ops::set_attention_kernel(kernels[kix]);
+    double ms;
+    size_t peak;
+    measure([&] {
+      ops::attention_forward(in, o, lse, a);
+      ops::attention_backward(in, a, lse, d_o, no_dbias);
+    }, &ms, &peak);
+    bench::JsonLine()
+        .str("bench", "attention")
+        .str("case", std::string(s.name) + "_fwd_bwd_no_dbias")
+        .str("device", dev.str())
+        .str("dtype", std::string(dtype_name(dt)))
+        .str("kernel", dev.is_cuda() ? ops::attention_kernel_name(kernels[kix]) : "cpu")
+        .num("ms", ms)
+        .num("dbias_share", 1.0 - ms / with_dbias[kix])
+        .print();
+  }
+  ops::set_attention_kernel(saved);
 }
 
 }  // namespace

@@ -307,7 +307,7 @@ for raw in open(sys.argv[1]):
     except ValueError:
         continue
     name = r.get("bench", r.get("name", "?"))
-    figs = [f"{k}={r[k]}" for k in ("case", "kernel", "attention_kernel", "stage", "size", "shape", "n_res", "crop", "ms", "seconds", "step_seconds", "tflops", "gflops", "fraction_of_peak", "fraction_of_gemm_peak", "ratio", "speedup", "speedup_vs_smem", "peak_mb", "peak_alloc_mib", "step_peak_mib", "n_max_80gb") if k in r]
+    figs = [f"{k}={r[k]}" for k in ("case", "kernel", "attention_kernel", "stage", "size", "shape", "n_res", "crop", "ms", "seconds", "step_seconds", "tflops", "gflops", "fraction_of_peak", "fraction_of_gemm_peak", "ratio", "speedup", "speedup_vs_smem", "dbias_share", "peak_mb", "peak_alloc_mib", "step_peak_mib", "n_max_80gb") if k in r]
     goal = goals.get(str(name), "")
     print(f"| {name} | {', '.join(figs)} {('(goal: ' + goal + ')') if goal else ''} |")
 PY
