@@ -58,8 +58,11 @@ for t in "${TESTS[@]}"; do strip -o "$DIST/tests/$t" "$BUILD_DIR/tests/$t"; done
 for b in "${BENCHES[@]}"; do strip -o "$DIST/bench/$b" "$BUILD_DIR/bench/$b"; done
 
 # Shared libraries every CUDA + PyTorch image has: the toolkit's runtime and cuBLAS, glibc and
-# libgcc_s (cuBLAS's own dependency; an essential package of every Debian/Ubuntu image).
-ALLOWED='^(linux-vdso\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libc\.so|libm\.so|ld-linux-x86-64\.so|libdl\.so|libpthread\.so|librt\.so|libgcc_s\.so)'
+# libgcc_s (cuBLAS's own dependency; an essential package of every Debian/Ubuntu image), and NCCL
+# (PyTorch's nvidia-nccl wheel; gpu_check.sh puts its folder on LD_LIBRARY_PATH), which only the
+# single-process NCCL test links (--as-needed), with libstdc++ (NCCL's own dependency; the image
+# has it: its nvcc needs g++; our binaries link libstdc++ statically).
+ALLOWED='^(linux-vdso\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libc\.so|libm\.so|ld-linux-x86-64\.so|libdl\.so|libpthread\.so|librt\.so|libgcc_s\.so|libnccl\.so|libstdc\+\+\.so)'
 bad=0
 for f in "$DIST"/tests/* "$DIST"/bench/*; do
   while read -r lib _; do

@@ -58,6 +58,18 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep
   die "no CUDA device on this machine (nvidia-smi lists none): no GPU test or benchmark ran" 1
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+# NCCL for the single-process NCCL test (tests/dist/test_nccl_local_cuda.cpp): from the dynamic
+# loader's paths, else the toolkit's folders or PyTorch's nvidia-nccl wheel.
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
+  for d in /usr/local/cuda/lib /usr/local/cuda/lib64 \
+    "$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)"; do
+    if [ -n "$d" ] && [ -f "$d/libnccl.so.2" ]; then
+      export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      echo "gpu_check: libnccl.so.2 from $d"
+      break
+    fi
+  done
+fi
 
 # 2. The binaries: prebuilt, or built here.
 for d in "${CUDA_HOME:-/usr/local/cuda}"/lib64 "${CUDA_HOME:-/usr/local/cuda}"/lib; do  # the toolkit's runtime, cuBLAS

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "dist/comm_internal.h"
 
 namespace foldcore::dist {
 
@@ -55,6 +56,14 @@ bool CommHandle::test() {
 
 namespace detail {
 
+std::string describe(const OpInfo& info) {
+  std::string s = foldcore::detail::concat(info.op, " on communicator '", info.comm ? *info.comm : std::string("?"),
+                                           "' (", info.bytes, " bytes");
+  if (info.peer >= 0) s += foldcore::detail::concat(", peer/root ", info.peer);
+  return s + ")";
+}
+
+
 void check_tensor(const Communicator& c, const char* op, const char* role, const Tensor& t) {
   FC_CHECK(t.defined(), op, " on communicator '", c.name(), "': the ", role, " tensor is undefined");
   FC_CHECK(t.is_contiguous(), op, " on communicator '", c.name(), "': the ", role,
@@ -81,4 +90,10 @@ void check_peer(const Communicator& c, const char* op, int peer) {
 }
 
 }  // namespace detail
+#ifndef FOLDCORE_HAVE_NCCL
+std::unique_ptr<Communicator> make_local_nccl_communicator(Device device, const std::string& name) {
+  FC_THROW("NCCL communicator '", name, "' on ", device.str(), ": this foldcore was built without NCCL");
+}
+#endif
+
 }  // namespace foldcore::dist

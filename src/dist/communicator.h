@@ -108,6 +108,13 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
 };
 
+// A single-process NCCL communicator (rank 0 of 1) on a CUDA device, bootstrapped without MPI:
+// the NCCL backend on a machine with one GPU, where NCCL refuses a second rank on the same device
+// and MPI may be missing. Its collectives run through NCCL on the device like any other's;
+// send/recv to itself would wait for each other (they are not grouped), so do not use them.
+// Builds with NCCL only (FOLDCORE_HAVE_NCCL); elsewhere an Error.
+std::unique_ptr<Communicator> make_local_nccl_communicator(Device device, const std::string& name = "local");
+
 namespace detail {
 // Argument checks shared by the backends; Errors name the collective and the communicator.
 void check_tensor(const Communicator& c, const char* op, const char* role, const Tensor& t);

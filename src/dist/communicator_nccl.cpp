@@ -1,6 +1,8 @@
 // The NCCL backend: CUDA tensors. One ncclComm_t per communicator, bootstrapped over MPI (rank 0
 // of the group makes the ncclUniqueId and broadcasts it, as nccl-tests does), on the
-// communicator's own stream.
+// communicator's own stream. Without a bootstrap communicator (make_local_nccl_communicator; the
+// only kind in builds without MPI) it is a single-process communicator, rank 0 of 1: every
+// collective is then a copy or a no-op that still goes through NCCL on the device.
 //
 // Ordering (llm.c zero.cuh's pattern): at launch an event recorded on the caller's current stream
 // makes the NCCL stream wait, so the collective sees everything the compute stream produced before
@@ -20,7 +22,12 @@
 
 #include "core/error.h"
 #include "core/stream.h"
+#ifdef FOLDCORE_HAVE_MPI
 #include "dist/mpi_internal.h"
+#else
+#include "dist/comm_internal.h"
+#include "dist/communicator.h"
+#endif
 
 namespace foldcore::dist::detail {
 namespace {
@@ -95,18 +102,35 @@ class NcclPending : public PendingOp {
   std::vector<Tensor> keep_;  // the tensors stay allocated until the handle is done with
 };
 
+// The MPI communicator over the same ranks, or none (a single-process communicator).
+struct Bootstrap {
+#ifdef FOLDCORE_HAVE_MPI
+  MPI_Comm comm = MPI_COMM_NULL;
+  bool single() const { return comm == MPI_COMM_NULL; }
+#else
+  bool single() const { return true; }
+#endif
+};
+
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(MPI_Comm bootstrap, Device device, std::string name, double timeout_s)
+  NcclCommunicator(Bootstrap bootstrap, Device device, std::string name, double timeout_s)
       : bootstrap_(bootstrap), device_(device), name_(std::move(name)), timeout_(timeout_s) {
     FC_CHECK(device.is_cuda(), "NCCL communicator '", name_, "' needs a CUDA device, got ", device.str());
-    MPI_Comm_rank(bootstrap_, &rank_);
-    MPI_Comm_size(bootstrap_, &size_);
+#ifdef FOLDCORE_HAVE_MPI
+    if (!bootstrap_.single()) {
+      MPI_Comm_rank(bootstrap_.comm, &rank_);
+      MPI_Comm_size(bootstrap_.comm, &size_);
+    }
+#endif
     set_device(device_);
     const OpInfo init{"ncclCommInitRank", &name_, sizeof(ncclUniqueId), 0};
     ncclUniqueId id;
     if (rank_ == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", init);
-    check_mpi(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, bootstrap_), "MPI_Bcast(ncclUniqueId)", init);
+#ifdef FOLDCORE_HAVE_MPI
+    if (!bootstrap_.single())
+      check_mpi(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, bootstrap_.comm), "MPI_Bcast(ncclUniqueId)", init);
+#endif
     check_nccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank", init);
     stream_ = Stream::create(device_);
     scratch_ = Tensor::zeros({1}, DType::f32, device_);
@@ -114,9 +138,11 @@ class NcclCommunicator : public Communicator {
   ~NcclCommunicator() override {
     cudaStreamSynchronize(native(stream_));
     ncclCommDestroy(comm_);
+#ifdef FOLDCORE_HAVE_MPI
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&bootstrap_);
+    if (!finalized && !bootstrap_.single()) MPI_Comm_free(&bootstrap_.comm);
+#endif
   }
 
   int rank() const override { return rank_; }
@@ -196,10 +222,15 @@ class NcclCommunicator : public Communicator {
 
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override {
     FC_CHECK(color >= 0, "split of communicator '", name_, "': color ", color, " must be ≥ 0");
-    MPI_Comm sub = MPI_COMM_NULL;
-    check_mpi(MPI_Comm_split(bootstrap_, color, key, &sub), "MPI_Comm_split", info("split", 0));
-    MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
-    return make_nccl_communicator(sub, device_, name, timeout_);
+#ifdef FOLDCORE_HAVE_MPI
+    if (!bootstrap_.single()) {
+      MPI_Comm sub = MPI_COMM_NULL;
+      check_mpi(MPI_Comm_split(bootstrap_.comm, color, key, &sub), "MPI_Comm_split", info("split", 0));
+      MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+      return make_nccl_communicator(sub, device_, name, timeout_);
+    }
+#endif
+    return std::make_unique<NcclCommunicator>(Bootstrap{}, device_, name, timeout_);  // this one rank
   }
 
  private:
@@ -220,7 +251,7 @@ class NcclCommunicator : public Communicator {
     return CommHandle(std::make_unique<NcclPending>(comm_, device_, done, op, std::move(keep)));
   }
 
-  MPI_Comm bootstrap_;
+  Bootstrap bootstrap_;
   Device device_;
   std::string name_;
   double timeout_;
@@ -232,9 +263,19 @@ class NcclCommunicator : public Communicator {
 
 }  // namespace
 
+#ifdef FOLDCORE_HAVE_MPI
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm bootstrap, Device device, std::string name,
                                                      double timeout_s) {
-  return std::make_unique<NcclCommunicator>(bootstrap, device, std::move(name), timeout_s);
+  return std::make_unique<NcclCommunicator>(Bootstrap{bootstrap}, device, std::move(name), timeout_s);
 }
+#endif
 
 }  // namespace foldcore::dist::detail
+
+namespace foldcore::dist {
+
+std::unique_ptr<Communicator> make_local_nccl_communicator(Device device, const std::string& name) {
+  return std::make_unique<detail::NcclCommunicator>(detail::Bootstrap{}, device, name, 600.0);
+}
+
+}  // namespace foldcore::dist

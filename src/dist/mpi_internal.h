@@ -1,4 +1,5 @@
-// Internal to src/dist: the MPI-facing pieces the backends share. Includes <mpi.h>, so only the
+// Internal to src/dist: the MPI-facing pieces the backends share (the MPI-free ones are in
+// comm_internal.h). Includes <mpi.h>, so only the
 // dist .cpp files include it (the public headers stay MPI-free and so does every other target).
 #pragma once
 
@@ -9,18 +10,10 @@
 #include <string>
 
 #include "core/device.h"
+#include "dist/comm_internal.h"
 #include "dist/communicator.h"
 
 namespace foldcore::dist::detail {
-
-// What a rank is doing, for the watchdog's and the signal handler's messages.
-struct OpInfo {
-  const char* op = "";             // "all_reduce", …
-  const std::string* comm = nullptr;  // communicator name (outlives the operation)
-  size_t bytes = 0;
-  int peer = -1;                   // send/recv/broadcast root; -1: none
-};
-std::string describe(const OpInfo& info);
 
 // Marks the collective this rank is blocked in, for the SIGTERM report (runtime.cpp).
 class ActiveOp {
@@ -31,8 +24,6 @@ class ActiveOp {
   ActiveOp& operator=(const ActiveOp&) = delete;
 };
 
-// Prints "foldcore: rank R of W: <message>" to stderr and ends the whole job (MPI_Abort, code 3).
-[[noreturn]] void fatal_comm_failure(const std::string& message);
 // An MPI call's return code: anything but MPI_SUCCESS is fatal (a peer failed or the library
 // broke; the job cannot continue consistently), reported with MPI's error string.
 void check_mpi(int rc, const char* call, const OpInfo& info);

@@ -80,13 +80,6 @@ double timeout_from(const RuntimeOptions& options) {
 
 namespace detail {
 
-std::string describe(const OpInfo& info) {
-  std::string s = concat(info.op, " on communicator '", info.comm ? *info.comm : std::string("?"), "' (",
-                         info.bytes, " bytes");
-  if (info.peer >= 0) s += concat(", peer/root ", info.peer);
-  return s + ")";
-}
-
 ActiveOp::ActiveOp(const OpInfo& info) {
   g_active_comm.store(info.comm ? info.comm->c_str() : nullptr);
   g_active_bytes.store(info.bytes);

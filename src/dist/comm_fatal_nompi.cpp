@@ -1,0 +1,16 @@
+// fatal_comm_failure for builds without MPI (comm_internal.h): only the single-process NCCL
+// communicator exists there, so there is no job to abort beyond this process.
+#include <cstdio>
+#include <cstdlib>
+
+#include "dist/comm_internal.h"
+
+namespace foldcore::dist::detail {
+
+void fatal_comm_failure(const std::string& message) {
+  std::fprintf(stderr, "foldcore: rank 0 of 1: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(3);
+}
+
+}  // namespace foldcore::dist::detail
