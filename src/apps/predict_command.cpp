@@ -4,6 +4,7 @@
 //       [--model_names model_1_ptm,…] [--use_precomputed_msas] [--msa F.a3m] [--num_recycles N]
 //       [--random_seed S] [--device cpu|cuda:0] [--precision fp32|bf16] [--chunk_size C|auto]
 //       [--benchmark] [--random_params SEED] [--ranking_by plddt|ptm] [--model_config F.yaml]
+//       [--result_arrays full|summary]
 //   mpirun -np N foldcore predict … --dap N    (builds with MPI)
 //
 // --dap N: dynamic axial parallelism (models/alphafold/model_parallel.h): the N ranks run the same
@@ -70,6 +71,7 @@ void add_predict_command(CLI::App& app) {
       "predict", "Predict structures with AlphaFold2 from FASTA files (AlphaFold's output layout and formats)");
   struct Args {
     std::string fasta_paths, output_dir, data_dir, model_names = "model_1_ptm", device = "cpu", precision = "fp32";
+    std::string result_arrays = "full";
     std::string ranking_by = "plddt", model_config, template_mmcif_dir, max_template_date, msa;
     bool use_precomputed_msas = false, benchmark = false;
     std::string chunk_size = "0";
@@ -104,6 +106,9 @@ void add_predict_command(CLI::App& app) {
                   "use randomly initialised parameters with this seed instead of params files (NOT a real "
                   "prediction; every output says so)");
   sub->add_option("--ranking_by", a->ranking_by, "plddt (mean pLDDT, AlphaFold's monomer ranking) or ptm");
+  sub->add_option("--result_arrays", a->result_arrays,
+                  "result_<model>.npz: full (AlphaFold's arrays) or summary (without the [N, N, 64] distogram "
+                  "logits and aligned confidence probabilities, and the MSA/resolved logits: for long sequences)");
   sub->add_option("--model_config", a->model_config,
                   "model architecture YAML for every model (default: configs/model/<model>.yaml, or inferred "
                   "from the params file)");
@@ -127,6 +132,7 @@ void add_predict_command(CLI::App& app) {
     o.random_params = a->random_params >= 0;
     o.random_params_seed = static_cast<uint64_t>(a->random_params < 0 ? 0 : a->random_params);
     o.ranking_by = a->ranking_by;
+    o.result_arrays = a->result_arrays;
     o.model_config = a->model_config;
     o.template_mmcif_dir = a->template_mmcif_dir;
     o.max_template_date = a->max_template_date;

@@ -193,8 +193,9 @@ const Tensor& get_output(const af2::Af2Outputs& outs, const std::string& name) {
 }
 
 // Model outputs → what the output writers need, with AlphaFold's result-file names.
+// full = false: without the pair-sized logits and probabilities and the MSA/resolved logits.
 ModelPrediction to_prediction(const std::string& name, const af2::Af2Config& config, const af2::Af2Outputs& outs,
-                              const af2::Af2Batch& batch, uint64_t seed) {
+                              const af2::Af2Batch& batch, uint64_t seed, bool full) {
   ModelPrediction p;
   p.model_name = name;
   p.plddt = get_output(outs, "plddt").contiguous().to_vector();
@@ -205,21 +206,23 @@ ModelPrediction to_prediction(const std::string& name, const af2::Af2Config& con
   add("predicted_lddt_logits", get_output(outs, "lddt_logits"));
   add("final_atom_positions", get_output(outs, "final_atom_positions"));
   add("final_atom_mask", get_output(outs, "final_atom_mask"));
-  add("distogram_logits", get_output(outs, "distogram_logits"));
-  p.result_arrays.emplace_back(
-      "distogram_bin_edges",
-      data::NpyArray::from_f32(distogram_bin_edges(config.heads.distogram_bins, config.heads.distogram_first_break,
-                                                   config.heads.distogram_last_break),
-                               {config.heads.distogram_bins - 1}));
-  add("masked_msa_logits", get_output(outs, "masked_msa_logits"));
-  add("experimentally_resolved_logits", get_output(outs, "experimentally_resolved_logits"));
+  if (full) {
+    add("distogram_logits", get_output(outs, "distogram_logits"));
+    p.result_arrays.emplace_back(
+        "distogram_bin_edges",
+        data::NpyArray::from_f32(distogram_bin_edges(config.heads.distogram_bins, config.heads.distogram_first_break,
+                                                     config.heads.distogram_last_break),
+                                 {config.heads.distogram_bins - 1}));
+    add("masked_msa_logits", get_output(outs, "masked_msa_logits"));
+    add("experimentally_resolved_logits", get_output(outs, "experimentally_resolved_logits"));
+  }
   if (const Tensor* pae = find_output(outs, "predicted_aligned_error")) {
     p.predicted_aligned_error = pae->contiguous().to_vector();
     p.max_predicted_aligned_error = get_output(outs, "max_predicted_aligned_error").item();
     p.ptm = get_output(outs, "ptm_score").item();
     add("predicted_aligned_error", *pae);
     add("max_predicted_aligned_error", get_output(outs, "max_predicted_aligned_error"));
-    add("aligned_confidence_probs", get_output(outs, "aligned_confidence_probs"));
+    if (full) add("aligned_confidence_probs", get_output(outs, "aligned_confidence_probs"));
     add("ptm", get_output(outs, "ptm_score"));
   }
   p.result_arrays.emplace_back("ranking_confidence",
@@ -241,6 +244,8 @@ Predictor::Predictor(PredictOptions options) : o_(std::move(options)) {
   FC_CHECK(o.precision == "fp32" || o.precision == "bf16", "--precision must be fp32 or bf16, got '", o.precision, "'");
   FC_CHECK(o.ranking_by == "plddt" || o.ranking_by == "ptm", "--ranking_by must be plddt or ptm, got '",
            o.ranking_by, "'");
+  FC_CHECK(o.result_arrays == "full" || o.result_arrays == "summary", "--result_arrays must be full or summary, got '",
+           o.result_arrays, "'");
   warning_ = o.random_params ? random_params_warning(o.random_params_seed) : "";
   if (o.random_params)
     for (int i = 0; i < 3; ++i) log::warn("predict: ", warning_);
@@ -288,12 +293,13 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
   // Preflight: refuse what cannot fit before the processed features and the activations are
   // allocated (the parameters already are), or pick the chunk with --chunk_size auto. The models
   // run one after another; each keeps its outputs (about N²·(2·64 + 2) floats: distogram logits,
-  // aligned confidence probabilities, PAE) until the target is written, so model i has i models'
-  // outputs less available.
+  // aligned confidence probabilities, PAE; N²·2 with --result_arrays summary) until the target is
+  // written, so model i has i models' outputs less available.
   const int64_t available = device_memory_available(o.device);
   for (size_t mi = 0; mi < o.model_names.size(); ++mi) {
     LoadedModel& m = model(o.model_names[mi]);
-    const int64_t kept = static_cast<int64_t>(mi) * n_res * n_res * (2 * m.config.heads.distogram_bins + 2) * 4;
+    const int64_t kept_per_pair = o.result_arrays == "full" ? 2 * m.config.heads.distogram_bins + 2 : 2;
+    const int64_t kept = static_cast<int64_t>(mi) * n_res * n_res * kept_per_pair * 4;
     const int64_t avail = available - kept;
     const int64_t num_params = m.params.num_elements();
     if (o.chunk_size == kChunkAuto) {
@@ -353,7 +359,8 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
       out.timings.emplace_back("predict_benchmark_" + name, timer.seconds());
     }
     report("structure " + name, base + per_model * 0.99);
-    out.models.push_back(to_prediction(name, m.config, outs, features.iteration(0), seed));
+    out.models.push_back(to_prediction(name, m.config, outs, features.iteration(0), seed, o.result_arrays == "full"));
+    outs.clear();  // the host copies of the model's outputs (the pair-sized ones too) go now
     log::info("predict: ", tf.target, " ", name, ": mean pLDDT ", out.models.back().mean_plddt(),
               std::isnan(out.models.back().ptm) ? "" : ", pTM " + std::to_string(out.models.back().ptm), " (",
               out.timings.back().second, " s)");

@@ -35,6 +35,11 @@ struct PredictOptions {
   bool random_params = false;
   uint64_t random_params_seed = 0;
   std::string ranking_by = "plddt";
+  // result_<model>.npz: "full" (AlphaFold's result arrays) or "summary" (without the [N, N, 64]
+  // distogram logits and aligned confidence probabilities and the per-sequence MSA and resolved
+  // logits: at 10,000 residues each pair-sized array is about 26 GB, kept for every model until the
+  // target is written).
+  std::string result_arrays = "full";
   std::string model_config;  // YAML for every model; "" → preset file or params inference
   // Templates: with --use_precomputed_msas, hits in msas/pdb70_hits.hhr are featurised from the
   // mmCIF files in template_mmcif_dir (AlphaFold's filters; max_template_date required then).

@@ -125,8 +125,9 @@ DecodedPng decode_png(const std::string& file) {
 const std::string kSeq = "MKTAYIAKQRQISFVKSHFSRQ";  // 22 residues
 
 // Checks every output of one target; returns the mean pLDDT per model from the npz files.
+// full_arrays: result npz written with --result_arrays full (the default) or summary.
 void check_target_outputs(const fs::path& dir, const std::string& sequence, const std::vector<std::string>& models,
-                          bool random_params, bool ptm, int64_t msa_rows_at_least) {
+                          bool random_params, bool ptm, int64_t msa_rows_at_least, bool full_arrays = true) {
   const size_t n = sequence.size();
   ASSERT_TRUE(fs::exists(dir / "done")) << dir;
   for (const auto& e : fs::directory_iterator(dir))
@@ -141,9 +142,15 @@ void check_target_outputs(const fs::path& dir, const std::string& sequence, cons
     const auto plddt = npz.read("plddt");
     ASSERT_EQ(plddt.shape, (std::vector<int64_t>{int64_t(n)}));
     EXPECT_EQ(npz.read("final_atom_positions").shape, (std::vector<int64_t>{int64_t(n), 37, 3}));
-    const auto dgram = npz.read("distogram_logits");
-    ASSERT_EQ(dgram.shape.size(), 3u);
-    EXPECT_EQ(npz.read("distogram_bin_edges").shape, (std::vector<int64_t>{dgram.shape[2] - 1}));
+    if (full_arrays) {
+      const auto dgram = npz.read("distogram_logits");
+      ASSERT_EQ(dgram.shape.size(), 3u);
+      EXPECT_EQ(npz.read("distogram_bin_edges").shape, (std::vector<int64_t>{dgram.shape[2] - 1}));
+    } else {
+      for (const char* key : {"distogram_logits", "distogram_bin_edges", "masked_msa_logits",
+                              "experimentally_resolved_logits", "aligned_confidence_probs"})
+        EXPECT_FALSE(npz.contains(key)) << key;
+    }
     EXPECT_EQ(npz.contains("warning"), random_params);
     EXPECT_EQ(npz.contains("predicted_aligned_error"), ptm);
     double sum = 0;
@@ -256,6 +263,13 @@ TEST(Predict, TinyRandomParamsTwoModelsSingleSequence) {
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("RANDOM PARAMETERS"), std::string::npos);
   check_target_outputs(out / "prot", kSeq, {"model_1_ptm", "model_2_ptm"}, true, true, 1);
+  for (const std::string m : {"model_1_ptm", "model_2_ptm"}) {  // AlphaFold's full result arrays
+    foldcore::data::NpzReader npz((out / "prot" / ("result_" + m + ".npz")).string());
+    for (const char* key : {"masked_msa_logits", "experimentally_resolved_logits", "aligned_confidence_probs",
+                            "predicted_lddt_logits"})
+      EXPECT_TRUE(npz.contains(key)) << m << " " << key;
+    EXPECT_EQ(npz.read("aligned_confidence_probs").shape, (std::vector<int64_t>{22, 22, 64}));
+  }
 
   // A second run skips the finished target and leaves its files untouched.
   const auto before = fs::last_write_time(out / "prot" / "ranked_0.pdb");
@@ -266,6 +280,28 @@ TEST(Predict, TinyRandomParamsTwoModelsSingleSequence) {
   ASSERT_EQ(again.rc, 0) << again.output;
   EXPECT_NE(again.output.find("skipping"), std::string::npos) << again.output;
   EXPECT_EQ(fs::last_write_time(out / "prot" / "ranked_0.pdb"), before);
+}
+
+TEST(Predict, SummaryResultArraysLeaveOutThePairSizedArrays) {
+  TempDir tmp;
+  write_file(tmp.path() / "in" / "prot.fasta", ">prot test\n" + kSeq + "\n");
+  const fs::path out = tmp.path() / "out";
+  const std::string common = "--fasta_paths " + (tmp.path() / "in" / "prot.fasta").string() + " --random_params 7" +
+                             " --model_config " + tiny_config() + " --num_recycles 0";
+  const RunResult r = run_foldcore(common + " --output_dir " + out.string() + " --result_arrays summary", tmp.path());
+  ASSERT_EQ(r.rc, 0) << r.output;
+  check_target_outputs(out / "prot", kSeq, {"model_1_ptm"}, true, true, 1, /*full_arrays=*/false);
+  // The same prediction: the structure and the confidence are those of the full run.
+  const fs::path full = tmp.path() / "full";
+  ASSERT_EQ(run_foldcore(common + " --output_dir " + full.string(), tmp.path()).rc, 0);
+  EXPECT_EQ(read_file(out / "prot" / "ranked_0.pdb"), read_file(full / "prot" / "ranked_0.pdb"));
+  EXPECT_EQ(read_file(out / "prot" / "pae_model_1_ptm.json"), read_file(full / "prot" / "pae_model_1_ptm.json"));
+  // Anything else is refused before any output is written.
+  const fs::path bad = tmp.path() / "bad";
+  const RunResult wrong = run_foldcore(common + " --output_dir " + bad.string() + " --result_arrays some", tmp.path());
+  EXPECT_NE(wrong.rc, 0);
+  EXPECT_NE(wrong.output.find("--result_arrays must be full or summary"), std::string::npos) << wrong.output;
+  EXPECT_FALSE(fs::exists(bad / "prot" / "done"));
 }
 
 TEST(Predict, PrecomputedMsasQuery73TinyModel) {
