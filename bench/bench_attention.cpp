@@ -11,7 +11,9 @@
 // times both CUDA kernel families of the fused op ("kernel": mma, the register-tiled default, and
 // smem, the shared-memory WMMA kernels); the mma line's "speedup_vs_smem" is smem ms ÷ mma ms.
 // The AlphaFold case also times forward + backward without the bias gradients
-// ("fwd_bwd_no_dbias", "dbias_share": the part of fwd_bwd the bias gradients take).
+// ("fwd_bwd_no_dbias", "dbias_share": the part of fwd_bwd the bias gradients take), and on a GPU
+// the mma kernels with the batch-reduced bias-gradient pass ("fwd_bwd_dbias_pass",
+// "speedup_vs_atomic").
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -207,6 +209,30 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
         .print();
   }
   ops::set_attention_kernel(saved);
+  if (!dev.is_cuda() || dt != DType::bf16) return;
+  // The mma kernels with the batch-reduced bias-gradient pass instead of the atomics
+  // (ops::set_attention_dbias_pass): "speedup_vs_atomic" is the atomic fwd_bwd ms ÷ this one.
+  const bool saved_pass = ops::attention_dbias_pass();
+  ops::set_attention_kernel(ops::AttentionKernel::mma);
+  ops::set_attention_dbias_pass(true);
+  double ms;
+  size_t peak;
+  measure([&] {
+    ops::attention_forward(in, o, lse, a);
+    ops::attention_backward(in, a, lse, d_o, g);
+  }, &ms, &peak);
+  ops::set_attention_dbias_pass(saved_pass);
+  ops::set_attention_kernel(saved);
+  bench::JsonLine()
+      .str("bench", "attention")
+      .str("case", std::string(s.name) + "_fwd_bwd_dbias_pass")
+      .str("device", dev.str())
+      .str("dtype", std::string(dtype_name(dt)))
+      .str("kernel", "mma")
+      .num("ms", ms)
+      .num("tflops", 3.5 * flops_fwd / (ms * 1e-3) / 1e12)
+      .num("speedup_vs_atomic", with_dbias[0] / ms)
+      .print();
 }
 
 }  // namespace

@@ -107,6 +107,22 @@ void set_attention_kernel(AttentionKernel k) { kernel_choice().store(static_cast
 AttentionKernel attention_kernel() { return static_cast<AttentionKernel>(kernel_choice().load()); }
 const char* attention_kernel_name(AttentionKernel k) { return k == AttentionKernel::mma ? "mma" : "smem"; }
 
+namespace {
+bool dbias_pass_from_env() {
+  const char* e = std::getenv("FOLDCORE_ATTENTION_DBIAS");
+  if (e == nullptr || *e == '\0' || std::string_view(e) == "atomic") return false;
+  if (std::string_view(e) == "pass") return true;
+  FC_THROW("FOLDCORE_ATTENTION_DBIAS=", e, ": expected atomic or pass");
+}
+std::atomic<bool>& dbias_pass_choice() {
+  static std::atomic<bool> choice{dbias_pass_from_env()};
+  return choice;
+}
+}  // namespace
+
+void set_attention_dbias_pass(bool on) { dbias_pass_choice().store(on); }
+bool attention_dbias_pass() { return dbias_pass_choice().load(); }
+
 void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor& lse, const Tensor& a) {
   const char* op = "attention_forward";
   validate_inputs(in, op);

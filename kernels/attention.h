@@ -57,6 +57,14 @@ enum class AttentionKernel { mma, smem };
 void set_attention_kernel(AttentionKernel k);
 AttentionKernel attention_kernel();
 const char* attention_kernel_name(AttentionKernel k);
+// With the mma kernels, how the gradient of a bias shared by the batch rows (dbias of size 1 in b,
+// B > 1: AlphaFold's pair bias) is summed over b: false (default) — one fp32 atomicAdd per element
+// per b from the backward's CTAs; true — a separate pass, one CTA per (key tile, query tile, h)
+// looping over b, that recomputes the tile's P and dP and writes each element once. Which is faster
+// is a GPU measurement (bench_attention); FOLDCORE_ATTENTION_DBIAS=atomic|pass sets the initial
+// choice.
+void set_attention_dbias_pass(bool on);
+bool attention_dbias_pass();
 
 struct AttentionInputs {
   Tensor q, k, v;

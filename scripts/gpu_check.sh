@@ -147,7 +147,7 @@ run_sanitizer() {  # $1 = tool, $2 = binary
   # the f32 cases where a binary names them, plus the register-tiled (mma) attention kernels, which
   # only run in bf16; else all of its tests (a filter that selects nothing leaves the sanitizer
   # without a single instrumented call: it fails, checking nothing)
-  local filter='*F32*:*f32*:*Fp32*:*_mma'
+  local filter='*F32*:*f32*:*Fp32*:*_mma:*_mma_dbiaspass'
   "$2" --gtest_list_tests --gtest_filter="$filter" 2>/dev/null | grep -q '^  ' || filter='*'
   timeout "$limit" "$CS" --tool "$1" --error-exitcode 3 "$2" --gtest_filter="$filter" \
     >"$OUT_DIR/sanitizer/$name.$1.log" 2>&1
@@ -319,7 +319,7 @@ for raw in open(sys.argv[1]):
     except ValueError:
         continue
     name = r.get("bench", r.get("name", "?"))
-    figs = [f"{k}={r[k]}" for k in ("case", "kernel", "attention_kernel", "stage", "size", "shape", "n_res", "crop", "ms", "seconds", "step_seconds", "tflops", "gflops", "fraction_of_peak", "fraction_of_gemm_peak", "ratio", "speedup", "speedup_vs_smem", "dbias_share", "peak_mb", "peak_alloc_mib", "step_peak_mib", "n_max_80gb") if k in r]
+    figs = [f"{k}={r[k]}" for k in ("case", "kernel", "attention_kernel", "stage", "size", "shape", "n_res", "crop", "ms", "seconds", "step_seconds", "tflops", "gflops", "fraction_of_peak", "fraction_of_gemm_peak", "ratio", "speedup", "speedup_vs_smem", "dbias_share", "speedup_vs_atomic", "peak_mb", "peak_alloc_mib", "step_peak_mib", "n_max_80gb") if k in r]
     goal = goals.get(str(name), "")
     print(f"| {name} | {', '.join(figs)} {('(goal: ' + goal + ')') if goal else ''} |")
 PY

@@ -241,7 +241,25 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
     FC_CUDA_CHECK_LAUNCH();
     if (std::is_same_v<T, __nv_bfloat16> && attention_kernel() == AttentionKernel::mma && mma_bias_strides_fit(p)) {
       p.vec8 = mma_vec8_ok(p);
+      // The opt-in pass takes the gradients of the biases shared by the batch rows (not summed over
+      // query rows) away from the main kernel's atomics.
+      AttnParams pass = p;
+      bool any_pass = false;
+      for (int t = 0; t < kMaxBiases; ++t) {
+        DbiasDesc& main = p.dbias[t];
+        DbiasDesc& own = pass.dbias[t];
+        const Tensor* db = static_cast<size_t>(t) < grads.dbias.size() ? &grads.dbias[t] : nullptr;
+        const bool batch_shared = attention_dbias_pass() && main.ptr && db && db->size(0) == 1 && p.B > 1 && !main.sum_i;
+        if (!batch_shared) {
+          own.ptr = nullptr;
+          continue;
+        }
+        own.shared = (db->size(1) == 1 && p.H > 1) || (db->size(3) == 1 && p.Lk > 1);
+        main.ptr = nullptr;
+        any_pass = true;
+      }
       launch_attention_bwd_mma(p, stream);
+      if (any_pass) launch_attention_dbias_mma(pass, stream);
     } else dispatch_head_dim(p.D, "attention_backward (CUDA)", [&](auto dp) {
       constexpr int Dp = decltype(dp)::value;
       const size_t bytes = BwdLayout<T, Dp>::kBytes;

@@ -179,5 +179,8 @@ inline bool mma_bias_strides_fit(const AttnParams& p) {
 void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream);
 // The backward's main kernel; p.delta (and p.dq_acc when dq is wanted) filled by the caller.
 void launch_attention_bwd_mma(const AttnParams& p, cudaStream_t stream);
+// The batch-reduced bias-gradient pass (attention_dbias_mma_cuda.cu): p.dbias holds only the
+// biases shared by the batch rows, with `shared` set for the other broadcast dims.
+void launch_attention_dbias_mma(const AttnParams& p, cudaStream_t stream);
 
 }  // namespace foldcore::ops::cuda::detail

@@ -109,19 +109,28 @@ void compare(const Setup& s, DType dt) {
 
 // Parameter: dtype and the CUDA kernel family (bf16 runs both the register-tiled mma.sync kernels
 // and the shared-memory ones; f32 always runs the shared-memory kernels).
+// dbias_pass: the batch-shared bias gradients through the separate pass (ops::set_attention_dbias_pass).
 struct KernelCase {
   DType dtype;
   ops::AttentionKernel kernel;
+  bool dbias_pass = false;
 };
 
 class AttentionCuda : public ::testing::TestWithParam<KernelCase> {
  protected:
-  void SetUp() override { ops::set_attention_kernel(GetParam().kernel); }
-  void TearDown() override { ops::set_attention_kernel(saved_); }
+  void SetUp() override {
+    ops::set_attention_kernel(GetParam().kernel);
+    ops::set_attention_dbias_pass(GetParam().dbias_pass);
+  }
+  void TearDown() override {
+    ops::set_attention_kernel(saved_);
+    ops::set_attention_dbias_pass(saved_pass_);
+  }
   static DType dt() { return GetParam().dtype; }
 
  private:
   ops::AttentionKernel saved_ = ops::attention_kernel();
+  bool saved_pass_ = ops::attention_dbias_pass();
 };
 
 TEST_P(AttentionCuda, AlphaFoldShapes) {
@@ -153,10 +162,12 @@ TEST_P(AttentionCuda, OddShapesFullBiasAndPaddedHeadDims) {
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionCuda,
                          ::testing::Values(KernelCase{DType::f32, ops::AttentionKernel::smem},
                                            KernelCase{DType::bf16, ops::AttentionKernel::smem},
-                                           KernelCase{DType::bf16, ops::AttentionKernel::mma}),
+                                           KernelCase{DType::bf16, ops::AttentionKernel::mma},
+                                           KernelCase{DType::bf16, ops::AttentionKernel::mma, true}),
                          [](const auto& info) {
                            return std::string(dtype_name(info.param.dtype)) + "_" +
-                                  ops::attention_kernel_name(info.param.kernel);
+                                  ops::attention_kernel_name(info.param.kernel) +
+                                  (info.param.dbias_pass ? "_dbiaspass" : "");
                          });
 
 TEST(AttentionCudaErrors, HeadDimAbove64IsAnError) {
