@@ -124,15 +124,20 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
   std::vector<ops::AttentionKernel> kernels{ops::attention_kernel()};
   if (dev.is_cuda() && dt == DType::bf16) kernels = {ops::AttentionKernel::mma, ops::AttentionKernel::smem};
   const ops::AttentionKernel saved = ops::attention_kernel();
-  auto report = [&](const std::string& pass, ops::AttentionKernel kernel, double ms, double flops, double naive_ms,
-                    size_t peak, size_t naive_peak, double other_ms) {
+  // The fields every line starts with.
+  auto line_for = [&](const std::string& pass, const char* kernel) {
     bench::JsonLine line;
     line.str("bench", "attention")
         .str("case", std::string(s.name) + "_" + pass)
         .str("device", dev.str())
         .str("dtype", std::string(dtype_name(dt)))
-        .str("kernel", dev.is_cuda() ? ops::attention_kernel_name(kernel) : "cpu")
-        .integer("B", s.B)
+        .str("kernel", dev.is_cuda() ? kernel : "cpu");
+    return line;
+  };
+  auto report = [&](const std::string& pass, ops::AttentionKernel kernel, double ms, double flops, double naive_ms,
+                    size_t peak, size_t naive_peak, double other_ms) {
+    bench::JsonLine line = line_for(pass, ops::attention_kernel_name(kernel));
+    line.integer("B", s.B)
         .integer("H", s.H)
         .integer("L", s.L)
         .integer("D", s.D)
@@ -198,12 +203,7 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
       ops::attention_forward(in, o, lse, a);
       ops::attention_backward(in, a, lse, d_o, no_dbias);
     }, &ms, &peak);
-    bench::JsonLine()
-        .str("bench", "attention")
-        .str("case", std::string(s.name) + "_fwd_bwd_no_dbias")
-        .str("device", dev.str())
-        .str("dtype", std::string(dtype_name(dt)))
-        .str("kernel", dev.is_cuda() ? ops::attention_kernel_name(kernels[kix]) : "cpu")
+    line_for("fwd_bwd_no_dbias", ops::attention_kernel_name(kernels[kix]))
         .num("ms", ms)
         .num("dbias_share", 1.0 - ms / with_dbias[kix])
         .print();
@@ -223,12 +223,7 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
   }, &ms, &peak);
   ops::set_attention_dbias_pass(saved_pass);
   ops::set_attention_kernel(saved);
-  bench::JsonLine()
-      .str("bench", "attention")
-      .str("case", std::string(s.name) + "_fwd_bwd_dbias_pass")
-      .str("device", dev.str())
-      .str("dtype", std::string(dtype_name(dt)))
-      .str("kernel", "mma")
+  line_for("fwd_bwd_dbias_pass", "mma")
       .num("ms", ms)
       .num("tflops", 3.5 * flops_fwd / (ms * 1e-3) / 1e12)
       .num("speedup_vs_atomic", with_dbias[0] / ms)

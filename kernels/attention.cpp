@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -91,14 +93,25 @@ void check_lse(const Tensor& lse, const Tensor& q, const char* op) {
 }  // namespace
 
 namespace {
-AttentionKernel kernel_from_env() {
-  const char* e = std::getenv("FOLDCORE_ATTENTION_KERNEL");
-  if (e == nullptr || *e == '\0' || std::string_view(e) == "mma") return AttentionKernel::mma;
-  if (std::string_view(e) == "smem") return AttentionKernel::smem;
-  FC_THROW("FOLDCORE_ATTENTION_KERNEL=", e, ": expected mma or smem");
+// The index in `values` of the environment variable's value; unset or empty: 0.
+int choice_from_env(const char* var, std::initializer_list<std::string_view> values) {
+  const char* e = std::getenv(var);
+  if (e == nullptr || *e == '\0') return 0;
+  int i = 0;
+  for (std::string_view v : values) {
+    if (v == e) return i;
+    ++i;
+  }
+  std::string expected;
+  for (std::string_view v : values) expected += (expected.empty() ? "" : " or ") + std::string(v);
+  FC_THROW(var, "=", e, ": expected ", expected);
 }
 std::atomic<int>& kernel_choice() {
-  static std::atomic<int> choice{static_cast<int>(kernel_from_env())};
+  static std::atomic<int> choice{choice_from_env("FOLDCORE_ATTENTION_KERNEL", {"mma", "smem"})};
+  return choice;
+}
+std::atomic<bool>& dbias_pass_choice() {
+  static std::atomic<bool> choice{choice_from_env("FOLDCORE_ATTENTION_DBIAS", {"atomic", "pass"}) == 1};
   return choice;
 }
 }  // namespace
@@ -106,20 +119,6 @@ std::atomic<int>& kernel_choice() {
 void set_attention_kernel(AttentionKernel k) { kernel_choice().store(static_cast<int>(k)); }
 AttentionKernel attention_kernel() { return static_cast<AttentionKernel>(kernel_choice().load()); }
 const char* attention_kernel_name(AttentionKernel k) { return k == AttentionKernel::mma ? "mma" : "smem"; }
-
-namespace {
-bool dbias_pass_from_env() {
-  const char* e = std::getenv("FOLDCORE_ATTENTION_DBIAS");
-  if (e == nullptr || *e == '\0' || std::string_view(e) == "atomic") return false;
-  if (std::string_view(e) == "pass") return true;
-  FC_THROW("FOLDCORE_ATTENTION_DBIAS=", e, ": expected atomic or pass");
-}
-std::atomic<bool>& dbias_pass_choice() {
-  static std::atomic<bool> choice{dbias_pass_from_env()};
-  return choice;
-}
-}  // namespace
-
 void set_attention_dbias_pass(bool on) { dbias_pass_choice().store(on); }
 bool attention_dbias_pass() { return dbias_pass_choice().load(); }
 

@@ -239,8 +239,7 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
     launch_kernel<attention_bwd_pre_kernel<T>>(static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), 32 * warps_per_block, 0, stream,
         p, static_cast<const T*>(a_or_o.data_ptr()), a_or_o.stride(0), a_or_o.stride(1), a_or_o.stride(2));
     FC_CUDA_CHECK_LAUNCH();
-    if (std::is_same_v<T, __nv_bfloat16> && attention_kernel() == AttentionKernel::mma && mma_bias_strides_fit(p)) {
-      p.vec8 = mma_vec8_ok(p);
+    if (use_mma_kernels(p, in.q.dtype())) {
       // The opt-in pass takes the gradients of the biases shared by the batch rows (not summed over
       // query rows) away from the main kernel's atomics.
       AttnParams pass = p;

@@ -188,8 +188,7 @@ void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor&
            ", H = ", p.H);
   set_device(in.q.device());
   const cudaStream_t stream = cuda_stream_of(in.q.device());
-  if (in.q.dtype() == DType::bf16 && attention_kernel() == AttentionKernel::mma && mma_bias_strides_fit(p)) {
-    p.vec8 = mma_vec8_ok(p);
+  if (use_mma_kernels(p, in.q.dtype())) {
     launch_attention_fwd_mma(p, stream);
     return;
   }

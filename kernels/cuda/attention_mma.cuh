@@ -175,6 +175,14 @@ inline bool mma_bias_strides_fit(const AttnParams& p) {
   return true;
 }
 
+// Whether the register-tiled kernels compute this call (bf16, AttentionKernel::mma chosen, bias
+// strides that fit BiasLine); when they do, also sets p.vec8. Forward and backward ask the same.
+inline bool use_mma_kernels(AttnParams& p, DType dtype) {
+  if (dtype != DType::bf16 || attention_kernel() != AttentionKernel::mma || !mma_bias_strides_fit(p)) return false;
+  p.vec8 = mma_vec8_ok(p);
+  return true;
+}
+
 // The kernels' launchers (p filled as for the shared-memory kernels; bf16 tensors).
 void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream);
 // The backward's main kernel; p.delta (and p.dq_acc when dq is wanted) filled by the caller.
