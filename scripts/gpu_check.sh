@@ -71,6 +71,15 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
   done
 fi
 
+# MPI, for the multi-rank paths with CUDA tensors (issue: distributed layer): the portable build has
+# none, so only say what this machine offers (a launcher, a libmpi, mpi4py's build) for a later
+# build against it. Never fails.
+{
+  echo "gpu_check: MPI probe: mpirun=$(command -v mpirun || echo none) mpiexec=$(command -v mpiexec || echo none)"
+  ldconfig -p 2>/dev/null | grep -E 'libmpi(ch)?\.so' | head -3 | sed 's/^/gpu_check: MPI probe: /' || true
+  timeout 20 python3 -c 'import mpi4py, mpi4py.MPI as M; print("gpu_check: MPI probe: mpi4py", mpi4py.__version__, M.Get_library_version().splitlines()[0], mpi4py.get_config())' 2>&1 | head -2 || true
+} || true
+
 # 2. The binaries: prebuilt, or built here.
 for d in "${CUDA_HOME:-/usr/local/cuda}"/lib64 "${CUDA_HOME:-/usr/local/cuda}"/lib; do  # the toolkit's runtime, cuBLAS
   if [ -d "$d" ]; then export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi

@@ -55,6 +55,11 @@ constexpr double kOverheadBytes = 512.0 * 1024 * 1024;
 // heads' log-sum-exp, the triangle attention's pair bias, the pair mask), rounded up.
 constexpr double kTemplateStageScaleFp32 = 1.02;
 constexpr double kTemplateStageScaleBf16 = 1.16;
+// The same for two passes over the templates (TemplatePasses::two: stream + template stream +
+// triangle multiplication t + the fp32 scores [N², H, T']: 2.125 fp32, 1.125 bf16 with 4
+// templates): the fits' 2.355 and 1.425 over N = 256..512, rounded up.
+constexpr double kTemplateTwoPassScaleFp32 = 1.11;
+constexpr double kTemplateTwoPassScaleBf16 = 1.27;
 // Relative margin on the activations (the test's stated bound).
 constexpr double kActivationMargin = 1.05;
 
@@ -89,18 +94,24 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   const double recycle = iters > 1 ? kRecyclePairUnits * pair : 0.0;
   const double trunk_units = bf16 ? kTrunkPairUnitsBf16 : kTrunkPairUnitsFp32;
   // The template stage, when a template is computed (one at a time: TemplateEmbedder::add_into):
-  // the pair stream, the pointwise attention's running heads, one template's pair stream and its
-  // triangle multiplication's t, in the stream's dtype; its chunk temporaries scale with c_t.
+  // the pair stream, one template's pair stream and its triangle multiplication's t, in the
+  // stream's dtype, and either the pointwise attention's running heads (one pass, stream dtype) or
+  // the fp32 scores of every template (two passes); its chunk temporaries scale with c_t.
   const int64_t used = std::min<int64_t>(num_templates < 0 ? c.templates.max_templates : num_templates,
                                          c.templates.max_templates);
   const bool template_stage = c.templates.enabled && used > 0;
+  const bool two_pass = template_stage && used >= 2 && !c.templates.pointwise_att.gating &&
+                        af2::template_two_passes_requested(c);
+  const double c_z = static_cast<double>(c.c_z), heads = static_cast<double>(c.templates.pointwise_att.num_head);
+  const double template_stream_units =
+      stream_bytes / 4 * (1.0 + static_cast<double>(c.templates.c_t + c.templates.tri_mul_channels) / c_z);
   const double template_units =
-      template_stage ? (bf16 ? kTemplateStageScaleBf16 : kTemplateStageScaleFp32) * stream_bytes / 4 *
-                           (1.0 + static_cast<double>(c.templates.pointwise_att.num_head *
-                                                          c.templates.pointwise_att.head_dim +
-                                                      c.templates.c_t + c.templates.tri_mul_channels) /
-                                      static_cast<double>(c.c_z))
-                     : 0.0;
+      !template_stage ? 0.0
+      : two_pass      ? (bf16 ? kTemplateTwoPassScaleBf16 : kTemplateTwoPassScaleFp32) *
+                       (template_stream_units + heads * static_cast<double>(used) / c_z)
+                      : (bf16 ? kTemplateStageScaleBf16 : kTemplateStageScaleFp32) *
+                       (template_stream_units +
+                        stream_bytes / 4 * heads * static_cast<double>(c.templates.pointwise_att.head_dim) / c_z);
   const double template_chunk_bytes =
       chunk_bytes * static_cast<double>(c.templates.c_t) / static_cast<double>(c.c_z);
   const double templates_peak = template_stage ? template_units * pair + template_chunk_bytes + m_stream : 0.0;

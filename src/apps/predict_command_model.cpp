@@ -157,6 +157,7 @@ std::unique_ptr<LoadedModel> load_model(const std::string& name, const PredictOp
   m->config.preset = name;
   m->config.num_recycles = o.num_recycles;
   m->config.chunk_size = std::max<int64_t>(o.chunk_size, 0);  // auto: chosen per target
+  m->config.template_passes = o.template_passes;
   m->config.precision = o.precision;
   af2::validate_af2_config(m->config);
 

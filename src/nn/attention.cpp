@@ -105,6 +105,13 @@ Variable Attention::finish_heads(const Variable& q_data, const Variable& a) cons
   return output_.forward(autograd::reshape(g, with_last(q_data.shape(), h * d)));
 }
 
+Variable Attention::values(const Variable& kv_data) const {
+  FC_CHECK(kv_data.dim() >= 2 && kv_data.size(-1) == opt_.c_kv, "Attention '", path(), "': kv_data ",
+           kv_data.shape().str(), " (expected [..., L, ", opt_.c_kv, "])");
+  const int64_t lk = kv_data.size(-2), b = kv_data.numel() / (lk * opt_.c_kv);
+  return autograd::reshape(v_.forward(kv_data), {b, lk, opt_.num_heads, opt_.head_dim});
+}
+
 Variable Attention::forward(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
                             const Tensor& cu_seqlens) const {
   return output_.forward(heads(q_data, kv_data, biases, cu_seqlens));

@@ -42,6 +42,9 @@ class Attention : public Module {
   autograd::AttentionPart heads_part(const Variable& q_data, const Variable& kv_data,
                                      const std::vector<Variable>& biases = {}) const;
   Variable finish_heads(const Variable& q_data, const Variable& a) const;
+  // The value projection alone, kv_data [..., L, c_kv] → [B, L, H, d] (what the heads of a single
+  // key equal: its softmax weight is exactly 1). No autograd.
+  Variable values(const Variable& kv_data) const;
   const Linear& output() const { return output_; }
   const AttentionOptions& options() const { return opt_; }
 

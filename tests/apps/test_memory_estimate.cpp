@@ -130,23 +130,29 @@ TEST(MemoryEstimate, MatchesMeasuredPeakBf16) {
 
 // The estimate grows as N² with the unit model's slope: at long N the activations per fp32 pair
 // tend to the measured units (without templates fp32: the trunk's 2.2; bf16: the heads' 1.3; with
-// templates the template stage's 2.55 / 1.45; + 5%) at a small chunk; recycling adds nothing (the
-// previous pair dies after the embeddings).
+// 4 templates the template stage's, in two passes 1.11·2.125 = 2.36 / 1.27·1.125 = 1.43 (the
+// default when chunking), in one pass 2.55 / 1.45; with one template two passes run as one;
+// + 5%) at a small chunk; recycling adds nothing (the previous pair dies after the embeddings).
 TEST(MemoryEstimate, LongSequencesTendToTheMeasuredUnits) {
   for (const char* precision : {"fp32", "bf16"})
-    for (const int64_t templates : {0, 4}) {
-      const af2::Af2Config c = estimate_config(precision, 16);
-      const int64_t n = 20000;
-      const bool fp32 = std::string(precision) == "fp32";
-      for (const int64_t iterations : {1, 4}) {
-        const MemoryEstimate e = estimate_predict_memory(c, n, kRawRows, iterations, 93'000'000, templates);
-        const double units = static_cast<double>(e.activation_bytes) / static_cast<double>(n * n * c.c_z * 4);
-        const double expected = (templates == 0 ? (fp32 ? 2.2 : 1.3) : (fp32 ? 2.55 : 1.45)) * 1.05;
-        // The chunk and MSA terms add < 0.02 at this N.
-        EXPECT_NEAR(units, expected, 0.03) << precision << ", " << templates << " templates, " << iterations
-                                           << " iterations";
+    for (const int64_t templates : {0, 1, 4})
+      for (const int64_t passes : {0, 1}) {
+        af2::Af2Config c = estimate_config(precision, 16);
+        c.template_passes = passes;
+        const int64_t n = 20000;
+        const bool fp32 = std::string(precision) == "fp32", two = passes == 0 && templates >= 2;
+        for (const int64_t iterations : {1, 4}) {
+          const MemoryEstimate e = estimate_predict_memory(c, n, kRawRows, iterations, 93'000'000, templates);
+          const double units = static_cast<double>(e.activation_bytes) / static_cast<double>(n * n * c.c_z * 4);
+          const double expected = (templates == 0 ? (fp32 ? 2.2 : 1.3)
+                                   : two          ? (fp32 ? 2.36 : 1.43)
+                                                  : (fp32 ? 2.55 : 1.45)) *
+                                  1.05;
+          // The chunk and MSA terms add < 0.02 at this N.
+          EXPECT_NEAR(units, expected, 0.03) << precision << ", " << templates << " templates, passes " << passes
+                                             << ", " << iterations << " iterations";
+        }
       }
-    }
 }
 
 // --chunk_size auto: the largest candidate whose estimate fits the budget, and every larger

@@ -127,6 +127,13 @@ TEST(PredictInputs, ChunkSizeAuto) {
                                  tmp.path());
   EXPECT_NE(bad.rc, 0);
   EXPECT_NE(bad.output.find("--chunk_size must be a count >= 0 or auto, got 'big'"), std::string::npos) << bad.output;
+  const PredictRun bad_passes = predict("--fasta_paths " + source("examples/query73/query.fasta") + " --output_dir " +
+                                            (tmp.path() / "out3").string() + " --template_passes 3",
+                                        tmp.path());
+  EXPECT_NE(bad_passes.rc, 0);
+  EXPECT_NE(bad_passes.output.find("--template_passes must be auto, 1 or 2, got '3'"), std::string::npos)
+      << bad_passes.output;
+  EXPECT_FALSE(fs::exists(tmp.path() / "out3" / "query"));
 }
 
 TEST(MemoryEstimate, GrowsWithLengthAndDepthAndMatchesMaxLength) {

@@ -84,6 +84,12 @@ inline void run_parity(Device dev) {
   const Variable z = autograd::add(m.pair, templ.forward(m.pair, in, pair_mask));
   ASSERT_TRUE(z.device() == dev);
   expect_parity(z.value().to(cpu), ref("modules", "extra_z"));
+  // Inference's in-place template embedding, in one and in two passes over the templates, chunked.
+  for (const TemplatePasses passes : {TemplatePasses::one, TemplatePasses::two}) {
+    Tensor zi = m.pair.value().clone();
+    templ.add_into(m.pair, in, pair_mask, 5, zi, passes);
+    expect_parity(zi.to(cpu), ref("modules", "extra_z"));
+  }
   // The feature pipeline's template pseudo-β agrees with ours from the template atoms (so the
   // embedder may be called without it).
   FC_EXPECT_CLOSE(pseudo_beta(in.aatype, in.all_atom_positions).to(cpu), in.pseudo_beta.to(cpu), 0, 0);

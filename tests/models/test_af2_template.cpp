@@ -229,14 +229,22 @@ TEST(Af2Template, EmbedderWithoutTemplatesIsZero) {
 }
 
 // Inference adds the embedding into the pair one template at a time (pair stack with in-place
-// chunk updates, pointwise attention merged per template by attention_combine): equal to
-// z + forward(z) up to the merges' fp32 rounding, chunked or not, written into a copy of z or
-// into z's own storage, with a template of mask 0 skipped and one of mask 0.5 (bias −5e8: weight
-// exactly 0 in both) included; nothing is added when every template is masked.
-TEST(Af2Template, AddIntoEqualsForwardOneTemplateAtATime) {
+// chunk updates; pointwise attention merged per template by attention_combine in one pass, or
+// scores first and weighted values second in two passes): equal to z + forward(z) up to the
+// merges' fp32 rounding, chunked or not, written into a copy of z or into z's own storage, with a
+// template of mask 0 skipped and one of mask 0.5 (bias −5e8: weight exactly 0 in both) included;
+// nothing is added when every template is masked. A gated pointwise attention (whose gate would
+// read z while pass 2 writes it) runs two passes as one.
+class Af2TemplateAddInto : public ::testing::TestWithParam<std::tuple<TemplatePasses, bool>> {};
+
+TEST_P(Af2TemplateAddInto, EqualsForwardOneTemplateAtATime) {
+  const auto [passes, gating] = GetParam();
   Env e;
   const int64_t n = 7, c_z = 6, t = 4;
-  TemplateEmbedder emb(e.scope("te"), c_z, small_templates(2));
+  TemplateConfig cfg = small_templates(2);
+  cfg.pointwise_att.gating = gating;
+  TemplateEmbedder emb(e.scope("te"), c_z, cfg);
+  EXPECT_EQ(emb.attention().two_pass_supported(), !gating);
   e.ps.finalize();
   e.randomize(6);
   Generator g(2);
@@ -256,17 +264,108 @@ TEST(Af2Template, AddIntoEqualsForwardOneTemplateAtATime) {
   for (const int64_t chunk : {0, 2, 3}) {
     SCOPED_TRACE(chunk);
     Tensor into = z.clone();
-    emb.add_into(Variable(z), in, pm, chunk, into);
-    // Two merges (templates 0 and 2, and the 0.5 one) of O(1) fp32 values: a few ulps.
+    emb.add_into(Variable(z), in, pm, chunk, into, passes);
+    // Two merges (templates 0 and 2, and the 0.5 one) of O(1) fp32 values, or three projected
+    // terms summed into z instead of one: a few ulps.
     FC_EXPECT_CLOSE(into, want, 1e-5, 1e-5);
     Tensor self = z.clone();
-    emb.add_into(Variable(self), in, pm, chunk, self);  // z read row by row before each row is written
+    // One pass reads z row by row before each row is written; two passes read z only in pass 1.
+    emb.add_into(Variable(self), in, pm, chunk, self, passes);
     FC_EXPECT_CLOSE(self, want, 1e-5, 1e-5);
   }
+  // One unmasked template: two passes run as one (nothing to save), bit for bit.
+  in.template_mask = Tensor::from_vector({0, 0, 1, 0}, {t});
+  const Tensor one_want = autograd::add(Variable(z), emb.forward(Variable(z), in, pm)).value();
+  Tensor a = z.clone(), b = z.clone();
+  emb.add_into(Variable(z), in, pm, 3, a, TemplatePasses::one);
+  emb.add_into(Variable(z), in, pm, 3, b, passes);
+  EXPECT_EQ(a.to_vector(), b.to_vector());
+  FC_EXPECT_CLOSE(a, one_want, 1e-5, 1e-5);
   in.template_mask = Tensor::zeros({t}, DType::f32);
   Tensor into = z.clone();
-  emb.add_into(Variable(z), in, pm, 2, into);
+  emb.add_into(Variable(z), in, pm, 2, into, passes);
   EXPECT_EQ(into.to_vector(), z.to_vector());
+}
+
+INSTANTIATE_TEST_SUITE_P(Passes, Af2TemplateAddInto,
+                         ::testing::Values(std::tuple{TemplatePasses::one, false},
+                                           std::tuple{TemplatePasses::two, false},
+                                           std::tuple{TemplatePasses::two, true}),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == TemplatePasses::one ? "one" : "two") +
+                                  (std::get<1>(info.param) ? "_gated" : "");
+                         });
+
+// The two-pass pieces on their own: the scores are q·k/√d + 1e9·(mask − 1) per (i, j, head), the
+// weights their softmax over the templates (chunked or not, the same), and add_weighted adds
+// Wo·(w ⊙ v) (+ bo once) into the target.
+TEST(Af2Template, TwoPassScoresAndWeightsMatchNaiveMath) {
+  Env e;
+  const int64_t n = 5, c_z = 6;
+  const TemplateConfig cfg = small_templates(1);
+  TemplatePointwiseAttention att(e.scope("pa"), c_z, cfg);
+  e.ps.finalize();
+  e.randomize(9);
+  Generator g(4);
+  autograd::NoGradGuard ng;
+  const Tensor z = randn({n, n, c_z}, g), t0 = randn({n, n, cfg.c_t}, g), t1 = randn({n, n, cfg.c_t}, g);
+  const int64_t h = cfg.pointwise_att.num_head, d = cfg.pointwise_att.head_dim;
+  Tensor scores = Tensor::empty({n * n, h, 2}, DType::f32);
+  att.add_scores(Variable(z), Variable(t0), 1.f, 2, scores, 0);
+  att.add_scores(Variable(z), Variable(t1), 0.75f, 0, scores, 1);
+  // Naive: q = z·Wq, k = t·Wk, v = t·Wv per head, out = (w ⊙ v)·Wo + bo, in double from the
+  // module's parameters.
+  const auto params = e.ps.named_values();
+  auto param = [&](const std::string& name) {
+    const auto it = params.find("pa/attention/" + name);
+    EXPECT_NE(it, params.end()) << name;
+    return it == params.end() ? std::vector<float>{} : it->second.to_vector();
+  };
+  // x [P, c_in] times w [c_in, c_out], as a [P, c_out] row-major vector.
+  auto matmul = [](const std::vector<float>& x, const std::vector<float>& w, int64_t c_in) {
+    const int64_t c_out = static_cast<int64_t>(w.size()) / c_in, rows = static_cast<int64_t>(x.size()) / c_in;
+    std::vector<double> y(static_cast<size_t>(rows * c_out), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < c_in; ++i)
+        for (int64_t o = 0; o < c_out; ++o) y[r * c_out + o] += static_cast<double>(x[r * c_in + i]) * w[i * c_out + o];
+    return y;
+  };
+  const std::vector<double> qv = matmul(z.to_vector(), param("q/weight"), c_z),
+                            k0 = matmul(t0.to_vector(), param("k/weight"), cfg.c_t),
+                            k1 = matmul(t1.to_vector(), param("k/weight"), cfg.c_t);
+  const std::vector<float> sv = scores.to_vector();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (int64_t p = 0; p < n * n; ++p)
+    for (int64_t hh = 0; hh < h; ++hh) {
+      double s0 = 0, s1 = 0;
+      for (int64_t c = 0; c < d; ++c) {
+        s0 += qv[p * h * d + hh * d + c] * k0[p * h * d + hh * d + c];
+        s1 += qv[p * h * d + hh * d + c] * k1[p * h * d + hh * d + c];
+      }
+      EXPECT_NEAR(sv[(p * h + hh) * 2], s0 * scale, 1e-4);
+      EXPECT_NEAR(sv[(p * h + hh) * 2 + 1], s1 * scale + 1e9 * (0.75 - 1), 1e-4 * 2.5e8);
+    }
+  Tensor chunked = scores.clone();
+  TemplatePointwiseAttention::scores_to_weights(scores, 0);
+  TemplatePointwiseAttention::scores_to_weights(chunked, 2);
+  EXPECT_EQ(scores.to_vector(), chunked.to_vector());
+  const std::vector<float> wv = scores.to_vector();
+  for (int64_t r = 0; r < n * n * h; ++r) {
+    EXPECT_FLOAT_EQ(wv[r * 2], 1.f);  // the 0.75 template's bias −2.5e8: weight exactly 0
+    EXPECT_EQ(wv[r * 2 + 1], 0.f);
+  }
+  // Weights (1, 0): t0's values projected, with the output bias once.
+  Tensor into = Tensor::zeros({n, n, c_z}, DType::f32);
+  att.add_weighted(Variable(t0), scores, 0, true, 2, into);
+  att.add_weighted(Variable(t1), scores, 1, false, 0, into);
+  const std::vector<double> v0 = matmul(t0.to_vector(), param("v/weight"), cfg.c_t);
+  std::vector<float> v0f(v0.begin(), v0.end());
+  const std::vector<double> out = matmul(v0f, param("output/weight"), h * d);
+  const std::vector<float> bo = param("output/bias"), got = into.to_vector();
+  for (int64_t p = 0; p < n * n; ++p)
+    for (int64_t c = 0; c < c_z; ++c) EXPECT_NEAR(got[p * c_z + c], out[p * c_z + c] + bo[c], 1e-4) << p << " " << c;
+  EXPECT_THROW(att.add_scores(Variable(z), Variable(t0), 1.f, 0, scores, 2), Error);  // slot out of range
+  EXPECT_THROW(att.add_scores(Variable(z), Variable(t0), 0.f, 0, scores, 0), Error);  // masked template
 }
 
 using template_test::run_parity;

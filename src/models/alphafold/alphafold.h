@@ -53,6 +53,12 @@ class AlphaFold : public nn::Module {
     config_.chunk_size = chunk;
     trunk_.set_chunk_size(chunk);
   }
+  // The template embedding's passes (Af2Config::template_passes: 0 auto, 1, 2) of later calls.
+  void set_template_passes(int64_t passes) {
+    FC_CHECK(passes >= 0 && passes <= 2, "AlphaFold::set_template_passes: 0 (auto), 1 or 2, got ", passes);
+    config_.template_passes = passes;
+    trunk_.set_template_passes(passes);
+  }
 
   // One recycling iteration on `batch` (on the model's device) with the previous iteration's
   // state (undefined tensors: the first iteration, zeros). Writes the state for the next

@@ -32,6 +32,10 @@ void check_block(const EvoformerBlockConfig& b, const char* name) {
 
 }  // namespace
 
+bool template_two_passes_requested(const Af2Config& c) {
+  return c.template_passes == 2 || (c.template_passes == 0 && c.chunk_size > 0);
+}
+
 void validate_af2_config(const Af2Config& c) {
   for (auto [v, n] : {std::pair{c.target_feat_dim, "target_feat_dim"}, {c.msa_feat_dim, "msa_feat_dim"},
                       {c.c_m, "c_m"}, {c.c_z, "c_z"}, {c.c_s, "c_s"}, {c.c_e, "c_e"},
@@ -42,6 +46,8 @@ void validate_af2_config(const Af2Config& c) {
   FC_CHECK(c.num_recycles >= 0, "config: num_recycles must be >= 0, got ", c.num_recycles);
   FC_CHECK(c.max_extra_msa >= 0, "config: max_extra_msa must be >= 0");
   FC_CHECK(c.chunk_size >= 0, "config: chunk_size must be >= 0 (0: no chunking), got ", c.chunk_size);
+  FC_CHECK(c.template_passes >= 0 && c.template_passes <= 2,
+           "config: template_passes must be 1, 2 or 0 (auto), got ", c.template_passes);
   FC_CHECK(c.recompute_blocks >= 0, "config: recompute_blocks must be >= 0 (0: no recomputation), got ",
            c.recompute_blocks);
   FC_CHECK(c.recycle_max_bin > c.recycle_min_bin, "config: recycle_max_bin must exceed recycle_min_bin");

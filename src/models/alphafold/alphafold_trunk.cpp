@@ -143,7 +143,8 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
                                     {}, false);
     } else {
       const Tensor zs = own_stream(z, true);
-      template_embedder_->add_into(z, templates, mask_2d, c.chunk_size, zs);
+      template_embedder_->add_into(z, templates, mask_2d, c.chunk_size, zs,
+                                   template_two_passes_requested(c) ? TemplatePasses::two : TemplatePasses::one);
     }
   }
 

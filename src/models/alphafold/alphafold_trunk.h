@@ -68,6 +68,7 @@ class EmbeddingsAndEvoformer : public nn::Module {
   // Inference chunk (Af2Config::chunk_size) for later forward calls: `predict --chunk_size auto`
   // picks it per target from the memory estimate.
   void set_chunk_size(int64_t chunk) { config_.chunk_size = chunk; }
+  void set_template_passes(int64_t passes) { config_.template_passes = passes; }
 
  private:
   Af2Config config_;

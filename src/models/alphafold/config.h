@@ -98,6 +98,10 @@ struct Af2Config {
   int64_t max_extra_msa = 5120;
   bool reduce_msa_clusters_by_max_templates = true;
   int64_t chunk_size = 0;          // 0: no chunking
+  // Inference: passes of the template embedding over the templates (TemplatePasses in
+  // template.h): 1, 2 (each template's pair stack twice, without the pointwise attention's
+  // running heads), or 0 = auto: 2 when chunk_size > 0 (the low-memory mode), else 1.
+  int64_t template_passes = 0;
   std::string precision = "fp32";  // "fp32" or "bf16" (autocast GEMMs/attention; geometry stays fp32)
   // Training only (grad mode): activation recomputation, this many consecutive blocks per
   // checkpoint segment in the Evoformer, extra-MSA and template pair stacks (autograd/recompute.h;
@@ -109,5 +113,10 @@ struct Af2Config {
 // dimensions, head counts; the per-module copies of c_m/c_z/c_s/c_e equal to the top-level ones;
 // dropout rates in [0, 1); precision fp32|bf16). Implemented in alphafold_config.cpp.
 void validate_af2_config(const Af2Config& config);
+
+// Whether inference asks the template embedding for two passes (template_passes 2, or 0 with
+// chunking). TemplateEmbedder::add_into still runs one with fewer than two unmasked templates or
+// a gated pointwise attention.
+bool template_two_passes_requested(const Af2Config& config);
 
 }  // namespace foldcore::af2

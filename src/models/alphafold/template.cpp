@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
@@ -346,6 +345,18 @@ Variable TemplatePointwiseAttention::forward(const Variable& z, const Variable& 
   });
 }
 
+namespace {
+
+// forward()'s key mask bias 1e9·(mask − 1) of one template: none for a present template (adding 0
+// changes no score).
+std::vector<Variable> key_mask_bias(float template_mask, Device device) {
+  const float bias = 1e9f * (template_mask - 1.f);
+  if (bias == 0.f) return {};
+  return {Variable(Tensor::full({1, 1, 1, 1}, bias, DType::f32, device))};
+}
+
+}  // namespace
+
 void TemplatePointwiseAttention::add(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk,
                                      Running& r) const {
   const auto& o = attention_.options();
@@ -356,11 +367,7 @@ void TemplatePointwiseAttention::add(const Variable& z, const Variable& t_k, flo
            "TemplatePointwiseAttention::add: z ", shape_of(z), ", t_k ", shape_of(t_k), ", mask ", template_mask,
            " must be [N, N, ", o.c_q, "], [N, N, ", o.c_kv, "], > 0");
   const int64_t n = z.size(0), c_z = z.size(2), c_t = t_k.size(2), h = o.num_heads, d = o.head_dim;
-  // forward()'s key mask bias 1e9·(mask − 1): 0 for a present template (adding 0 changes no score).
-  const float bias = 1e9f * (template_mask - 1.f);
-  const std::vector<Variable> biases =
-      bias == 0.f ? std::vector<Variable>{}
-                  : std::vector<Variable>{Variable(Tensor::full({1, 1, 1, 1}, bias, DType::f32, z.device()))};
+  const std::vector<Variable> biases = key_mask_bias(template_mask, z.device());
   const bool first = !r.heads.defined();
   const int64_t step = chunk > 0 ? chunk : n;
   for (int64_t s = 0; s < n; s += step) {
@@ -390,6 +397,67 @@ void TemplatePointwiseAttention::finish(const Variable& z, const Running& r, int
     const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * n, 1, c_z});
     const Variable heads(r.heads.narrow(0, s * n, len * n));
     return ag::reshape(attention_.finish_heads(q, heads), {len, n, o.c_out});
+  }, 0, into);
+}
+
+void TemplatePointwiseAttention::add_scores(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk,
+                                            const Tensor& scores, int64_t slot) const {
+  const auto& o = attention_.options();
+  FC_CHECK(!ag::grad_enabled(), "TemplatePointwiseAttention::add_scores: inference only");
+  FC_CHECK(z.defined() && t_k.defined() && z.dim() == 3 && z.size(0) == z.size(1) && z.size(2) == o.c_q &&
+               t_k.dim() == 3 && t_k.size(0) == z.size(0) && t_k.size(1) == z.size(0) && t_k.size(2) == o.c_kv &&
+               template_mask > 0.f && scores.defined() && scores.dtype() == DType::f32 &&
+               has_shape(scores, {z.size(0) * z.size(0), o.num_heads, scores.dim() == 3 ? scores.size(2) : 0}) &&
+               slot >= 0 && slot < scores.size(2) && scores.device() == z.device(),
+           "TemplatePointwiseAttention::add_scores: z ", shape_of(z), ", t_k ", shape_of(t_k), ", mask ",
+           template_mask, ", scores ", shape_of(scores), " slot ", slot, " must be [N, N, ", o.c_q, "], [N, N, ",
+           o.c_kv, "], > 0, f32 [N·N, ", o.num_heads, ", T] on z's device, 0 <= slot < T");
+  const int64_t n = z.size(0), c_z = z.size(2), c_t = t_k.size(2);
+  const std::vector<Variable> biases = key_mask_bias(template_mask, z.device());
+  const int64_t step = chunk > 0 ? chunk : n;
+  for (int64_t s = 0; s < n; s += step) {
+    const int64_t len = std::min(step, n - s);
+    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * n, 1, c_z});
+    const Variable kv = ag::reshape(ag::narrow(t_k, 0, s, len), {len * n, 1, c_t});
+    // With one key the log-sum-exp is the score itself.
+    Tensor dst = scores.narrow(0, s * n, len * n).narrow(2, slot, 1);
+    dst.copy_(attention_.heads_part(q, kv, biases).lse);
+  }
+}
+
+void TemplatePointwiseAttention::scores_to_weights(const Tensor& scores, int64_t chunk) {
+  FC_CHECK(scores.defined() && scores.dim() == 3 && scores.dtype() == DType::f32 && scores.is_contiguous(),
+           "TemplatePointwiseAttention::scores_to_weights: scores ", shape_of(scores),
+           " must be a contiguous f32 [N·N, H, T]");
+  const int64_t rows = scores.size(0), n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(rows))));
+  // Blocks of `chunk` pair rows (n positions each), like the passes around it.
+  const int64_t step = (chunk > 0 && n * n == rows ? std::min(chunk, n) * n : rows);
+  for (int64_t s = 0; s < rows; s += step) {
+    Tensor block = scores.narrow(0, s, std::min(step, rows - s));
+    block.copy_(ag::softmax(Variable(block)).value());
+  }
+}
+
+void TemplatePointwiseAttention::add_weighted(const Variable& t_k, const Tensor& weights, int64_t slot,
+                                              bool output_bias, int64_t chunk, const Tensor& into) const {
+  const auto& o = attention_.options();
+  FC_CHECK(!ag::grad_enabled(), "TemplatePointwiseAttention::add_weighted: inference only");
+  FC_CHECK(two_pass_supported(), "TemplatePointwiseAttention::add_weighted: the gated attention '", path(),
+           "' reads the pair (use add/finish)");
+  FC_CHECK(t_k.defined() && t_k.dim() == 3 && t_k.size(0) == t_k.size(1) && t_k.size(2) == o.c_kv &&
+               weights.defined() && weights.dtype() == DType::f32 && weights.dim() == 3 &&
+               has_shape(weights, {t_k.size(0) * t_k.size(0), o.num_heads, weights.size(2)}) && slot >= 0 &&
+               slot < weights.size(2) && into.defined() && has_shape(into, {t_k.size(0), t_k.size(0), o.c_out}),
+           "TemplatePointwiseAttention::add_weighted: t_k ", shape_of(t_k), ", weights ", shape_of(weights), " slot ",
+           slot, ", into ", shape_of(into), " must be [N, N, ", o.c_kv, "], f32 [N·N, ", o.num_heads,
+           ", T], 0 <= slot < T, [N, N, ", o.c_out, "]");
+  const int64_t n = t_k.size(0), c_t = t_k.size(2), h = o.num_heads, d = o.head_dim;
+  run_chunked(n, chunk, [&](int64_t s, int64_t len) {
+    // With one key per part the heads are v_k itself; its weight w_k scales every channel of a head.
+    const Variable v = attention_.values(ag::reshape(ag::narrow(t_k, 0, s, len), {len * n, 1, c_t}));
+    const Variable w(weights.narrow(0, s * n, len * n).narrow(2, slot, 1).contiguous().view({len * n, 1, h, 1}));
+    const Variable a = ag::reshape(ag::mul(v, w), {len, n, h * d});
+    return output_bias ? attention_.output().forward(a) : attention_.output().forward_no_bias(a);
   }, 0, into);
 }
 
@@ -443,7 +511,7 @@ Variable TemplateEmbedder::forward(const Variable& z, const TemplateInputs& in, 
 }
 
 void TemplateEmbedder::add_into(const Variable& z, const TemplateInputs& in, const Tensor& pair_mask, int64_t chunk,
-                                const Tensor& into) const {
+                                const Tensor& into, TemplatePasses passes) const {
   FC_CHECK(!ag::grad_enabled(), "TemplateEmbedder::add_into: inference only");
   FC_CHECK(z.defined() && z.dim() == 3 && in.aatype.defined() && in.aatype.dim() == 2 &&
                in.aatype.size(1) == z.size(0) && in.all_atom_positions.defined() && in.all_atom_mask.defined() &&
@@ -453,20 +521,46 @@ void TemplateEmbedder::add_into(const Variable& z, const TemplateInputs& in, con
            " and template_mask ", shape_of(in.template_mask), " into ", shape_of(into),
            ": expected [N, N, c_z], [T, N], [T], z's shape and all atom inputs");
   const std::vector<float> mask = host_floats(in.template_mask);
-  TemplatePointwiseAttention::Running running;
-  for (int64_t k = 0; k < in.aatype.size(0); ++k) {
-    if (!(mask[static_cast<size_t>(k)] > 0.f)) continue;  // weight exactly 0 in forward() (see add())
-    std::optional<profile::Scope> stage;
-    stage.emplace("pair_stack", z.device());
+  std::vector<int64_t> present;  // masked templates have weight exactly 0 in forward() (see add())
+  for (int64_t k = 0; k < in.aatype.size(0); ++k)
+    if (mask[static_cast<size_t>(k)] > 0.f) present.push_back(k);
+  if (present.empty()) return;
+  // Template k's pair stack output t_k [N, N, c_t].
+  auto stack = [&](int64_t k) {
+    const profile::Scope stage("pair_stack", z.device());
     const TemplatePairFeatRows feat = template_feat(in, k, z.device());
-    const Variable t = single_.forward_rows(
-        [&](int64_t r0, int64_t len) { return feat.rows(r0, len).to(z.dtype()); }, z.size(0), pair_mask, chunk);
-    stage.reset();
+    return single_.forward_rows([&](int64_t r0, int64_t len) { return feat.rows(r0, len).to(z.dtype()); }, z.size(0),
+                                pair_mask, chunk);
+  };
+  const auto nk = static_cast<int64_t>(present.size());
+  if (passes == TemplatePasses::two && nk >= 2 && attention_.two_pass_supported()) {
+    const int64_t n = z.size(0);
+    const Tensor scores = Tensor::empty({n * n, cfg_.pointwise_att.num_head, nk}, DType::f32, z.device());
+    for (int64_t slot = 0; slot < nk; ++slot) {
+      const Variable t = stack(present[static_cast<size_t>(slot)]);
+      const profile::Scope attention("pointwise_attention", z.device());
+      attention_.add_scores(z, t, mask[static_cast<size_t>(present[static_cast<size_t>(slot)])], chunk, scores, slot);
+    }
+    {
+      const profile::Scope attention("pointwise_attention", z.device());
+      TemplatePointwiseAttention::scores_to_weights(scores, chunk);
+    }
+    // From here on z is not read: `into` may be z's storage.
+    for (int64_t slot = 0; slot < nk; ++slot) {
+      const Variable t = stack(present[static_cast<size_t>(slot)]);
+      const profile::Scope attention("pointwise_attention", z.device());
+      attention_.add_weighted(t, scores, slot, slot == 0, chunk, into);
+    }
+    return;
+  }
+  TemplatePointwiseAttention::Running running;
+  for (const int64_t k : present) {
+    const Variable t = stack(k);
     const profile::Scope attention("pointwise_attention", z.device());
     attention_.add(z, t, mask[static_cast<size_t>(k)], chunk, running);
   }
   const profile::Scope attention("pointwise_attention", z.device());
-  if (running.heads.defined()) attention_.finish(z, running, chunk, into);
+  attention_.finish(z, running, chunk, into);
 }
 
 void TemplateEmbedder::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,

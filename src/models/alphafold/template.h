@@ -135,6 +135,22 @@ class TemplatePointwiseAttention : public nn::Module {
   void add(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk, Running& r) const;
   void finish(const Variable& z, const Running& r, int64_t chunk, const Tensor& into) const;
 
+  // Inference in two passes over the templates (TemplatePasses::two), without running heads.
+  // Pass 1, add_scores(): template t_k's score per (i, j, head), s = q·k/√d + 1e9·(mask − 1) (the
+  // log-sum-exp of one key), into scores[:, :, slot] ([N·N, H, T'] fp32, one slot per unmasked
+  // template); scores_to_weights(): the softmax over the T' slots, in place, by blocks of `chunk`
+  // rows. Pass 2, add_weighted(): Wo·(w_k ⊙ v_k) for the recomputed t_k, plus the output bias when
+  // `output_bias` (once, for the first template), added into `into` by row chunks. Pass 2 does
+  // not read z, so `into` may be z's own storage; the gate would read it, hence
+  // two_pass_supported() (AF2's pointwise attention has no gate). Equals forward() up to the
+  // reassociation of Σ_k Wo·(w_k v_k) (a few ulps per template).
+  bool two_pass_supported() const { return !attention_.options().gating; }
+  void add_scores(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk, const Tensor& scores,
+                  int64_t slot) const;
+  static void scores_to_weights(const Tensor& scores, int64_t chunk);
+  void add_weighted(const Variable& t_k, const Tensor& weights, int64_t slot, bool output_bias, int64_t chunk,
+                    const Tensor& into) const;
+
  private:
   nn::Attention attention_;
 };
@@ -149,6 +165,19 @@ struct TemplateInputs {
   Tensor template_mask;       // [T]
 };
 
+// How TemplateEmbedder::add_into visits the templates (inference):
+//   one: each unmasked template's pair stack runs once; the pointwise attention merges it into
+//        running heads [N², H·d] and their log-sum-exp (TemplatePointwiseAttention::add), which
+//        stay beside the pair stream while the next template's stack runs (0.5 fp32 pair units
+//        at c_z 128, H·d 64);
+//   two: each stack runs twice, first for the scores only [N², H, T'] (0.125 units for 4
+//        templates), then for the values, whose weighted projection is added into the pair
+//        (TemplatePointwiseAttention::add_scores/add_weighted): 0.375 units less at the template
+//        stage's peak, for a second pass of the template stacks. With fewer than two unmasked
+//        templates, or a gated pointwise attention, `two` runs as `one` (nothing to save, or the
+//        gate would read the pair while it changes).
+enum class TemplatePasses { one, two };
+
 // AF2 TemplateEmbedding (monomer): every template through SingleTemplateEmbedding, then the
 // pointwise attention; the result is multiplied by 1[Σ template_mask > 0] (zero, and no
 // gradient, without templates). z [N, N, c_z], pair_mask [N, N] → the pair update [N, N, c_z].
@@ -158,10 +187,10 @@ class TemplateEmbedder : public nn::Module {
   Variable forward(const Variable& z, const TemplateInputs& templates, const Tensor& pair_mask,
                    int64_t chunk = 0) const;
   // Inference: adds forward()'s result into `into` (z's own stream, e.g. z's storage itself),
-  // holding one template's activations at a time (TemplatePointwiseAttention::add/finish); nothing
-  // is added without an unmasked template. No autograd.
+  // holding one template's activations at a time, in one or two passes over the templates
+  // (TemplatePasses); nothing is added without an unmasked template. No autograd.
   void add_into(const Variable& z, const TemplateInputs& templates, const Tensor& pair_mask, int64_t chunk,
-                const Tensor& into) const;
+                const Tensor& into, TemplatePasses passes = TemplatePasses::one) const;
   // key_prefix "evoformer": registers "evoformer/template_embedding/...".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   const SingleTemplateEmbedding& single_template_embedding() const { return single_; }
