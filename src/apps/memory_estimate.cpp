@@ -226,6 +226,18 @@ int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t
   return -1;
 }
 
+int64_t choose_template_passes(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
+                               int64_t num_params, int64_t available_bytes, int64_t templates) {
+  if (config.template_passes != 0) return config.template_passes;
+  af2::Af2Config one = config;
+  one.template_passes = 1;
+  const MemoryEstimate e1 = estimate_predict_memory(one, num_res, msa_rows, num_iterations, num_params, templates);
+  const MemoryEstimate e0 = estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params, templates);
+  // The same estimate: two passes would not run (or save nothing the estimate sees).
+  if (e1.activation_bytes <= e0.activation_bytes) return 1;
+  return needed_after_params(e1) <= available_bytes ? 1 : 2;
+}
+
 void check_predict_fits(const std::string& input, const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
                         int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device,
                         int64_t templates) {

@@ -84,6 +84,13 @@ std::vector<int64_t> auto_chunk_candidates(int64_t num_res);
 int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
                           int64_t num_params, int64_t available_bytes, int64_t templates = -1);
 
+// --template_passes auto for one target at config's chunk: 1 where config runs one pass anyway
+// (unchunked, or fewer than two templates) or where one pass fits `available_bytes`, else 2 (the
+// template stage's least memory; its second pass of the template stacks costs time). A config
+// whose template_passes is already 1 or 2 gets that.
+int64_t choose_template_passes(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
+                               int64_t num_params, int64_t available_bytes, int64_t templates = -1);
+
 // The longest sequence whose estimate fits the device's limit (at least 1 when anything fits, 0
 // when not even one residue does).
 int64_t max_fitting_length(const af2::Af2Config& config, int64_t msa_rows, int64_t num_iterations, int64_t num_params,

@@ -112,7 +112,7 @@ void add_predict_command(CLI::App& app) {
                   "passes of the template embedding over the templates: 1 (each template's pair stack once, "
                   "with the pointwise attention's running heads beside the pair), 2 (each stack twice, "
                   "without them: 0.375 fp32 pair units less at the template stage for a second pass of the "
-                  "template stacks), auto (default: 2 when chunking)");
+                  "template stacks), auto (default: 2 where the preflight finds that 1 does not fit)");
   sub->add_flag("--benchmark", a->benchmark, "run each model twice and report the second run's time");
   sub->add_option("--random_params", a->random_params,
                   "use randomly initialised parameters with this seed instead of params files (NOT a real "

@@ -303,6 +303,7 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
     const int64_t kept = static_cast<int64_t>(mi) * n_res * n_res * kept_per_pair * 4;
     const int64_t avail = available - kept;
     const int64_t num_params = m.params.num_elements();
+    m.config.template_passes = o.template_passes;  // auto is decided per target, below
     if (o.chunk_size == kChunkAuto) {
       const int64_t chunk =
           choose_chunk_size(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail, templates);
@@ -323,6 +324,14 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
       check_predict_fits(in.fasta_path, m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail,
                          o.device.str(), templates);
     }
+    // --template_passes auto: two passes over the templates only where one does not fit.
+    const int64_t passes =
+        choose_template_passes(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail, templates);
+    if (o.template_passes == 0 && passes == 2)
+      log::info("predict: ", m.name, ": --template_passes auto chose 2 (one pass does not fit the ",
+                format_bytes(avail), " available)");
+    m.config.template_passes = passes;
+    m.model->set_template_passes(passes);
   }
   const int32_t* codes = msa.as<int32_t>();
   out.msa.assign(codes, codes + msa.numel());

@@ -155,6 +155,33 @@ TEST(MemoryEstimate, LongSequencesTendToTheMeasuredUnits) {
       }
 }
 
+// --template_passes auto: one pass where it fits the budget, two where only two fit (with 4
+// templates at N = 4,000 the template stage is the peak in fp32 and bf16 alike); one where the
+// config would run one anyway (unchunked, one template); an explicit 1 or 2 is kept.
+TEST(MemoryEstimate, AutoTemplatePassesObeysTheBudget) {
+  const int64_t n = 4000, params = 93'000'000;
+  for (const char* precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    af2::Af2Config c = estimate_config(precision, 16);
+    af2::Af2Config one = c, two = c;
+    one.template_passes = 1;
+    two.template_passes = 2;
+    const int64_t need1 = needed_after_params(estimate_predict_memory(one, n, kRawRows, 4, params, 4));
+    const int64_t need2 = needed_after_params(estimate_predict_memory(two, n, kRawRows, 4, params, 4));
+    ASSERT_LT(need2, need1);  // two passes hold the scores instead of the running heads
+    EXPECT_EQ(choose_template_passes(c, n, kRawRows, 4, params, need1, 4), 1);
+    EXPECT_EQ(choose_template_passes(c, n, kRawRows, 4, params, need1 - 1, 4), 2);
+    EXPECT_EQ(choose_template_passes(c, n, kRawRows, 4, params, need2, 4), 2);
+    EXPECT_EQ(choose_template_passes(c, n, kRawRows, 4, params, need2 - 1, 4), 2);  // the refusal is not its job
+    EXPECT_EQ(choose_template_passes(c, n, kRawRows, 4, params, need2, 1), 1);      // one template: one pass
+    EXPECT_EQ(choose_template_passes(one, n, kRawRows, 4, params, need2, 4), 1);    // explicit
+    EXPECT_EQ(choose_template_passes(two, n, kRawRows, 4, params, need1 * 2, 4), 2);
+    af2::Af2Config whole = c;
+    whole.chunk_size = 0;  // unchunked: auto is one pass
+    EXPECT_EQ(choose_template_passes(whole, n, kRawRows, 4, params, 1, 4), 1);
+  }
+}
+
 // --chunk_size auto: the largest candidate whose estimate fits the budget, and every larger
 // candidate does not; no chunk when everything fits; -1 when not even chunk 1 does.
 TEST(MemoryEstimate, AutoChunkObeysTheBudget) {

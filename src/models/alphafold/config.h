@@ -100,7 +100,8 @@ struct Af2Config {
   int64_t chunk_size = 0;          // 0: no chunking
   // Inference: passes of the template embedding over the templates (TemplatePasses in
   // template.h): 1, 2 (each template's pair stack twice, without the pointwise attention's
-  // running heads), or 0 = auto: 2 when chunk_size > 0 (the low-memory mode), else 1.
+  // running heads), or 0 = auto: 2 when chunk_size > 0 (the low-memory mode), else 1 (`predict`
+  // decides auto per target from its preflight instead: choose_template_passes).
   int64_t template_passes = 0;
   std::string precision = "fp32";  // "fp32" or "bf16" (autocast GEMMs/attention; geometry stays fp32)
   // Training only (grad mode): activation recomputation, this many consecutive blocks per
