@@ -9,6 +9,8 @@
 //   bench_predict --memory [--lengths 256,512,768,1024] [--chunk 16] [--precision fp32|bf16]
 //                 [--device cpu|cuda:0] [--budget_gib 22] [--verify N] [--evoformer_blocks B]
 //                 [--extra_msa_blocks E] [--no_templates] [--templates T]
+//   either mode: [--template_passes 0|1|2] (the template embedding's passes, Af2Config::template_passes;
+//                 default 0, the model's auto: two when chunking)
 //
 // Full width (c_m 256, c_z 128, c_s 384, c_e 64); depth is reduced by default (2 Evoformer
 // blocks, 1 extra-MSA block: the full 48 take hours on 2 CPU cores) and reported in every line;
@@ -71,6 +73,7 @@ struct Args {
   std::string precision = "fp32";
   bool memory = false;
   bool templates = true;  // --no_templates: the model without its template stack (as model_3..5)
+  int64_t template_passes = 0;  // --template_passes: Af2Config::template_passes (0: auto)
   int64_t num_templates = -1;  // --templates: synthetic templates (-1: 0, or max_templates with --memory)
   Device device = Device::cpu();
   double budget_gib = 22;  // of the 24 GiB machine: 2 GiB for the OS and other processes
@@ -136,6 +139,7 @@ bench::JsonLine case_line(const std::string& bench_name, const std::string& kind
       .integer("recycles", config.num_recycles)
       .str("attention_kernel", device.is_cuda() ? ops::attention_kernel_name(ops::attention_kernel()) : "cpu")
       .integer("chunk", config.chunk_size)
+      .integer("template_passes", af2::template_two_passes_requested(config) ? 2 : 1)
       .str("precision", config.precision);
   return line;
 }
@@ -185,6 +189,7 @@ af2::Af2Config make_config(const Args& args) {
   config.chunk_size = args.chunk;
   config.precision = args.precision;
   config.templates.enabled = args.templates;
+  config.template_passes = args.template_passes;
   af2::validate_af2_config(config);
   return config;
 }
@@ -295,6 +300,7 @@ int run(int argc, char** argv) {
     const std::string v = argv[++i];
     if (k == "--lengths") args.lengths = parse_list(v), lengths_given = true;
     else if (k == "--templates") args.num_templates = std::stoll(v);
+    else if (k == "--template_passes") args.template_passes = std::stoll(v);
     else if (k == "--evoformer_blocks") args.evoformer_blocks = std::stoll(v), blocks_given = true;
     else if (k == "--extra_msa_blocks") args.extra_msa_blocks = std::stoll(v), blocks_given = true;
     else if (k == "--msa_rows") args.msa_rows = std::stoll(v);
