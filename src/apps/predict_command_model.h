@@ -31,7 +31,7 @@ struct PredictOptions {
   Device device = Device::cpu();
   std::string precision = "fp32";
   int64_t chunk_size = 0;  // kChunkAuto: per target, the largest chunk that fits (memory_estimate.h)
-  int64_t template_passes = 0;  // Af2Config::template_passes: 0 auto (2 when chunking), 1, 2
+  int64_t template_passes = 0;  // 1, 2, or 0 auto: per target from the preflight (choose_template_passes)
   bool benchmark = false;
   bool random_params = false;
   uint64_t random_params_seed = 0;

@@ -347,7 +347,7 @@ TEST(Af2Template, TwoPassScoresAndWeightsMatchNaiveMath) {
     }
   Tensor chunked = scores.clone();
   TemplatePointwiseAttention::scores_to_weights(scores, 0);
-  TemplatePointwiseAttention::scores_to_weights(chunked, 2);
+  TemplatePointwiseAttention::scores_to_weights(chunked, 2 * n + 3);  // blocks of 13 positions
   EXPECT_EQ(scores.to_vector(), chunked.to_vector());
   const std::vector<float> wv = scores.to_vector();
   for (int64_t r = 0; r < n * n * h; ++r) {

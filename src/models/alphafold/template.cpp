@@ -425,13 +425,11 @@ void TemplatePointwiseAttention::add_scores(const Variable& z, const Variable& t
   }
 }
 
-void TemplatePointwiseAttention::scores_to_weights(const Tensor& scores, int64_t chunk) {
+void TemplatePointwiseAttention::scores_to_weights(const Tensor& scores, int64_t block) {
   FC_CHECK(scores.defined() && scores.dim() == 3 && scores.dtype() == DType::f32 && scores.is_contiguous(),
            "TemplatePointwiseAttention::scores_to_weights: scores ", shape_of(scores),
            " must be a contiguous f32 [N·N, H, T]");
-  const int64_t rows = scores.size(0), n = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(rows))));
-  // Blocks of `chunk` pair rows (n positions each), like the passes around it.
-  const int64_t step = (chunk > 0 && n * n == rows ? std::min(chunk, n) * n : rows);
+  const int64_t rows = scores.size(0), step = block > 0 ? std::min(block, rows) : rows;
   for (int64_t s = 0; s < rows; s += step) {
     Tensor block = scores.narrow(0, s, std::min(step, rows - s));
     block.copy_(ag::softmax(Variable(block)).value());
@@ -543,7 +541,7 @@ void TemplateEmbedder::add_into(const Variable& z, const TemplateInputs& in, con
     }
     {
       const profile::Scope attention("pointwise_attention", z.device());
-      TemplatePointwiseAttention::scores_to_weights(scores, chunk);
+      TemplatePointwiseAttention::scores_to_weights(scores, chunk > 0 ? chunk * n : 0);
     }
     // From here on z is not read: `into` may be z's storage.
     for (int64_t slot = 0; slot < nk; ++slot) {

@@ -138,8 +138,8 @@ class TemplatePointwiseAttention : public nn::Module {
   // Inference in two passes over the templates (TemplatePasses::two), without running heads.
   // Pass 1, add_scores(): template t_k's score per (i, j, head), s = q·k/√d + 1e9·(mask − 1) (the
   // log-sum-exp of one key), into scores[:, :, slot] ([N·N, H, T'] fp32, one slot per unmasked
-  // template); scores_to_weights(): the softmax over the T' slots, in place, by blocks of `chunk`
-  // rows. Pass 2, add_weighted(): Wo·(w_k ⊙ v_k) for the recomputed t_k, plus the output bias when
+  // template); scores_to_weights(): the softmax over the T' slots, in place, by blocks of `block`
+  // positions (0: all at once). Pass 2, add_weighted(): Wo·(w_k ⊙ v_k) for the recomputed t_k, plus the output bias when
   // `output_bias` (once, for the first template), added into `into` by row chunks. Pass 2 does
   // not read z, so `into` may be z's own storage; the gate would read it, hence
   // two_pass_supported() (AF2's pointwise attention has no gate). Equals forward() up to the
@@ -147,7 +147,7 @@ class TemplatePointwiseAttention : public nn::Module {
   bool two_pass_supported() const { return !attention_.options().gating; }
   void add_scores(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk, const Tensor& scores,
                   int64_t slot) const;
-  static void scores_to_weights(const Tensor& scores, int64_t chunk);
+  static void scores_to_weights(const Tensor& scores, int64_t block);
   void add_weighted(const Variable& t_k, const Tensor& weights, int64_t slot, bool output_bias, int64_t chunk,
                     const Tensor& into) const;
 
