@@ -139,7 +139,11 @@ bench::JsonLine case_line(const std::string& bench_name, const std::string& kind
       .integer("recycles", config.num_recycles)
       .str("attention_kernel", device.is_cuda() ? ops::attention_kernel_name(ops::attention_kernel()) : "cpu")
       .integer("chunk", config.chunk_size)
-      .integer("template_passes", af2::template_two_passes_requested(config) ? 2 : 1)
+      // What add_into runs: two passes only with two or more present templates (and no gate).
+      .integer("template_passes", af2::template_two_passes_requested(config) && b0.has_templates() &&
+                                          present_templates(b0) >= 2 && !config.templates.pointwise_att.gating
+                                      ? 2
+                                      : 1)
       .str("precision", config.precision);
   return line;
 }

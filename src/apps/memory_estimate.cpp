@@ -105,13 +105,19 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   const double c_z = static_cast<double>(c.c_z), heads = static_cast<double>(c.templates.pointwise_att.num_head);
   const double template_stream_units =
       stream_bytes / 4 * (1.0 + static_cast<double>(c.templates.c_t + c.templates.tri_mul_channels) / c_z);
+  // One pass with one template: the running heads appear only once its stack is done (they
+  // replace the triangle multiplication's t at the peak instead of adding to it).
+  const double heads_units =
+      stream_bytes / 4 * heads * static_cast<double>(c.templates.pointwise_att.head_dim) / c_z;
+  const double one_pass_units =
+      used >= 2 ? template_stream_units + heads_units
+                : template_stream_units +
+                      std::max(0.0, heads_units - stream_bytes / 4 * static_cast<double>(c.templates.tri_mul_channels) / c_z);
   const double template_units =
       !template_stage ? 0.0
       : two_pass      ? (bf16 ? kTemplateTwoPassScaleBf16 : kTemplateTwoPassScaleFp32) *
                        (template_stream_units + heads * static_cast<double>(used) / c_z)
-                      : (bf16 ? kTemplateStageScaleBf16 : kTemplateStageScaleFp32) *
-                       (template_stream_units +
-                        stream_bytes / 4 * heads * static_cast<double>(c.templates.pointwise_att.head_dim) / c_z);
+                      : (bf16 ? kTemplateStageScaleBf16 : kTemplateStageScaleFp32) * one_pass_units;
   const double template_chunk_bytes =
       chunk_bytes * static_cast<double>(c.templates.c_t) / static_cast<double>(c.c_z);
   const double templates_peak = template_stage ? template_units * pair + template_chunk_bytes + m_stream : 0.0;
