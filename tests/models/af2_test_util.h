@@ -9,6 +9,7 @@
 #include "autograd/param_store.h"
 #include "core/random.h"
 #include "data_pipeline/npy.h"
+#include "models/alphafold/template.h"
 #include "nn/module.h"
 #include "test_util.h"
 
@@ -37,6 +38,33 @@ inline Tensor ref(const std::string& file, const std::string& name) { return npz
 // A feature of recycling iteration r (the recycling axis is last in features.npz).
 inline Tensor feat(const std::string& name, int64_t r) {
   return ref("features", name).select(-1, r).contiguous();
+}
+
+// Small template widths for module tests: c_t 8, 2 heads × 4 everywhere, `blocks` pair blocks,
+// an ungated pointwise attention (AF2's).
+inline TemplateConfig small_templates(int64_t blocks) {
+  TemplateConfig t;
+  t.c_t = 8;
+  t.tri_att = {2, 4, true, 0.f};
+  t.tri_mul_channels = 8;
+  t.pointwise_att = {2, 4, false, 0.f};
+  t.num_pair_blocks = blocks;
+  return t;
+}
+
+// Template inputs for module tests: T = template_mask.size() templates of n residues, aatype
+// (i·step) mod classes over the T·n slots, atom positions N(0, 6²) from g, every atom present.
+inline TemplateInputs random_template_inputs(int64_t n, const std::vector<float>& template_mask, Generator& g,
+                                             int64_t step = 7, int64_t classes = 22) {
+  const auto t = static_cast<int64_t>(template_mask.size());
+  std::vector<int64_t> aa(static_cast<size_t>(t * n));
+  for (size_t i = 0; i < aa.size(); ++i) aa[i] = static_cast<int64_t>((static_cast<int64_t>(i) * step) % classes);
+  TemplateInputs in;
+  in.aatype = Tensor::from_vector_i64(aa, {t, n});
+  in.all_atom_positions = randn({t, n, 37, 3}, g, 0.f, 6.f);
+  in.all_atom_mask = Tensor::full({t, n, 37}, 1.0, DType::f32);
+  in.template_mask = Tensor::from_vector(template_mask, {t});
+  return in;
 }
 
 inline double max_abs(const Tensor& t) {

@@ -26,6 +26,7 @@
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/synthetic_target.h"
 #include "models/alphafold/template.h"
+#include "models/af2_test_util.h"
 
 namespace foldcore::af2 {
 namespace {
@@ -96,13 +97,7 @@ double template_stage_units(TemplatePasses passes) {
   params.finalize();
   const int64_t t = config.templates.max_templates;
   Generator g(3);
-  TemplateInputs in;
-  std::vector<int64_t> aa(static_cast<size_t>(t * kN));
-  for (size_t i = 0; i < aa.size(); ++i) aa[i] = static_cast<int64_t>((i * 7) % 20);
-  in.aatype = Tensor::from_vector_i64(aa, {t, kN});
-  in.all_atom_positions = randn({t, kN, 37, 3}, g, 0.f, 6.f);
-  in.all_atom_mask = Tensor::full({t, kN, 37}, 1.0, DType::f32);
-  in.template_mask = Tensor::full({t}, 1.0, DType::f32);
+  const TemplateInputs in = random_template_inputs(kN, std::vector<float>(static_cast<size_t>(t), 1.f), g, 7, 20);
   autograd::NoGradGuard ng;
   const Tensor pair_mask = Tensor::full({kN, kN}, 1.0, DType::f32);
   Tensor z = randn({kN, kN, config.c_z}, g);

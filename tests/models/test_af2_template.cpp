@@ -194,16 +194,6 @@ TEST(Af2Template, PointwiseAttentionGradient) {
 }
 
 // A small template embedding: c_t 8, 2 heads of 4, `blocks` pair blocks.
-TemplateConfig small_templates(int64_t blocks) {
-  TemplateConfig t;
-  t.c_t = 8;
-  t.tri_att = {2, 4, true, 0.f};
-  t.tri_mul_channels = 8;
-  t.pointwise_att = {2, 4, false, 0.f};
-  t.num_pair_blocks = blocks;
-  return t;
-}
-
 TEST(Af2Template, EmbedderWithoutTemplatesIsZero) {
   Env e;
   const int64_t n = 3, c_z = 6;
@@ -248,13 +238,7 @@ TEST_P(Af2TemplateAddInto, EqualsForwardOneTemplateAtATime) {
   e.ps.finalize();
   e.randomize(6);
   Generator g(2);
-  TemplateInputs in;
-  std::vector<int64_t> aa(t * n);
-  for (size_t i = 0; i < aa.size(); ++i) aa[i] = static_cast<int64_t>((i * 7) % 22);
-  in.aatype = Tensor::from_vector_i64(aa, {t, n});
-  in.all_atom_positions = randn({t, n, 37, 3}, g, 0.f, 6.f);
-  in.all_atom_mask = Tensor::full({t, n, 37}, 1.0, DType::f32);
-  in.template_mask = Tensor::from_vector({1, 0, 1, 0.5f}, {t});
+  TemplateInputs in = random_template_inputs(n, {1, 0, 1, 0.5f}, g);
   autograd::NoGradGuard ng;
   const Tensor z = randn({n, n, c_z}, g);
   std::vector<float> pmv(n * n, 1.f);

@@ -21,21 +21,10 @@ TEST(Af2Template, ParityOnCuda) {
 // Tolerance: fp32 on both, different summation orders in GEMMs and attention: 1e-5.
 TEST(Af2Template, AddIntoOnCudaMatchesCpu) {
   FC_REQUIRE_CUDA();
-  TemplateConfig cfg;
-  cfg.c_t = 8;
-  cfg.tri_att = {2, 4, true, 0.f};
-  cfg.tri_mul_channels = 8;
-  cfg.pointwise_att = {2, 4, false, 0.f};
-  cfg.num_pair_blocks = 1;
-  const int64_t n = 9, c_z = 6, t = 3;
+  const TemplateConfig cfg = small_templates(1);
+  const int64_t n = 9, c_z = 6;
   Generator g(5);
-  TemplateInputs in;
-  std::vector<int64_t> aa(static_cast<size_t>(t * n));
-  for (size_t i = 0; i < aa.size(); ++i) aa[i] = static_cast<int64_t>((i * 5) % 21);
-  in.aatype = Tensor::from_vector_i64(aa, {t, n});
-  in.all_atom_positions = randn({t, n, 37, 3}, g, 0.f, 6.f);
-  in.all_atom_mask = Tensor::full({t, n, 37}, 1.0, DType::f32);
-  in.template_mask = Tensor::from_vector({1, 1, 0.5f}, {t});
+  const TemplateInputs in = random_template_inputs(n, {1, 1, 0.5f}, g, 5, 21);
   const Tensor z = randn({n, n, c_z}, g);
   const Tensor pm = Tensor::full({n, n}, 1.0, DType::f32);
   autograd::NoGradGuard ng;
