@@ -357,24 +357,33 @@ std::vector<Variable> key_mask_bias(float template_mask, Device device) {
 
 }  // namespace
 
-void TemplatePointwiseAttention::add(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk,
-                                     Running& r) const {
+void TemplatePointwiseAttention::for_each_part(
+    const char* caller, const Variable& z, const Variable& t_k, float template_mask, int64_t chunk,
+    const std::function<void(int64_t, int64_t, const ag::AttentionPart&)>& f) const {
   const auto& o = attention_.options();
-  FC_CHECK(!ag::grad_enabled(), "TemplatePointwiseAttention::add: inference only");
+  FC_CHECK(!ag::grad_enabled(), "TemplatePointwiseAttention::", caller, ": inference only");
   FC_CHECK(z.defined() && t_k.defined() && z.dim() == 3 && z.size(0) == z.size(1) && z.size(2) == o.c_q &&
                t_k.dim() == 3 && t_k.size(0) == z.size(0) && t_k.size(1) == z.size(0) && t_k.size(2) == o.c_kv &&
                template_mask > 0.f,
-           "TemplatePointwiseAttention::add: z ", shape_of(z), ", t_k ", shape_of(t_k), ", mask ", template_mask,
-           " must be [N, N, ", o.c_q, "], [N, N, ", o.c_kv, "], > 0");
-  const int64_t n = z.size(0), c_z = z.size(2), c_t = t_k.size(2), h = o.num_heads, d = o.head_dim;
+           "TemplatePointwiseAttention::", caller, ": z ", shape_of(z), ", t_k ", shape_of(t_k), ", mask ",
+           template_mask, " must be [N, N, ", o.c_q, "], [N, N, ", o.c_kv, "], > 0");
+  const int64_t n = z.size(0), c_z = z.size(2), c_t = t_k.size(2);
   const std::vector<Variable> biases = key_mask_bias(template_mask, z.device());
-  const bool first = !r.heads.defined();
   const int64_t step = chunk > 0 ? chunk : n;
   for (int64_t s = 0; s < n; s += step) {
     const int64_t len = std::min(step, n - s);
     const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * n, 1, c_z});  // one query per (i, j)
     const Variable kv = ag::reshape(ag::narrow(t_k, 0, s, len), {len * n, 1, c_t});  // this template's key
-    const ag::AttentionPart part = attention_.heads_part(q, kv, biases);  // a [len·n, 1, H, d], lse [len·n, H, 1]
+    f(s, len, attention_.heads_part(q, kv, biases));  // a [len·n, 1, H, d], lse [len·n, H, 1]
+  }
+}
+
+void TemplatePointwiseAttention::add(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk,
+                                     Running& r) const {
+  const auto& o = attention_.options();
+  const int64_t n = z.defined() && z.dim() == 3 ? z.size(0) : 0, h = o.num_heads, d = o.head_dim;
+  const bool first = !r.heads.defined();
+  for_each_part("add", z, t_k, template_mask, chunk, [&](int64_t s, int64_t len, const ag::AttentionPart& part) {
     if (first && s == 0) {
       r.heads = Tensor::empty({n * n, 1, h, d}, part.a.dtype(), z.device());
       r.lse = Tensor::empty({n * n, h, 1}, DType::f32, z.device());
@@ -386,7 +395,7 @@ void TemplatePointwiseAttention::add(const Variable& z, const Variable& t_k, flo
     } else {
       ops::attention_combine(heads.permute({0, 2, 1, 3}), lse, part.a.permute({0, 2, 1, 3}), part.lse);
     }
-  }
+  });
 }
 
 void TemplatePointwiseAttention::finish(const Variable& z, const Running& r, int64_t chunk, const Tensor& into) const {
@@ -403,26 +412,18 @@ void TemplatePointwiseAttention::finish(const Variable& z, const Running& r, int
 void TemplatePointwiseAttention::add_scores(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk,
                                             const Tensor& scores, int64_t slot) const {
   const auto& o = attention_.options();
-  FC_CHECK(!ag::grad_enabled(), "TemplatePointwiseAttention::add_scores: inference only");
-  FC_CHECK(z.defined() && t_k.defined() && z.dim() == 3 && z.size(0) == z.size(1) && z.size(2) == o.c_q &&
-               t_k.dim() == 3 && t_k.size(0) == z.size(0) && t_k.size(1) == z.size(0) && t_k.size(2) == o.c_kv &&
-               template_mask > 0.f && scores.defined() && scores.dtype() == DType::f32 &&
-               has_shape(scores, {z.size(0) * z.size(0), o.num_heads, scores.dim() == 3 ? scores.size(2) : 0}) &&
-               slot >= 0 && slot < scores.size(2) && scores.device() == z.device(),
-           "TemplatePointwiseAttention::add_scores: z ", shape_of(z), ", t_k ", shape_of(t_k), ", mask ",
-           template_mask, ", scores ", shape_of(scores), " slot ", slot, " must be [N, N, ", o.c_q, "], [N, N, ",
-           o.c_kv, "], > 0, f32 [N·N, ", o.num_heads, ", T] on z's device, 0 <= slot < T");
-  const int64_t n = z.size(0), c_z = z.size(2), c_t = t_k.size(2);
-  const std::vector<Variable> biases = key_mask_bias(template_mask, z.device());
-  const int64_t step = chunk > 0 ? chunk : n;
-  for (int64_t s = 0; s < n; s += step) {
-    const int64_t len = std::min(step, n - s);
-    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * n, 1, c_z});
-    const Variable kv = ag::reshape(ag::narrow(t_k, 0, s, len), {len * n, 1, c_t});
-    // With one key the log-sum-exp is the score itself.
-    Tensor dst = scores.narrow(0, s * n, len * n).narrow(2, slot, 1);
-    dst.copy_(attention_.heads_part(q, kv, biases).lse);
-  }
+  const int64_t n = z.defined() && z.dim() == 3 ? z.size(0) : 0;
+  FC_CHECK(scores.defined() && scores.dtype() == DType::f32 &&
+               has_shape(scores, {n * n, o.num_heads, scores.dim() == 3 ? scores.size(2) : 0}) && slot >= 0 &&
+               slot < scores.size(2) && scores.device() == z.device(),
+           "TemplatePointwiseAttention::add_scores: scores ", shape_of(scores), " slot ", slot, " for z ",
+           shape_of(z), " must be f32 [N·N, ", o.num_heads, ", T] on z's device, 0 <= slot < T");
+  for_each_part("add_scores", z, t_k, template_mask, chunk,
+                [&](int64_t s, int64_t len, const ag::AttentionPart& part) {
+                  // With one key the log-sum-exp is the score itself.
+                  Tensor dst = scores.narrow(0, s * n, len * n).narrow(2, slot, 1);
+                  dst.copy_(part.lse);
+                });
 }
 
 void TemplatePointwiseAttention::scores_to_weights(const Tensor& scores, int64_t block) {

@@ -152,6 +152,11 @@ class TemplatePointwiseAttention : public nn::Module {
                     const Tensor& into) const;
 
  private:
+  // Inference over one present template t_k (mask > 0): f(s, len, part) for each block of `chunk`
+  // pair rows [s, s + len), part = the heads and log-sum-exp of their len·N queries (one per
+  // (i, j), from z) over t_k's single key. `caller` names the function in errors.
+  void for_each_part(const char* caller, const Variable& z, const Variable& t_k, float template_mask, int64_t chunk,
+                     const std::function<void(int64_t, int64_t, const autograd::AttentionPart&)>& f) const;
   nn::Attention attention_;
 };
 
