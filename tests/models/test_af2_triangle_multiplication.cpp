@@ -1,7 +1,8 @@
-// Chunked (long-sequence) triangle multiplication: the no-grad chunked path equals the whole path
-// (and the no-grad unchunked path equals the graph path)
-// for both directions, ragged chunks and c_hidden ≠ c_z, matches the parity fixture with the
-// official block-0 parameters, and keeps its peak memory near one pair-sized buffer.
+// Chunked (long-sequence) triangle multiplication: both no-grad chunked paths (returning the
+// update, and adding it into a stream, z's own storage included) equal the whole path (and the
+// no-grad unchunked path equals the graph path) for both directions, ragged chunks and
+// c_hidden ≠ c_z, match the parity fixture with the official block-0 parameters, and keep their
+// peak memory near one pair-sized buffer.
 //
 // Tolerance chunked vs whole: 2e-6·max|whole|. Both paths compute every element with the same
 // kernels on the same operands; only the GEMMs differ in shape (a column block of the projection
@@ -18,6 +19,7 @@
 
 #include "autograd/autograd.h"
 #include "core/allocator.h"
+#include "kernels/elementwise.h"
 #include "models/alphafold/config.h"
 #include "models/alphafold/triangle_multiplication.h"
 #include "af2_test_util.h"
@@ -51,6 +53,10 @@ struct Case {  // widths and sequence length of one module instance
   int64_t c_z, c, n;
 };
 
+// Both chunked paths: returning the update, and adding it into a stream (the Evoformer's and
+// template stack's inference path: b whole, then blocks of output rows or columns), into a zero
+// tensor and into z's own storage (each output block reads its block of z before writing it);
+// the latter against z + whole, relative to max|z + update|.
 TEST(Af2TriangleMultiplication, ChunkedEqualsWhole) {
   autograd::NoGradGuard ng;
   // (c_z, c_hidden, N): the Evoformer's equal widths (the update reuses t's storage) and unequal
@@ -65,11 +71,49 @@ TEST(Af2TriangleMultiplication, ChunkedEqualsWhole) {
       const Variable z(randn({k.n, k.n, k.c_z}, g));
       const Tensor mask = test_mask(k.n);
       const Tensor whole = tm.forward(z, mask).value();
+      Tensor want = Tensor::empty(whole.shape(), DType::f32);
+      ops::add(z.value(), whole, want);
       for (const int64_t chunk : {int64_t{1}, int64_t{5}, int64_t{8}, k.n - 1, k.n, k.n + 3}) {
-        const double e = rel_err(tm.forward(z, mask, chunk).value(), whole);
-        EXPECT_LE(e, 2e-6) << (outgoing ? "outgoing" : "incoming") << " c_z " << k.c_z << " c " << k.c << " N "
-                           << k.n << " chunk " << chunk;
+        const std::string what = std::string(outgoing ? "outgoing" : "incoming") + " c_z " + std::to_string(k.c_z) +
+                                 " c " + std::to_string(k.c) + " N " + std::to_string(k.n) + " chunk " +
+                                 std::to_string(chunk);
+        EXPECT_LE(rel_err(tm.forward(z, mask, chunk).value(), whole), 2e-6) << what;
+        const Tensor zero = Tensor::zeros(whole.shape(), DType::f32);
+        EXPECT_LE(rel_err(tm.forward(z, mask, chunk, zero).value(), whole), 2e-6) << what << " (into 0)";
+        const Tensor own = z.value().clone();
+        const Tensor got = tm.forward(Variable(own), mask, chunk, own).value();
+        EXPECT_EQ(got.data<float>(), own.data<float>()) << what;
+        EXPECT_LE(rel_err(own, want), 2e-6) << what << " (into z)";
       }
+    }
+  }
+}
+
+// The same under bf16 autocast with a bf16 stream, against the whole path's bf16 update added in
+// fp32 and rounded once: within 2^-8 of max|z + update| (the final rounding of each sum to bf16,
+// half an ulp ≤ 2^-9 of its magnitude, plus the update's own last-bit differences from GEMMs of
+// other shapes, at most another half ulp of the update).
+TEST(Af2TriangleMultiplication, ChunkedAddIntoBf16Stream) {
+  autograd::NoGradGuard ng;
+  const Case k{16, 16, 24};
+  for (const bool outgoing : {true, false}) {
+    Env env;
+    TriangleMultiplication tm(env.scope("tm"), k.c_z, k.c, outgoing);
+    env.ps.finalize();
+    env.randomize(3);
+    Generator g(19);
+    const Tensor zb = randn({k.n, k.n, k.c_z}, g).to(DType::bf16);
+    const Tensor mask = test_mask(k.n);
+    autograd::AutocastGuard ac(DType::bf16);
+    const Tensor whole = tm.forward(Variable(zb), mask).value().to(DType::f32);
+    Tensor want = Tensor::empty(zb.shape(), DType::f32);
+    ops::add(zb.to(DType::f32), whole, want);
+    for (const int64_t chunk : {int64_t{5}, int64_t{8}}) {
+      const Tensor own = zb.clone();
+      tm.forward(Variable(own), mask, chunk, own);
+      ASSERT_EQ(own.dtype(), DType::bf16);
+      EXPECT_LE(rel_err(own.to(DType::f32), want), std::ldexp(1.0, -8))
+          << (outgoing ? "outgoing" : "incoming") << " chunk " << chunk;
     }
   }
 }
@@ -123,6 +167,11 @@ TEST(Af2TriangleMultiplication, ChunkedMatchesFixture) {
       const double e = rel_err(m->forward(z, mask, chunk).value(), want);
       std::printf("[parity] %s chunk %lld: %.3g\n", name.c_str(), static_cast<long long>(chunk), e);
       EXPECT_LE(e, 5e-6) << name << " chunk " << chunk;
+      // The adding path (into a zero stream).
+      const Tensor zero = Tensor::zeros(want.shape(), DType::f32);
+      const double ea = rel_err(m->forward(z, mask, chunk, zero).value(), want);
+      std::printf("[parity] %s chunk %lld, added into a stream: %.3g\n", name.c_str(), static_cast<long long>(chunk), ea);
+      EXPECT_LE(ea, 5e-6) << name << " chunk " << chunk << " (into)";
     }
   }
 }
@@ -150,9 +199,16 @@ TEST(Af2TriangleMultiplication, ChunkedPeakMemoryIsAboutOnePair) {
   };
   const double pair = static_cast<double>(kN * kN * kC * sizeof(float));
   const double whole = peak_above_base(0), chunked = peak_above_base(kChunk);
-  std::printf("[memory] pair %.2f MiB: whole %.2f pairs, chunked %.2f pairs\n", pair / (1 << 20), whole / pair,
-              chunked / pair);
+  // Adding into z's own storage: b [N, N, c] is the one pair-sized temporary.
+  const Tensor own = z.value().clone();
+  const size_t base = alloc.stats().current;
+  alloc.reset_peak();
+  tm.forward(Variable(own), mask, kChunk, own);
+  const double added = static_cast<double>(alloc.stats().peak - base);
+  std::printf("[memory] pair %.2f MiB: whole %.2f pairs, chunked %.2f pairs, added into z %.2f pairs\n",
+              pair / (1 << 20), whole / pair, chunked / pair, added / pair);
   EXPECT_LE(chunked, 1.5 * pair);
+  EXPECT_LE(added, 1.5 * pair);
   EXPECT_GE(whole, 4 * pair);  // the comparison means something: the whole path really is larger
 }
 

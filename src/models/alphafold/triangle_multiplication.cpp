@@ -36,7 +36,8 @@ Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_m
   FC_CHECK(!into.defined() || !autograd::grad_enabled(), "TriangleMultiplication '", path(),
            "': adding into a stream needs no-grad mode");
   if (!autograd::grad_enabled()) {
-    if (chunk > 0 && chunk < z.size(0)) return forward_chunked(z, mask, chunk, into);
+    if (chunk > 0 && chunk < z.size(0))
+      return into.defined() ? add_chunked(z, mask, chunk, into) : forward_chunked(z, mask, chunk);
     // The fp32 CPU inference path calls the GEMMs directly: not under bf16 autocast, where the
     // autograd ops (forward_whole) give the bf16 numerics of the graph path (a recomputed training
     // segment's forward must match its rerun).
@@ -114,8 +115,7 @@ Variable TriangleMultiplication::forward_inference(const Variable& z, const Tens
   return Variable(o);
 }
 
-Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk,
-                                                 const Tensor& into) const {
+Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk) const {
   const int64_t n = z.size(0), c = left_projection_.out_features(), c_z = z.size(2);
   // Channel block: cb·N² elements per edge tensor ≈ chunk·N·c, the size of one row chunk of a.
   const int64_t cb = std::clamp<int64_t>(chunk * c / n, 1, c);
@@ -162,15 +162,75 @@ Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor
     const Variable x = layer_norm_input_.forward(autograd::narrow(z, 0, i0, len));
     const Variable o = output_projection_.forward(center_layer_norm_.forward(Variable(t.narrow(0, i0, len))));
     const Variable u = autograd::sigmoid_gate(gating_linear_.forward(x), o);  // [len, N, c_z]
-    if (into.defined()) {
-      add_into(into.narrow(0, i0, len), u.value());
-      continue;
-    }
     if (!out.defined())
       out = c == c_z && u.dtype() == t.dtype() ? t : Tensor::empty({n, n, c_z}, u.dtype(), u.device());
     out.narrow(0, i0, len).copy_(u.value());
   }
-  return into.defined() ? Variable(into) : Variable(out);
+  return Variable(out);
+}
+
+Variable TriangleMultiplication::add_chunked(const Variable& z, const Tensor& mask, int64_t chunk,
+                                             const Tensor& into) const {
+  const int64_t n = z.size(0), c = left_projection_.out_features();
+  FC_CHECK(into.dim() == 3 && into.size(0) == n && into.size(1) == n && into.size(2) == z.size(2), "TriangleMultiplication '",
+           path(), "': stream ", into.shape().str(), " for z ", z.shape().str());
+  // Blocks of `chunk` rows (outgoing) or columns (incoming) of the output: the axis along which
+  // an output block needs only the same block of z and of the left edge a.
+  const int axis = outgoing_ ? 0 : 1;
+  // The mask in the edges' dtype (0 and 1 are exact in bf16), so masking promotes nothing to fp32.
+  const DType edge_dtype = autograd::autocast_dtype().value_or(z.dtype());
+  const Tensor emask = mask.to(edge_dtype);
+  auto block = [&](const Tensor& t, int64_t s, int64_t len) { return t.narrow(axis, s, len).contiguous(); };
+  // mask ⊙ σ(x W_g + b_g) ⊙ (x W_p + b_p), gated and masked in the projection's storage.
+  auto edge = [](const Variable& x, const Tensor& m3, const nn::Linear& gate, const nn::Linear& proj) {
+    const Tensor p = proj.forward(x).value();
+    ops::sigmoid_gate_forward(gate.forward(x).value(), p, p);
+    ops::mul(p, m3, p);
+    return p;
+  };
+  // 1. The right edge b, whole and channel-major (bc[q, r, s] = b[r, s, q]), from row blocks of
+  //    the old z: the one pair-sized temporary.
+  Tensor bc;
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t len = std::min(chunk, n - r0);
+    const Variable x = layer_norm_input_.forward(autograd::narrow(z, 0, r0, len));  // [len, N, c_z]
+    const Tensor b = edge(x, emask.narrow(0, r0, len).unsqueeze(-1), right_gate_, right_projection_);  // [len, N, c]
+    // In the contraction's operand dtype (bf16 under autocast), so the GEMMs cast nothing whole.
+    if (!bc.defined()) bc = Tensor::empty({c, n, n}, edge_dtype, b.device());
+    bc.narrow(1, r0, len).copy_(b.permute({2, 0, 1}));
+  }
+  const Variable bv(bc);
+  // 2. Per output block: its left edge, its slice of the contraction, the output projection and
+  //    gate, added into the stream. Block k reads only block k of z, written after the read, so
+  //    `into` may be z itself.
+  // Each temporary is dropped as soon as the next step has consumed it (at most three block-sized
+  // ones live at once beside x).
+  for (int64_t s0 = 0; s0 < n; s0 += chunk) {
+    const int64_t len = std::min(chunk, n - s0);
+    const Variable x = layer_norm_input_.forward(Variable(block(z.value(), s0, len)));  // rows [len, N, c_z] | cols [N, len, c_z]
+    Variable t_ij;  // the contraction's slice in x's layout, c channels
+    {
+      Variable ab(edge(x, block(emask, s0, len).unsqueeze(-1), left_gate_, left_projection_).permute({2, 0, 1}).contiguous());
+      // outgoing: t[q, i, j] = Σ_k a[q, i, k] b[q, j, k], i in the block  → [c, len, N]
+      // incoming: t[q, i, j] = Σ_k b[q, k, i] a[q, k, j], j in the block  → [c, N, len]
+      Variable tb = outgoing_ ? autograd::matmul(ab, bv, false, true) : autograd::matmul(bv, ab, true, false);
+      ab = Variable();
+      t_ij = autograd::contiguous(autograd::permute(tb, {1, 2, 0}));
+    }
+    Variable ln = center_layer_norm_.forward(t_ij);
+    t_ij = Variable();
+    const Tensor o = output_projection_.forward(ln).value();
+    ln = Variable();
+    ops::sigmoid_gate_forward(gating_linear_.forward(x).value(), o, o);  // the update, in o's storage
+    // Added by row sub-blocks: a column block of the stream is strided, and add_into stages a
+    // strided (or other-dtype) target through an fp32 copy of its size.
+    const Tensor dst = into.narrow(axis, s0, len);
+    for (int64_t r0 = 0; r0 < dst.size(0); r0 += chunk) {
+      const int64_t rl = std::min(chunk, dst.size(0) - r0);
+      add_into(dst.narrow(0, r0, rl), o.narrow(0, r0, rl));
+    }
+  }
+  return Variable(into);
 }
 
 void TriangleMultiplication::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {

@@ -18,17 +18,24 @@
 // ways).
 //
 // Long sequences (chunk > 0, no-grad mode): the unchunked paths keep 7-10 pair-sized temporaries
-// alive at their peak (x, a, b, t, LN(t), …). The chunked path instead keeps
-// one: t [N, N, c] (c = c_hidden, 128 = c_z in the Evoformer), into whose storage the update is
-// written row block by row block when the dtypes and widths agree (or which is added into the
-// stream row block by row block, with `into`). t is the minimum such an update needs beside the
-// stream: every output row needs a whole row of t, hence every row of b (outgoing) or every row of
-// a (incoming), N²·c values either way, computed from the old z before the first row changes. a and b exist only one channel
-// block at a time (cb channels, chosen so cb·N ≈ chunk·c: O(chunk·N·c) memory), projected from
-// LN(z) recomputed per row block of `chunk` rows; the gate and output projection run per row
-// block. Peak ≈ z + t + O(chunk·N·(c + c_z)). Same arithmetic as the whole path (every element
-// comes from the same kernels on the same operands; a GEMM over fewer rows/columns may take a
-// different BLAS blocking: ~1e-7 relative differences).
+// alive at their peak (x, a, b, t, LN(t), …). The chunked paths keep one, N²·c values beside the
+// stream (c = c_hidden, 128 = c_z in the Evoformer). That is the minimum: every output row
+// (outgoing) or column (incoming) needs the whole right edge b, computed from the old z before the
+// first element of z changes. Two ways:
+//  - adding into a stream (`into`, the Evoformer's and template stack's inference path,
+//    add_chunked): b whole, channel-major, from row blocks of LN(z); then per block of `chunk`
+//    output rows (outgoing) or columns (incoming): LN of that block of z, its left edge a, its
+//    slice of the contraction (a GEMM per channel: [len, N]·[N, N]ᵀ or [N, N]ᵀ·[N, len]), the
+//    centre LayerNorm, output projection and gate, added into the stream. LN(z) runs twice over
+//    the pair and every step is one call per block: O(N/chunk) calls in all.
+//  - returning the update (forward_chunked): t [N, N, c] is built channel block by channel block
+//    (a and b for cb channels at a time, cb·N ≈ chunk·c, each block projected from LN(z) recomputed
+//    per row block) and the update is written into t's storage row block by row block when the
+//    dtypes and widths agree. LN(z) runs c/cb + 1 times over the pair (N/chunk + 1 when N ≥
+//    chunk·c) and every step is one call per row block and channel block.
+// Peak ≈ z + (b | t) + O(chunk·N·(c + c_z)) either way. Same arithmetic as the whole path (every
+// element comes from the same kernels on the same operands; a GEMM over fewer rows/columns may take
+// a different BLAS blocking: ~1e-7 relative differences).
 #pragma once
 
 #include "models/alphafold/evoformer_util.h"
@@ -42,10 +49,10 @@ class TriangleMultiplication : public nn::Module {
   TriangleMultiplication(nn::Scope scope, int64_t c_z, int64_t c_hidden, bool outgoing);
   // z [N, N, c_z], pair_mask [N, N] → update [N, N, c_z] (before residual/dropout). chunk > 0 (and
   // chunk < N, no-grad mode): the low-memory chunked path above. `into` (no-grad only; z's own
-  // stream or a [N, N, c_z] tensor the caller owns): the update is added into it (chunked: row block
-  // by row block in the output loop, so t is the only pair-sized temporary) and `into` is returned.
-  // Safe on z itself: a and b (hence t) are complete before the first write, and an output row
-  // block reads only the same rows of z (its gate) and of t.
+  // stream or a [N, N, c_z] tensor the caller owns): the update is added into it (chunked: block by
+  // block, so b is the only pair-sized temporary) and `into` is returned. Safe on z itself: b is
+  // complete before the first write, and an output block reads only the same block of z (its left
+  // edge and gate) before it is written.
   Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
   // DAP (evoformer_parallel.cpp): z_rows [N/P, N, c_z] this rank's pair rows, pair_mask [N, N]
   // whole. Outgoing works on rows and gathers the right edge whole; incoming works on columns
@@ -61,7 +68,9 @@ class TriangleMultiplication : public nn::Module {
   // No-grad, CPU fp32, unchunked: the whole path's arithmetic with channel-major projections and
   // in-place gating (no permute copies of a and b; 8 instead of ~17 pair-sized allocations).
   Variable forward_inference(const Variable& z, const Tensor& mask) const;
-  Variable forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk, const Tensor& into) const;
+  Variable forward_chunked(const Variable& z, const Tensor& mask, int64_t chunk) const;
+  // The chunked path with `into` (see the header comment): b whole, then output blocks.
+  Variable add_chunked(const Variable& z, const Tensor& mask, int64_t chunk, const Tensor& into) const;
 
   bool outgoing_;
   nn::LayerNorm layer_norm_input_, center_layer_norm_;
