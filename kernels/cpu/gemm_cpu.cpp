@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -87,11 +88,18 @@ inline float gelu_exact(float x) { return 0.5f * x * (1.f + std::erf(x * 0.70710
 
 template <typename T> inline float load(const T* p, int64_t i) { return static_cast<float>(p[i]); }
 
-// Copies a rows×cols row-major T matrix (leading dim ld) into dense fp32.
+// Copies a rows×cols row-major T matrix (leading dim ld) into dense fp32. On one thread: an OpenMP
+// team here, between the threaded epilogue and OpenBLAS's own (pthread) threads, made a bf16
+// Evoformer block slower, not faster (bench_predict --memory at N = 512: 17.3-17.7 s against
+// 15.2-16.1 s single-threaded).
 template <typename T> void to_f32(const T* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = static_cast<float>(src[r * ld + c]);
 }
+
+// An fp32 scratch buffer left uninitialised (every element is written before it is read: the
+// conversions above, or sgemm's output with beta = 0), so no zeroing pass.
+std::unique_ptr<float[]> scratch(int64_t n) { return std::unique_ptr<float[]>(new float[static_cast<size_t>(n)]); }
 
 // One batch entry: everything in fp32, then the epilogue writes T.
 template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool parallel) {
@@ -106,18 +114,18 @@ template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool paral
   const float *af, *bf;
   int64_t lda, ldb, ldc;
   float* cf;
-  std::vector<float> sa, sb, sc;
+  std::unique_ptr<float[]> sa, sb, sc;
   if constexpr (std::is_same_v<T, float>) {
     af = a, lda = p.a.ld, bf = b, ldb = p.b.ld, cf = out, ldc = p.out.ld;
   } else {
-    sa.resize(static_cast<size_t>(a_rows * a_cols));
-    sb.resize(static_cast<size_t>(b_rows * b_cols));
-    sc.resize(static_cast<size_t>(p.m * p.n));
-    to_f32(a, a_rows, a_cols, p.a.ld, sa.data());
-    to_f32(b, b_rows, b_cols, p.b.ld, sb.data());
-    if (p.beta != 0.f) to_f32(out, p.m, p.n, p.out.ld, sc.data());
-    af = sa.data(), lda = std::max<int64_t>(a_cols, 1), bf = sb.data(), ldb = std::max<int64_t>(b_cols, 1);
-    cf = sc.data(), ldc = p.n;
+    sa = scratch(a_rows * a_cols);
+    sb = scratch(b_rows * b_cols);
+    sc = scratch(p.m * p.n);
+    to_f32(a, a_rows, a_cols, p.a.ld, sa.get());
+    to_f32(b, b_rows, b_cols, p.b.ld, sb.get());
+    if (p.beta != 0.f) to_f32(out, p.m, p.n, p.out.ld, sc.get());
+    af = sa.get(), lda = std::max<int64_t>(a_cols, 1), bf = sb.get(), ldb = std::max<int64_t>(b_cols, 1);
+    cf = sc.get(), ldc = p.n;
   }
   sgemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, af, lda, bf, ldb, p.beta, cf, ldc, parallel, false);
 
