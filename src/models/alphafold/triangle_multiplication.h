@@ -31,8 +31,9 @@
 //  - returning the update (forward_chunked): t [N, N, c] is built channel block by channel block
 //    (a and b for cb channels at a time, cb·N ≈ chunk·c, each block projected from LN(z) recomputed
 //    per row block) and the update is written into t's storage row block by row block when the
-//    dtypes and widths agree. LN(z) runs c/cb + 1 times over the pair (N/chunk + 1 when N ≥
-//    chunk·c) and every step is one call per row block and channel block.
+//    dtypes and widths agree. LN(z) runs c/cb + 1 times over the pair (about N/chunk + 1 while
+//    N ≤ chunk·c, c + 1 beyond, where cb is 1) and every step is one call per row block and channel
+//    block.
 // Peak ≈ z + (b | t) + O(chunk·N·(c + c_z)) either way. Same arithmetic as the whole path (every
 // element comes from the same kernels on the same operands; a GEMM over fewer rows/columns may take
 // a different BLAS blocking: ~1e-7 relative differences).
