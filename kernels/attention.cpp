@@ -110,6 +110,10 @@ std::atomic<int>& kernel_choice() {
   static std::atomic<int> choice{choice_from_env("FOLDCORE_ATTENTION_KERNEL", {"mma", "smem"})};
   return choice;
 }
+std::atomic<int>& batch_slice_choice() {
+  static std::atomic<int> rows{65535};
+  return rows;
+}
 std::atomic<bool>& dbias_pass_choice() {
   static std::atomic<bool> choice{choice_from_env("FOLDCORE_ATTENTION_DBIAS", {"atomic", "pass"}) == 1};
   return choice;
@@ -121,6 +125,11 @@ AttentionKernel attention_kernel() { return static_cast<AttentionKernel>(kernel_
 const char* attention_kernel_name(AttentionKernel k) { return k == AttentionKernel::mma ? "mma" : "smem"; }
 void set_attention_dbias_pass(bool on) { dbias_pass_choice().store(on); }
 bool attention_dbias_pass() { return dbias_pass_choice().load(); }
+void set_attention_batch_slice(int rows) {
+  FC_CHECK(rows >= 1 && rows <= 65535, "set_attention_batch_slice: rows must be in [1, 65535], got ", rows);
+  batch_slice_choice().store(rows);
+}
+int attention_batch_slice() { return batch_slice_choice().load(); }
 
 void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor& lse, const Tensor& a) {
   const char* op = "attention_forward";

@@ -65,6 +65,14 @@ const char* attention_kernel_name(AttentionKernel k);
 // choice.
 void set_attention_dbias_pass(bool on);
 bool attention_dbias_pass();
+// The most batch rows one CUDA attention launch covers. A launch's grid has the batch rows on its z
+// axis, whose extent is at most 65,535 (the default, and the ceiling); a larger batch (the pair
+// stacks' row-chunked triangle attention from N = 4,096 on: chunk 16 × N rows) goes in slices of this
+// many rows, one launch each, in order on the same stream. Tests set a small value to run the
+// slicing at small sizes (the host emulation takes minutes over 65,536 CTAs). Values outside
+// [1, 65,535] are an error.
+void set_attention_batch_slice(int rows);
+int attention_batch_slice();
 
 struct AttentionInputs {
   Tensor q, k, v;

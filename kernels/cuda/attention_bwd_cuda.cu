@@ -80,7 +80,7 @@ template <typename T, int Dp> __global__ void __launch_bounds__(kThreads) attent
   int* row_hi = row_lo + kBlockM;
   float* part = reinterpret_cast<float*>(smem + L::kPart);  // [2][kMaxBiases][kBlockN]
 
-  const int j0 = blockIdx.x * kBlockN, h = blockIdx.y, b = blockIdx.z;
+  const int j0 = blockIdx.x * kBlockN, h = blockIdx.y, b = p.b0 + static_cast<int>(blockIdx.z);
   const int tid = threadIdx.x;
   const T* q = head_slice<T>(p.q, p.q_s, b, h);
   const T* k = head_slice<T>(p.k, p.k_s, b, h);
@@ -194,8 +194,7 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
     if (grads.dgate.defined()) Tensor(grads.dgate).zero_();
     return;
   }
-  FC_CHECK(p.H <= 65535 && p.B <= 65535, "attention_backward (CUDA): B and H must be <= 65535, got B = ", p.B,
-           ", H = ", p.H);
+  FC_CHECK(p.H <= 65535, "attention_backward (CUDA): H must be <= 65535, got H = ", p.H);
   const Device dev = in.q.device();
   set_device(dev);
   const cudaStream_t stream = cuda_stream_of(dev);
@@ -264,9 +263,10 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
       const size_t bytes = BwdLayout<T, Dp>::kBytes;
       constexpr auto kernel = &attention_bwd_kernel<T, Dp>;
       FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      const dim3 grid((p.Lk + kBlockN - 1) / kBlockN, p.H, p.B);
-      launch_kernel<kernel>(grid, kThreads, bytes, stream, p);
-      FC_CUDA_CHECK_LAUNCH();
+      launch_over_batch(p, (p.Lk + kBlockN - 1) / kBlockN, [&](dim3 grid, const AttnParams& slice) {
+        launch_kernel<kernel>(grid, kThreads, bytes, stream, slice);
+        FC_CUDA_CHECK_LAUNCH();
+      });
     });
     if (grads.dq.defined()) {
       const int64_t n = rows * p.D;

@@ -54,7 +54,7 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
   int* row_lo = reinterpret_cast<int*>(s_delta + kMmaBlockM);
   int* row_hi = row_lo + kMmaBlockM;
 
-  const int j0 = blockIdx.x * kMmaBlockN, h = blockIdx.y, b = blockIdx.z;
+  const int j0 = blockIdx.x * kMmaBlockN, h = blockIdx.y, b = p.b0 + static_cast<int>(blockIdx.z);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const uint16_t* q = head_slice<uint16_t>(p.q, p.q_s, b, h);
@@ -215,9 +215,10 @@ void launch_attention_bwd_mma(const AttnParams& p, cudaStream_t stream) {
     const size_t bytes = BwdMmaLayout<Dp>::kBytes;
     constexpr auto kernel = &attention_bwd_mma_kernel<Dp>;
     FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    const dim3 grid((p.Lk + kMmaBlockN - 1) / kMmaBlockN, p.H, p.B);
-    launch_kernel<kernel>(grid, kThreads, bytes, stream, p);
-    FC_CUDA_CHECK_LAUNCH();
+    launch_over_batch(p, (p.Lk + kMmaBlockN - 1) / kMmaBlockN, [&](dim3 grid, const AttnParams& slice) {
+      launch_kernel<kernel>(grid, kThreads, bytes, stream, slice);
+      FC_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <mma.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "core/cuda/cuda_utils.cuh"
@@ -36,6 +37,7 @@ struct AttnParams {
   float* lse = nullptr;
   int64_t q_s[3]{}, k_s[3]{}, v_s[3]{}, g_s[3]{}, o_s[3]{}, a_s[3]{}, lse_s[3]{};
   int B = 0, H = 0, Lq = 0, Lk = 0, D = 0;
+  int b0 = 0;  // first batch row of this launch (launch_over_batch): b = b0 + blockIdx.z
   float scale = 1.f;
   int n_bias = 0;
   BiasDesc bias[kMaxBiases];
@@ -51,6 +53,22 @@ struct AttnParams {
   float* delta = nullptr;   // [B,H,Lq] contiguous f32: Σ_d dA·a
   DbiasDesc dbias[kMaxBiases];
 };
+
+// Launches a kernel whose grid is (grid_x, H, batch rows): the grid's z extent is at most 65,535,
+// and the pair stacks' row-chunked attention at long lengths has more batch rows than that (chunk
+// 16 × N = 4,096 gives 65,536), so the batch goes in slices of at most attention_batch_slice() rows
+// (65,535 unless a test sets fewer), one launch each, in order on the same stream; each slice's
+// kernels index rows from p.b0. `launch(grid, params)`.
+constexpr int kMaxGridZ = 65535;
+template <typename Launch>
+void launch_over_batch(const AttnParams& p, unsigned grid_x, Launch&& launch) {
+  const int slice_rows = std::min(kMaxGridZ, attention_batch_slice());
+  AttnParams slice = p;
+  for (int b0 = 0; b0 < p.B; b0 += slice_rows) {
+    slice.b0 = b0;
+    launch(dim3(grid_x, static_cast<unsigned>(p.H), static_cast<unsigned>(std::min(slice_rows, p.B - b0))), slice);
+  }
+}
 
 // Head dims are padded to a multiple of 16 (the WMMA k) with zeros.
 constexpr int padded_dim(int d) { return d <= 16 ? 16 : (d + 15) / 16 * 16; }

@@ -77,7 +77,7 @@ template <typename T, int Dp> __global__ void __launch_bounds__(kThreads) attent
   int* row_lo = reinterpret_cast<int*>(smem + L::kRows);
   int* row_hi = row_lo + kBlockM;
 
-  const int i0 = blockIdx.x * kBlockM, h = blockIdx.y, b = blockIdx.z;
+  const int i0 = blockIdx.x * kBlockM, h = blockIdx.y, b = p.b0 + static_cast<int>(blockIdx.z);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const T* q = head_slice<T>(p.q, p.q_s, b, h);
   const T* k = head_slice<T>(p.k, p.k_s, b, h);
@@ -184,15 +184,13 @@ void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor&
     for (int d = 0; d < 3; ++d) p.a_s[d] = a.stride(d);
   }
   if (p.B == 0 || p.H == 0 || p.Lq == 0) return;
-  FC_CHECK(p.H <= 65535 && p.B <= 65535, "attention_forward (CUDA): B and H must be <= 65535, got B = ", p.B,
-           ", H = ", p.H);
+  FC_CHECK(p.H <= 65535, "attention_forward (CUDA): H must be <= 65535, got H = ", p.H);
   set_device(in.q.device());
   const cudaStream_t stream = cuda_stream_of(in.q.device());
   if (use_mma_kernels(p, in.q.dtype())) {
     launch_attention_fwd_mma(p, stream);
     return;
   }
-  const dim3 grid((p.Lq + kBlockM - 1) / kBlockM, p.H, p.B);
   cuda_dispatch_float(in.q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     dispatch_head_dim(p.D, "attention_forward (CUDA)", [&](auto dp) {
@@ -200,8 +198,10 @@ void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor&
       const size_t bytes = FwdLayout<T, Dp>::kBytes;
       constexpr auto kernel = &attention_fwd_kernel<T, Dp>;
       FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      launch_kernel<kernel>(grid, kThreads, bytes, stream, p);
-      FC_CUDA_CHECK_LAUNCH();
+      launch_over_batch(p, (p.Lq + kBlockM - 1) / kBlockM, [&](dim3 grid, const AttnParams& slice) {
+        launch_kernel<kernel>(grid, kThreads, bytes, stream, slice);
+        FC_CUDA_CHECK_LAUNCH();
+      });
     });
   });
 }

@@ -33,7 +33,7 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
   uint16_t* sk = reinterpret_cast<uint16_t*>(smem + L::kK);
   uint16_t* svt = reinterpret_cast<uint16_t*>(smem + L::kVt);
 
-  const int i0 = blockIdx.x * kMmaBlockM, h = blockIdx.y, b = blockIdx.z;
+  const int i0 = blockIdx.x * kMmaBlockM, h = blockIdx.y, b = p.b0 + static_cast<int>(blockIdx.z);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const uint16_t* q = head_slice<uint16_t>(p.q, p.q_s, b, h);
@@ -162,14 +162,15 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
 }  // namespace
 
 void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream) {
-  const dim3 grid((p.Lq + kMmaBlockM - 1) / kMmaBlockM, p.H, p.B);
   dispatch_head_dim(p.D, "attention_forward (CUDA, mma)", [&](auto dp) {
     constexpr int Dp = decltype(dp)::value;
     const size_t bytes = FwdMmaLayout<Dp>::kBytes;
     constexpr auto kernel = &attention_fwd_mma_kernel<Dp>;
     FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    launch_kernel<kernel>(grid, kThreads, bytes, stream, p);
-    FC_CUDA_CHECK_LAUNCH();
+    launch_over_batch(p, (p.Lq + kMmaBlockM - 1) / kMmaBlockM, [&](dim3 grid, const AttnParams& slice) {
+      launch_kernel<kernel>(grid, kThreads, bytes, stream, slice);
+      FC_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

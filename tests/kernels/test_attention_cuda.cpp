@@ -159,6 +159,33 @@ TEST_P(AttentionCuda, OddShapesFullBiasAndPaddedHeadDims) {
   compare({1, 1, 129, 1, 16, true, true, false, true, false, {}}, dt());
 }
 
+// More batch rows than one launch covers: the kernels run the batch in slices (launch_over_batch),
+// each indexing its rows from the slice's first. Slices of 3 rows over B = 8 (two full slices and a
+// ragged one): every row's output and gradients, the bias shared by all rows (its gradient summed
+// across the slices' launches) and the per-row mask come out as on the CPU.
+TEST_P(AttentionCuda, BatchInSlices) {
+  FC_REQUIRE_CUDA();
+  const int saved = ops::attention_batch_slice();
+  ops::set_attention_batch_slice(3);
+  compare({8, 2, 19, 23, 32, true, true, true, false, false, {}}, dt());
+  ops::set_attention_batch_slice(saved);
+  EXPECT_THROW(ops::set_attention_batch_slice(0), Error);
+  EXPECT_THROW(ops::set_attention_batch_slice(65536), Error);
+}
+
+// More batch rows than a grid's z extent (65,535) at the default slice: the row-chunked triangle
+// attention of a pair stack at N = 4,096 runs 16 × 4,096 = 65,536 rows per call, which the kernels
+// once refused. Rows on both sides of the 65,535 boundary must come out as on the CPU. On a GPU
+// only: the host emulation runs the 65,537 CTAs of one kernel in about 7 minutes (BatchInSlices
+// covers the slicing there).
+TEST_P(AttentionCuda, BatchBeyondTheGridLimit) {
+  FC_REQUIRE_CUDA();
+#if FOLDCORE_CUDA_EMULATE
+  GTEST_SKIP() << "65,537 CTAs per kernel: minutes on the host emulation; BatchInSlices covers the slicing";
+#endif
+  compare({65537, 1, 2, 3, 16, true, true, true, false, false, {}}, dt());
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionCuda,
                          ::testing::Values(KernelCase{DType::f32, ops::AttentionKernel::smem},
                                            KernelCase{DType::bf16, ops::AttentionKernel::smem},
