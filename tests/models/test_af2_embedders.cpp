@@ -36,6 +36,10 @@ TEST(Af2Embedders, RelposOneHot) {
   EXPECT_EQ(v[(0 * n + 0) * c + k], 1.f);      // self: the centre class
   EXPECT_EQ(v[(0 * n + 4) * c + 0], 1.f);      // 0 − 50 → clipped to class 0
   EXPECT_EQ(v[(4 * n + 0) * c + 2 * k], 1.f);  // 50 − 0 → class 2k
+  // Rows 1..3 built in bf16 (as the embedder asks under bf16 autocast): the same 0/1 values.
+  const auto tb = relpos_one_hot(Tensor::from_vector_i64(ri, {n}), k, 1, 3, DType::bf16);
+  EXPECT_EQ(tb.dtype(), DType::bf16);
+  FC_EXPECT_CLOSE(tb.to(DType::f32), t.narrow(0, 1, 3), 0, 0);
   EXPECT_THROW(relpos_one_hot(Tensor::zeros({2, 2}, DType::i64), k), Error);
 }
 

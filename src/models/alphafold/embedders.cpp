@@ -5,6 +5,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "kernels/af2_features.h"
+#include "kernels/embedding.h"
 #include "models/alphafold/af2_util.h"
 #include "models/alphafold/evoformer_util.h"
 #include "data_pipeline/residue_constants.h"
@@ -27,7 +28,8 @@ void check_var(const Variable& x, int dims, int64_t c, const char* op, const cha
 }  // namespace
 
 // ---------------------------------------------------------------- features
-Tensor relpos_one_hot(const Tensor& residue_index, int64_t max_relative_feature, int64_t row0, int64_t rows) {
+Tensor relpos_one_hot(const Tensor& residue_index, int64_t max_relative_feature, int64_t row0, int64_t rows,
+                      DType dtype, std::optional<Device> device) {
   check_defined(residue_index, "relpos_one_hot", "residue_index");
   FC_CHECK(residue_index.dim() == 1 && max_relative_feature > 0, "relpos_one_hot: residue_index ",
            residue_index.shape().str(), " must be [N] and max_relative_feature (", max_relative_feature, ") > 0");
@@ -35,11 +37,15 @@ Tensor relpos_one_hot(const Tensor& residue_index, int64_t max_relative_feature,
   const int64_t n = residue_index.size(0), k = max_relative_feature, c = 2 * k + 1;
   if (rows < 0) rows = n - row0;
   FC_CHECK(row0 >= 0 && row0 + rows <= n, "relpos_one_hot: rows [", row0, ", ", row0 + rows, ") outside [0, ", n, ")");
-  std::vector<float> out(static_cast<size_t>(rows * n * c), 0.f);
+  std::vector<int64_t> bins(static_cast<size_t>(rows * n));
+#pragma omp parallel for schedule(static) if (rows * n >= (1 << 20))
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      out[(i * n + j) * c + std::clamp(ri[row0 + i] - ri[j] + k, int64_t{0}, 2 * k)] = 1.f;
-  return Tensor::from_vector(out, {rows, n, c}, DType::f32, residue_index.device());
+    for (int64_t j = 0; j < n; ++j) bins[i * n + j] = std::clamp(ri[row0 + i] - ri[j] + k, int64_t{0}, 2 * k);
+  const Device dev = device.value_or(residue_index.device());
+  const Tensor idx = Tensor::from_vector_i64(bins, {rows, n}, DType::i32, dev);
+  Tensor out = Tensor::empty({rows, n, c}, dtype, dev);
+  ops::one_hot(idx, c, out);
+  return out;
 }
 
 namespace {
@@ -177,9 +183,8 @@ Variable InputEmbedder::pair_rows(const Variable& target_feat, const Tensor& res
   check_inputs(target_feat, residue_index);
   const int64_t n = target_feat.size(0);
   // z [rows, N, c_z] = relpos(i, j) + a_i + b_j   (Alg. 3 lines 2-4, Alg. 4), i ∈ [row0, row0 + rows)
-  const Variable relpos(relpos_one_hot(residue_index.reshape({n}), max_relative_feature_, row0, rows)
-                            .to(target_feat.device())
-                            .to(target_feat.dtype()));
+  const Variable relpos(relpos_one_hot(residue_index.reshape({n}), max_relative_feature_, row0, rows,
+                                       target_feat.dtype(), target_feat.device()));
   Variable z = pair_activations_.forward(relpos);
   const Variable rows_feat = rows == n ? target_feat : ag::narrow(target_feat, 0, row0, rows);
   z = ag::add(z, ag::unsqueeze(left_single_.forward(rows_feat), 1));     // [rows, 1, c_z]: row i

@@ -3,10 +3,13 @@
 // plus the feature functions they need (pseudo-β, distograms, relpos one-hots, extra-MSA
 // features) as plain tensor functions usable by the integration code.
 //
-// Feature functions take host or device tensors and return f32 tensors on the input's device;
-// they are computed on the host (they are one-hots/geometry of small inputs, no gradient).
+// Feature functions take host or device tensors and return f32 tensors on the input's device
+// (relpos_one_hot: in the dtype and on the device asked for); they are computed on the host (they
+// are one-hots/geometry of small inputs, no gradient), relpos_one_hot's expansion excepted.
 // Modules register their weights under AF2's names below key_prefix (normally "evoformer").
 #pragma once
+
+#include <optional>
 
 #include "models/alphafold/config.h"
 #include "models/alphafold/param_table.h"
@@ -21,8 +24,11 @@ using nn::Variable;
 // out[i, j, :] = one_hot(clip(offset + k, 0, 2k), 2k + 1), k = max_relative_feature.
 // residue_index [N] (integer) → [N, N, 2k+1]; with row0/rows only the rows i ∈ [row0, row0 + rows)
 // → [rows, N, 2k+1] (rows < 0: to the end), so a chunked embedding never holds the N² one-hot.
+// Built in `dtype` (0 and 1 are exact in every float dtype) on `device` (default: residue_index's):
+// the host computes only the bins ([rows, N] 32-bit integers), and the one-hot is expanded where it
+// is used (ops::one_hot), so a GPU run copies 4 bytes per pair, not 4·(2k+1) = 260.
 Tensor relpos_one_hot(const Tensor& residue_index, int64_t max_relative_feature, int64_t row0 = 0,
-                      int64_t rows = -1);
+                      int64_t rows = -1, DType dtype = DType::f32, std::optional<Device> device = std::nullopt);
 
 // AF2 pseudo_beta_fn: CB position, CA for glycine. aatype [..., N] (integer, AF2 order: G = 7),
 // atom37 positions [..., N, 37, 3] → [..., N, 3].
