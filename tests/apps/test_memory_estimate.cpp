@@ -156,6 +156,32 @@ TEST(MemoryEstimate, LongSequencesTendToTheMeasuredUnits) {
       }
 }
 
+// The peaks measured on a GPU (docs/benchmarks.md, "GPU (NVIDIA H200)", "Long sequences", run 3:
+// bench_predict --memory --device cuda:0 --precision bf16, chunk 16, 16 + 16 MSA rows, no
+// recycling; the CUDA allocator's peak above parameters and features), against the estimate the
+// preflight makes for the same runs: never below them, so `predict` on a GPU does not let through
+// what then runs out of device memory. Upper bound 1.35×: with 4 templates the estimate keeps the
+// CPU fit's two-pass template term (1.43 units), while the GPU measured 1.15-1.27 there.
+TEST(MemoryEstimate, CoversThePeaksMeasuredOnAGpu) {
+  struct Point {
+    int64_t n, templates;
+    double above_inputs_mib;
+  };
+  const Point points[] = {{1024, 4, 606.2},   {1536, 4, 1468.15}, {2048, 4, 2504.9},
+                          {3072, 4, 5312.75}, {4096, 4, 9403.91}, {10000, 0, 61332.4}};
+  for (const Point& p : points) {
+    af2::Af2Config c = estimate_config("bf16", 16);
+    c.template_passes = p.templates >= 2 ? 2 : 1;
+    const MemoryEstimate e = estimate_predict_memory(c, p.n, kRawRows, 1, 93'000'000, p.templates);
+    const double est_mib = static_cast<double>(e.activation_bytes) / 1048576.0;
+    std::printf("GPU N = %lld, %lld templates: measured %.0f MiB, estimated %.0f MiB (ratio %.3f)\n",
+                static_cast<long long>(p.n), static_cast<long long>(p.templates), p.above_inputs_mib, est_mib,
+                est_mib / p.above_inputs_mib);
+    EXPECT_GE(est_mib, p.above_inputs_mib) << "N = " << p.n;
+    EXPECT_LE(est_mib, 1.35 * p.above_inputs_mib) << "N = " << p.n;
+  }
+}
+
 // --template_passes auto: one pass where it fits the budget, two where only two fit (with 4
 // templates at N = 4,000 the template stage is the peak in fp32 and bf16 alike); one where the
 // config would run one anyway (unchunked, one template); an explicit 1 or 2 is kept.
