@@ -11,7 +11,7 @@ scripts/build.sh
 scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 # The GPU tests executed on the CPU: CUDA sources compiled as C++ on the host emulation.
 EMU_DIR=${EMU_BUILD_DIR:-build-emu}
-cmake -S . -B "$EMU_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLDCORE_CUDA=EMULATE -DFOLDCORE_SANITIZE=address -DFOLDCORE_MPI=OFF \
+cmake -S . -B "$EMU_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLDCORE_CUDA=EMULATE -DFOLDCORE_SANITIZE=address -DFOLDCORE_MPI=AUTO \
   -DFOLDCORE_APPS=OFF -DFOLDCORE_BENCH=OFF
 cmake --build "$EMU_DIR" -j "${JOBS:-$(nproc)}" --target gpu_tests
 (cd "$EMU_DIR" && ctest -L gpu-emu --output-on-failure -j "$(nproc)" --timeout 1200)

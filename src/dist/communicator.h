@@ -1,8 +1,11 @@
-// Communicator: collectives over a group of ranks, one interface with two backends chosen by the
+// Communicator: collectives over a group of ranks, one interface with three backends chosen by the
 // device of the tensors (dist/runtime.h makes them):
 //   MPI  (dist/communicator_mpi.cpp)  CPU tensors; non-blocking MPI calls, progressed by wait()/test()
 //   NCCL (dist/communicator_nccl.cpp) CUDA tensors; the communicator's own stream, ordered after the
 //        caller's current stream at launch; wait() makes the caller's current stream wait (no host block)
+//   MPI staged (dist/communicator_staged.cpp) CUDA tensors where NCCL cannot run (several ranks on
+//        one GPU, no NCCL in the build): device → host copy at launch, the MPI collective on the
+//        host copies, host → device copy at wait()
 //
 // Semantics (n = elements per rank's block, P = size(), tensors contiguous, one dtype and the
 // communicator's device; "in place" where only one tensor is named):
@@ -80,7 +83,7 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual Device device() const = 0;
-  virtual std::string_view backend() const = 0;  // "mpi" or "nccl"
+  virtual std::string_view backend() const = 0;  // "mpi", "nccl" or "mpi-staged"
   virtual const std::string& name() const = 0;   // for messages: "world", "dp", "dap", "bp", …
 
   virtual CommHandle all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
@@ -107,6 +110,12 @@ class Communicator {
   // communicator of the same backend, ranked by key (ties: by rank here).
   virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
 };
+
+// A communicator of `device` tensors (not the CPU) over `host`, a communicator of CPU tensors of the
+// same ranks: every collective stages through host copies (dist/communicator_staged.cpp); its
+// backend() is "mpi-staged", its name, rank and size those of `host`, and split() stages the split
+// host communicator.
+std::unique_ptr<Communicator> make_staged_communicator(std::unique_ptr<Communicator> host, Device device);
 
 // A single-process NCCL communicator (rank 0 of 1) on a CUDA device, bootstrapped without MPI:
 // the NCCL backend on a machine with one GPU, where NCCL refuses a second rank on the same device

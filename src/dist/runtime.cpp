@@ -192,12 +192,28 @@ std::unique_ptr<Communicator> Runtime::world(Device device) const {
   detail::check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup", info);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   if (device.is_cpu()) return detail::make_mpi_communicator(comm, "world", timeout_);
+  // CUDA tensors: NCCL where the build has it and every rank drives a GPU of its own (NCCL refuses
+  // two ranks on one device), else MPI staged through host copies; FOLDCORE_CUDA_COMM=nccl|mpi
+  // chooses (the same value on every rank: the launcher passes the environment on).
+  const char* env = std::getenv("FOLDCORE_CUDA_COMM");
+  const std::string choice = env != nullptr && *env != '\0' ? env : "auto";
+  if (choice != "auto" && choice != "nccl" && choice != "mpi") {
+    MPI_Comm_free(&comm);
+    FC_THROW("FOLDCORE_CUDA_COMM=", choice, ": expected nccl, mpi or auto");
+  }
+  int own_gpu = cuda_device_count() >= env_.local_size ? 1 : 0, every_rank_own_gpu = 0;
+  detail::check_mpi(MPI_Allreduce(&own_gpu, &every_rank_own_gpu, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce",
+                    detail::OpInfo{"choose the CUDA backend", nullptr, sizeof(int), -1});
 #ifdef FOLDCORE_HAVE_NCCL
-  return detail::make_nccl_communicator(comm, device, "world", timeout_);
+  if (choice == "nccl" || (choice == "auto" && every_rank_own_gpu == 1))
+    return detail::make_nccl_communicator(comm, device, "world", timeout_);
 #else
-  MPI_Comm_free(&comm);
-  FC_THROW("dist::Runtime::world(", device.str(), "): this build has no NCCL backend (CUDA tensors need NCCL)");
+  if (choice == "nccl") {
+    MPI_Comm_free(&comm);
+    FC_THROW("dist::Runtime::world(", device.str(), "): FOLDCORE_CUDA_COMM=nccl, but this build has no NCCL backend");
+  }
 #endif
+  return make_staged_communicator(detail::make_mpi_communicator(comm, "world", timeout_), device);
 }
 
 }  // namespace foldcore::dist

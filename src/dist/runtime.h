@@ -4,6 +4,7 @@
 //
 //   dist::Runtime rt(argc, argv);                       // once, first thing in main
 //   auto world = rt.world(Device::cpu());                // MPI; rt.world(rt.device(DeviceType::cuda)): NCCL
+//                                                        // (or MPI staged through host copies, below)
 //   dist::ProcessGrid grid(*world, {.dp = 2, .dap = 2}); // dist/process_grid.h
 //
 // One Runtime per process (MPI can be initialised once): a second is an Error. Works without a
@@ -46,8 +47,11 @@ class Runtime {
 
   // The device this rank drives: CPU, or GPU local_rank mod visible GPUs (launch_env.h).
   Device device(DeviceType kind) const;
-  // All ranks, for tensors on `device`: MPI for the CPU, NCCL for CUDA (an Error in a build
-  // without NCCL). Collective: every rank calls it with the same device kind.
+  // All ranks, for tensors on `device`: MPI for the CPU. For CUDA: NCCL when the build has it and
+  // every rank has a GPU of its own (visible GPUs ≥ ranks on the node, on every node), else MPI
+  // staged through host copies (make_staged_communicator: several ranks sharing one GPU, builds
+  // without NCCL); FOLDCORE_CUDA_COMM=nccl|mpi in the environment forces one (nccl without NCCL in
+  // the build is an Error). Collective: every rank calls it with the same device kind.
   std::unique_ptr<Communicator> world(Device device) const;
 
  private:

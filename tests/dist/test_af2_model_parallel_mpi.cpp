@@ -30,6 +30,7 @@
 #include "autograd/param_store.h"
 #include "core/random.h"
 #include "data_pipeline/npy.h"
+#include "af2_parallel_test_util.h"
 #include "dist_test_util.h"
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/config_yaml.h"
@@ -42,34 +43,12 @@ namespace foldcore::af2 {
 namespace {
 
 using foldcore::testing::mpi_world;
-
-Af2Config tiny(bool parallel_evoformer) {
-  Af2Config c = load_af2_config(std::string(FOLDCORE_SOURCE_DIR) + "/configs/model/tiny.yaml");
-  c.evoformer.parallel = parallel_evoformer;
-  return c;
-}
-
-// The tiny model with seeded weights (and, when `dropout`, a seeded dropout generator): equal on
-// every rank and in every instance.
-struct Model {
-  autograd::ParamStore params;
-  Generator init{7}, drop{19};
-  AlphaFold model;
-  Model(const Af2Config& c, bool dropout) : model(nn::Scope{&params, &init, dropout ? &drop : nullptr, ""}, c) {
-    model.train(dropout);
-    params.finalize();
-    // AlphaFold's initialisation zeroes the output layers (every Evoformer update would be 0):
-    // seeded noise on every parameter makes each module's contribution count.
-    Generator g(23);
-    const Tensor noise = randn(params.values().shape(), g);
-    std::vector<float> v = params.values().to_vector();
-    const std::vector<float> e = noise.to_vector();
-    for (size_t i = 0; i < v.size(); ++i) v[i] += kNoise * e[i];
-    Tensor values = params.values();
-    values.copy_(Tensor::from_vector(v, values.shape()));
-  }
-  static constexpr float kNoise = 0.1f;
-};
+using parallel_test::expect_same_outputs;
+using parallel_test::Model;
+#ifdef FOLDCORE_HAVE_DATA
+using parallel_test::small_target;
+#endif
+using parallel_test::tiny;
 
 // Groups of `p` consecutive ranks of the world (p divides the world size).
 std::unique_ptr<dist::Communicator> groups_of(int p, const std::string& name) {
@@ -84,35 +63,6 @@ std::vector<int> group_sizes() {
 }
 
 #ifdef FOLDCORE_HAVE_DATA
-Af2Features small_target() {
-  SyntheticTargetOptions o;
-  o.num_res = 21;
-  o.msa_rows = 24;
-  o.recycles = 1;
-  o.max_templates = 4;
-  o.max_msa_clusters = 6;
-  o.max_extra_msa = 7;
-  std::mt19937 g(5);
-  return synthetic_target(o, g);
-}
-
-void expect_same_outputs(const Af2Outputs& got, const Af2Outputs& want) {
-  ASSERT_EQ(got.size(), want.size());
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    SCOPED_TRACE(want[i].first);
-    ASSERT_EQ(got[i].first, want[i].first);
-    ASSERT_EQ(got[i].second.shape(), want[i].second.shape());
-    int64_t nonfinite = 0;
-    for (float v : want[i].second.to(DType::f32).contiguous().to_vector()) nonfinite += !std::isfinite(v);
-    ASSERT_EQ(nonfinite, 0) << "the one-process reference is not finite";
-    const auto r = foldcore::testing::all_close(got[i].second.to(DType::f32), want[i].second.to(DType::f32), 1e-4, 1e-3);
-    EXPECT_TRUE(r.ok) << r.message;
-    worst = std::max(worst, r.max_abs);
-  }
-  if (mpi_world().rank() == 0) std::printf("  outputs: max |diff| %.3g\n", worst);
-}
-
 // chunk > 0: inference chunking in both runs (under DAP it applies per rank to the attention
 // modules and transitions).
 void check_predict(bool parallel_evoformer, bool bp, int64_t chunk = 0) {
