@@ -17,9 +17,15 @@
 # cuBLAS (from the toolkit), glibc and libgcc_s, and prints their sizes.
 #   scripts/gpu_build_portable.sh      (BUILD_DIR=build-gpu-portable, ARCHS=90a, JOBS=nproc,
 #                                       GTEST_SRC=/usr/src/googletest)
+#   MPI=1 scripts/gpu_build_portable.sh  the multi-rank GPU tests instead (tests/dist/*_cuda_mpi.cpp
+#       that need no yaml-cpp: the collectives on CUDA tensors, NCCL and MPI staged), built with
+#       MPI and linked to libmpi.so.40 dynamically (Open MPI 4.x, whose ABI the GPU machine's Debian
+#       Open MPI shares), into build-gpu-portable-mpi; `gpu_check.sh --prebuilt-mpi` runs them under
+#       mpirun with 1 and 2 ranks. Only their direct libraries are checked (libmpi brings its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${BUILD_DIR:-build-gpu-portable}
+MPI=${MPI:-0}
+if [ "$MPI" = 1 ]; then BUILD_DIR=${BUILD_DIR:-build-gpu-portable-mpi}; MPI_OPT=ON; else BUILD_DIR=${BUILD_DIR:-build-gpu-portable}; MPI_OPT=OFF; fi
 ARCHS=${ARCHS:-90a}
 JOBS=${JOBS:-$(nproc)}
 GTEST_SRC=${GTEST_SRC:-/usr/src/googletest}
@@ -32,30 +38,38 @@ LIBGOMP_A=$(${CXX:-g++} -print-file-name=libgomp.a)
 # OpenMP_gomp_LIBRARY preset: FindOpenMP links what that cache entry names, the static archive.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLDCORE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DFOLDCORE_APPS=OFF -DFOLDCORE_HDF5=OFF -DFOLDCORE_BLAS=OFF \
-  -DFOLDCORE_DATA=ON -DFOLDCORE_RDKIT=OFF -DFOLDCORE_MPI=OFF -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON \
+  -DFOLDCORE_DATA=ON -DFOLDCORE_RDKIT=OFF -DFOLDCORE_MPI=$MPI_OPT -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON \
   -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DFOLDCORE_GTEST_SOURCE="$GTEST_SRC" -DBUILD_SHARED_LIBS=OFF \
   -DZLIB_USE_STATIC_LIBS=ON -DOpenMP_gomp_LIBRARY="$LIBGOMP_A" \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" -DFOLDCORE_TEST_SOURCE_DIR=. >/dev/null
 
 TESTS=()
-for f in tests/*/test_*_cuda.cpp; do
-  area=$(basename "$(dirname "$f")")
-  TESTS+=("${area}_$(basename "$f" .cpp)")
-done
+if [ "$MPI" = 1 ]; then
+  for f in tests/dist/test_*_cuda_mpi.cpp; do
+    grep -q 'config_yaml.h\|af2_parallel_test_util.h' "$f" && continue  # needs yaml-cpp, left out here
+    TESTS+=("dist_$(basename "$f" .cpp)")
+  done
+else
+  for f in tests/*/test_*_cuda.cpp; do
+    area=$(basename "$(dirname "$f")")
+    TESTS+=("${area}_$(basename "$f" .cpp)")
+  done
+fi
 BENCHES=()  # the benchmarks with a CUDA path (a --device option); the rest are CPU-only
 # (bench_comm needs MPI, which this build leaves out: only the targets this configuration has)
 TARGETS=$(ninja -C "$BUILD_DIR" -t targets all | sed 's/:.*//' | sed 's|.*/||' | sort -u)
 for f in bench/bench_*.cpp; do
   b=$(basename "$f" .cpp)
+  [ "$MPI" = 1 ] && break
   grep -q -- '--device' "$f" && grep -qx "$b" <<<"$TARGETS" && BENCHES+=("$b")
 done
-ninja -C "$BUILD_DIR" -j "$JOBS" "${TESTS[@]}" "${BENCHES[@]}"
+ninja -C "$BUILD_DIR" -j "$JOBS" "${TESTS[@]}" "${BENCHES[@]+"${BENCHES[@]}"}"
 
 DIST=$BUILD_DIR/prebuilt
 rm -rf "$DIST"
 mkdir -p "$DIST/tests" "$DIST/bench"
 for t in "${TESTS[@]}"; do strip -o "$DIST/tests/$t" "$BUILD_DIR/tests/$t"; done
-for b in "${BENCHES[@]}"; do strip -o "$DIST/bench/$b" "$BUILD_DIR/bench/$b"; done
+for b in "${BENCHES[@]+"${BENCHES[@]}"}"; do strip -o "$DIST/bench/$b" "$BUILD_DIR/bench/$b"; done
 
 # Shared libraries every CUDA + PyTorch image has: the toolkit's runtime and cuBLAS, glibc and
 # libgcc_s (cuBLAS's own dependency; an essential package of every Debian/Ubuntu image), and NCCL
@@ -65,6 +79,13 @@ for b in "${BENCHES[@]}"; do strip -o "$DIST/bench/$b" "$BUILD_DIR/bench/$b"; do
 ALLOWED='^(linux-vdso\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libc\.so|libm\.so|ld-linux-x86-64\.so|libdl\.so|libpthread\.so|librt\.so|libgcc_s\.so|libnccl\.so|libstdc\+\+\.so)'
 bad=0
 for f in "$DIST"/tests/* "$DIST"/bench/*; do
+  [ -e "$f" ] || continue
+  if [ "$MPI" = 1 ]; then  # direct dependencies only: libmpi's own come with the machine's Open MPI
+    while read -r lib; do
+      [[ "$lib" =~ $ALLOWED || "$lib" =~ ^libmpi\.so\.40 ]] || { echo "gpu_build_portable: $f needs $lib" >&2; bad=1; }
+    done < <(readelf -d "$f" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
+    continue
+  fi
   while read -r lib _; do
     [[ "$(basename "$lib")" =~ $ALLOWED ]] || { echo "gpu_build_portable: $f needs $lib" >&2; bad=1; }
   done < <(ldd "$f" | sed 's/^[[:space:]]*//')
@@ -73,7 +94,7 @@ done
 {
   echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with local changes)')"
   echo "cuda_archs $ARCHS"
-  echo "needs $(for f in "$DIST"/tests/* "$DIST"/bench/*; do ldd "$f"; done | awk '{print $1}' | sort -u | tr '\n' ' ')"
+  echo "needs $(for f in "$DIST"/tests/* "$DIST"/bench/*; do [ -e "$f" ] && ldd "$f"; done | awk '{print $1}' | sort -u | tr '\n' ' ')"
 } >"$DIST/MANIFEST"
 # One archive to copy: the binaries share most of their CUDA kernels and code, which xz's 64 MiB
 # window (-9) finds across files (≈ 7x smaller than the files).

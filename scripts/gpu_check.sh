@@ -10,6 +10,9 @@
 #   scripts/gpu_check.sh --prebuilt DIR|FILE [parts]  runs the binaries scripts/gpu_build_portable.sh
 #       built on another machine: DIR = its build-gpu-portable/prebuilt, or FILE = its
 #       build-gpu-portable/prebuilt.tar.xz (unpacked to build-gpu-prebuilt/). Nothing is compiled here.
+#   --prebuilt-mpi DIR|FILE (with either): also the multi-rank tests of MPI=1
+#       scripts/gpu_build_portable.sh (build-gpu-portable-mpi/prebuilt.tar.xz, linked to the
+#       machine's Open MPI libmpi.so.40) under mpirun with 1 and 2 ranks, after the tests.
 # parts: --tests (GPU tests), --sanitize (compute-sanitizer memcheck and racecheck over the op
 # tests, tests/kernels_*_cuda), --bench (gemm, layernorm, attention with --device cuda --full;
 # evoformer with --device cuda; predict of the full-depth model at 256 and 1,000 residues, bf16,
@@ -34,14 +37,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PREBUILT=""
+PREBUILT_MPI=""
+MPI_SUMMARY=()
 PARTS=()
 JOBS=4
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) PREBUILT=${2:?--prebuilt needs a directory}; shift 2 ;;
+    --prebuilt-mpi) PREBUILT_MPI=${2:?--prebuilt-mpi needs an archive or directory}; shift 2 ;;
     --jobs) JOBS=${2:?--jobs needs a number}; shift 2 ;;
     --tests|--sanitize|--bench|--bert|--train|--long|--profile) PARTS+=("${1#--}"); shift ;;
-    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--jobs N] [--tests] [--sanitize] [--bench] [--bert] [--train] [--long] [--profile]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--prebuilt-mpi DIR|FILE.tar.xz] [--jobs N] [--tests] [--sanitize] [--bench] [--bert] [--train] [--long] [--profile]" >&2; exit 2 ;;
   esac
 done
 TEST_TIMEOUT=${TEST_TIMEOUT:-600}
@@ -189,6 +195,42 @@ if want sanitize; then
   pids+=($!)
 fi
 for p in "${pids[@]}"; do wait "$p" || true; done
+
+# 3c. Multi-rank tests with CUDA tensors (--prebuilt-mpi: the archive of MPI=1
+# scripts/gpu_build_portable.sh, linked to the machine's libmpi.so.40): each under mpirun with 1 rank
+# (NCCL, bootstrapped over MPI) and 2 ranks on this one GPU (NCCL refuses two ranks on one device:
+# the MPI staged backend). Logs in $OUT_DIR/gpu_mpi_tests/. A skip counts as a failure here (the
+# tests skip only without a usable CUDA device).
+if [ -n "$PREBUILT_MPI" ]; then
+  if [ -f "$PREBUILT_MPI" ]; then
+    MPI_BIN=$ROOT/build-gpu-prebuilt-mpi
+    rm -rf "$MPI_BIN" && mkdir -p "$MPI_BIN" && tar -xJf "$PREBUILT_MPI" -C "$MPI_BIN"
+  else
+    MPI_BIN=$(cd "$PREBUILT_MPI" && pwd)
+  fi
+  [ -f "$MPI_BIN/MANIFEST" ] && cat "$MPI_BIN/MANIFEST"
+  mkdir -p "$OUT_DIR/gpu_mpi_tests"
+  if ! command -v mpirun >/dev/null 2>&1; then
+    failed+=("multi-rank tests: no mpirun on this machine")
+  else
+    for t in "$MPI_BIN"/tests/*_cuda_mpi; do
+      [ -x "$t" ] || continue
+      for np in 1 2; do
+        name=$(basename "$t").np$np
+        set +e
+        timeout 300 mpirun --oversubscribe --allow-run-as-root -np "$np" env LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" \
+          OMP_NUM_THREADS=1 FOLDCORE_COMM_TIMEOUT_S=120 "$t" --gtest_color=no >"$OUT_DIR/gpu_mpi_tests/$name.log" 2>&1
+        rc=$?
+        result=$(grep -E '^\[  (PASSED  \]|FAILED  \]|SKIPPED \] [0-9]+ test)' "$OUT_DIR/gpu_mpi_tests/$name.log" | sort -u | tr '\n' ' ')
+        set -e
+        echo "gpu_check: $name exit $rc ($result)"
+        MPI_SUMMARY+=("$name | exit $rc, $result")
+        if [ "$rc" -ne 0 ]; then failed+=("$name (exit $rc)")
+        elif grep -q 'SKIPPED \]' "$OUT_DIR/gpu_mpi_tests/$name.log"; then failed+=("$name (skipped: the CUDA device was not usable)"); fi
+      done
+    done
+  fi
+fi
 if want tests; then
   : >"$OUT_DIR/gpu_tests.log"
   for t in $tests; do
@@ -316,6 +358,7 @@ print(f"| gpu tests | {tot['tests']} run, {tot['failures']} failed, {tot['skippe
 PY
 fi
 for line in "${SANITIZER_SUMMARY[@]}"; do echo "| compute-sanitizer | $line |"; done
+for line in "${MPI_SUMMARY[@]+"${MPI_SUMMARY[@]}"}"; do echo "| $line |"; done
 if [ -s "$OUT_DIR/gpu_bench.jsonl" ]; then
   # Goals: attention fwd+bwd >= 2x eager, AF2 prediction of 1,000 residues <= 10 s.
   python3 - "$OUT_DIR/gpu_bench.jsonl" <<'PY' || true
