@@ -263,10 +263,7 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
       const size_t bytes = BwdLayout<T, Dp>::kBytes;
       constexpr auto kernel = &attention_bwd_kernel<T, Dp>;
       FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      launch_over_batch(p, (p.Lk + kBlockN - 1) / kBlockN, [&](dim3 grid, const AttnParams& slice) {
-        launch_kernel<kernel>(grid, kThreads, bytes, stream, slice);
-        FC_CUDA_CHECK_LAUNCH();
-      });
+      launch_over_batch<kernel>(p, (p.Lk + kBlockN - 1) / kBlockN, bytes, stream);
     });
     if (grads.dq.defined()) {
       const int64_t n = rows * p.D;

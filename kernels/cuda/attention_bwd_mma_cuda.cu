@@ -215,10 +215,7 @@ void launch_attention_bwd_mma(const AttnParams& p, cudaStream_t stream) {
     const size_t bytes = BwdMmaLayout<Dp>::kBytes;
     constexpr auto kernel = &attention_bwd_mma_kernel<Dp>;
     FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    launch_over_batch(p, (p.Lk + kMmaBlockN - 1) / kMmaBlockN, [&](dim3 grid, const AttnParams& slice) {
-      launch_kernel<kernel>(grid, kThreads, bytes, stream, slice);
-      FC_CUDA_CHECK_LAUNCH();
-    });
+    launch_over_batch<kernel>(p, (p.Lk + kMmaBlockN - 1) / kMmaBlockN, bytes, stream);
   });
 }
 

@@ -54,19 +54,21 @@ struct AttnParams {
   DbiasDesc dbias[kMaxBiases];
 };
 
-// Launches a kernel whose grid is (grid_x, H, batch rows): the grid's z extent is at most 65,535,
-// and the pair stacks' row-chunked attention at long lengths has more batch rows than that (chunk
-// 16 × N = 4,096 gives 65,536), so the batch goes in slices of at most attention_batch_slice() rows
-// (65,535 unless a test sets fewer), one launch each, in order on the same stream; each slice's
-// kernels index rows from p.b0. `launch(grid, params)`.
+// Launches `Kernel` (kThreads threads, `smem` dynamic shared bytes, on `stream`) over the grid
+// (grid_x, H, batch rows). A grid's z extent is at most 65,535, and the pair stacks' row-chunked
+// attention at long lengths has more batch rows than that (chunk 16 × N = 4,096 gives 65,536), so
+// the batch goes in slices of at most attention_batch_slice() rows (65,535 unless a test sets
+// fewer), one launch each, in order on the same stream; each slice's kernels index rows from p.b0.
 constexpr int kMaxGridZ = 65535;
-template <typename Launch>
-void launch_over_batch(const AttnParams& p, unsigned grid_x, Launch&& launch) {
+template <auto Kernel>
+void launch_over_batch(const AttnParams& p, unsigned grid_x, size_t smem, cudaStream_t stream) {
   const int slice_rows = std::min(kMaxGridZ, attention_batch_slice());
   AttnParams slice = p;
   for (int b0 = 0; b0 < p.B; b0 += slice_rows) {
     slice.b0 = b0;
-    launch(dim3(grid_x, static_cast<unsigned>(p.H), static_cast<unsigned>(std::min(slice_rows, p.B - b0))), slice);
+    const dim3 grid(grid_x, static_cast<unsigned>(p.H), static_cast<unsigned>(std::min(slice_rows, p.B - b0)));
+    launch_kernel<Kernel>(grid, kThreads, smem, stream, slice);
+    FC_CUDA_CHECK_LAUNCH();
   }
 }
 

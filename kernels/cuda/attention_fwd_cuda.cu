@@ -198,10 +198,7 @@ void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor&
       const size_t bytes = FwdLayout<T, Dp>::kBytes;
       constexpr auto kernel = &attention_fwd_kernel<T, Dp>;
       FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-      launch_over_batch(p, (p.Lq + kBlockM - 1) / kBlockM, [&](dim3 grid, const AttnParams& slice) {
-        launch_kernel<kernel>(grid, kThreads, bytes, stream, slice);
-        FC_CUDA_CHECK_LAUNCH();
-      });
+      launch_over_batch<kernel>(p, (p.Lq + kBlockM - 1) / kBlockM, bytes, stream);
     });
   });
 }

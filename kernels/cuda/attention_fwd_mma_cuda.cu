@@ -167,10 +167,7 @@ void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream) {
     const size_t bytes = FwdMmaLayout<Dp>::kBytes;
     constexpr auto kernel = &attention_fwd_mma_kernel<Dp>;
     FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    launch_over_batch(p, (p.Lq + kMmaBlockM - 1) / kMmaBlockM, [&](dim3 grid, const AttnParams& slice) {
-      launch_kernel<kernel>(grid, kThreads, bytes, stream, slice);
-      FC_CUDA_CHECK_LAUNCH();
-    });
+    launch_over_batch<kernel>(p, (p.Lq + kMmaBlockM - 1) / kMmaBlockM, bytes, stream);
   });
 }
 

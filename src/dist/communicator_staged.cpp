@@ -70,9 +70,9 @@ class StagedCommunicator : public Communicator {
   CommHandle broadcast_async(const Tensor& t, int root) override {
     detail::check_tensor(*this, "broadcast", "data", t);
     detail::check_peer(*this, "broadcast", root);
-    Tensor h = rank() == root ? host_copy(t) : host_like(t);
-    if (rank() == root) return staged(host_->broadcast_async(h, root), Tensor(), h);  // t already holds it
-    return staged(host_->broadcast_async(h, root), t, h);
+    const bool from_here = rank() == root;  // the root's t already holds the value: nothing comes back
+    Tensor h = from_here ? host_copy(t) : host_like(t);
+    return staged(host_->broadcast_async(h, root), from_here ? Tensor() : t, h);
   }
   CommHandle send_async(const Tensor& t, int peer, int tag) override {
     detail::check_tensor(*this, "send", "data", t);
