@@ -11,6 +11,9 @@
 //                 [--extra_msa_blocks E] [--no_templates] [--templates T]
 //   either mode: [--template_passes 0|1|2] (the template embedding's passes, Af2Config::template_passes;
 //                 default 0, the model's auto: two when chunking)
+//                [--result_arrays full|summary] (as `foldcore predict`'s: full, the default, keeps the
+//                 [N, N, 64] distogram and PAE logits and the PAE probabilities on the host; summary
+//                 streams the PAE head into PAE and pTM and skips the distogram head)
 //
 // Full width (c_m 256, c_z 128, c_s 384, c_e 64); depth is reduced by default (2 Evoformer
 // blocks, 1 extra-MSA block: the full 48 take hours on 2 CPU cores) and reported in every line;
@@ -78,6 +81,7 @@ struct Args {
   Device device = Device::cpu();
   double budget_gib = 22;  // of the 24 GiB machine: 2 GiB for the OS and other processes
   int64_t verify = 0;
+  bool pair_logits = true;  // --result_arrays full (true) | summary
 };
 
 // Peak resident set (bytes) since the last reset.
@@ -230,7 +234,9 @@ int run_memory(const Args& args) {
     WallTimer timer;
     double peak_alloc = 0;
     {
-      const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {}, false, false);
+      const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {},
+                                                     {.recycle_states = false, .representations = false,
+                                                      .pair_logits = args.pair_logits});
       peak_alloc = static_cast<double>(alloc.stats().peak) / kMiB;
     }
     const double seconds = timer.seconds(), rss = static_cast<double>(peak_rss()) / kMiB;
@@ -238,6 +244,7 @@ int run_memory(const Args& args) {
     const double pair_mib = static_cast<double>(n * n * config.c_z * 4) / kMiB;
     const double above = peak_alloc - static_cast<double>(base) / kMiB;  // less parameters and features
     case_line("predict_memory", kind, args.device, n, b0, config)
+        .str("result_arrays", args.pair_logits ? "full" : "summary")
         .num("seconds", seconds)
         .num("pair_mib", pair_mib)
         .num("peak_alloc_mib", peak_alloc)
@@ -311,6 +318,10 @@ int run(int argc, char** argv) {
     else if (k == "--recycles") args.recycles = std::stoll(v), recycles_given = true;
     else if (k == "--chunk") args.chunk = std::stoll(v), chunk_given = true;
     else if (k == "--precision") args.precision = v;
+    else if (k == "--result_arrays") {
+      FC_CHECK(v == "full" || v == "summary", "bench_predict: --result_arrays full or summary, got '", v, "'");
+      args.pair_logits = v == "full";
+    }
     else if (k == "--device") args.device = Device::parse(v);
     else if (k == "--budget_gib") args.budget_gib = std::stod(v);
     else if (k == "--verify") args.verify = std::stoll(v);
@@ -366,7 +377,9 @@ int run(int argc, char** argv) {
     reset_peak_rss();
     bench::reset_peak(args.device);
     WallTimer timer;
-    const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {}, false, false);
+    const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {},
+                                                     {.recycle_states = false, .representations = false,
+                                                      .pair_logits = args.pair_logits});
     synchronize(args.device);
     const double seconds = timer.seconds();
     const double flops = (args.recycles + 1) * bench::af2_flops(config, static_cast<double>(b0.num_msa()),
@@ -374,6 +387,7 @@ int run(int argc, char** argv) {
                                                          static_cast<double>(std::max<int64_t>(1, b0.num_templates())),
                                                          static_cast<double>(n));
     case_line("predict", "model_1_ptm_random", args.device, n, b0, config)
+        .str("result_arrays", args.pair_logits ? "full" : "summary")
         .num("seconds", seconds)
         .num("peak_rss_mib", static_cast<double>(peak_rss()) / (1 << 20))
         .num("peak_alloc_mib", static_cast<double>(bench::peak_bytes(args.device)) / (1 << 20))

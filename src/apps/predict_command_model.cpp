@@ -360,12 +360,15 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
              base + per_model * (0.1 + 0.9 * static_cast<double>(r) / static_cast<double>(total)));
     };
     timer.reset();
-    // The recycled states are not written: without them each iteration's pair dies with the next.
-    af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device, on_iteration, false, false);
+    // The recycled states and representations are not written: without them each iteration's pair
+    // dies with the next; the pair-sized logits only where the result arrays are full.
+    const af2::Af2PredictKeep keep{
+        .recycle_states = false, .representations = false, .pair_logits = o.result_arrays == "full"};
+    af2::Af2Outputs outs = m.model->predict(features, o.num_recycles, o.device, on_iteration, keep);
     out.timings.emplace_back("predict_and_compile_" + name, timer.seconds());
     if (o.benchmark) {
       timer.reset();
-      outs = m.model->predict(features, o.num_recycles, o.device, {}, false, false);
+      outs = m.model->predict(features, o.num_recycles, o.device, {}, keep);
       out.timings.emplace_back("predict_benchmark_" + name, timer.seconds());
     }
     report("structure " + name, base + per_model * 0.99);

@@ -70,7 +70,7 @@ Measured measure(int64_t n, const std::string& precision, int64_t chunk, int64_t
   m.features = static_cast<double>(base - before_features);
   {
     // As `foldcore predict` runs it: without the recycled states (which it does not write).
-    const af2::Af2Outputs out = model.predict(features, recycles, Device::cpu(), {}, false, false);
+    const af2::Af2Outputs out = model.predict(features, recycles, Device::cpu(), {}, {.recycle_states = false, .representations = false});
     EXPECT_FALSE(out.empty());
     m.activations = static_cast<double>(alloc.stats().peak - base);
   }

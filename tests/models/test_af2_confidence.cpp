@@ -2,7 +2,9 @@
 // against the reference outputs (OpenFold, fp32) computed from the reference logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/random.h"
 #include "data_pipeline/npy.h"
@@ -116,6 +118,52 @@ TEST(Af2Confidence, MatchesReferenceFromReferenceLogits) {
   const Tensor seq_mask = Tensor::full({tm_logits.size(0)}, 1.0, DType::f32);
   EXPECT_NEAR(predicted_tm_score(tm_logits, seq_mask), ref("ptm_score").item(), 1e-6);
   EXPECT_NEAR(predicted_tm_score(tm_logits), ref("ptm_score").item(), 1e-6);
+}
+
+// PaeStream over blocks of rows, in any order and block sizes, gives the whole-array functions'
+// results bit for bit (each pair's softmax is the same double computation; each row's pTM sum runs
+// over j in j's order); a row added twice, rows outside N, a wrong shape or an incomplete stream
+// are refused.
+TEST(Af2Confidence, PaeStreamByBlocksEqualsTheWholeArray) {
+  const int64_t n = 23, b = 16;
+  Generator g(11);
+  const Tensor logits = randn({n, n, b}, g, 0.f, 3.f);
+  std::vector<float> wv(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) wv[i] = i % 5 == 0 ? 0.f : 1.f;
+  const Tensor w = Tensor::from_vector(wv, {n});
+  const PredictedAlignedError whole = compute_predicted_aligned_error(logits, 7.0);
+  const float ptm = predicted_tm_score(logits, w, 7.0);
+  for (const int64_t rows : {int64_t{1}, int64_t{4}, n}) {
+    SCOPED_TRACE(rows);
+    PaeStream s(n, b, 7.0, w, /*keep_probs=*/true);
+    std::vector<int64_t> starts;
+    for (int64_t i0 = 0; i0 < n; i0 += rows) starts.push_back(i0);
+    std::reverse(starts.begin(), starts.end());  // any order
+    for (const int64_t i0 : starts) {
+      EXPECT_FALSE(s.complete());
+      s.add_rows(i0, logits.narrow(0, i0, std::min(rows, n - i0)));
+    }
+    ASSERT_TRUE(s.complete());
+    const PredictedAlignedError r = s.result();
+    EXPECT_EQ(r.predicted_aligned_error.to_vector(), whole.predicted_aligned_error.to_vector());
+    EXPECT_EQ(r.aligned_confidence_probs.to_vector(), whole.aligned_confidence_probs.to_vector());
+    EXPECT_EQ(r.max_predicted_aligned_error, whole.max_predicted_aligned_error);
+    EXPECT_EQ(s.ptm(), ptm);
+  }
+  // bf16 logits stream as their f32 values.
+  PaeStream s16(n, b, 7.0, {}, false);
+  s16.add_rows(0, logits.to(DType::bf16));
+  EXPECT_EQ(s16.ptm(), predicted_tm_score(logits.to(DType::bf16).to(DType::f32), {}, 7.0));
+  EXPECT_FALSE(s16.result().aligned_confidence_probs.defined());
+
+  PaeStream bad(n, b, 7.0);
+  EXPECT_THROW(bad.result(), Error);  // no rows yet
+  EXPECT_THROW(bad.ptm(), Error);
+  bad.add_rows(2, logits.narrow(0, 2, 3));
+  EXPECT_THROW(bad.add_rows(4, logits.narrow(0, 4, 2)), Error);  // row 4 again
+  EXPECT_THROW(bad.add_rows(n - 1, logits.narrow(0, 0, 2)), Error);  // past N
+  EXPECT_THROW(bad.add_rows(0, logits.narrow(2, 0, b - 1)), Error);  // wrong bin count
+  EXPECT_THROW(PaeStream(n, b, 7.0, Tensor::zeros({n + 1}, DType::f32)), Error);
 }
 
 }  // namespace

@@ -55,6 +55,8 @@ TEST(Af2Heads, ParityWithReference) {
   EXPECT_NEAR(predicted_tm_score(out.tm_logits.value()), ref("ptm_score").item(), 1e-5);
 }
 
+TEST(Af2Heads, PairHeadsByRowsEqualTheWholeHeads) { heads_test::check_pair_heads_by_rows(Device::cpu(), 1e-6); }
+
 TEST(Af2Heads, OfficialKeysMatchManifest) {
   // Every key the heads register exists in the official model_1_ptm manifest with that size.
   Env e;

@@ -20,20 +20,14 @@ TEST(Af2Heads, ParityOnCuda) {
   FC_REQUIRE_CUDA();
   const Device gpu = Device::cuda();
   Env e(gpu);
-  Af2Config cfg;
-  Af2Heads heads(e.scope(), cfg);
-  heads.train(false);
-  e.ps.finalize();
-  Af2ParamTable table;
-  heads.add_af2_params(table);
-  load_af2_params(table, testing::shared_dir() + "/af2/ref/params.npz", {.allow_unused = true});
+  const std::unique_ptr<Af2Heads> heads = heads_test::reference_heads(e, Af2Config{});
   autograd::NoGradGuard no_grad;
   HeadInputs in;
   in.msa = Variable(ref("msa").to(gpu));
   in.pair = Variable(ref("pair").to(gpu));
   in.single = Variable(ref("single").to(gpu));
   in.sm_single = Variable(ref("sm_single").to(gpu));
-  const HeadOutputs out = heads.forward(in);
+  const HeadOutputs out = heads->forward(in);
   ASSERT_TRUE(out.distogram_logits.device().is_cuda());
   expect_parity(out.distogram_logits.value().to(Device::cpu()), ref("distogram_logits"));
   expect_parity(out.masked_msa_logits.value().to(Device::cpu()), ref("masked_msa_logits"));
@@ -45,6 +39,13 @@ TEST(Af2Heads, ParityOnCuda) {
   EXPECT_TRUE(plddt.device().is_cuda());
   FC_EXPECT_CLOSE(plddt.to(Device::cpu()), ref("plddt"), 1e-3, 0);
   EXPECT_NEAR(predicted_tm_score(out.tm_logits.value()), ref("ptm_score").item(), 1e-5);
+}
+
+// The pair-sized heads by blocks of rows on the GPU (1e-6 of max|logit|, as on the CPU: a GEMM over
+// fewer rows may take another cuBLAS algorithm; f32 without TF32, K = 128).
+TEST(Af2Heads, PairHeadsByRowsOnCuda) {
+  FC_REQUIRE_CUDA();
+  heads_test::check_pair_heads_by_rows(Device::cuda(), 1e-6);
 }
 
 }  // namespace

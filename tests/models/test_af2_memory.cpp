@@ -60,7 +60,7 @@ double peak_fp32_pairs(const std::string& precision) {
   size_t peak = 0;
   {
     // As `foldcore predict` runs it: no recycled states or representations kept.
-    const Af2Outputs out = model.predict(features, 0, Device::cpu(), {}, false, false);
+    const Af2Outputs out = model.predict(features, 0, Device::cpu(), {}, {.recycle_states = false, .representations = false});
     EXPECT_FALSE(out.empty());
     peak = alloc.stats().peak;
   }

@@ -213,5 +213,38 @@ TEST(Af2Model, TinyPresetRoundTripsThroughTheOfficialLayout) {
 }
 #endif
 
+// --result_arrays summary's inference: without the pair-sized logits the PAE head is streamed by
+// blocks of rows into PAE and pTM and the distogram head does not run; every output that both keep
+// is bit-identical (the same blocks of the same GEMMs, the same softmax per pair).
+TEST(Af2Model, PredictWithoutPairLogitsKeepsTheSameConfidence) {
+  const Af2Config tiny = load_af2_config(std::string(FOLDCORE_SOURCE_DIR) + "/configs/model/tiny.yaml");
+  ASSERT_TRUE(tiny.heads.ptm);
+  autograd::ParamStore params;
+  Generator init_rng(7);
+  AlphaFold model(nn::Scope{&params, &init_rng, nullptr, ""}, tiny);
+  model.train(false);
+  params.finalize();
+  const Af2Features features = Af2Features::read_npz(ref("features.npz"));
+  const Af2Outputs full_list =
+      model.predict(features, 1, Device::cpu(), {}, {.recycle_states = false, .representations = false});
+  const Af2Outputs summary_list = model.predict(
+      features, 1, Device::cpu(), {}, {.recycle_states = false, .representations = false, .pair_logits = false});
+  const std::map<std::string, Tensor> full(full_list.begin(), full_list.end());
+  const std::map<std::string, Tensor> summary(summary_list.begin(), summary_list.end());
+  for (const char* name : {"distogram_logits", "tm_logits", "aligned_confidence_probs"}) {
+    EXPECT_TRUE(full.contains(name)) << name;
+    EXPECT_FALSE(summary.contains(name)) << name;
+  }
+  EXPECT_EQ(full.size(), summary.size() + 3);
+  for (const auto& [name, t] : summary) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(full.contains(name));
+    const auto r = testing::all_close(t.to(DType::f32), full.at(name).to(DType::f32), 0, 0);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+  EXPECT_EQ(summary.at("predicted_aligned_error").shape(), Shape({40, 40}));
+  EXPECT_GT(summary.at("ptm_score").item(), 0.f);
+}
+
 }  // namespace
 }  // namespace foldcore::af2

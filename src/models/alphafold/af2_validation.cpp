@@ -79,7 +79,8 @@ ValidationResult Af2Validator::run(AlphaFold& model, Device device) const {
   model.train(false);
   try {
     for (const Chain& c : chains_) {
-      const Af2Outputs o = model.predict(c.features, num_recycles_, device);
+      const Af2Outputs o = model.predict(c.features, num_recycles_, device, {},
+                                           {.recycle_states = false, .representations = false, .pair_logits = false});
       const Tensor* pos = nullptr;
       for (const auto& [key, t] : o)
         if (key == "final_atom_positions") pos = &t;

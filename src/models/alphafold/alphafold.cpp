@@ -65,7 +65,7 @@ void AlphaFold::add_af2_params(Af2ParamTable& table, const std::string& key_pref
 }
 
 Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2RecycleState* next,
-                                bool outputs, bool representations) const {
+                                bool outputs, bool representations, bool pair_logits) const {
   const Af2Config& c = config_;
   const Device dev = batch.aatype.device();
   std::optional<profile::Scope> stage;
@@ -90,8 +90,10 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
   }
 
   // Heads and confidence.
+  // The pair-sized heads by blocks of rows: the device holds one block of logits, whatever N.
   stage.emplace("heads", dev);
-  const HeadOutputs ho = heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm.single});
+  const HeadOutputs ho = heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm.single}, false);
+  const PairHeadOutputs pho = heads_->pair_heads_by_rows(trunk.pair.value(), pair_logits);
   stage.reset();
   if (!representations) {  // the confidence metrics below then run without the pair alive
     trunk.msa = Variable();
@@ -107,7 +109,7 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
   const Tensor lddt_logits = host(ho.lddt_logits);
   out.emplace_back("plddt", compute_plddt(lddt_logits));
   out.emplace_back("lddt_logits", lddt_logits);
-  out.emplace_back("distogram_logits", host(ho.distogram_logits));
+  if (pair_logits) out.emplace_back("distogram_logits", pho.distogram_logits);
   out.emplace_back("masked_msa_logits", host(ho.masked_msa_logits));
   out.emplace_back("experimentally_resolved_logits", host(ho.experimentally_resolved_logits));
   if (representations) {
@@ -122,17 +124,22 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
   out.emplace_back("sm_unnormalized_angles", host(sm.unnormalized_angles));
   out.emplace_back("sm_states", host(sm.states));
   out.emplace_back("sm_single", host(sm.single));
-  if (ho.tm_logits.defined()) {
-    const Tensor tm_logits = host(ho.tm_logits);
-    const PredictedAlignedError pae = compute_predicted_aligned_error(tm_logits, c.heads.pae_max_error_bin);
-    out.emplace_back("tm_logits", tm_logits);
-    out.emplace_back("predicted_aligned_error", host(pae.predicted_aligned_error));
+  if (c.heads.ptm) {
+    // With the logits kept, PAE, pTM and the probabilities come from the host copy in one pass,
+    // after the pair is gone; otherwise the blocks were streamed (no probabilities).
+    std::shared_ptr<PaeStream> stream = pho.pae;
+    if (pair_logits) {
+      stream = std::make_shared<PaeStream>(pho.tm_logits.size(0), pho.tm_logits.size(2), c.heads.pae_max_error_bin);
+      stream->add_rows(0, pho.tm_logits);
+      out.emplace_back("tm_logits", pho.tm_logits);
+    }
+    const PredictedAlignedError pae = stream->result();
+    out.emplace_back("predicted_aligned_error", pae.predicted_aligned_error);
     out.emplace_back("max_predicted_aligned_error",
                      Tensor::from_vector({pae.max_predicted_aligned_error}, Shape{}, DType::f32));
-    out.emplace_back("aligned_confidence_probs", host(pae.aligned_confidence_probs));
+    if (pair_logits) out.emplace_back("aligned_confidence_probs", pae.aligned_confidence_probs);
     // AF2 predicted_tm_score with residue weights all ones.
-    out.emplace_back("ptm_score", Tensor::from_vector({predicted_tm_score(tm_logits, {}, c.heads.pae_max_error_bin)},
-                                                      Shape{}, DType::f32));
+    out.emplace_back("ptm_score", Tensor::from_vector({stream->ptm()}, Shape{}, DType::f32));
   }
   return out;
 }
@@ -185,7 +192,7 @@ Af2GraphOutputs AlphaFold::forward_train(const Af2Features& features, Device dev
 
 Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles, Device device,
                               const std::function<void(int64_t, int64_t)>& on_iteration,
-                              bool keep_recycle_states, bool keep_representations) const {
+                              const Af2PredictKeep& keep) const {
   FC_CHECK(num_recycles >= 0 && num_recycles < features.num_iterations(), "AlphaFold::predict: ", num_recycles,
            " recycles need ", num_recycles + 1, " feature iterations, ", features.path(), " holds ",
            features.num_iterations());
@@ -203,9 +210,9 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
     // metrics and the copies to the host (on a GPU at N = 1,000 the pair alone is 0.5 GB over PCIe).
     // The last iteration hands nothing on unless its state is kept.
     const bool last = r == num_recycles;
-    out = iteration(batch, std::move(state), last && !keep_recycle_states ? nullptr : &next, last,
-                    keep_representations);
-    if (keep_recycle_states) {
+    out = iteration(batch, std::move(state), last && !keep.recycle_states ? nullptr : &next, last,
+                    keep.representations, keep.pair_logits);
+    if (keep.recycle_states) {
       rec_m1.push_back(host(next.m1));
       rec_z.push_back(host(next.z));
       rec_x.push_back(host(next.x));
@@ -213,7 +220,7 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
     state = std::move(next);  // the previous state dies here
   }
   out.emplace_back("num_recycles", Tensor::from_vector_i64({num_recycles}, Shape{}));
-  if (!keep_recycle_states) return out;
+  if (!keep.recycle_states) return out;
   auto stack = [](const std::vector<Tensor>& ts) {
     if (ts.size() == 1) return ts[0].unsqueeze(0);  // a view: no second copy of the pair
     std::vector<Variable> vs;

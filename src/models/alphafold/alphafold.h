@@ -40,6 +40,21 @@ struct Af2GraphOutputs {
 // Named output arrays (AF2 / reference outputs.npz names), CPU tensors.
 using Af2Outputs = std::vector<std::pair<std::string, Tensor>>;
 
+// What an inference (AlphaFold::predict) keeps in its outputs beyond the structure and the
+// confidence numbers (pLDDT, PAE, pTM).
+struct Af2PredictKeep {
+  // recycle_m1 / recycle_z / recycle_x: without them each iteration's pair dies with the next
+  // iteration instead of staying alive to the end (with R recycles the kept states and their
+  // stacked copy are 2·(R + 1) pairs at the end; `foldcore predict` does not write them).
+  bool recycle_states = true;
+  // msa, pair and single: without them the last iteration's pair dies after the heads.
+  bool representations = true;
+  // distogram_logits, tm_logits and aligned_confidence_probs ([N, N, 64] each, on the host):
+  // without them the PAE head's logits are streamed into PAE and pTM by blocks of rows and the
+  // distogram head does not run (`foldcore predict --result_arrays summary`).
+  bool pair_logits = true;
+};
+
 class AlphaFold : public nn::Module {
  public:
   AlphaFold(nn::Scope scope, const Af2Config& config);
@@ -68,10 +83,12 @@ class AlphaFold : public nn::Module {
   // outputs is true (nothing is handed on). representations = false leaves AlphaFold's
   // representations (msa, pair, single) out of the outputs, and the pair and MSA streams die after
   // the heads unless *next holds them: at long N the pair is the largest tensor left.
+  // pair_logits as Af2PredictKeep's: the pair-sized heads always run by blocks of rows
+  // (Af2Heads::pair_heads_by_rows), so the device never holds [N, N, 64] logits.
   // prev by value: a caller that moves its state in lets the previous pair die after the
   // embeddings instead of living through the whole iteration.
   Af2Outputs iteration(const Af2Batch& batch, Af2RecycleState prev, Af2RecycleState* next, bool outputs = true,
-                       bool representations = true) const;
+                       bool representations = true, bool pair_logits = true) const;
 
   // The same iteration keeping the graph handles of what the training losses read (run it with
   // grad mode on for a training step). `next`, when given, receives the detached recycled state.
@@ -87,14 +104,11 @@ class AlphaFold : public nn::Module {
   // final iteration's outputs plus recycle_m1 / recycle_z / recycle_x [R, …] (each iteration's
   // handed-on state) and num_recycles. `on_iteration(r, num_recycles + 1)`, when given, runs before
   // iteration r (progress reports; an exception from it aborts the prediction, e.g. a cancel).
-  // keep_recycle_states = false leaves out recycle_m1 / recycle_z / recycle_x: each iteration's
-  // pair then dies with the next iteration instead of staying alive to the end (with R recycles
-  // the kept states and their stacked copy are 2·(R + 1) pairs at the end; `foldcore predict`
-  // does not write them). keep_representations = false leaves out msa, pair and single, so the
-  // last iteration's pair dies after the heads (`foldcore predict` writes none of them either).
+  // `keep` leaves out what the caller does not need (Af2PredictKeep; `foldcore predict` keeps
+  // neither the recycled states nor the representations).
   Af2Outputs predict(const Af2Features& features, int64_t num_recycles, Device device,
                      const std::function<void(int64_t, int64_t)>& on_iteration = {},
-                     bool keep_recycle_states = true, bool keep_representations = true) const;
+                     const Af2PredictKeep& keep = {}) const;
 
   // Model parallelism (model_parallel.h): DAP over the Evoformer and extra-MSA stacks, BP-2 over
   // a Parallel Evoformer. Every rank of the groups runs the same calls (forward_*, predict) on the

@@ -97,73 +97,105 @@ std::vector<double> pae_bin_centers(double max_error_bin, int64_t num_bins) {
   return c;
 }
 
+PaeStream::PaeStream(int64_t n, int64_t bins, double max_error_bin, const Tensor& residue_weights, bool keep_probs)
+    : n_(n), b_(bins), keep_probs_(keep_probs), centers_(pae_bin_centers(max_error_bin, bins)) {
+  FC_CHECK(n >= 1, "PaeStream: N must be >= 1, got ", n);
+  w_.assign(static_cast<size_t>(n), 1.f);
+  if (residue_weights.defined()) {
+    FC_CHECK(residue_weights.numel() == n, "predicted_tm_score: residue_weights ", residue_weights.shape().str(),
+             " must have N = ", n, " elements");
+    w_ = residue_weights.to(DType::f32).to_vector();
+  }
+  double w_sum = 0;
+  for (float v : w_) w_sum += v;
+  // AF2 truncates Σw to an integer and clips at 19 so that d0 stays positive for short chains.
+  const double n_clipped = std::max(static_cast<double>(static_cast<int64_t>(w_sum)), 19.0);
+  const double d0 = 1.24 * std::cbrt(n_clipped - 15.0) - 1.8;
+  tm_per_bin_.resize(static_cast<size_t>(b_));
+  for (int64_t k = 0; k < b_; ++k) tm_per_bin_[k] = 1.0 / (1.0 + centers_[k] * centers_[k] / (d0 * d0));
+  per_alignment_.assign(static_cast<size_t>(n), 0.0);
+  seen_.assign(static_cast<size_t>(n), 0);
+  pae_ = Tensor::empty({n, n}, DType::f32, Device::cpu());
+  if (keep_probs_) probs_ = Tensor::empty({n, n, b_}, DType::f32, Device::cpu());
+}
+
+void PaeStream::add_rows(int64_t i0, const Tensor& logits_rows) {
+  check_float(logits_rows, "PaeStream::add_rows");
+  FC_CHECK(logits_rows.dim() == 3 && logits_rows.size(1) == n_ && logits_rows.size(2) == b_,
+           "PaeStream::add_rows: logits rows ", logits_rows.shape().str(), " must be [rows, ", n_, ", ", b_, "]");
+  const int64_t rows = logits_rows.size(0);
+  FC_CHECK(i0 >= 0 && i0 + rows <= n_, "PaeStream::add_rows: rows ", i0, "..", i0 + rows, " outside 0..", n_);
+  for (int64_t i = i0; i < i0 + rows; ++i) {
+    FC_CHECK(!seen_[i], "PaeStream::add_rows: row ", i, " added twice");
+    seen_[i] = 1;
+  }
+  float* pae = pae_.data<float>() + i0 * n_;
+  float* po = keep_probs_ ? probs_.data<float>() + i0 * n_ * b_ : nullptr;
+  std::vector<double> tm(static_cast<size_t>(rows * n_));  // tm[i, j] of these rows
+  const int64_t b = b_;
+  for_each_softmax_row(logits_rows, b, [&](int64_t r, const double* p) {
+    double e = 0, t = 0;
+    for (int64_t k = 0; k < b; ++k) {
+      e += p[k] * centers_[k];
+      t += p[k] * tm_per_bin_[k];
+    }
+    if (po != nullptr)
+      for (int64_t k = 0; k < b; ++k) po[r * b + k] = static_cast<float>(p[k]);
+    pae[r] = static_cast<float>(e);
+    tm[r] = t;
+  });
+  // The per-alignment sums over j in j's order.
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    double num = 0, den = 0;
+    for (int64_t j = 0; j < n_; ++j) {
+      const double pw = static_cast<double>(w_[i]) * w_[j];
+      num += tm[r * n_ + j] * pw;
+      den += pw;
+    }
+    per_alignment_[i] = num / (1e-8 + den);
+  }
+  rows_added_ += rows;
+}
+
+PredictedAlignedError PaeStream::result() const {
+  FC_CHECK(complete(), "PaeStream: ", rows_added_, " of ", n_, " rows added");
+  PredictedAlignedError out;
+  out.predicted_aligned_error = pae_;
+  out.aligned_confidence_probs = probs_;
+  out.max_predicted_aligned_error = static_cast<float>(centers_.back());
+  return out;
+}
+
+float PaeStream::ptm() const {
+  FC_CHECK(complete(), "PaeStream: ", rows_added_, " of ", n_, " rows added");
+  double best = -1, best_value = 0;
+  for (int64_t i = 0; i < n_; ++i) {
+    const double weighted = per_alignment_[i] * w_[i];
+    if (i == 0 || weighted > best) {  // first maximum, as argmax
+      best = weighted;
+      best_value = per_alignment_[i];
+    }
+  }
+  return static_cast<float>(best_value);
+}
+
 PredictedAlignedError compute_predicted_aligned_error(const Tensor& logits, double max_error_bin) {
   check_pair_logits(logits, "compute_predicted_aligned_error");
-  const int64_t n = logits.size(0), b = logits.size(2);
-  const std::vector<double> centers = pae_bin_centers(max_error_bin, b);
-  Tensor probs = Tensor::empty(logits.shape(), DType::f32, Device::cpu());
-  Tensor pae = Tensor::empty({n, n}, DType::f32, Device::cpu());
-  float* po = probs.data<float>();
-  float* e_out = pae.data<float>();
-  for_each_softmax_row(logits, b, [&](int64_t r, const double* p) {
-    double e = 0;
-    for (int64_t k = 0; k < b; ++k) {
-      e += p[k] * centers[k];
-      po[r * b + k] = static_cast<float>(p[k]);
-    }
-    e_out[r] = static_cast<float>(e);
-  });
-  PredictedAlignedError out;
-  out.aligned_confidence_probs = probs.to(logits.device());
-  out.predicted_aligned_error = pae.to(logits.device());
-  out.max_predicted_aligned_error = static_cast<float>(centers.back());
+  PaeStream s(logits.size(0), logits.size(2), max_error_bin);
+  s.add_rows(0, logits);
+  PredictedAlignedError out = s.result();
+  out.aligned_confidence_probs = out.aligned_confidence_probs.to(logits.device());
+  out.predicted_aligned_error = out.predicted_aligned_error.to(logits.device());
   return out;
 }
 
 float predicted_tm_score(const Tensor& logits, const Tensor& residue_weights, double max_error_bin) {
   check_pair_logits(logits, "predicted_tm_score");
-  const int64_t n = logits.size(0), b = logits.size(2);
-  std::vector<float> w(static_cast<size_t>(n), 1.f);
-  if (residue_weights.defined()) {
-    FC_CHECK(residue_weights.numel() == n, "predicted_tm_score: residue_weights ", residue_weights.shape().str(),
-             " must have N = ", n, " elements (logits ", logits.shape().str(), ")");
-    w = residue_weights.to(DType::f32).to_vector();
-  }
-  double w_sum = 0;
-  for (float v : w) w_sum += v;
-  // AF2 truncates Σw to an integer and clips at 19 so that d0 stays positive for short chains.
-  const double n_clipped = std::max(static_cast<double>(static_cast<int64_t>(w_sum)), 19.0);
-  const double d0 = 1.24 * std::cbrt(n_clipped - 15.0) - 1.8;
-  const std::vector<double> centers = pae_bin_centers(max_error_bin, b);
-  std::vector<double> tm_per_bin(static_cast<size_t>(b));
-  for (int64_t k = 0; k < b; ++k) tm_per_bin[k] = 1.0 / (1.0 + centers[k] * centers[k] / (d0 * d0));
-  // tm[i, j] per (i, j) row of the logits, then the per-alignment sums over j in j's order.
-  std::vector<double> tm(static_cast<size_t>(n * n));
-  for_each_softmax_row(logits, b, [&](int64_t r, const double* p) {
-    double t = 0;
-    for (int64_t k = 0; k < b; ++k) t += p[k] * tm_per_bin[k];
-    tm[r] = t;
-  });
-  std::vector<double> per_alignment(static_cast<size_t>(n));
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    double num = 0, den = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const double pw = static_cast<double>(w[i]) * w[j];
-      num += tm[i * n + j] * pw;
-      den += pw;
-    }
-    per_alignment[i] = num / (1e-8 + den);
-  }
-  double best = -1, best_value = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double weighted = per_alignment[i] * w[i];
-    if (i == 0 || weighted > best) {  // first maximum, as argmax
-      best = weighted;
-      best_value = per_alignment[i];
-    }
-  }
-  return static_cast<float>(best_value);
+  PaeStream s(logits.size(0), logits.size(2), max_error_bin, residue_weights, /*keep_probs=*/false);
+  s.add_rows(0, logits);
+  return s.ptm();
 }
 
 }  // namespace foldcore::af2

@@ -30,6 +30,34 @@ struct PredictedAlignedError {
 // logits [N, N, B] of the predicted_aligned_error head.
 PredictedAlignedError compute_predicted_aligned_error(const Tensor& logits, double max_error_bin = 31.0);
 
+// The PAE head's confidence numbers streamed over blocks of query rows i of its logits [N, N, B]
+// (any device, f32/bf16/f16), so that neither the logits nor their softmax need to exist whole:
+// one softmax per pair (i, j), in double, gives its PAE (Σ_b p_b · centre_b), its pTM term
+// (Σ_b p_b / (1 + centre_b² / d0²)) and, with keep_probs, the probabilities. Every row i must be
+// added exactly once, in any order and any block sizes; results do not depend on them (rows are
+// reduced over j in j's order, as in predicted_tm_score). residue_weights [N] as in
+// predicted_tm_score (undefined: all ones).
+class PaeStream {
+ public:
+  PaeStream(int64_t n, int64_t bins, double max_error_bin, const Tensor& residue_weights = {},
+            bool keep_probs = true);
+  // logits_rows [rows, N, B]: rows i0 .. i0 + rows − 1 of the logits.
+  void add_rows(int64_t i0, const Tensor& logits_rows);
+  bool complete() const { return rows_added_ == n_; }
+  // After every row (host f32): PAE [N, N], the probabilities [N, N, B] (keep_probs).
+  PredictedAlignedError result() const;
+  float ptm() const;
+
+ private:
+  int64_t n_, b_, rows_added_ = 0;
+  bool keep_probs_;
+  std::vector<double> centers_, tm_per_bin_;
+  std::vector<float> w_;
+  std::vector<double> per_alignment_;  // per row i
+  std::vector<char> seen_;
+  Tensor pae_, probs_;
+};
+
 // pTM (AF2 predicted_tm_score): logits [N, N, B]; residue_weights [N] (e.g. seq_mask; undefined:
 // all ones).
 //   n = max(Σ w, 19),  d0 = 1.24·(n − 15)^(1/3) − 1.8,

@@ -47,6 +47,19 @@ Variable DistogramHead::forward(const Variable& pair) const {
   return ag::add(half, ag::contiguous(ag::transpose(half, 0, 1)));
 }
 
+Tensor DistogramHead::forward_rows(const Tensor& pair, int64_t i0, int64_t rows) const {
+  FC_CHECK(!ag::grad_enabled(), "DistogramHead::forward_rows is for inference (no autograd)");
+  check_last(Variable(pair), 3, half_logits_.in_features(), "DistogramHead");
+  FC_CHECK(pair.size(0) == pair.size(1), "DistogramHead: pair ", pair.shape().str(), " must be [N, N, c_z]");
+  FC_CHECK(i0 >= 0 && rows >= 1 && i0 + rows <= pair.size(0), "DistogramHead::forward_rows: rows ", i0, "..",
+           i0 + rows, " outside the pair ", pair.shape().str());
+  const Tensor a = half_logits_.forward(Variable(pair.narrow(0, i0, rows))).value();  // half[i0.., :]  [R, N, B]
+  const Tensor b = half_logits_.forward(Variable(pair.narrow(1, i0, rows).contiguous())).value();  // half[:, i0..]
+  const Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  ops::add(a, b.transpose(0, 1), out);  // b read through its strides, as forward's transposed operand
+  return out;
+}
+
 void DistogramHead::add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index) const {
   require_finalized(scope().params, path());
   add_linear_af2_params(half_logits_, table, join(key_prefix, "half_logits"), stack_index);
@@ -140,7 +153,8 @@ Af2Heads::Af2Heads(nn::Scope scope, const Af2Config& config)
       experimentally_resolved_(child_scope("experimentally_resolved_head"), config.c_s),
       pae_(config.heads.ptm ? std::make_unique<PredictedAlignedErrorHead>(
                                   child_scope("predicted_aligned_error_head"), config.c_z, config.heads)
-                            : nullptr) {
+                            : nullptr),
+      pae_max_error_bin_(config.heads.pae_max_error_bin) {
   register_child(distogram_);
   register_child(masked_msa_);
   register_child(predicted_lddt_);
@@ -148,13 +162,45 @@ Af2Heads::Af2Heads(nn::Scope scope, const Af2Config& config)
   if (pae_) register_child(*pae_);
 }
 
-HeadOutputs Af2Heads::forward(const HeadInputs& in) const {
+HeadOutputs Af2Heads::forward(const HeadInputs& in, bool pair_heads) const {
   HeadOutputs out;
-  out.distogram_logits = distogram_.forward(in.pair);
+  if (pair_heads) out.distogram_logits = distogram_.forward(in.pair);
   out.masked_msa_logits = masked_msa_.forward(in.msa);
   out.lddt_logits = predicted_lddt_.forward(in.sm_single);
   out.experimentally_resolved_logits = experimentally_resolved_.forward(in.single);
-  if (pae_) out.tm_logits = pae_->forward(in.pair);
+  if (pae_ && pair_heads) out.tm_logits = pae_->forward(in.pair);
+  return out;
+}
+
+PairHeadOutputs Af2Heads::pair_heads_by_rows(const Tensor& pair, bool keep_logits, int64_t block_values) const {
+  FC_CHECK(!ag::grad_enabled(), "Af2Heads::pair_heads_by_rows is for inference (no autograd)");
+  FC_CHECK(pair.defined() && pair.dim() == 3 && pair.size(0) == pair.size(1), "Af2Heads: pair ",
+           pair.defined() ? pair.shape().str() : std::string("undefined"), " must be [N, N, c_z]");
+  FC_CHECK(block_values >= 1, "Af2Heads::pair_heads_by_rows: block_values must be >= 1, got ", block_values);
+  const int64_t n = pair.size(0);
+  const int64_t bins = std::max(distogram_.bins(), pae_ ? pae_->bins() : int64_t{0});
+  const int64_t rows = std::clamp<int64_t>(block_values / (n * bins), 1, n);
+  PairHeadOutputs out;
+  if (pae_ && !keep_logits)
+    out.pae = std::make_shared<PaeStream>(n, pae_->bins(), pae_max_error_bin_, Tensor(), /*keep_probs=*/false);
+  if (!keep_logits && !pae_) return out;
+  for (int64_t i0 = 0; i0 < n; i0 += rows) {
+    const int64_t r = std::min(rows, n - i0);
+    if (keep_logits) {
+      const Tensor d = distogram_.forward_rows(pair, i0, r);
+      if (!out.distogram_logits.defined())
+        out.distogram_logits = Tensor::empty({n, n, d.size(2)}, d.dtype(), Device::cpu());
+      out.distogram_logits.narrow(0, i0, r).copy_(d);
+    }
+    if (!pae_) continue;
+    const Tensor t = pae_->forward(Variable(pair.narrow(0, i0, r))).value();  // [r, N, bins]
+    if (keep_logits) {
+      if (!out.tm_logits.defined()) out.tm_logits = Tensor::empty({n, n, t.size(2)}, t.dtype(), Device::cpu());
+      out.tm_logits.narrow(0, i0, r).copy_(t);
+    } else {
+      out.pae->add_rows(i0, t);
+    }
+  }
   return out;
 }
 

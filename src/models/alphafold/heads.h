@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "models/alphafold/confidence.h"
 #include "models/alphafold/config.h"
 #include "models/alphafold/param_table.h"
 #include "nn/layers.h"
@@ -20,6 +21,10 @@ class DistogramHead : public nn::Module {
  public:
   DistogramHead(nn::Scope scope, int64_t c_z, const HeadsConfig& config);
   Variable forward(const Variable& pair) const;
+  // Inference: rows i0 .. i0 + rows − 1 of forward(pair) ([rows, N, bins]), from the pair's rows
+  // and columns i0.. (half[i, :] + half[:, i]ᵀ): the same sums, without an [N, N, bins] tensor.
+  Tensor forward_rows(const Tensor& pair, int64_t i0, int64_t rows) const;
+  int64_t bins() const { return half_logits_.out_features(); }
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:
@@ -67,6 +72,7 @@ class PredictedAlignedErrorHead : public nn::Module {
  public:
   PredictedAlignedErrorHead(nn::Scope scope, int64_t c_z, const HeadsConfig& config);
   Variable forward(const Variable& pair) const;
+  int64_t bins() const { return logits_.out_features(); }
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:
@@ -89,11 +95,30 @@ struct HeadOutputs {
   Variable tm_logits;                       // [N, N, 64] (undefined without the PAE head)
 };
 
+// The pair-sized heads of an inference (Af2Heads::pair_heads_by_rows).
+struct PairHeadOutputs {
+  Tensor distogram_logits;  // [N, N, bins] on the host (keep_logits), else undefined
+  Tensor tm_logits;         // [N, N, pae_bins] on the host (keep_logits, a PAE head), else undefined
+  // No keep_logits, a PAE head: PAE and pTM streamed from the blocks (without the probabilities).
+  std::shared_ptr<PaeStream> pae;
+};
+
 // All heads of a model under their official names (prefix "" → "distogram_head/...").
 class Af2Heads : public nn::Module {
  public:
   Af2Heads(nn::Scope scope, const Af2Config& config);
-  HeadOutputs forward(const HeadInputs& in) const;
+  // pair_heads = false leaves distogram_logits and tm_logits undefined (pair_heads_by_rows).
+  HeadOutputs forward(const HeadInputs& in, bool pair_heads = true) const;
+  // Inference (no autograd): the distogram and PAE heads over blocks of query rows, so that the
+  // pair's device holds one block of [rows, N, bins] logits and its temporaries (about 5 of them),
+  // whatever N, instead of two [N, N, 64] logits: blocks of at most block_values = rows·N·bins
+  // values (at least one row; N ≤ 512 is one block with the default). keep_logits copies each
+  // block into host [N, N, bins] arrays (AlphaFold's result arrays; PAE and pTM are then the
+  // caller's, after the pair is gone); otherwise the distogram is skipped (nothing in inference
+  // reads it) and the PAE blocks are streamed into `pae` (one softmax per pair, no probabilities).
+  static constexpr int64_t kPairHeadBlockValues = int64_t{1} << 24;
+  PairHeadOutputs pair_heads_by_rows(const Tensor& pair, bool keep_logits,
+                                     int64_t block_values = kPairHeadBlockValues) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "", int64_t stack_index = -1) const;
 
   const DistogramHead& distogram() const { return distogram_; }
@@ -108,6 +133,7 @@ class Af2Heads : public nn::Module {
   PredictedLddtHead predicted_lddt_;
   ExperimentallyResolvedHead experimentally_resolved_;
   std::unique_ptr<PredictedAlignedErrorHead> pae_;  // config.heads.ptm
+  double pae_max_error_bin_;
 };
 
 }  // namespace foldcore::af2
