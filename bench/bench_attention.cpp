@@ -13,7 +13,10 @@
 // The AlphaFold case also times forward + backward without the bias gradients
 // ("fwd_bwd_no_dbias", "dbias_share": the part of fwd_bwd the bias gradients take), and on a GPU
 // the mma kernels with the batch-reduced bias-gradient pass ("fwd_bwd_dbias_pass",
-// "speedup_vs_atomic").
+// "speedup_vs_atomic"). With FOLDCORE_PROFILE=1 each fused case is followed by one
+// "attention_profile" line per phase of the CUDA op (attention_fwd; attention_bwd and its
+// pre / main / dbias_pass / dq_convert), each timed between device waits: where the backward's
+// time goes (the waits add a little to every line's "ms", so profile in a separate run).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -175,10 +178,17 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
     std::vector<size_t> peak(kernels.size());
     for (size_t kix = 0; kix < kernels.size(); ++kix) {
       ops::set_attention_kernel(kernels[kix]);
+      profile::reset();
       measure([&] {
         ops::attention_forward(in, o, lse, a);
         if (with_backward) ops::attention_backward(in, s.alphafold ? a : o, lse, d_o, g);
       }, &ms[kix], &peak[kix]);
+      // FOLDCORE_PROFILE=1 (CUDA): the fused op's forward and backward phases, over the warm-up and
+      // timed calls (seconds ÷ count per call).
+      bench::print_profile("attention_profile",
+                           std::string(s.name) + "_" + (with_backward ? "fwd_bwd" : "fwd") + "_" +
+                               ops::attention_kernel_name(kernels[kix]),
+                           s.L);
     }
     ops::set_attention_kernel(saved);
     for (size_t kix = 0; kix < kernels.size(); ++kix)

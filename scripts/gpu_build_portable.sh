@@ -18,7 +18,8 @@
 #   scripts/gpu_build_portable.sh      (BUILD_DIR=build-gpu-portable, ARCHS=90a, JOBS=nproc,
 #                                       GTEST_SRC=/usr/src/googletest)
 #   MPI=1 scripts/gpu_build_portable.sh  the multi-rank GPU tests instead (tests/dist/*_cuda_mpi.cpp
-#       that need no yaml-cpp: the collectives on CUDA tensors, NCCL and MPI staged), built with
+#       that need no yaml-cpp: the collectives on CUDA tensors, NCCL and MPI staged, and DAP-2 / BP-2
+#       AlphaFold2 predictions on the tiny preset built in code), built with
 #       MPI and linked to libmpi.so.40 dynamically (Open MPI 4.x, whose ABI the GPU machine's Debian
 #       Open MPI shares), into build-gpu-portable-mpi; `gpu_check.sh --prebuilt-mpi` runs them under
 #       mpirun with 1 and 2 ranks. Only their direct libraries are checked (libmpi brings its own).
@@ -46,7 +47,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLDCORE_CUDA=O
 TESTS=()
 if [ "$MPI" = 1 ]; then
   for f in tests/dist/test_*_cuda_mpi.cpp; do
-    grep -q 'config_yaml.h\|af2_parallel_test_util.h' "$f" && continue  # needs yaml-cpp, left out here
+    grep -q 'config_yaml.h' "$f" && continue  # needs yaml-cpp, left out here
     TESTS+=("dist_$(basename "$f" .cpp)")
   done
 else

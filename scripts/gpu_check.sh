@@ -20,7 +20,8 @@
 # training step of the full model, bf16 with recomputation, crops 256 and 384), --long (the bf16
 # long-sequence memory curve, bench_predict --memory, and its fit), --profile (where the time goes:
 # bench_predict and bench_train with FOLDCORE_PROFILE=1, one line per model stage, and
-# bench_evoformer --profile, one line per Evoformer submodule); default --tests --sanitize --bench. Tests and the sanitizer run first, side by side (--jobs N test binaries at a time,
+# bench_evoformer --profile, one line per Evoformer submodule, and bench_attention's phases of the
+# fused attention op); default --tests --sanitize --bench. Tests and the sanitizer run first, side by side (--jobs N test binaries at a time,
 # default 4: they check numbers, not time), then the benchmarks one at a time, alone on the GPU.
 # Every binary runs under a time limit (TEST_TIMEOUT, SAN_TIMEOUT seconds, default 600 and 240,
 # cut so that tests and sanitizer together end within CHECK_SECONDS, default unlimited;
@@ -308,6 +309,8 @@ if want profile; then
   FOLDCORE_PROFILE=1 run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 --evoformer_blocks 48 \
     --extra_msa_blocks 4
   run_bench 30 bench_evoformer --device cuda --n-res 256 --profile
+  # the attention op's phases (forward; backward: pre, main, dbias pass, dq conversion) per kernel family
+  FOLDCORE_PROFILE=1 run_bench 45 bench_attention --device cuda --full
   FOLDCORE_PROFILE=1 run_bench 120 bench_predict --device cuda:0 --precision bf16 --lengths 256,1000 \
     --evoformer_blocks 48 --extra_msa_blocks 4 --msa_rows 1024 --recycles 3
 fi

@@ -8,9 +8,12 @@
 //  3. dq scratch → dq (dtype, strides) with the scale applied.
 // For bf16 the main kernel is by default the register-tiled one (attention_bwd_mma_cuda.cu; see
 // ops::AttentionKernel); steps 1 and 3 are the same for both.
+#include <optional>
+
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/attention_mma.cuh"
+#include "core/profile.h"
 
 namespace foldcore::ops::cuda {
 namespace detail {
@@ -197,6 +200,10 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   FC_CHECK(p.H <= 65535, "attention_backward (CUDA): H must be <= 65535, got H = ", p.H);
   const Device dev = in.q.device();
   set_device(dev);
+  // FOLDCORE_PROFILE=1: the op's time and its phases (attention_bwd/pre, main, dbias_pass,
+  // dq_convert; each waits for the device at its ends, so they add up to the op's time).
+  const profile::Scope stage("attention_bwd", dev);
+  std::optional<profile::Scope> phase;  // ends before `stage`
   const cudaStream_t stream = cuda_stream_of(dev);
   p.lse = lse.data<float>();
   for (int d = 0; d < 3; ++d) {
@@ -235,9 +242,12 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   cuda_dispatch_float(in.q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int warps_per_block = 8;
+    phase.emplace("pre", dev);  // dA = dO ⊙ σ(g), delta, dg (and the dq scratch zeroed before it)
     launch_kernel<attention_bwd_pre_kernel<T>>(static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), 32 * warps_per_block, 0, stream,
         p, static_cast<const T*>(a_or_o.data_ptr()), a_or_o.stride(0), a_or_o.stride(1), a_or_o.stride(2));
     FC_CUDA_CHECK_LAUNCH();
+    phase.reset();
+    phase.emplace("main", dev);
     if (use_mma_kernels(p, in.q.dtype())) {
       // The opt-in pass takes the gradients of the biases shared by the batch rows (not summed over
       // query rows) away from the main kernel's atomics.
@@ -257,7 +267,11 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
         any_pass = true;
       }
       launch_attention_bwd_mma(p, stream);
-      if (any_pass) launch_attention_dbias_mma(pass, stream);
+      if (any_pass) {
+        phase.reset();
+        phase.emplace("dbias_pass", dev);
+        launch_attention_dbias_mma(pass, stream);
+      }
     } else dispatch_head_dim(p.D, "attention_backward (CUDA)", [&](auto dp) {
       constexpr int Dp = decltype(dp)::value;
       const size_t bytes = BwdLayout<T, Dp>::kBytes;
@@ -265,7 +279,9 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
       FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
       launch_over_batch<kernel>(p, (p.Lk + kBlockN - 1) / kBlockN, bytes, stream);
     });
+    phase.reset();
     if (grads.dq.defined()) {
+      phase.emplace("dq_convert", dev);
       const int64_t n = rows * p.D;
       launch_kernel<dq_convert_kernel<T>>(grid_for(n, 256), 256, 0, stream, p.dq_acc, static_cast<T*>(grads.dq.data_ptr()), p.H, p.Lq, p.D,
                                                                 grads.dq.stride(0), grads.dq.stride(1), grads.dq.stride(2), n);

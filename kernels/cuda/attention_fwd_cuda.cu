@@ -8,6 +8,7 @@
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/attention_mma.cuh"
+#include "core/profile.h"
 
 namespace foldcore::ops::cuda {
 namespace detail {
@@ -186,6 +187,7 @@ void attention_forward(const AttentionInputs& in, const Tensor& o, const Tensor&
   if (p.B == 0 || p.H == 0 || p.Lq == 0) return;
   FC_CHECK(p.H <= 65535, "attention_forward (CUDA): H must be <= 65535, got H = ", p.H);
   set_device(in.q.device());
+  const profile::Scope stage("attention_fwd", in.q.device());  // FOLDCORE_PROFILE=1: the op's time
   const cudaStream_t stream = cuda_stream_of(in.q.device());
   if (use_mma_kernels(p, in.q.dtype())) {
     launch_attention_fwd_mma(p, stream);

@@ -16,14 +16,15 @@
 #include "core/random.h"
 #include "dist_test_util.h"
 #include "models/alphafold/alphafold.h"
-#include "models/alphafold/config_yaml.h"
+#include "models/alphafold/config.h"
 #include "models/alphafold/synthetic_target.h"
 #include "test_util.h"
 
 namespace foldcore::af2::parallel_test {
 
+// The tiny preset (configs/model/tiny.yaml, built in code: no yaml-cpp needed).
 inline Af2Config tiny(bool parallel_evoformer) {
-  Af2Config c = load_af2_config(std::string(FOLDCORE_SOURCE_DIR) + "/configs/model/tiny.yaml");
+  Af2Config c = tiny_af2_config();
   c.evoformer.parallel = parallel_evoformer;
   return c;
 }

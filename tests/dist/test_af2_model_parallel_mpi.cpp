@@ -33,7 +33,6 @@
 #include "af2_parallel_test_util.h"
 #include "dist_test_util.h"
 #include "models/alphafold/alphafold.h"
-#include "models/alphafold/config_yaml.h"
 #include "models/alphafold/model_parallel_dist.h"
 #include "models/alphafold/synthetic_target.h"
 #include "models/alphafold/train_step.h"

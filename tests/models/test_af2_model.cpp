@@ -176,6 +176,13 @@ void write_params(const Af2ParamTable& table, const std::string& path) {
 // The tiny preset end to end: its own (random) weights written as an npz under the official keys
 // (stacked per-block arrays; our element order, which the loader maps by reshape), then
 // run_features --config tiny.yaml must reproduce the in-memory model exactly.
+// The tiny preset built in code (for builds without yaml-cpp) is configs/model/tiny.yaml, every
+// field that the YAML writer knows.
+TEST(Af2Model, TinyPresetInCodeEqualsTheYamlFile) {
+  const Af2Config from_yaml = load_af2_config(std::string(FOLDCORE_SOURCE_DIR) + "/configs/model/tiny.yaml");
+  EXPECT_EQ(af2_config_to_yaml(tiny_af2_config()), af2_config_to_yaml(from_yaml));
+}
+
 TEST(Af2Model, TinyPresetRoundTripsThroughTheOfficialLayout) {
   const std::string tiny_path = std::string(FOLDCORE_SOURCE_DIR) + "/configs/model/tiny.yaml";
   const Af2Config tiny = load_af2_config(tiny_path);
@@ -217,7 +224,7 @@ TEST(Af2Model, TinyPresetRoundTripsThroughTheOfficialLayout) {
 // blocks of rows into PAE and pTM and the distogram head does not run; every output that both keep
 // is bit-identical (the same blocks of the same GEMMs, the same softmax per pair).
 TEST(Af2Model, PredictWithoutPairLogitsKeepsTheSameConfidence) {
-  const Af2Config tiny = load_af2_config(std::string(FOLDCORE_SOURCE_DIR) + "/configs/model/tiny.yaml");
+  const Af2Config tiny = tiny_af2_config();
   ASSERT_TRUE(tiny.heads.ptm);
   autograd::ParamStore params;
   Generator init_rng(7);

@@ -32,6 +32,40 @@ void check_block(const EvoformerBlockConfig& b, const char* name) {
 
 }  // namespace
 
+Af2Config tiny_af2_config() {
+  Af2Config c;
+  c.preset = "tiny";
+  c.c_m = 16, c.c_z = 8, c.c_s = 16, c.c_e = 8;
+  c.num_evoformer_blocks = 1;
+  c.num_extra_msa_blocks = 1;
+  c.num_recycles = 1;
+  c.max_msa_clusters = 8;
+  c.max_extra_msa = 8;
+  // c_m, c_z, row / column attention, transition factor, outer product mean c, triangle
+  // multiplication c and dropout, triangle attention, pair transition factor, global columns.
+  c.evoformer = {16, 8, {2, 8, true, 0.15f}, {2, 8, true, 0.f}, 2, 4, 8, 0.25f, {2, 4, true, 0.25f}, 2, false};
+  c.extra_msa = {8, 8, {2, 4, true, 0.15f}, {2, 4, true, 0.f}, 2, 4, 8, 0.25f, {2, 4, true, 0.25f}, 2, true};
+  TemplateConfig& t = c.templates;
+  t.c_t = 8;
+  t.num_pair_blocks = 1;
+  t.tri_att = {2, 4, true, 0.25f};
+  t.tri_mul_channels = 8;
+  t.pair_transition_factor = 2;
+  t.pointwise_att = {2, 4, false, 0.f};
+  StructureModuleConfig& s = c.structure;
+  s.c_s = 16, s.c_z = 8;
+  s.num_layers = 2;
+  s.num_head = 2;
+  s.num_scalar_qk = 4, s.num_scalar_v = 4;
+  s.num_point_qk = 2, s.num_point_v = 2;
+  s.num_transition_layers = 1;
+  s.sidechain_channels = 8;
+  s.sidechain_residual_blocks = 1;
+  c.heads.lddt_channels = 8;
+  validate_af2_config(c);
+  return c;
+}
+
 bool template_two_passes_requested(const Af2Config& c) {
   return c.template_passes == 2 || (c.template_passes == 0 && c.chunk_size > 0);
 }

@@ -115,6 +115,11 @@ struct Af2Config {
 // dropout rates in [0, 1); precision fp32|bf16). Implemented in alphafold_config.cpp.
 void validate_af2_config(const Af2Config& config);
 
+// The `tiny` preset of configs/model/tiny.yaml built in code (every module present, one block
+// each, narrow channels), for builds without yaml-cpp (the portable GPU tests);
+// tests/models/test_af2_model.cpp checks that it equals the YAML file.
+Af2Config tiny_af2_config();
+
 // Whether inference asks the template embedding for two passes (template_passes 2, or 0 with
 // chunking). TemplateEmbedder::add_into still runs one with fewer than two unmasked templates or
 // a gated pointwise attention.
