@@ -18,7 +18,8 @@
 # evoformer with --device cuda; predict of the full-depth model at 256 and 1,000 residues, bf16,
 # 3 recycles), --bert (scripts/bench_bert_gpu.sh with this bench_bert), --train (bench_train: one
 # training step of the full model, bf16 with recomputation, crops 256 and 384), --long (the bf16
-# long-sequence memory curve, bench_predict --memory, and its fit), --profile (where the time goes:
+# long-sequence memory curve, bench_predict --memory, and its fit), --largest (one bf16 prediction
+# at the largest N the GPU's free memory holds, 1 Evoformer block, up to 590 s), --profile (where the time goes:
 # bench_predict and bench_train with FOLDCORE_PROFILE=1, one line per model stage, and
 # bench_evoformer --profile, one line per Evoformer submodule, and bench_attention's phases of the
 # fused attention op); default --tests --sanitize --bench. Tests and the sanitizer run first, side by side (--jobs N test binaries at a time,
@@ -47,8 +48,8 @@ while [ $# -gt 0 ]; do
     --prebuilt) PREBUILT=${2:?--prebuilt needs a directory}; shift 2 ;;
     --prebuilt-mpi) PREBUILT_MPI=${2:?--prebuilt-mpi needs an archive or directory}; shift 2 ;;
     --jobs) JOBS=${2:?--jobs needs a number}; shift 2 ;;
-    --tests|--sanitize|--bench|--bert|--train|--long|--profile) PARTS+=("${1#--}"); shift ;;
-    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--prebuilt-mpi DIR|FILE.tar.xz] [--jobs N] [--tests] [--sanitize] [--bench] [--bert] [--train] [--long] [--profile]" >&2; exit 2 ;;
+    --tests|--sanitize|--bench|--bert|--train|--long|--largest|--profile) PARTS+=("${1#--}"); shift ;;
+    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--prebuilt-mpi DIR|FILE.tar.xz] [--jobs N] [--tests] [--sanitize] [--bench] [--bert] [--train] [--long] [--largest] [--profile]" >&2; exit 2 ;;
   esac
 done
 TEST_TIMEOUT=${TEST_TIMEOUT:-600}
@@ -319,6 +320,20 @@ fi
 # each length's stage times (N = 2,048 takes about 40 s on an H200 at 1 + 1 blocks).
 if want long; then
   FOLDCORE_PROFILE=1 run_bench 90 bench_predict --memory --device cuda:0 --precision bf16 --lengths 1024,1536,2048
+fi
+
+# 5d'. The largest prediction this GPU holds (issue goal: a bf16 prediction at the largest N that fits
+# the device, within 10 minutes, at reduced depth): one Evoformer block, no templates, no extra-MSA
+# stack, summary result arrays (the pair-sized heads streamed), N from the GPU's memory: the trunk
+# measured 1.02 fp32 pairs at N = 10,000 on an H200, so N = sqrt(0.93·free / (1.10·c_z·4)) rounded
+# down to a multiple of 256 (LARGEST_N overrides); about 15,600 on an H200 (141 GB), 11,500 on an
+# H100 (80 GB).
+if want largest; then
+  free_mib=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1 | tr -d ' ')
+  n_largest=${LARGEST_N:-$(awk -v m="$free_mib" 'BEGIN { n = sqrt(0.93 * m * 1048576 / (1.10 * 512)); printf "%d", int(n / 256) * 256 }')}
+  echo "gpu_check: largest: ${free_mib} MiB free -> N = ${n_largest}" | tee -a "$OUT_DIR/gpu_bench.log"
+  FOLDCORE_PROFILE=1 run_bench 590 bench_predict --memory --device cuda:0 --precision bf16 --lengths "$n_largest" \
+    --templates 0 --extra_msa_blocks 0 --evoformer_blocks 1 --result_arrays summary
 fi
 
 # 5e. BERT-Large vs PyTorch.
