@@ -1,6 +1,7 @@
 // CPU fused gated attention and AlphaFold2 global attention. Forward: OpenMP over (b, h, query
 // tile), the two contractions as single-threaded sgemm calls on a materialised fp32 score tile.
-// Backward: the readable reference, one row of scores s[b,h,i,:] at a time in fp32.
+// Backward: OpenMP over (b, h) (each owns its dK, dV), the same query tiles, P recomputed from the
+// forward's log-sum-exp and the five contractions as single-threaded sgemm calls.
 #include "kernels/cpu/attention_cpu.h"
 
 #include "kernels/cpu/gemm_cpu.h"
@@ -55,58 +56,7 @@ struct Broadcast4 {
 };
 
 // Key range [lo, hi) that query row i attends to.
-struct Segments {
-  std::vector<int32_t> cu;  // empty: one segment covering all keys
-  int64_t Lk = 0;
-  void range(int64_t i, int64_t& lo, int64_t& hi) const {
-    if (cu.empty()) {
-      lo = 0;
-      hi = Lk;
-      return;
-    }
-    const auto it = std::upper_bound(cu.begin(), cu.end(), static_cast<int32_t>(i));  // cu[s] <= i < cu[s+1]
-    hi = *it;
-    lo = *(it - 1);
-  }
-};
-
-Segments make_segments(const AttentionInputs& in) {
-  Segments seg;
-  seg.Lk = in.k.size(2);
-  if (in.cu_seqlens.defined()) {
-    const int32_t* c = in.cu_seqlens.data<int32_t>();
-    seg.cu.assign(c, c + in.cu_seqlens.size(0));
-  }
-  return seg;
-}
-
-// Converts a [L, D] slice (row stride `sl`) to contiguous fp32.
-template <typename T> void load_rows(const Rows& r, int64_t b, int64_t h, int64_t L, int64_t D, std::vector<float>& out) {
-  out.resize(static_cast<size_t>(L * D));
-  for (int64_t j = 0; j < L; ++j) {
-    const T* src = r.row<T>(b, h, j);
-    for (int64_t d = 0; d < D; ++d) out[j * D + d] = static_cast<float>(src[d]);
-  }
-}
-
-// s[j] = scale q·k_j + Σ_t bias_t[b,h,i,j] for j in [lo, hi); returns max_j s[j].
-template <typename T>
-float score_row(const float* qi, const std::vector<float>& kf, const std::vector<Broadcast4>& biases, float scale,
-                int64_t b, int64_t h, int64_t i, int64_t lo, int64_t hi, int64_t D, std::vector<float>& s) {
-  float mx = kNegInf;
-  for (int64_t j = lo; j < hi; ++j) {
-    const float* kj = &kf[j * D];
-    float dot = 0.f;
-    for (int64_t d = 0; d < D; ++d) dot += qi[d] * kj[d];
-    float v = scale * dot;
-    for (const Broadcast4& bt : biases) v += static_cast<float>(*bt.at<const T>(b, h, i, j));
-    s[j] = v;
-    mx = std::max(mx, v);
-  }
-  return mx;
-}
-
-// A forward work unit of one (b, h): queries [q0, q1) against keys [k0, k1) (one packed segment,
+// A work unit of one (b, h): queries [q0, q1) against keys [k0, k1) (one packed segment,
 // or all keys), small enough that its score tile stays in cache.
 struct Tile {
   int64_t q0, q1, k0, k1;
@@ -170,6 +120,22 @@ void add_bias_row(const Broadcast4& bt, int64_t b, int64_t h, int64_t i, int64_t
     for (int64_t j = 0; j < n; ++j) s[j] += static_cast<float>(row[j]);
   } else {
     for (int64_t j = 0; j < n; ++j) s[j] += static_cast<float>(row[j * bt.s[3]]);
+  }
+}
+
+// db[b, h, i, k0 + j] += x[j] for j < n (fp32 bias gradients): unit stride as a vectorisable
+// loop, a gradient broadcast along j (size 1) takes the row's sum, else per element.
+inline void add_into_bias_row(const Broadcast4& db, int64_t b, int64_t h, int64_t i, int64_t k0, int64_t n,
+                              const float* x) {
+  float* row = db.at<float>(b, h, i, k0);
+  if (db.s[3] == 0) {
+    float sum = 0.f;
+    for (int64_t j = 0; j < n; ++j) sum += x[j];
+    *row += sum;
+  } else if (db.s[3] == 1) {
+    for (int64_t j = 0; j < n; ++j) row[j] += x[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) row[j * db.s[3]] += x[j];
   }
 }
 
@@ -237,15 +203,19 @@ template <typename T> void forward_impl(const AttentionInputs& in, const Tensor&
   }
 }
 
+// Backward, per (b, h) over the forward's query tiles (FlashAttention's backward on the CPU):
+//   P = exp(scale·Q·Kᵀ + Σ bias − lse)    dP = dA·Vᵀ    dS = P ⊙ (dP − delta)
+//   dV += Pᵀ·dA    dK += dSᵀ·Q (× scale at the end)    dQ = scale·dS·K    dbias += dS
+// with dA = dO ⊙ σ(g) and delta = Σ_j P·dP per query row; fp32 accumulation (delta in double).
 template <typename T>
 void backward_impl(const AttentionInputs& in, const Tensor& a_or_o, const Tensor& lse, const Tensor& d_o,
                    const AttentionGrads& grads) {
-  const int64_t B = in.q.size(0), H = in.q.size(1), Lq = in.q.size(2), D = in.q.size(3), Lk = in.k.size(2);
+  const int64_t B = in.q.size(0), H = in.q.size(1), D = in.q.size(3), Lk = in.k.size(2);
   const Rows qr(in.q), kr(in.k), vr(in.v), gr(in.gate), ar(a_or_o), dor(d_o);
   const Rows dqr(grads.dq), dkr(grads.dk), dvr(grads.dv), dgr(grads.dgate);
   std::vector<Broadcast4> biases;
   for (const Tensor& t : in.biases) biases.emplace_back(t);
-  const Segments seg = make_segments(in);
+  const std::vector<Tile> tiles = make_tiles(in);
   const bool gated = in.gate.defined();
   const float* lse_p = lse.data<float>();
   const int64_t ls0 = lse.stride(0), ls1 = lse.stride(1), ls2 = lse.stride(2);
@@ -274,53 +244,81 @@ void backward_impl(const AttentionInputs& in, const Tensor& a_or_o, const Tensor
     const int th = omp_get_thread_num();
     std::vector<Broadcast4> dbias;  // this thread's view of each target
     for (size_t u = 0; u < targets.size(); ++u) dbias.emplace_back(targets[u].shared ? privates[u][th] : targets[u].db);
-    std::vector<float> kf, vf, s(static_cast<size_t>(Lk)), qi(static_cast<size_t>(D)), da(static_cast<size_t>(D)),
-        dqi(static_cast<size_t>(D)), dk(static_cast<size_t>(Lk * D)), dv(static_cast<size_t>(Lk * D));
+    std::vector<float> ks, vs, qs, p, ds, da, dq_tile, dk(static_cast<size_t>(Lk * D)), dv(static_cast<size_t>(Lk * D));
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < B * H; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      load_rows<T>(kr, b, h, Lk, D, kf);
-      load_rows<T>(vr, b, h, Lk, D, vf);
+      int64_t ldk = 0, ldv = 0, ldq = 0;
+      const float* kf = f32_rows<T>(kr, b, h, 0, Lk, D, ks, ldk);
+      const float* vf = f32_rows<T>(vr, b, h, 0, Lk, D, vs, ldv);
       std::fill(dk.begin(), dk.end(), 0.f);
       std::fill(dv.begin(), dv.end(), 0.f);
-      for (int64_t i = 0; i < Lq; ++i) {
-        const T* qrow = qr.row<const T>(b, h, i);
-        const T* arow = ar.row<const T>(b, h, i);
-        const T* dorow = dor.row<const T>(b, h, i);
-        const T* grow = gated ? gr.row<const T>(b, h, i) : nullptr;
-        // dA = dO ⊙ σ(g); dg = dO ⊙ a ⊙ σ(g)(1 − σ(g)); delta = Σ_d dA a.
-        float delta = 0.f;
-        for (int64_t d = 0; d < D; ++d) {
-          qi[d] = static_cast<float>(qrow[d]);
-          const float dov = static_cast<float>(dorow[d]), av = static_cast<float>(arow[d]);
-          float sg = 1.f;
-          if (gated) {
-            sg = sigmoid(static_cast<float>(grow[d]));
-            if (grads.dgate.defined()) dgr.row<T>(b, h, i)[d] = T(dov * av * sg * (1.f - sg));
-          }
-          da[d] = dov * sg;
-          delta += da[d] * av;
-        }
-        int64_t lo, hi;
-        seg.range(i, lo, hi);
-        const float lse_i = lse_p[b * ls0 + h * ls1 + i * ls2];
-        score_row<T>(qi.data(), kf, biases, in.scale, b, h, i, lo, hi, D, s);
-        std::fill(dqi.begin(), dqi.end(), 0.f);
-        for (int64_t j = lo; j < hi; ++j) {
-          const float p = lse_i == kNegInf ? 0.f : std::exp(s[j] - lse_i);
-          float dp = 0.f;
-          for (int64_t d = 0; d < D; ++d) dp += da[d] * vf[j * D + d];
-          const float ds = p * (dp - delta);
+      for (const Tile& t : tiles) {
+        const int64_t m = t.q1 - t.q0, n = t.k1 - t.k0;
+        da.resize(static_cast<size_t>(m * D));
+        // dA = dO ⊙ σ(g); dg = dO ⊙ a ⊙ σ(g)(1 − σ(g)).
+        for (int64_t r = 0; r < m; ++r) {
+          const int64_t i = t.q0 + r;
+          const T* arow = ar.row<const T>(b, h, i);
+          const T* dorow = dor.row<const T>(b, h, i);
+          const T* grow = gated ? gr.row<const T>(b, h, i) : nullptr;
+          T* dgrow = gated && grads.dgate.defined() ? dgr.row<T>(b, h, i) : nullptr;
+          float* dar = da.data() + r * D;
           for (int64_t d = 0; d < D; ++d) {
-            dqi[d] += ds * kf[j * D + d];
-            dk[j * D + d] += ds * qi[d];
-            dv[j * D + d] += p * da[d];
+            const float dov = static_cast<float>(dorow[d]), av = static_cast<float>(arow[d]);
+            float sg = 1.f;
+            if (gated) {
+              sg = sigmoid(static_cast<float>(grow[d]));
+              if (dgrow) dgrow[d] = T(dov * av * sg * (1.f - sg));
+            }
+            dar[d] = dov * sg;
           }
-          for (const Broadcast4& db : dbias) *db.at<float>(b, h, i, j) += ds;
         }
+        if (n == 0) {  // no keys: p = 0, so dq = 0 (and nothing else)
+          if (grads.dq.defined())
+            for (int64_t r = 0; r < m; ++r) std::fill_n(dqr.row<T>(b, h, t.q0 + r), D, T(0.f));
+          continue;
+        }
+        const float* qf = f32_rows<T>(qr, b, h, t.q0, t.q1, D, qs, ldq);
+        const float* kt = kf + t.k0 * ldk;
+        const float* vt = vf + t.k0 * ldv;
+        p.resize(static_cast<size_t>(m * n));
+        ds.resize(static_cast<size_t>(m * n));
+        // P = exp(scale·Q·Kᵀ + Σ bias − lse), recomputed from the forward's log-sum-exp.
+        sgemm(false, true, m, n, D, in.scale, qf, ldq, kt, ldk, 0.f, p.data(), n, false);
+        for (int64_t r = 0; r < m; ++r) {
+          const int64_t i = t.q0 + r;
+          float* pr = p.data() + r * n;
+          for (const Broadcast4& bt : biases) add_bias_row<T>(bt, b, h, i, t.k0, n, pr);
+          const float lse_i = lse_p[b * ls0 + h * ls1 + i * ls2];
+          if (lse_i == kNegInf)
+            std::fill(pr, pr + n, 0.f);
+          else
+            (void)exp_shift_sum(pr, n, lse_i);
+        }
+        // dP = dA·Vᵀ, then dS = P ⊙ (dP − delta) in place, delta = Σ_j P·dP (= Σ_d dA·a, the
+        // softmax backward's form from the same P and dP: a one-hot row, as a softmax over one
+        // unmasked template, gets dS = 0 exactly, not the rounding difference of two sums).
+        sgemm(false, true, m, n, D, 1.f, da.data(), D, vt, ldv, 0.f, ds.data(), n, false);
+        for (int64_t r = 0; r < m; ++r) {
+          const float* pr = p.data() + r * n;
+          float* dsr = ds.data() + r * n;
+          double dl = 0;
+          for (int64_t j = 0; j < n; ++j) dl += static_cast<double>(pr[j]) * dsr[j];
+          const float dlf = static_cast<float>(dl);
+          for (int64_t j = 0; j < n; ++j) dsr[j] = pr[j] * (dsr[j] - dlf);
+          for (const Broadcast4& db : dbias) add_into_bias_row(db, b, h, t.q0 + r, t.k0, n, dsr);
+        }
+        // dV += Pᵀ·dA, dK += dSᵀ·Q (scaled at the end), dQ = scale·dS·K.
+        if (grads.dv.defined()) sgemm(true, false, n, D, m, 1.f, p.data(), n, da.data(), D, 1.f, dv.data() + t.k0 * D, D, false);
+        if (grads.dk.defined()) sgemm(true, false, n, D, m, 1.f, ds.data(), n, qf, ldq, 1.f, dk.data() + t.k0 * D, D, false);
         if (grads.dq.defined()) {
-          T* dq = dqr.row<T>(b, h, i);
-          for (int64_t d = 0; d < D; ++d) dq[d] = T(in.scale * dqi[d]);
+          dq_tile.resize(static_cast<size_t>(m * D));
+          sgemm(false, false, m, D, n, in.scale, ds.data(), n, kt, ldk, 0.f, dq_tile.data(), D, false);
+          for (int64_t r = 0; r < m; ++r) {
+            T* dq = dqr.row<T>(b, h, t.q0 + r);
+            for (int64_t d = 0; d < D; ++d) dq[d] = T(dq_tile[static_cast<size_t>(r * D + d)]);
+          }
         }
       }
       for (int64_t j = 0; j < Lk; ++j) {

@@ -129,6 +129,9 @@ Variable transpose(const Variable& x, int a, int b) {
 }
 
 Variable narrow(const Variable& x, int axis, int64_t start, int64_t length) {
+  // The whole axis is x itself (as contiguous() of a contiguous x): no node, so the backward adds
+  // x's gradient in place instead of scattering it into a zero tensor of x's shape first.
+  if (start == 0 && length == x.size(normalize_axis(axis, x.dim()))) return x;
   auto fn = std::make_unique<NarrowFn>();
   fn->axis = normalize_axis(axis, x.dim());
   fn->start = start;

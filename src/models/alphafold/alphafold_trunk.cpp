@@ -152,9 +152,11 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
   stage.reset();
   stage.emplace("extra_msa", dev);
   {
-    const Variable e = ag::cast(extra_msa_embedder_->forward(Variable(extra_msa_feat(
-                                    batch.extra_msa, batch.extra_has_deletion, batch.extra_deletion_value))),
-                                stream_dtype);
+    // Training keeps the embedder's dtype: under bf16 autocast a bf16 extra-MSA stream (as OpenFold's
+    // autocast leaves it), the largest activations of a training step at half the bytes.
+    const Variable embedded = extra_msa_embedder_->forward(
+        Variable(extra_msa_feat(batch.extra_msa, batch.extra_has_deletion, batch.extra_deletion_value)));
+    const Variable e = ag::grad_enabled() ? embedded : ag::cast(embedded, stream_dtype);
     z = extra_msa_stack_->forward(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second;
   }
 

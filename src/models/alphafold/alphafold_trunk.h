@@ -50,7 +50,8 @@ class EmbeddingsAndEvoformer : public nn::Module {
   // the outputs. bf16 (inference under bf16 autocast, no grad: `predict --precision bf16`) halves
   // the model's pair-sized memory; every op still accumulates in fp32 and each residual add rounds
   // its fp32 sum once to bf16 (evoformer_util.h, add_into). The outputs' msa, pair and m1 are then
-  // bf16. f32 in training (the graph keeps fp32 streams under autocast) and under model
+  // bf16. f32 in training (the graph keeps fp32 MSA and pair streams under autocast; the extra-MSA
+  // stream keeps its embedder's dtype there, bf16 under bf16 autocast) and under model
   // parallelism (its collectives exchange fp32 streams).
   // prev by value: the recycled state is released once the embeddings have read it (a caller
   // that moves its state in frees the previous pair before the stacks run).
