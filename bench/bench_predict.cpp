@@ -84,6 +84,12 @@ struct Args {
   bool pair_logits = true;  // --result_arrays full (true) | summary
 };
 
+// What the bench's predictions keep: as `foldcore predict`, no recycled states or representations,
+// the pair-sized logits per --result_arrays.
+af2::Af2PredictKeep predict_keep(const Args& args) {
+  return {.recycle_states = false, .representations = false, .pair_logits = args.pair_logits};
+}
+
 // Peak resident set (bytes) since the last reset.
 size_t peak_rss() {
   std::ifstream in("/proc/self/status");
@@ -234,9 +240,7 @@ int run_memory(const Args& args) {
     WallTimer timer;
     double peak_alloc = 0;
     {
-      const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {},
-                                                     {.recycle_states = false, .representations = false,
-                                                      .pair_logits = args.pair_logits});
+      const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {}, predict_keep(args));
       peak_alloc = static_cast<double>(alloc.stats().peak) / kMiB;
     }
     const double seconds = timer.seconds(), rss = static_cast<double>(peak_rss()) / kMiB;
@@ -377,9 +381,7 @@ int run(int argc, char** argv) {
     reset_peak_rss();
     bench::reset_peak(args.device);
     WallTimer timer;
-    const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {},
-                                                     {.recycle_states = false, .representations = false,
-                                                      .pair_logits = args.pair_logits});
+    const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {}, predict_keep(args));
     synchronize(args.device);
     const double seconds = timer.seconds();
     const double flops = (args.recycles + 1) * bench::af2_flops(config, static_cast<double>(b0.num_msa()),

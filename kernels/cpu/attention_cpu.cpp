@@ -55,7 +55,6 @@ struct Broadcast4 {
   bool shared_over_bh(int64_t B, int64_t H) const { return (s[0] == 0 && B > 1) || (s[1] == 0 && H > 1); }
 };
 
-// Key range [lo, hi) that query row i attends to.
 // A work unit of one (b, h): queries [q0, q1) against keys [k0, k1) (one packed segment,
 // or all keys), small enough that its score tile stays in cache.
 struct Tile {
