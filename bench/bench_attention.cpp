@@ -1,6 +1,9 @@
 // Fused attention benchmark: forward and forward+backward at the AlphaFold MSA-row shape (pair
 // bias + mask bias + gate, D = 32) and the BERT shape (padding mask, D = 64).
-//   bench_attention [--device cpu|cuda] [--full] [--forward]
+//   bench_attention [--device cpu|cuda] [--full] [--forward] [--triangle N] [--dtype fp32|bf16]
+// --triangle N: only the shape of one chunk of a long prediction's triangle attention (B = 16 rows,
+// H = 4, L = N, D = 32, pair bias + mask + gate); --dtype: the operands' dtype (default bf16 on a
+// GPU, fp32 on the CPU).
 // Default: small shapes on the CPU; --full: AF2 N_res 256 (B = 256 rows, H = 8, L = 256) and BERT
 // (B = 8, H = 16, L = 512). FLOPs: 4·B·H·Lq·Lk·D forward, 2.5× that for the backward.
 // Each case also runs a naive baseline in the same process, the way an eager framework computes
@@ -245,18 +248,28 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
 int main(int argc, char** argv) {
   Device dev = Device::cpu();
   bool full = false, forward_only = false;
+  int64_t triangle = 0;
+  const char* dtype = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = Device::parse(argv[++i]);
     else if (!std::strcmp(argv[i], "--full")) full = true;
     else if (!std::strcmp(argv[i], "--forward")) forward_only = true;
+    else if (!std::strcmp(argv[i], "--triangle") && i + 1 < argc) triangle = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--full] [--forward]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--full] [--forward] [--triangle N] [--dtype fp32|bf16]\n",
+                   argv[0]);
       return 2;
     }
   }
   try {
-    const DType dt = dev.is_cuda() ? DType::bf16 : DType::f32;
-    if (full) {
+    const DType dt = dtype ? (std::strcmp(dtype, "bf16") == 0 ? DType::bf16 : DType::f32)
+                           : dev.is_cuda()                ? DType::bf16
+                                                          : DType::f32;
+    if (triangle > 0) {
+      // One chunk of a long prediction's triangle attention (16 rows, 4 heads of 32, N keys).
+      run_case({"af2_triangle_chunk", 16, 4, triangle, 32, true}, dev, dt, forward_only);
+    } else if (full) {
       run_case({"af2_msa_row", 256, 8, 256, 32, true}, dev, dt, forward_only);
       run_case({"bert_large", 8, 16, 512, 64, false}, dev, dt, forward_only);
     } else {

@@ -7,7 +7,7 @@
 //                 [--msa_rows S] [--recycles R] [--chunk C] [--precision fp32|bf16]
 //                 [--device cpu|cuda:0]
 //   bench_predict --memory [--lengths 256,512,768,1024] [--chunk 16] [--precision fp32|bf16]
-//                 [--device cpu|cuda:0] [--budget_gib 22] [--verify N] [--evoformer_blocks B]
+//                 [--device cpu|cuda:0] [--budget_gib 22] [--verify N|max] [--evoformer_blocks B]
 //                 [--extra_msa_blocks E] [--no_templates] [--templates T]
 //   either mode: [--template_passes 0|1|2] (the template embedding's passes, Af2Config::template_passes;
 //                 default 0, the model's auto: two when chunking)
@@ -40,7 +40,8 @@
 // parameters and features allocated before predict), then fits peak(N) = a·N² + b·N + c to the
 // allocator peaks (least squares over the lengths) and solves it for the largest N under
 // --budget_gib less the measured RSS overhead (an extrapolation; --verify N runs that length after
-// the fit to check it); n_max_80gb solves the fit for an 80 GB GPU.
+// the fit to check it; --verify max runs n_max itself: the largest prediction this machine holds);
+// n_max_80gb solves the fit for an 80 GB GPU.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +67,9 @@
 
 namespace {
 using namespace foldcore;
+
+// --verify max: run the fit's n_max (the largest N for --budget_gib on this machine).
+constexpr int64_t kVerifyMax = -2;
 
 // --memory: a small MSA (the pair track dominates memory at long N).
 constexpr int64_t kMemoryMsaClusters = 16, kMemoryExtraMsa = 16;
@@ -292,6 +296,10 @@ int run_memory(const Args& args) {
       .integer("n_max_80gb", fit.a > 0 ? fit.solve_max(80e9 / kMiB) : -1)
       .print();
   if (args.verify > 0) measure(args.verify, "verify");
+  if (args.verify == kVerifyMax) {
+    FC_CHECK(fit.a > 0 && fit.solve_max(budget) > 0, "bench_predict: --verify max needs a fit that grows with N²");
+    measure(fit.solve_max(budget), "verify");
+  }
   return 0;
 }
 
@@ -328,7 +336,7 @@ int run(int argc, char** argv) {
     }
     else if (k == "--device") args.device = Device::parse(v);
     else if (k == "--budget_gib") args.budget_gib = std::stod(v);
-    else if (k == "--verify") args.verify = std::stoll(v);
+    else if (k == "--verify") args.verify = v == "max" ? kVerifyMax : std::stoll(v);
     else {
       std::fprintf(stderr, "bench_predict: unknown option %s\n", k.c_str());
       return 2;

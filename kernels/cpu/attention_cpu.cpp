@@ -156,6 +156,11 @@ template <typename T> void forward_impl(const AttentionInputs& in, const Tensor&
 #pragma omp parallel
   {
     std::vector<float> qs, ks, vs, s, acc, inv;
+    // K and V rows in fp32, kept while this thread's consecutive tiles share (b, h) and the key
+    // range (schedule(static) hands each thread a contiguous run of tiles): one conversion per
+    // (b, h) instead of one per query tile (at long keys, 16-row tiles: 1/16 of the products).
+    int64_t kv_bh = -1, kv_k0 = -1, kv_k1 = -1, ldk = 0, ldv = 0;
+    const float *kf = nullptr, *vf = nullptr;
 #pragma omp for schedule(static)
     for (int64_t w = 0; w < B * H * n_tiles; ++w) {
       const int64_t bh = w / n_tiles, b = bh / H, h = bh % H;
@@ -164,12 +169,14 @@ template <typename T> void forward_impl(const AttentionInputs& in, const Tensor&
       s.resize(static_cast<size_t>(m * std::max<int64_t>(n, 1)));
       acc.assign(static_cast<size_t>(m * D), 0.f);
       inv.resize(static_cast<size_t>(m));
-      int64_t ldq = 0, ldk = 0, ldv = 0;
+      int64_t ldq = 0;
       const float* qf = f32_rows<T>(qr, b, h, t.q0, t.q1, D, qs, ldq);
-      if (n > 0) {
-        const float* kf = f32_rows<T>(kr, b, h, t.k0, t.k1, D, ks, ldk);
-        sgemm(false, true, m, n, D, in.scale, qf, ldq, kf, ldk, 0.f, s.data(), n, false);
+      if (n > 0 && (bh != kv_bh || t.k0 != kv_k0 || t.k1 != kv_k1)) {
+        kf = f32_rows<T>(kr, b, h, t.k0, t.k1, D, ks, ldk);
+        vf = f32_rows<T>(vr, b, h, t.k0, t.k1, D, vs, ldv);
+        kv_bh = bh, kv_k0 = t.k0, kv_k1 = t.k1;
       }
+      if (n > 0) sgemm(false, true, m, n, D, in.scale, qf, ldq, kf, ldk, 0.f, s.data(), n, false);
       for (int64_t r = 0; r < m; ++r) {
         float* sr = s.data() + r * n;
         for (const Broadcast4& bt : biases) add_bias_row<T>(bt, b, h, t.q0 + r, t.k0, n, sr);
@@ -182,10 +189,7 @@ template <typename T> void forward_impl(const AttentionInputs& in, const Tensor&
         inv[static_cast<size_t>(r)] = sum > 0.f ? 1.f / sum : 0.f;
         lse_p[b * ls0 + h * ls1 + (t.q0 + r) * ls2] = sum > 0.f ? mx + std::log(sum) : kNegInf;
       }
-      if (n > 0) {
-        const float* vf = f32_rows<T>(vr, b, h, t.k0, t.k1, D, vs, ldv);
-        sgemm(false, false, m, D, n, 1.f, s.data(), n, vf, ldv, 0.f, acc.data(), D, false);
-      }
+      if (n > 0) sgemm(false, false, m, D, n, 1.f, s.data(), n, vf, ldv, 0.f, acc.data(), D, false);
       for (int64_t r = 0; r < m; ++r) {
         const int64_t i = t.q0 + r;
         T* orow = orr.row<T>(b, h, i);

@@ -3,6 +3,8 @@
 #include <bit>
 #include <limits>
 
+#include <immintrin.h>
+
 namespace foldcore::ops::cpu {
 namespace {
 
@@ -44,8 +46,42 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const
   return m;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) float exp_shift_sum(float* x, int64_t n, float shift) {
+namespace {
+
+// The baseline loop (GCC keeps exp_bounded's selects as branches, so it stays scalar).
+void exp_shift_scalar(float* x, int64_t n, float shift) {
   for (int64_t j = 0; j < n; ++j) x[j] = exp_bounded(x[j] - shift);
+}
+
+// exp_bounded on 8 lanes with AVX2, the same operations in the same order (multiplies and adds
+// kept apart, no FMA), so every element has the bits of the scalar loop; the tail runs scalar.
+// The selects are blends on the same comparisons, so NaN, −inf and large arguments behave alike.
+__attribute__((target("avx2"))) void exp_shift_avx2(float* x, int64_t n, float shift) {
+  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f), ln2_hi = _mm256_set1_ps(0.693359375f),
+               ln2_lo = _mm256_set1_ps(-2.12194440e-4f), lo = _mm256_set1_ps(-87.3365447504f),
+               hi = _mm256_set1_ps(88.f), round = _mm256_set1_ps(12582912.f), one = _mm256_set1_ps(1.f),
+               sh = _mm256_set1_ps(shift), zero = _mm256_setzero_ps();
+  const float coeff[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                          4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + j), sh);
+    const __m256 below = _mm256_cmp_ps(v, lo, _CMP_LT_OQ);
+    __m256 xc = _mm256_blendv_ps(v, lo, below);
+    xc = _mm256_blendv_ps(xc, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
+    const __m256 k = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, log2e), round), round);
+    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(k, ln2_hi)), _mm256_mul_ps(k, ln2_lo));
+    __m256 p = _mm256_set1_ps(coeff[0]);
+    for (int c = 1; c < 6; ++c) p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(coeff[c]));
+    const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r), one);
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(k), _mm256_set1_epi32(127)), 23);
+    const __m256 out = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    _mm256_storeu_ps(x + j, _mm256_blendv_ps(out, zero, below));
+  }
+  exp_shift_scalar(x + j, n - j, shift);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) float lane_sum(const float* x, int64_t n) {
   float acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
@@ -54,6 +90,17 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float exp_shift_sum
   for (; j < n; ++j) sum += x[j];
   for (float a : acc) sum += a;
   return sum;
+}
+
+}  // namespace
+
+float exp_shift_sum(float* x, int64_t n, float shift) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2)
+    exp_shift_avx2(x, n, shift);
+  else
+    exp_shift_scalar(x, n, shift);
+  return lane_sum(x, n);
 }
 
 }  // namespace foldcore::ops::cpu

@@ -1,6 +1,7 @@
 // CPU softmax / softmax cross-entropy vs naive double math, and gradients vs finite differences.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -209,6 +210,32 @@ TEST(Softmax, RowPrimitivesMatchDoubleMath) {
     float want = -inf;
     for (float v : r) want = std::max(want, v);
     EXPECT_EQ(ops::cpu::row_max(r.data(), n), want) << "n = " << n;
+  }
+}
+
+// exp_shift_sum runs 8-lane blocks (AVX2 where the CPU has it) and a scalar tail: an element gets
+// the same bits in either, so a row's values do not depend on where its tile starts. Each element
+// of rows of every length up to 40 (special values included) equals its own 1-element call (the
+// scalar tail), bit for bit.
+TEST(Softmax, ExpShiftSumLanesEqualTheScalarTail) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> pool{-1e9f, -inf, 0.f, -87.3f, -87.4f, -86.9f, 50.f, 100.f, std::nanf(""), -1e-8f};
+  for (int j = 0; j < 64; ++j) pool.push_back(-0.731f * static_cast<float>(j) + 0.01f * static_cast<float>(j % 5));
+  for (int64_t n = 1; n <= 40; ++n) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) row[j] = pool[static_cast<size_t>((j * 13 + n) % static_cast<int64_t>(pool.size()))];
+    const std::vector<float> arg = row;
+    ops::cpu::exp_shift_sum(row.data(), n, 1.5f);
+    for (int64_t j = 0; j < n; ++j) {
+      float one = arg[j];
+      ops::cpu::exp_shift_sum(&one, 1, 1.5f);
+      if (std::isnan(one)) {
+        EXPECT_TRUE(std::isnan(row[j])) << "n = " << n << ", j = " << j;
+      } else {
+        EXPECT_EQ(std::bit_cast<uint32_t>(row[j]), std::bit_cast<uint32_t>(one))
+            << "n = " << n << ", j = " << j << ", exp(" << arg[j] << " - 1.5)";
+      }
+    }
   }
 }
 

@@ -139,4 +139,26 @@ inline GradComparison compare_grads(const std::map<std::string, Tensor>& ours) {
   return compare_grads(ours, reference, "openfold");
 }
 
+// One array of the training fixture's batch cropped: residues [start, start + len) on every axis
+// of the fixture's length (48) but the last (the recycling axis), and the first `msa` rows of the
+// MSA arrays (the extra-MSA and template arrays are the caller's).
+inline Tensor crop_fixture_array(const std::string& name, Tensor t, int64_t start, int64_t len, int64_t msa) {
+  for (int ax = 0; ax + 1 < t.dim(); ++ax)
+    if (t.size(ax) == 48) t = t.narrow(ax, start, len);
+  if (name == "msa_feat" || name == "msa_mask" || name == "msa_row_mask" || name == "bert_mask" || name == "true_msa")
+    t = t.narrow(0, 0, msa);
+  return t;
+}
+
+// Template slot 0 of a batch's arrays (by name, every iteration) becomes the example's own
+// structure, so the template pair stack runs and trains; the other slots keep their masks.
+inline void fill_template_with_truth(std::map<std::string, Tensor>& a) {
+  a["template_aatype"].select(0, 0).copy_(a["aatype"]);
+  a["template_all_atom_positions"].select(0, 0).copy_(a["all_atom_positions"]);
+  a["template_all_atom_mask"].select(0, 0).copy_(a["all_atom_mask"]);
+  a["template_pseudo_beta"].select(0, 0).copy_(a["pseudo_beta"]);
+  a["template_pseudo_beta_mask"].select(0, 0).copy_(a["pseudo_beta_mask"]);
+  a["template_mask"].select(0, 0).fill_(1.0);
+}
+
 }  // namespace foldcore::af2::train_compare

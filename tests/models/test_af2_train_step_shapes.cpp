@@ -44,12 +44,7 @@ std::vector<std::pair<std::string, data::NpyArray>> cropped_batch(int64_t iterat
   const data::NpzReader in(tc::train_dir() + "/batch.npz");
   std::map<std::string, Tensor> a;
   for (const std::string& name : in.names()) {
-    Tensor t = in.read(name).to_tensor();
-    for (int ax = 0; ax + 1 < t.dim(); ++ax)
-      if (t.size(ax) == 48) t = t.narrow(ax, kCropStart, kCrop);
-    if (name == "msa_feat" || name == "msa_mask" || name == "msa_row_mask" || name == "bert_mask" ||
-        name == "true_msa")
-      t = t.narrow(0, 0, kMsa);
+    Tensor t = tc::crop_fixture_array(name, in.read(name).to_tensor(), kCropStart, kCrop, kMsa);
     if (starts_with(name, "extra_")) t = t.narrow(0, 0, kExtra);
     if (starts_with(name, "template_")) t = t.narrow(0, 0, kTemplates);
     t = t.narrow(-1, t.size(-1) - iterations, iterations);
@@ -57,12 +52,7 @@ std::vector<std::pair<std::string, data::NpyArray>> cropped_batch(int64_t iterat
   }
   a["seq_length"].fill_(static_cast<double>(kCrop));
   // Template 0 = the true structure (every iteration), template 1 stays masked.
-  a["template_aatype"].select(0, 0).copy_(a["aatype"]);
-  a["template_all_atom_positions"].select(0, 0).copy_(a["all_atom_positions"]);
-  a["template_all_atom_mask"].select(0, 0).copy_(a["all_atom_mask"]);
-  a["template_pseudo_beta"].select(0, 0).copy_(a["pseudo_beta"]);
-  a["template_pseudo_beta_mask"].select(0, 0).copy_(a["pseudo_beta_mask"]);
-  a["template_mask"].select(0, 0).fill_(1.0);
+  tc::fill_template_with_truth(a);
   std::vector<std::pair<std::string, data::NpyArray>> out;
   for (const auto& [name, t] : a) out.emplace_back(name, data::NpyArray::from_tensor(t));
   return out;

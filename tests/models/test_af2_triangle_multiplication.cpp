@@ -61,7 +61,9 @@ TEST(Af2TriangleMultiplication, ChunkedEqualsWhole) {
   autograd::NoGradGuard ng;
   // (c_z, c_hidden, N): the Evoformer's equal widths (the update reuses t's storage) and unequal
   // ones (a separate output buffer); chunks that divide N, ragged ones, 1, N − 1 and ≥ N (whole).
-  for (const Case k : {Case{16, 16, 24}, Case{12, 8, 17}}) {
+  // At N = 70 with chunk 1, adding into a stream contracts blocks of ⌈70/32⌉ = 3 rows (the last
+  // one ragged) in sub-blocks of 1 for the edge and the output.
+  for (const Case k : {Case{16, 16, 24}, Case{12, 8, 17}, Case{12, 8, 70}}) {
     for (const bool outgoing : {true, false}) {
       Env env;
       TriangleMultiplication tm(env.scope("tm"), k.c_z, k.c, outgoing);

@@ -7,6 +7,12 @@
 #include "kernels/gemm.h"
 
 namespace foldcore::af2 {
+namespace {
+
+// add_chunked: the contraction runs in at most this many blocks of output rows (or columns).
+constexpr int64_t kMinBlocks = 32;
+
+}  // namespace
 
 TriangleMultiplication::TriangleMultiplication(nn::Scope scope, int64_t c_z, int64_t c_hidden, bool outgoing)
     : Module(std::move(scope)),
@@ -203,31 +209,54 @@ Variable TriangleMultiplication::add_chunked(const Variable& z, const Tensor& ma
   // 2. Per output block: its left edge, its slice of the contraction, the output projection and
   //    gate, added into the stream. Block k reads only block k of z, written after the read, so
   //    `into` may be z itself.
-  // Each temporary is dropped as soon as the next step has consumed it (at most three block-sized
-  // ones live at once beside x).
-  for (int64_t s0 = 0; s0 < n; s0 += chunk) {
-    const int64_t len = std::min(chunk, n - s0);
-    const Variable x = layer_norm_input_.forward(Variable(block(z.value(), s0, len)));  // rows [len, N, c_z] | cols [N, len, c_z]
-    Variable t_ij;  // the contraction's slice in x's layout, c channels
+  // The contraction's blocks are at least N/kMinBlocks rows (or columns): each block streams the
+  // whole of b (N²·c values, converted to fp32 per channel on the CPU) through GEMMs with `len`
+  // rows, so blocks of `chunk` rows at long N would make that streaming cost as much as the
+  // products (N = 5,600, chunk 16: 350 passes over b). The edge and the output run in `chunk`
+  // sub-blocks of it, so only the contraction's operand and result (c·len·N values each, 1/32 of a
+  // pair at most) grow with the block.
+  const int64_t rows = std::max(chunk, (n + kMinBlocks - 1) / kMinBlocks);
+  for (int64_t s0 = 0; s0 < n; s0 += rows) {
+    const int64_t len = std::min(rows, n - s0);
+    // The block's left edge, channel-major: rows [c, len, N] (outgoing) | columns [c, N, len].
+    Variable ab;
     {
-      Variable ab(edge(x, block(emask, s0, len).unsqueeze(-1), left_gate_, left_projection_).permute({2, 0, 1}).contiguous());
-      // outgoing: t[q, i, j] = Σ_k a[q, i, k] b[q, j, k], i in the block  → [c, len, N]
-      // incoming: t[q, i, j] = Σ_k b[q, k, i] a[q, k, j], j in the block  → [c, N, len]
-      Variable tb = outgoing_ ? autograd::matmul(ab, bv, false, true) : autograd::matmul(bv, ab, true, false);
-      ab = Variable();
-      t_ij = autograd::contiguous(autograd::permute(tb, {1, 2, 0}));
+      Tensor abt;
+      for (int64_t u0 = 0; u0 < len; u0 += chunk) {
+        const int64_t ul = std::min(chunk, len - u0);
+        const Variable x = layer_norm_input_.forward(Variable(block(z.value(), s0 + u0, ul)));
+        const Tensor a = edge(x, block(emask, s0 + u0, ul).unsqueeze(-1), left_gate_, left_projection_);
+        if (!abt.defined()) {
+          Shape shape{c, n, n};
+          shape[axis + 1] = len;
+          abt = Tensor::empty(shape, a.dtype(), a.device());
+        }
+        abt.narrow(axis + 1, u0, ul).copy_(a.permute({2, 0, 1}));
+      }
+      ab = Variable(abt);
     }
-    Variable ln = center_layer_norm_.forward(t_ij);
-    t_ij = Variable();
-    const Tensor o = output_projection_.forward(ln).value();
-    ln = Variable();
-    ops::sigmoid_gate_forward(gating_linear_.forward(x).value(), o, o);  // the update, in o's storage
-    // Added by row sub-blocks: a column block of the stream is strided, and add_into stages a
-    // strided (or other-dtype) target through an fp32 copy of its size.
-    const Tensor dst = into.narrow(axis, s0, len);
-    for (int64_t r0 = 0; r0 < dst.size(0); r0 += chunk) {
-      const int64_t rl = std::min(chunk, dst.size(0) - r0);
-      add_into(dst.narrow(0, r0, rl), o.narrow(0, r0, rl));
+    // outgoing: t[q, i, j] = Σ_k a[q, i, k] b[q, j, k], i in the block  → [c, len, N]
+    // incoming: t[q, i, j] = Σ_k b[q, k, i] a[q, k, j], j in the block  → [c, N, len]
+    const Tensor tb = (outgoing_ ? autograd::matmul(ab, bv, false, true) : autograd::matmul(bv, ab, true, false)).value();
+    ab = Variable();
+    // Each temporary is dropped as soon as the next step has consumed it (at most three
+    // sub-block-sized ones live at once beside x).
+    for (int64_t u0 = 0; u0 < len; u0 += chunk) {
+      const int64_t ul = std::min(chunk, len - u0);
+      const Variable x = layer_norm_input_.forward(Variable(block(z.value(), s0 + u0, ul)));  // [ul, N, c_z] | [N, ul, c_z]
+      Variable t_ij(tb.narrow(axis + 1, u0, ul).permute({1, 2, 0}).contiguous());  // x's layout, c channels
+      Variable ln = center_layer_norm_.forward(t_ij);
+      t_ij = Variable();
+      const Tensor o = output_projection_.forward(ln).value();
+      ln = Variable();
+      ops::sigmoid_gate_forward(gating_linear_.forward(x).value(), o, o);  // the update, in o's storage
+      // Added by row sub-blocks: a column block of the stream is strided, and add_into stages a
+      // strided (or other-dtype) target through an fp32 copy of its size.
+      const Tensor dst = into.narrow(axis, s0 + u0, ul);
+      for (int64_t r0 = 0; r0 < dst.size(0); r0 += chunk) {
+        const int64_t rl = std::min(chunk, dst.size(0) - r0);
+        add_into(dst.narrow(0, r0, rl), o.narrow(0, r0, rl));
+      }
     }
   }
   return Variable(into);
