@@ -23,20 +23,23 @@
 // (outgoing) or column (incoming) needs the whole right edge b, computed from the old z before the
 // first element of z changes. Two ways:
 //  - adding into a stream (`into`, the Evoformer's and template stack's inference path,
-//    add_chunked): b whole, channel-major, from row blocks of LN(z); then per block of `chunk`
-//    output rows (outgoing) or columns (incoming): LN of that block of z, its left edge a, its
-//    slice of the contraction (a GEMM per channel: [len, N]·[N, N]ᵀ or [N, N]ᵀ·[N, len]), the
-//    centre LayerNorm, output projection and gate, added into the stream. LN(z) runs twice over
-//    the pair and every step is one call per block: O(N/chunk) calls in all.
+//    add_chunked): b whole, channel-major, from row blocks of LN(z); then per block of
+//    max(chunk, N/32) output rows (outgoing) or columns (incoming): the block's left edge a (LN of
+//    z and the projections in `chunk` sub-blocks), its slice of the contraction (a GEMM per
+//    channel: [len, N]·[N, N]ᵀ or [N, N]ᵀ·[N, len]), then per `chunk` sub-block the centre
+//    LayerNorm, output projection and gate, added into the stream. The block is at least N/32 so
+//    that b (read whole by every block) streams through the GEMMs at most 32 times; its operand
+//    and result add 2·c·N²/32 values. LN(z) runs three times over the pair (b, a, the gate).
 //  - returning the update (forward_chunked): t [N, N, c] is built channel block by channel block
 //    (a and b for cb channels at a time, cb·N ≈ chunk·c, each block projected from LN(z) recomputed
 //    per row block) and the update is written into t's storage row block by row block when the
 //    dtypes and widths agree. LN(z) runs c/cb + 1 times over the pair (about N/chunk + 1 while
 //    N ≤ chunk·c, c + 1 beyond, where cb is 1) and every step is one call per row block and channel
 //    block.
-// Peak ≈ z + (b | t) + O(chunk·N·(c + c_z)) either way. Same arithmetic as the whole path (every
-// element comes from the same kernels on the same operands; a GEMM over fewer rows/columns may take
-// a different BLAS blocking: ~1e-7 relative differences).
+// Peak ≈ z + (b | t) + O(chunk·N·(c + c_z)) either way (add_chunked: + 2·c·N²/32 once N > 32·chunk).
+// Same arithmetic as the whole path (every element comes from the same kernels on the same
+// operands; a GEMM over fewer rows/columns may take a different BLAS blocking: ~1e-7 relative
+// differences).
 #pragma once
 
 #include "models/alphafold/evoformer_util.h"
