@@ -255,7 +255,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--full")) full = true;
     else if (!std::strcmp(argv[i], "--forward")) forward_only = true;
     else if (!std::strcmp(argv[i], "--triangle") && i + 1 < argc) triangle = std::atoll(argv[++i]);
-    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
+    else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc &&
+             (!std::strcmp(argv[i + 1], "fp32") || !std::strcmp(argv[i + 1], "bf16")))
+      dtype = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--full] [--forward] [--triangle N] [--dtype fp32|bf16]\n",
                    argv[0]);
@@ -263,7 +265,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    const DType dt = dtype ? (std::strcmp(dtype, "bf16") == 0 ? DType::bf16 : DType::f32)
+    const DType dt = dtype ? (std::strcmp(dtype, "bf16") == 0 ? DType::bf16 : DType::f32)  // checked above
                            : dev.is_cuda()                ? DType::bf16
                                                           : DType::f32;
     if (triangle > 0) {

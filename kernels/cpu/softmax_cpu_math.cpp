@@ -14,22 +14,22 @@ constexpr int kLanes = 16;
 
 // exp(x) for x ≤ 88: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in a 9-bit-exact high part and a
 // low part, so n·ln2_hi is exact), exp(r) by Cephes' degree-6 minimax polynomial, 2^n built in the
-// exponent bits. n is rounded with the 1.5·2^23 trick (round to nearest without SSE4.1).
+// exponent bits. n is rounded with the 1.5·2^23 trick (round to nearest without SSE4.1). The
+// constants are shared by the scalar and the AVX2 code.
+constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kExpMin = -87.3365447504f, kExpMax = 88.f, kRound = 12582912.f;
+constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                               4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
 inline float exp_bounded(float x) {
-  constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-  constexpr float kMin = -87.3365447504f, kMax = 88.f, kRound = 12582912.f;
-  const float xc = x < kMin ? kMin : (x > kMax ? kMax : x);
+  const float xc = x < kExpMin ? kExpMin : (x > kExpMax ? kExpMax : x);
   const float n = (xc * kLog2e + kRound) - kRound;
   const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  float p = kExpPoly[0];
+  for (int c = 1; c < 6; ++c) p = p * r + kExpPoly[c];
   const float y = p * r * r + r + 1.f;
   const float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return x < kMin ? 0.f : y * two_n;
+  return x < kExpMin ? 0.f : y * two_n;
 }
 
 }  // namespace
@@ -57,12 +57,9 @@ void exp_shift_scalar(float* x, int64_t n, float shift) {
 // kept apart, no FMA), so every element has the bits of the scalar loop; the tail runs scalar.
 // The selects are blends on the same comparisons, so NaN, −inf and large arguments behave alike.
 __attribute__((target("avx2"))) void exp_shift_avx2(float* x, int64_t n, float shift) {
-  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f), ln2_hi = _mm256_set1_ps(0.693359375f),
-               ln2_lo = _mm256_set1_ps(-2.12194440e-4f), lo = _mm256_set1_ps(-87.3365447504f),
-               hi = _mm256_set1_ps(88.f), round = _mm256_set1_ps(12582912.f), one = _mm256_set1_ps(1.f),
-               sh = _mm256_set1_ps(shift), zero = _mm256_setzero_ps();
-  const float coeff[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                          4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+  const __m256 log2e = _mm256_set1_ps(kLog2e), ln2_hi = _mm256_set1_ps(kLn2Hi), ln2_lo = _mm256_set1_ps(kLn2Lo),
+               lo = _mm256_set1_ps(kExpMin), hi = _mm256_set1_ps(kExpMax), round = _mm256_set1_ps(kRound),
+               one = _mm256_set1_ps(1.f), sh = _mm256_set1_ps(shift), zero = _mm256_setzero_ps();
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     const __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + j), sh);
@@ -71,8 +68,8 @@ __attribute__((target("avx2"))) void exp_shift_avx2(float* x, int64_t n, float s
     xc = _mm256_blendv_ps(xc, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
     const __m256 k = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, log2e), round), round);
     const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(k, ln2_hi)), _mm256_mul_ps(k, ln2_lo));
-    __m256 p = _mm256_set1_ps(coeff[0]);
-    for (int c = 1; c < 6; ++c) p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(coeff[c]));
+    __m256 p = _mm256_set1_ps(kExpPoly[0]);
+    for (int c = 1; c < 6; ++c) p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpPoly[c]));
     const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r), one);
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(k), _mm256_set1_epi32(127)), 23);
     const __m256 out = _mm256_mul_ps(y, _mm256_castsi256_ps(e));

@@ -219,12 +219,14 @@ Variable TriangleMultiplication::add_chunked(const Variable& z, const Tensor& ma
   for (int64_t s0 = 0; s0 < n; s0 += rows) {
     const int64_t len = std::min(rows, n - s0);
     // The block's left edge, channel-major: rows [c, len, N] (outgoing) | columns [c, N, len].
-    Variable ab;
+    // LN of the last sub-block stays in x_last for that sub-block's gate below.
+    Variable ab, x_last;
     {
       Tensor abt;
       for (int64_t u0 = 0; u0 < len; u0 += chunk) {
         const int64_t ul = std::min(chunk, len - u0);
         const Variable x = layer_norm_input_.forward(Variable(block(z.value(), s0 + u0, ul)));
+        if (u0 + ul == len) x_last = x;
         const Tensor a = edge(x, block(emask, s0 + u0, ul).unsqueeze(-1), left_gate_, left_projection_);
         if (!abt.defined()) {
           Shape shape{c, n, n};
@@ -240,10 +242,14 @@ Variable TriangleMultiplication::add_chunked(const Variable& z, const Tensor& ma
     const Tensor tb = (outgoing_ ? autograd::matmul(ab, bv, false, true) : autograd::matmul(bv, ab, true, false)).value();
     ab = Variable();
     // Each temporary is dropped as soon as the next step has consumed it (at most three
-    // sub-block-sized ones live at once beside x).
-    for (int64_t u0 = 0; u0 < len; u0 += chunk) {
+    // sub-block-sized ones live at once beside x). The sub-blocks are independent (each reads and
+    // writes only its own rows or columns of the stream), so they run last first: the last one's LN
+    // is x_last, and a block of one sub-block (N ≤ 32·chunk) runs LN(z) once.
+    const int64_t last0 = (len - 1) / chunk * chunk;
+    for (int64_t u0 = last0; u0 >= 0; u0 -= chunk) {
       const int64_t ul = std::min(chunk, len - u0);
-      const Variable x = layer_norm_input_.forward(Variable(block(z.value(), s0 + u0, ul)));  // [ul, N, c_z] | [N, ul, c_z]
+      const Variable x = u0 == last0 ? std::move(x_last)
+                                     : layer_norm_input_.forward(Variable(block(z.value(), s0 + u0, ul)));  // [ul, N, c_z] | [N, ul, c_z]
       Variable t_ij(tb.narrow(axis + 1, u0, ul).permute({1, 2, 0}).contiguous());  // x's layout, c channels
       Variable ln = center_layer_norm_.forward(t_ij);
       t_ij = Variable();

@@ -29,7 +29,8 @@
 //    channel: [len, N]·[N, N]ᵀ or [N, N]ᵀ·[N, len]), then per `chunk` sub-block the centre
 //    LayerNorm, output projection and gate, added into the stream. The block is at least N/32 so
 //    that b (read whole by every block) streams through the GEMMs at most 32 times; its operand
-//    and result add 2·c·N²/32 values. LN(z) runs three times over the pair (b, a, the gate).
+//    and result add 2·c·N²/32 values. LN(z) runs twice over the pair (b, then a and the gate) while
+//    N ≤ 32·chunk; beyond, the gate recomputes it for all but each block's last sub-block.
 //  - returning the update (forward_chunked): t [N, N, c] is built channel block by channel block
 //    (a and b for cb channels at a time, cb·N ≈ chunk·c, each block projected from LN(z) recomputed
 //    per row block) and the update is written into t's storage row block by row block when the
