@@ -9,6 +9,7 @@
 
 #include "bench/bench_util.h"
 #include "core/random.h"
+#include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
 #ifdef FOLDCORE_HAVE_BLAS
 #include <cblas.h>
@@ -79,6 +80,7 @@ double cpu_roofline(int64_t n) {
       .num("ms", ms)
       .num("gflops", gf)
       .boolean("openblas", kHaveBlas)
+      .str("blas_core", ops::cpu::blas_core())
       .print();
   return gf;
 }

@@ -13,10 +13,63 @@
 #include "core/error.h"
 #ifdef FOLDCORE_HAVE_BLAS
 #include <cblas.h>
+
+#include <strings.h>
+
+#include <cstdlib>
+#include <string>
+
+// OpenBLAS's runtime kernel selection (DYNAMIC_ARCH builds such as Debian's): exported, not in
+// cblas.h; weak, so a single-target OpenBLAS without them links and is left alone.
+extern "C" void gotoblas_dynamic_init(void) __attribute__((weak));
+extern "C" void gotoblas_dynamic_quit(void) __attribute__((weak));
 #endif
 
 namespace foldcore::ops::cpu {
 namespace {
+
+#ifdef FOLDCORE_HAVE_BLAS
+// OpenBLAS picks its kernels from the CPU's family and model when the library loads. A processor
+// newer than the library (OpenBLAS 0.3.21 on Emerald Rapids, family 6 model 207, whose CPUID also
+// reports AVX-512) gets the SSE3 "Prescott" kernels: 25 GFLOP/s sgemm on one of these machines
+// against 67 with the AVX-512 ones (docs/benchmarks.md, "GEMM"). When the pick is one of those
+// SSE-era targets and the CPU (and the OS, which __builtin_cpu_supports checks through XGETBV)
+// supports AVX-512 or AVX2 + FMA, the kernels are selected again by name, as OPENBLAS_CORETYPE
+// would do at load time. A user's own OPENBLAS_CORETYPE is left as it is.
+const char* better_blas_core() {
+  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || std::getenv("OPENBLAS_CORETYPE")) return nullptr;
+  const std::string current = openblas_get_corename();
+  static const char* const kSseEra[] = {"Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom",
+                                        "Core2",  "Penryn",     "Dunnington", "Nehalem", "Athlon", "Opteron",
+                                        "Opteron(SSE3)", "Opteron_SSE3", "Barcelona", "Nano", "Bobcat"};
+  bool sse_era = false;
+  for (const char* name : kSseEra) sse_era = sse_era || strcasecmp(current.c_str(), name) == 0;
+  if (!sse_era) return nullptr;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  if (__builtin_cpu_supports("avx")) return "Sandybridge";
+  return nullptr;
+}
+
+// Once per process, before the first BLAS call (a static initialiser below, single-threaded before
+// main; sgemm checks again in case another initialiser calls it first).
+bool select_blas_core() {
+  static const bool done = [] {
+    const char* core = better_blas_core();
+    if (!core) return true;
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    gotoblas_dynamic_quit();
+    gotoblas_dynamic_init();
+    unsetenv("OPENBLAS_CORETYPE");
+    return true;
+  }();
+  return done;
+}
+[[maybe_unused]] const bool kBlasCoreSelected = select_blas_core();
+#endif
 
 // Below this many multiply-adds per GEMM a batched call runs the batch entries in parallel
 // (OpenMP) with a single-threaded fallback GEMM each: threading inside one small GEMM costs more
@@ -176,6 +229,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc, bool parallel, bool force_fallback) {
   if (m == 0 || n == 0) return;
 #ifdef FOLDCORE_HAVE_BLAS
+  select_blas_core();
   // Serial calls (inside a parallel region) go to BLAS only when it runs them single-threaded
   // there; otherwise to the fallback.
   if (!force_fallback && (parallel || (blas_shares_openmp() && (omp_in_parallel() || omp_get_max_threads() == 1)))) {
@@ -187,6 +241,15 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   }
 #endif
   sgemm_fallback(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, parallel);
+}
+
+std::string blas_core() {
+#ifdef FOLDCORE_HAVE_BLAS
+  select_blas_core();
+  return openblas_get_corename();
+#else
+  return "none";
+#endif
 }
 
 void gemm(const GemmProblem& p) {

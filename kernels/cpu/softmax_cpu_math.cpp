@@ -53,31 +53,6 @@ void exp_shift_scalar(float* x, int64_t n, float shift) {
   for (int64_t j = 0; j < n; ++j) x[j] = exp_bounded(x[j] - shift);
 }
 
-// exp_bounded on 8 lanes with AVX2, the same operations in the same order (multiplies and adds
-// kept apart, no FMA), so every element has the bits of the scalar loop; the tail runs scalar.
-// The selects are blends on the same comparisons, so NaN, −inf and large arguments behave alike.
-__attribute__((target("avx2"))) void exp_shift_avx2(float* x, int64_t n, float shift) {
-  const __m256 log2e = _mm256_set1_ps(kLog2e), ln2_hi = _mm256_set1_ps(kLn2Hi), ln2_lo = _mm256_set1_ps(kLn2Lo),
-               lo = _mm256_set1_ps(kExpMin), hi = _mm256_set1_ps(kExpMax), round = _mm256_set1_ps(kRound),
-               one = _mm256_set1_ps(1.f), sh = _mm256_set1_ps(shift), zero = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + j), sh);
-    const __m256 below = _mm256_cmp_ps(v, lo, _CMP_LT_OQ);
-    __m256 xc = _mm256_blendv_ps(v, lo, below);
-    xc = _mm256_blendv_ps(xc, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
-    const __m256 k = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, log2e), round), round);
-    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(k, ln2_hi)), _mm256_mul_ps(k, ln2_lo));
-    __m256 p = _mm256_set1_ps(kExpPoly[0]);
-    for (int c = 1; c < 6; ++c) p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpPoly[c]));
-    const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r), one);
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(k), _mm256_set1_epi32(127)), 23);
-    const __m256 out = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-    _mm256_storeu_ps(x + j, _mm256_blendv_ps(out, zero, below));
-  }
-  exp_shift_scalar(x + j, n - j, shift);
-}
-
 __attribute__((target_clones("avx512f", "avx2", "default"))) float lane_sum(const float* x, int64_t n) {
   float acc[kLanes] = {};
   int64_t j = 0;
@@ -89,15 +64,126 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float lane_sum(cons
   return sum;
 }
 
+// lane_sum's result from its 16 lanes (lane k: x[j + k] summed over the complete blocks of 16, in
+// order) and the tail after the last complete block: the tail in order from 0, then the lanes in
+// lane order. The fused loops below accumulate the same lanes as they go, so they return the bits
+// of a separate lane_sum pass.
+float finish_lanes(const float* lanes, const float* tail, int64_t n_tail) {
+  float sum = 0.f;
+  for (int64_t j = 0; j < n_tail; ++j) sum += tail[j];
+  for (int k = 0; k < kLanes; ++k) sum += lanes[k];
+  return sum;
+}
+
+// exp_bounded on 8 lanes with AVX2, the same operations in the same order (multiplies and adds
+// kept apart, no FMA), so every element has the bits of the scalar loop; the tail runs scalar.
+// The selects are blends on the same comparisons, so NaN, −inf and large arguments behave alike.
+// The sum rides along: blocks of 16 into two 8-lane accumulators (lane_sum's lanes 0-7, 8-15).
+__attribute__((target("avx2"))) inline __m256 exp_shift8_avx2(__m256 x, __m256 sh) {
+  const __m256 log2e = _mm256_set1_ps(kLog2e), ln2_hi = _mm256_set1_ps(kLn2Hi), ln2_lo = _mm256_set1_ps(kLn2Lo),
+               lo = _mm256_set1_ps(kExpMin), hi = _mm256_set1_ps(kExpMax), round = _mm256_set1_ps(kRound),
+               one = _mm256_set1_ps(1.f), zero = _mm256_setzero_ps();
+  const __m256 v = _mm256_sub_ps(x, sh);
+  const __m256 below = _mm256_cmp_ps(v, lo, _CMP_LT_OQ);
+  __m256 xc = _mm256_blendv_ps(v, lo, below);
+  xc = _mm256_blendv_ps(xc, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
+  const __m256 k = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, log2e), round), round);
+  const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(k, ln2_hi)), _mm256_mul_ps(k, ln2_lo));
+  __m256 p = _mm256_set1_ps(kExpPoly[0]);
+  for (int c = 1; c < 6; ++c) p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpPoly[c]));
+  const __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r), one);
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(k), _mm256_set1_epi32(127)), 23);
+  return _mm256_blendv_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), zero, below);
+}
+
+__attribute__((target("avx2"))) float exp_shift_sum_avx2(float* x, int64_t n, float shift) {
+  const __m256 sh = _mm256_set1_ps(shift);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m256 e0 = exp_shift8_avx2(_mm256_loadu_ps(x + j), sh);
+    const __m256 e1 = exp_shift8_avx2(_mm256_loadu_ps(x + j + 8), sh);
+    _mm256_storeu_ps(x + j, e0);
+    _mm256_storeu_ps(x + j + 8, e1);
+    acc0 = _mm256_add_ps(acc0, e0);
+    acc1 = _mm256_add_ps(acc1, e1);
+  }
+  const int64_t blocks_end = j;
+  if (j + 8 <= n) {
+    _mm256_storeu_ps(x + j, exp_shift8_avx2(_mm256_loadu_ps(x + j), sh));
+    j += 8;
+  }
+  exp_shift_scalar(x + j, n - j, shift);
+  alignas(32) float lanes[kLanes];
+  _mm256_store_ps(lanes, acc0);
+  _mm256_store_ps(lanes + 8, acc1);
+  return finish_lanes(lanes, x + blocks_end, n - blocks_end);
+}
+
+// The same on 16 lanes with AVX-512 (one block of 16 per step: lane_sum's lanes are the vector's).
+// Blends become masked moves on the same comparisons. AVX-512F has FMAs, and GCC contracts a
+// multiply and an add into one in C++ by default (-ffp-contract=fast), which would change the
+// bits: contraction is off for this function.
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) float exp_shift_sum_avx512(float* x, int64_t n, float shift) {
+  const __m512 log2e = _mm512_set1_ps(kLog2e), ln2_hi = _mm512_set1_ps(kLn2Hi), ln2_lo = _mm512_set1_ps(kLn2Lo),
+               lo = _mm512_set1_ps(kExpMin), hi = _mm512_set1_ps(kExpMax), round = _mm512_set1_ps(kRound),
+               one = _mm512_set1_ps(1.f), sh = _mm512_set1_ps(shift);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + j), sh);
+    const __mmask16 below = _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ);
+    __m512 xc = _mm512_mask_blend_ps(below, v, lo);
+    xc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), xc, hi);
+    const __m512 k = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(xc, log2e), round), round);
+    const __m512 r = _mm512_sub_ps(_mm512_sub_ps(xc, _mm512_mul_ps(k, ln2_hi)), _mm512_mul_ps(k, ln2_lo));
+    __m512 p = _mm512_set1_ps(kExpPoly[0]);
+    for (int c = 1; c < 6; ++c) p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(kExpPoly[c]));
+    const __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(p, r), r), r), one);
+    // the zero-masking forms with every lane selected: the plain ones start from
+    // _mm512_undefined_epi32, which GCC 12 flags as maybe-uninitialized
+    const __m512i e = _mm512_maskz_slli_epi32(
+        0xFFFF, _mm512_add_epi32(_mm512_maskz_cvttps_epi32(0xFFFF, k), _mm512_set1_epi32(127)), 23);
+    const __m512 out = _mm512_maskz_mov_ps(static_cast<__mmask16>(~below), _mm512_mul_ps(y, _mm512_castsi512_ps(e)));
+    _mm512_storeu_ps(x + j, out);
+    acc = _mm512_add_ps(acc, out);
+  }
+  exp_shift_scalar(x + j, n - j, shift);
+  alignas(64) float lanes[kLanes];
+  _mm512_store_ps(lanes, acc);
+  return finish_lanes(lanes, x + j, n - j);
+}
+
 }  // namespace
 
 float exp_shift_sum(float* x, int64_t n, float shift) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2)
-    exp_shift_avx2(x, n, shift);
-  else
-    exp_shift_scalar(x, n, shift);
+  static const bool avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2");
+  if (avx512) return exp_shift_sum_avx512(x, n, shift);
+  if (avx2) return exp_shift_sum_avx2(x, n, shift);
+  exp_shift_scalar(x, n, shift);
   return lane_sum(x, n);
+}
+
+float exp_shift_sum_unfused(float* x, int64_t n, float shift) {
+  exp_shift_scalar(x, n, shift);
+  return lane_sum(x, n);
+}
+
+bool exp_shift_sum_isa(ExpIsa isa, float* x, int64_t n, float shift, float* sum) {
+  switch (isa) {
+    case ExpIsa::avx512:
+      if (!__builtin_cpu_supports("avx512f")) return false;
+      *sum = exp_shift_sum_avx512(x, n, shift);
+      return true;
+    case ExpIsa::avx2:
+      if (!__builtin_cpu_supports("avx2")) return false;
+      *sum = exp_shift_sum_avx2(x, n, shift);
+      return true;
+    case ExpIsa::scalar:
+      *sum = exp_shift_sum_unfused(x, n, shift);
+      return true;
+  }
+  return false;
 }
 
 }  // namespace foldcore::ops::cpu

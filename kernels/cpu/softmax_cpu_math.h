@@ -16,5 +16,11 @@ float row_max(const float* x, int64_t n);
 // (measured against double exp); arguments below −87.34 (exp < 2^−126, e.g. −1e9 mask biases,
 // −inf) give exactly 0; NaN stays NaN. Arguments above 88 are clamped (not for general use).
 float exp_shift_sum(float* x, int64_t n, float shift);
+// The same with the baseline scalar exponential and a separate summing pass: the reference the
+// vector paths (AVX-512, AVX2; the sum fused into the exponential's loop) equal bit for bit.
+float exp_shift_sum_unfused(float* x, int64_t n, float shift);
+// One instruction set's path of exp_shift_sum, for tests: false (nothing done) where this CPU lacks it.
+enum class ExpIsa { scalar, avx2, avx512 };
+bool exp_shift_sum_isa(ExpIsa isa, float* x, int64_t n, float shift, float* sum);
 
 }  // namespace foldcore::ops::cpu

@@ -256,11 +256,16 @@ Variable TriangleMultiplication::add_chunked(const Variable& z, const Tensor& ma
       const Tensor o = output_projection_.forward(ln).value();
       ln = Variable();
       ops::sigmoid_gate_forward(gating_linear_.forward(x).value(), o, o);  // the update, in o's storage
-      // Added by row sub-blocks: a column block of the stream is strided, and add_into stages a
-      // strided (or other-dtype) target through an fp32 copy of its size.
+      // Added by row sub-blocks: a column block of the stream (incoming) is strided, and add_into
+      // stages a strided (or other-dtype) target through fp32 copies of its size. Sub-blocks of at
+      // least N/kMinBlocks rows bound those to c·ul·N/32 values while keeping the calls few: with
+      // `chunk` rows they were N/chunk calls of 4 kernels each per column sub-block, N²/chunk²
+      // in all (0.95 million at N = 15,616), and the incoming update took 5× the outgoing one on
+      // an H200 (docs/benchmarks.md, GPU run 4).
       const Tensor dst = into.narrow(axis, s0 + u0, ul);
-      for (int64_t r0 = 0; r0 < dst.size(0); r0 += chunk) {
-        const int64_t rl = std::min(chunk, dst.size(0) - r0);
+      const int64_t add_rows = std::max(chunk, (dst.size(0) + kMinBlocks - 1) / kMinBlocks);
+      for (int64_t r0 = 0; r0 < dst.size(0); r0 += add_rows) {
+        const int64_t rl = std::min(add_rows, dst.size(0) - r0);
         add_into(dst.narrow(0, r0, rl), o.narrow(0, r0, rl));
       }
     }
