@@ -38,12 +38,12 @@ namespace {
 // would do at load time. A user's own OPENBLAS_CORETYPE is left as it is.
 const char* better_blas_core() {
   if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || std::getenv("OPENBLAS_CORETYPE")) return nullptr;
-  const std::string current = openblas_get_corename();
+  const char* const current = openblas_get_corename();
   static const char* const kSseEra[] = {"Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom",
                                         "Core2",  "Penryn",     "Dunnington", "Nehalem", "Athlon", "Opteron",
                                         "Opteron(SSE3)", "Opteron_SSE3", "Barcelona", "Nano", "Bobcat"};
   bool sse_era = false;
-  for (const char* name : kSseEra) sse_era = sse_era || strcasecmp(current.c_str(), name) == 0;
+  for (const char* name : kSseEra) sse_era = sse_era || strcasecmp(current, name) == 0;
   if (!sse_era) return nullptr;
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

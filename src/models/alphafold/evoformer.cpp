@@ -108,46 +108,23 @@ std::pair<Variable, Variable> EvoformerBlock::forward_into(Variable m, Variable 
   // reads z (its bias) before the pair track changes it; the outer product mean reads the final m.
   // Each module is a FOLDCORE_PROFILE stage (block/<module>: where a long prediction's time goes).
   const Device dev = z.device();
-  const Tensor ms = own_stream(m, own_inputs);
-  {
-    const profile::Scope s("msa_row_attention", dev);
-    row_att_.forward(m, z, msa_mask, chunk, ms);
-  }
-  {
-    const profile::Scope s("msa_column_attention", dev);
-    msa_column_update(m, msa_mask, chunk, ms);
-  }
-  {
-    const profile::Scope s("msa_transition", dev);
-    transition_forward(msa_transition_, m, chunk, ms);
-  }
-  const Tensor zs = own_stream(z, own_inputs);
-  const auto outer_product_mean = [&] {
-    const profile::Scope s("outer_product_mean", dev);
-    opm_.forward(m, msa_mask, chunk, zs);
+  const auto stage = [&](const char* name, const auto& run) {
+    const profile::Scope s(name, dev);
+    run();
   };
-  if (!cfg_.parallel) outer_product_mean();
-  {
-    const profile::Scope s("triangle_multiplication_outgoing", dev);
-    tri_mul_out_.forward(z, pair_mask, chunk, zs);
-  }
-  {
-    const profile::Scope s("triangle_multiplication_incoming", dev);
-    tri_mul_in_.forward(z, pair_mask, chunk, zs);
-  }
-  {
-    const profile::Scope s("triangle_attention_starting_node", dev);
-    tri_att_start_.forward(z, pair_mask, chunk, zs);
-  }
-  {
-    const profile::Scope s("triangle_attention_ending_node", dev);
-    tri_att_end_.forward(z, pair_mask, chunk, zs);
-  }
-  {
-    const profile::Scope s("pair_transition", dev);
-    transition_forward(pair_transition_, z, chunk, zs);
-  }
-  if (cfg_.parallel) outer_product_mean();
+  const Tensor ms = own_stream(m, own_inputs);
+  stage("msa_row_attention", [&] { row_att_.forward(m, z, msa_mask, chunk, ms); });
+  stage("msa_column_attention", [&] { msa_column_update(m, msa_mask, chunk, ms); });
+  stage("msa_transition", [&] { transition_forward(msa_transition_, m, chunk, ms); });
+  const Tensor zs = own_stream(z, own_inputs);
+  const auto outer_product_mean = [&] { opm_.forward(m, msa_mask, chunk, zs); };
+  if (!cfg_.parallel) stage("outer_product_mean", outer_product_mean);
+  stage("triangle_multiplication_outgoing", [&] { tri_mul_out_.forward(z, pair_mask, chunk, zs); });
+  stage("triangle_multiplication_incoming", [&] { tri_mul_in_.forward(z, pair_mask, chunk, zs); });
+  stage("triangle_attention_starting_node", [&] { tri_att_start_.forward(z, pair_mask, chunk, zs); });
+  stage("triangle_attention_ending_node", [&] { tri_att_end_.forward(z, pair_mask, chunk, zs); });
+  stage("pair_transition", [&] { transition_forward(pair_transition_, z, chunk, zs); });
+  if (cfg_.parallel) stage("outer_product_mean", outer_product_mean);
   return {std::move(m), std::move(z)};
 }
 
