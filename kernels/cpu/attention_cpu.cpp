@@ -4,6 +4,7 @@
 // forward's log-sum-exp and the five contractions as single-threaded sgemm calls.
 #include "kernels/cpu/attention_cpu.h"
 
+#include "kernels/cpu/gemm_amx.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/softmax_cpu_math.h"
 
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -65,7 +67,7 @@ struct Tile {
 // rows per tile so that the P·V product still has some height.
 constexpr int64_t kTileFloats = 32 * 1024, kMinTileRows = 16, kMaxTileRows = 128;
 
-std::vector<Tile> make_tiles(const AttentionInputs& in) {
+std::vector<Tile> make_tiles(const AttentionInputs& in, int64_t min_rows = kMinTileRows) {
   std::vector<std::pair<int64_t, int64_t>> q_segs, k_segs;
   if (in.cu_seqlens.defined()) {
     const int32_t* c = in.cu_seqlens.data<int32_t>();
@@ -80,7 +82,7 @@ std::vector<Tile> make_tiles(const AttentionInputs& in) {
   std::vector<Tile> tiles;
   for (size_t t = 0; t < q_segs.size(); ++t) {
     const auto [k0, k1] = k_segs[t];
-    const int64_t rows = std::clamp(kTileFloats / std::max<int64_t>(k1 - k0, 1), kMinTileRows, kMaxTileRows);
+    const int64_t rows = std::clamp(kTileFloats / std::max<int64_t>(k1 - k0, 1), min_rows, kMaxTileRows);
     for (int64_t i = q_segs[t].first; i < q_segs[t].second; i += rows)
       tiles.push_back({i, std::min(q_segs[t].second, i + rows), k0, k1});
   }
@@ -138,16 +140,39 @@ inline void add_into_bias_row(const Broadcast4& db, int64_t b, int64_t h, int64_
   }
 }
 
+// p = hi + lo + r with hi = bf16(p), lo = bf16(p − hi) (round to nearest even), |r| ≤ 2⁻¹⁶·|p|:
+// the softmax weights as two bf16 matrices for the tiles' P·V, which then carries P to 16
+// significant bits (the output is rounded to bf16's 8 afterwards). p is finite (0 ≤ p ≤ 1).
+void split_bf16(const float* p, int64_t n, uint16_t* hi, uint16_t* lo) {
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t u;
+    std::memcpy(&u, p + j, 4);
+    const uint32_t h = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t hu = h << 16;
+    float hf;
+    std::memcpy(&hf, &hu, 4);
+    const float r = p[j] - hf;
+    uint32_t v;
+    std::memcpy(&v, &r, 4);
+    hi[j] = static_cast<uint16_t>(h);
+    lo[j] = static_cast<uint16_t>((v + 0x7fffu + ((v >> 16) & 1u)) >> 16);
+  }
+}
+
 // Forward, one query tile at a time: S = scale·Q·Kᵀ (sgemm) + biases, row softmax in place
 // (unnormalised p = exp(s − max), lse = max + log Σp), A = P·V (sgemm) scaled by 1/Σp, then the
 // gate. Each OpenMP thread owns whole tiles and calls the single-threaded sgemm, so the
 // contractions run at BLAS speed even for AlphaFold's short heads (D = 8-32) and long key axes.
+// bf16 inputs on a CPU with AMX tiles: both contractions on the tiles instead (Q·Kᵀ from the bf16
+// rows as they are, fp32 sums; P·V with P split into two bf16 terms, split_bf16), no fp32 copies
+// of Q, K and V.
 template <typename T> void forward_impl(const AttentionInputs& in, const Tensor& o, const Tensor& lse, const Tensor& a) {
   const int64_t B = in.q.size(0), H = in.q.size(1), D = in.q.size(3);
+  const bool tiles_bf16 = std::is_same_v<T, bf16> && amx_bf16_available();
   const Rows qr(in.q), kr(in.k), vr(in.v), gr(in.gate), orr(o), ar(a);
   std::vector<Broadcast4> biases;
   for (const Tensor& t : in.biases) biases.emplace_back(t);
-  const std::vector<Tile> tiles = make_tiles(in);
+  const std::vector<Tile> tiles = make_tiles(in, tiles_bf16 ? 2 * kMinTileRows : kMinTileRows);  // the tiles compute 32 rows at once
   const int64_t n_tiles = static_cast<int64_t>(tiles.size());
   const bool gated = in.gate.defined();
   float* lse_p = lse.data<float>();
@@ -156,6 +181,8 @@ template <typename T> void forward_impl(const AttentionInputs& in, const Tensor&
 #pragma omp parallel
   {
     std::vector<float> qs, ks, vs, s, acc, inv;
+    std::vector<uint16_t> p_hi, p_lo;
+    AmxPackedB k_tiles, v_tiles;  // K and V of the current (b, h) and key range, on the AMX path
     // K and V rows in fp32, kept while this thread's consecutive tiles share (b, h) and the key
     // range (schedule(static) hands each thread a contiguous run of tiles): one conversion per
     // (b, h) instead of one per query tile (at long keys, 16-row tiles: 1/16 of the products).
@@ -169,16 +196,31 @@ template <typename T> void forward_impl(const AttentionInputs& in, const Tensor&
       s.resize(static_cast<size_t>(m * std::max<int64_t>(n, 1)));
       acc.assign(static_cast<size_t>(m * D), 0.f);
       inv.resize(static_cast<size_t>(m));
-      int64_t ldq = 0;
-      const float* qf = f32_rows<T>(qr, b, h, t.q0, t.q1, D, qs, ldq);
-      if (n > 0 && (bh != kv_bh || t.k0 != kv_k0 || t.k1 != kv_k1)) {
-        kf = f32_rows<T>(kr, b, h, t.k0, t.k1, D, ks, ldk);
-        vf = f32_rows<T>(vr, b, h, t.k0, t.k1, D, vs, ldv);
-        kv_bh = bh, kv_k0 = t.k0, kv_k1 = t.k1;
+      if (tiles_bf16) {
+        if (n > 0 && (bh != kv_bh || t.k0 != kv_k0 || t.k1 != kv_k1)) {
+          k_tiles.pack(true, D, n, kr.row<const bf16>(b, h, t.k0), kr.sl);
+          v_tiles.pack(false, n, D, vr.row<const bf16>(b, h, t.k0), vr.sl);
+          kv_bh = bh, kv_k0 = t.k0, kv_k1 = t.k1;
+        }
+        if (n > 0) k_tiles.multiply(m, qr.row<const bf16>(b, h, t.q0), qr.sl, s.data(), n, false);
+      } else {
+        int64_t ldq = 0;
+        const float* qf = f32_rows<T>(qr, b, h, t.q0, t.q1, D, qs, ldq);
+        if (n > 0 && (bh != kv_bh || t.k0 != kv_k0 || t.k1 != kv_k1)) {
+          kf = f32_rows<T>(kr, b, h, t.k0, t.k1, D, ks, ldk);
+          vf = f32_rows<T>(vr, b, h, t.k0, t.k1, D, vs, ldv);
+          kv_bh = bh, kv_k0 = t.k0, kv_k1 = t.k1;
+        }
+        if (n > 0) sgemm(false, true, m, n, D, in.scale, qf, ldq, kf, ldk, 0.f, s.data(), n, false);
       }
-      if (n > 0) sgemm(false, true, m, n, D, in.scale, qf, ldq, kf, ldk, 0.f, s.data(), n, false);
+      if (tiles_bf16) {
+        p_hi.resize(static_cast<size_t>(m * n));
+        p_lo.resize(static_cast<size_t>(m * n));
+      }
       for (int64_t r = 0; r < m; ++r) {
         float* sr = s.data() + r * n;
+        if (tiles_bf16)  // the scale sgemm's alpha applies on the other path
+          for (int64_t j = 0; j < n; ++j) sr[j] *= in.scale;
         for (const Broadcast4& bt : biases) add_bias_row<T>(bt, b, h, t.q0 + r, t.k0, n, sr);
         const float mx = row_max(sr, n);
         float sum = 0.f;
@@ -188,8 +230,14 @@ template <typename T> void forward_impl(const AttentionInputs& in, const Tensor&
           sum = exp_shift_sum(sr, n, mx);
         inv[static_cast<size_t>(r)] = sum > 0.f ? 1.f / sum : 0.f;
         lse_p[b * ls0 + h * ls1 + (t.q0 + r) * ls2] = sum > 0.f ? mx + std::log(sum) : kNegInf;
+        if (tiles_bf16) split_bf16(sr, n, p_hi.data() + r * n, p_lo.data() + r * n);
       }
-      if (n > 0) sgemm(false, false, m, D, n, 1.f, s.data(), n, vf, ldv, 0.f, acc.data(), D, false);
+      if (n > 0 && tiles_bf16) {
+        v_tiles.multiply(m, reinterpret_cast<const bf16*>(p_hi.data()), n, acc.data(), D, false);
+        v_tiles.multiply(m, reinterpret_cast<const bf16*>(p_lo.data()), n, acc.data(), D, true);
+      } else if (n > 0) {
+        sgemm(false, false, m, D, n, 1.f, s.data(), n, vf, ldv, 0.f, acc.data(), D, false);
+      }
       for (int64_t r = 0; r < m; ++r) {
         const int64_t i = t.q0 + r;
         T* orow = orr.row<T>(b, h, i);

@@ -1,5 +1,6 @@
 // CPU GEMM: OpenBLAS sgemm (or a blocked fallback) per batch entry, 16-bit operands converted to
-// fp32 scratch, then one epilogue pass: t = acc + bias; pre_act = t; out = act(t).
+// fp32 scratch (bf16 operands on AMX tiles instead, where the CPU has them: gemm_amx.h), then one
+// epilogue pass: t = acc + bias; pre_act = t; out = act(t).
 #include "kernels/cpu/gemm_cpu.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <omp.h>
 
 #include "core/error.h"
+#include "kernels/cpu/gemm_amx.h"
 #ifdef FOLDCORE_HAVE_BLAS
 #include <cblas.h>
 
@@ -164,12 +166,24 @@ template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool paral
   const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
   const int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
 
-  const float *af, *bf;
-  int64_t lda, ldb, ldc;
-  float* cf;
+  const float *af = nullptr, *bf = nullptr;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  float* cf = nullptr;
   std::unique_ptr<float[]> sa, sb, sc;
+  bool done = false;
   if constexpr (std::is_same_v<T, float>) {
     af = a, lda = p.a.ld, bf = b, ldb = p.b.ld, cf = out, ldc = p.out.ld;
+  } else if (std::is_same_v<T, bf16> && amx_bf16_available()) {
+    // bf16 operands straight into the matrix tiles (fp32 products and sums), no fp32 copies.
+    sc = scratch(p.m * p.n);
+    cf = sc.get(), ldc = p.n;
+    gemm_bf16_amx(p.trans_a, p.trans_b, p.m, p.n, p.k, reinterpret_cast<const bf16*>(a), p.a.ld,
+                  reinterpret_cast<const bf16*>(b), p.b.ld, cf, ldc, false, parallel);
+    if (p.alpha != 1.f || p.beta != 0.f)
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.n; ++j)
+          cf[i * ldc + j] = p.alpha * cf[i * ldc + j] + (p.beta != 0.f ? p.beta * load(out + i * p.out.ld, j) : 0.f);
+    done = true;
   } else {
     sa = scratch(a_rows * a_cols);
     sb = scratch(b_rows * b_cols);
@@ -180,7 +194,7 @@ template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool paral
     af = sa.get(), lda = std::max<int64_t>(a_cols, 1), bf = sb.get(), ldb = std::max<int64_t>(b_cols, 1);
     cf = sc.get(), ldc = p.n;
   }
-  sgemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, af, lda, bf, ldb, p.beta, cf, ldc, parallel, false);
+  if (!done) sgemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, af, lda, bf, ldb, p.beta, cf, ldc, parallel, false);
 
   const bool epilogue = bias || pre || p.act != Activation::none || !std::is_same_v<T, float>;
   if (!epilogue) return;

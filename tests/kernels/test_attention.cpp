@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <vector>
 
 #include "core/random.h"
 #include "core/tensor.h"
 #include "kernels/attention.h"
+#include "kernels/cpu/gemm_amx.h"
 #include "test_util.h"
 
 namespace foldcore {
@@ -185,6 +187,34 @@ TEST(AttentionCpu, Bf16ForwardCloseToF32) {
   ops::attention_forward(hb, o, lse, {});
   // Inputs rounded to bf16 (rel. 2^-9) then the output rounded: a few e-3 relative of O(1) values.
   expect_near_vec(o, naive_attention(in).o, 2e-2, 2e-2, "bf16 o");
+}
+
+// bf16 inputs against the naive double attention of the same (bf16) values: on a CPU with AMX
+// tiles the contractions run there (P·V with P split into two bf16 terms), elsewhere on fp32
+// copies; either way the only loose step is the output's rounding to bf16 (2⁻⁸ relative), plus
+// fp32 sums and P carried to 16 bits (far below 1e-4 at these sizes). Key counts off the 32-key
+// tile edge, several query tiles, head widths 8, 20 and 32, the pair bias, mask and full bias.
+TEST(AttentionCpu, Bf16ForwardEqualsTheSameValuesInDouble) {
+  std::printf("AMX-BF16 tiles: %s\n", ops::cpu::amx_bf16_available() ? "yes" : "no");
+  Generator gen(15);
+  for (const Case c : {Case{1, 2, 70, 300, 32, true, 3}, Case{2, 1, 33, 17, 8, false, 7}, Case{1, 3, 40, 100, 20, true, 1},
+                       Case{1, 1, 129, 1030, 32, false, 2}}) {
+    const AttentionInputs hb = make_inputs(c, gen, DType::bf16);
+    AttentionInputs in = hb;  // the same values in fp32 for the reference
+    in.q = hb.q.to(DType::f32);
+    in.k = hb.k.to(DType::f32);
+    in.v = hb.v.to(DType::f32);
+    if (hb.gate.defined()) in.gate = hb.gate.to(DType::f32);
+    for (auto& b : in.biases) b = b.to(DType::f32);
+    Tensor o = Tensor::empty(hb.q.shape(), DType::bf16), a = Tensor::empty(hb.q.shape(), DType::bf16);
+    Tensor lse = Tensor::empty({c.B, c.H, c.Lq}, DType::f32);
+    ops::attention_forward(hb, o, lse, a);
+    const Naive ref = naive_attention(in);
+    const double rel = std::ldexp(1.0, -8);
+    expect_near_vec(o, ref.o, 1e-4, rel, "bf16 o");
+    expect_near_vec(a, ref.a, 1e-4, rel, "bf16 a");
+    expect_near_vec(lse, ref.lse, 1e-4, 1e-6, "bf16 lse");
+  }
 }
 
 TEST(AttentionCpu, RejectsBadShapes) {

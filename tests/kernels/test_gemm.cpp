@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/random.h"
+#include "kernels/cpu/gemm_amx.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
 #include "test_util.h"
@@ -279,6 +280,93 @@ TEST(Gemm, BlasUsesTheCpusVectorKernels) {
   for (const char* sse : {"Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom", "Core2", "Penryn",
                           "Dunnington", "Nehalem", "Athlon", "Opteron", "Barcelona", "Nano", "Bobcat"})
     EXPECT_STRCASENE(core.c_str(), sse);
+}
+
+// A bf16 matrix rows×cols with leading dimension ld > cols, its unused tail of each row NaN: a
+// pack that reads past the matrix then poisons the product (NaN·0 is NaN).
+std::vector<bf16> bf16_matrix(int64_t rows, int64_t cols, int64_t ld, Generator& gen) {
+  const auto v = randn({rows, cols}, gen).to_vector();
+  std::vector<bf16> m(static_cast<size_t>(rows * ld + 64), bf16(std::nanf("")));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) m[r * ld + c] = bf16(v[r * cols + c]);
+  return m;
+}
+
+// |C − exact| ≤ (k + 2)·2⁻²⁴·(Σ_p |a·b| + |C₀|): any fp32 summation order (with the accumulated
+// C₀ as one more term), against a double reference of the same bf16 values.
+void expect_amx_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const std::vector<bf16>& a, int64_t lda,
+                        const std::vector<bf16>& b, int64_t ldb, const std::vector<float>& c0,
+                        const std::vector<float>& c, int64_t ldc, bool accumulate, const std::string& what) {
+  int bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = accumulate ? c0[i * ldc + j] : 0.0, mag = accumulate ? std::fabs(c0[i * ldc + j]) : 0.0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double x = static_cast<float>(ta ? a[p * lda + i] : a[i * lda + p]);
+        const double y = static_cast<float>(tb ? b[j * ldb + p] : b[p * ldb + j]);
+        exact += x * y;
+        mag += std::fabs(x * y);
+      }
+      const double bound = (k + 2) * std::ldexp(1.0, -24) * mag + 1e-30;
+      if (!(std::fabs(c[i * ldc + j] - exact) <= bound) && ++bad <= 3)
+        ADD_FAILURE() << what << " C[" << i << "," << j << "] = " << c[i * ldc + j] << ", exact " << exact
+                      << ", bound " << bound;
+    }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// The AMX bf16 GEMM against double products of the same values: every transpose combination,
+// sizes off the 16/32 tile edges and across the kMc = 256 / kKc = 512 / kNc = 512 blocks, padded
+// leading dimensions with NaN beyond each row, accumulation into C, one thread and OpenMP.
+TEST(Gemm, AmxBf16TilesEqualFp32Products) {
+  if (!ops::cpu::amx_bf16_available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or FOLDCORE_CPU_AMX=0)";
+  Generator gen(2026);
+  struct Size {
+    int64_t m, n, k;
+  };
+  for (const Size sz : {Size{1, 1, 1}, Size{17, 33, 45}, Size{64, 96, 64}, Size{300, 70, 530}, Size{40, 600, 40},
+                        Size{129, 129, 1100}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (int acc = 0; acc < 2; ++acc) {
+          const int64_t ar = ta ? sz.k : sz.m, acl = ta ? sz.m : sz.k, br = tb ? sz.n : sz.k, bcl = tb ? sz.k : sz.n;
+          const int64_t lda = acl + 3, ldb = bcl + 5, ldc = sz.n + 2;
+          const auto a = bf16_matrix(ar, acl, lda, gen), b = bf16_matrix(br, bcl, ldb, gen);
+          const auto c0v = randn({sz.m, ldc}, gen).to_vector();
+          for (int par = 0; par < 2; ++par) {
+            std::vector<float> c = c0v;
+            ops::cpu::gemm_bf16_amx(ta, tb, sz.m, sz.n, sz.k, a.data(), lda, b.data(), ldb, c.data(), ldc, acc, par);
+            char what[96];
+            std::snprintf(what, sizeof what, "m%lld n%lld k%lld ta%d tb%d acc%d par%d", static_cast<long long>(sz.m),
+                          static_cast<long long>(sz.n), static_cast<long long>(sz.k), ta, tb, acc, par);
+            expect_amx_product(ta, tb, sz.m, sz.n, sz.k, a, lda, b, ldb, c0v, c, ldc, acc, what);
+            for (int64_t i = 0; i < sz.m; ++i)  // the padding columns of C are not written
+              for (int64_t j = sz.n; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], c0v[i * ldc + j]) << what;
+          }
+        }
+}
+
+// A packed once (the attention's K and V), multiplied by several A of different heights.
+TEST(Gemm, AmxPackedOperandServesManyProducts) {
+  if (!ops::cpu::amx_bf16_available()) GTEST_SKIP() << "no AMX-BF16 on this CPU (or FOLDCORE_CPU_AMX=0)";
+  Generator gen(2027);
+  for (const bool tb : {true, false}) {
+    const int64_t k = 70, n = 45, ldb = (tb ? k : n) + 7;
+    const auto b = bf16_matrix(tb ? n : k, tb ? k : n, ldb, gen);
+    ops::cpu::AmxPackedB packed;
+    packed.pack(tb, k, n, b.data(), ldb);
+    for (const int64_t m : {1, 32, 33, 100})
+      for (int acc = 0; acc < 2; ++acc) {
+        const int64_t lda = k + 1, ldc = n + 3;
+        const auto a = bf16_matrix(m, k, lda, gen);
+        const auto c0v = randn({m, ldc}, gen).to_vector();
+        std::vector<float> c = c0v;
+        packed.multiply(m, a.data(), lda, c.data(), ldc, acc);
+        char what[64];
+        std::snprintf(what, sizeof what, "packed tb%d m%lld acc%d", tb ? 1 : 0, static_cast<long long>(m), acc);
+        expect_amx_product(false, tb, m, n, k, a, lda, b, ldb, c0v, c, ldc, acc, what);
+      }
+  }
 }
 
 }  // namespace
