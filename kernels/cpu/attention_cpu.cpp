@@ -10,6 +10,11 @@
 
 #include <omp.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FOLDCORE_ATTENTION_AVX512 1
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,6 +27,7 @@ namespace foldcore::ops::cpu {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr size_t kMaxFusedBiases = 4;
 
 inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
@@ -159,6 +165,61 @@ void split_bf16(const float* p, int64_t n, uint16_t* hi, uint16_t* lo) {
   }
 }
 
+#ifdef FOLDCORE_ATTENTION_AVX512
+// The tile path's row pass on AVX-512 (every CPU with AMX has it): s[j] = s[j]·scale, plus each
+// bias row in order, and max_j s[j], in one pass instead of three, with the scalar steps'
+// operations (the multiply and the adds apart: no contraction). Biases: bf16 rows of unit stride
+// along the keys. (The zero-masking intrinsic forms: the plain ones start from
+// _mm512_undefined_epi32, which GCC 12 flags as maybe-uninitialized.)
+__attribute__((target("avx512f,avx512bw"), optimize("fp-contract=off"))) float scale_bias_max_avx512(
+    float* s, int64_t n, float scale, const uint16_t* const* rows, int nrows) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  __m512 mx = _mm512_set1_ps(kNegInf);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(s + j), sc);
+    for (int b = 0; b < nrows; ++b) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[b] + j));
+      v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16)));
+    }
+    _mm512_storeu_ps(s + j, v);
+    mx = _mm512_maskz_max_ps(0xFFFF, mx, v);
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, mx);
+  float m = kNegInf;
+  for (const float l : lanes) m = std::max(m, l);
+  for (; j < n; ++j) {
+    float v = s[j] * scale;
+    for (int b = 0; b < nrows; ++b) v += bf16::to_float(rows[b][j]);
+    s[j] = v;
+    m = std::max(m, v);
+  }
+  return m;
+}
+
+// (u + 0x7fff + ((u >> 16) & 1)) >> 16 on 16 lanes: fp32 bits to bf16 bits, to nearest even.
+__attribute__((target("avx512f,avx512bw"))) inline __m512i round_to_bf16_bits(__m512i u) {
+  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, u, 16), _mm512_set1_epi32(1));
+  return _mm512_maskz_srli_epi32(0xFFFF, _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+}
+
+// split_bf16 on 16 lanes, the same integer rounding.
+__attribute__((target("avx512f,avx512bw"))) void split_bf16_avx512(const float* p, int64_t n, uint16_t* hi,
+                                                                   uint16_t* lo) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 x = _mm512_loadu_ps(p + j);
+    const __m512i h = round_to_bf16_bits(_mm512_castps_si512(x));
+    const __m512 r = _mm512_sub_ps(x, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, h, 16)));
+    const __m512i l = round_to_bf16_bits(_mm512_castps_si512(r));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + j), _mm512_maskz_cvtepi32_epi16(0xFFFF, h));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + j), _mm512_maskz_cvtepi32_epi16(0xFFFF, l));
+  }
+  split_bf16(p + j, n - j, hi + j, lo + j);
+}
+#endif
+
 // Forward, one query tile at a time: S = scale·Q·Kᵀ (sgemm) + biases, row softmax in place
 // (unnormalised p = exp(s − max), lse = max + log Σp), A = P·V (sgemm) scaled by 1/Σp, then the
 // gate. Each OpenMP thread owns whole tiles and calls the single-threaded sgemm, so the
@@ -169,6 +230,9 @@ void split_bf16(const float* p, int64_t n, uint16_t* hi, uint16_t* lo) {
 template <typename T> void forward_impl(const AttentionInputs& in, const Tensor& o, const Tensor& lse, const Tensor& a) {
   const int64_t B = in.q.size(0), H = in.q.size(1), D = in.q.size(3);
   const bool tiles_bf16 = std::is_same_v<T, bf16> && amx_bf16_available();
+  // The fused row pass takes up to kMaxFusedBiases biases, each unit-stride along the keys.
+  bool fused_rows = in.biases.size() <= kMaxFusedBiases;
+  for (const Tensor& t : in.biases) fused_rows = fused_rows && (t.size(3) == 1 ? false : t.stride(3) == 1);
   const Rows qr(in.q), kr(in.k), vr(in.v), gr(in.gate), orr(o), ar(a);
   std::vector<Broadcast4> biases;
   for (const Tensor& t : in.biases) biases.emplace_back(t);
@@ -219,10 +283,20 @@ template <typename T> void forward_impl(const AttentionInputs& in, const Tensor&
       }
       for (int64_t r = 0; r < m; ++r) {
         float* sr = s.data() + r * n;
-        if (tiles_bf16)  // the scale sgemm's alpha applies on the other path
-          for (int64_t j = 0; j < n; ++j) sr[j] *= in.scale;
-        for (const Broadcast4& bt : biases) add_bias_row<T>(bt, b, h, t.q0 + r, t.k0, n, sr);
-        const float mx = row_max(sr, n);
+        float mx = kNegInf;
+#ifdef FOLDCORE_ATTENTION_AVX512
+        if (tiles_bf16 && fused_rows) {
+          const uint16_t* rows[kMaxFusedBiases];
+          for (size_t q = 0; q < biases.size(); ++q) rows[q] = biases[q].at<const uint16_t>(b, h, t.q0 + r, t.k0);
+          mx = scale_bias_max_avx512(sr, n, in.scale, rows, static_cast<int>(biases.size()));
+        } else
+#endif
+        {
+          if (tiles_bf16)  // the scale sgemm's alpha applies on the other path
+            for (int64_t j = 0; j < n; ++j) sr[j] *= in.scale;
+          for (const Broadcast4& bt : biases) add_bias_row<T>(bt, b, h, t.q0 + r, t.k0, n, sr);
+          mx = row_max(sr, n);
+        }
         float sum = 0.f;
         if (mx == kNegInf)  // all −inf (or no keys): p = 0, a = 0, lse = −inf
           std::fill(sr, sr + n, 0.f);
@@ -230,7 +304,13 @@ template <typename T> void forward_impl(const AttentionInputs& in, const Tensor&
           sum = exp_shift_sum(sr, n, mx);
         inv[static_cast<size_t>(r)] = sum > 0.f ? 1.f / sum : 0.f;
         lse_p[b * ls0 + h * ls1 + (t.q0 + r) * ls2] = sum > 0.f ? mx + std::log(sum) : kNegInf;
-        if (tiles_bf16) split_bf16(sr, n, p_hi.data() + r * n, p_lo.data() + r * n);
+        if (tiles_bf16) {
+#ifdef FOLDCORE_ATTENTION_AVX512
+          split_bf16_avx512(sr, n, p_hi.data() + r * n, p_lo.data() + r * n);
+#else
+          split_bf16(sr, n, p_hi.data() + r * n, p_lo.data() + r * n);
+#endif
+        }
       }
       if (n > 0 && tiles_bf16) {
         v_tiles.multiply(m, reinterpret_cast<const bf16*>(p_hi.data()), n, acc.data(), D, false);
