@@ -151,17 +151,8 @@ inline void add_into_bias_row(const Broadcast4& db, int64_t b, int64_t h, int64_
 // significant bits (the output is rounded to bf16's 8 afterwards). p is finite (0 ≤ p ≤ 1).
 void split_bf16(const float* p, int64_t n, uint16_t* hi, uint16_t* lo) {
   for (int64_t j = 0; j < n; ++j) {
-    uint32_t u;
-    std::memcpy(&u, p + j, 4);
-    const uint32_t h = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const uint32_t hu = h << 16;
-    float hf;
-    std::memcpy(&hf, &hu, 4);
-    const float r = p[j] - hf;
-    uint32_t v;
-    std::memcpy(&v, &r, 4);
-    hi[j] = static_cast<uint16_t>(h);
-    lo[j] = static_cast<uint16_t>((v + 0x7fffu + ((v >> 16) & 1u)) >> 16);
+    hi[j] = bf16::from_float(p[j]);
+    lo[j] = bf16::from_float(p[j] - bf16::to_float(hi[j]));
   }
 }
 
@@ -204,7 +195,7 @@ __attribute__((target("avx512f,avx512bw"))) inline __m512i round_to_bf16_bits(__
   return _mm512_maskz_srli_epi32(0xFFFF, _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
 }
 
-// split_bf16 on 16 lanes, the same integer rounding.
+// split_bf16 on 16 lanes, bf16::from_float's integer rounding (finite inputs).
 __attribute__((target("avx512f,avx512bw"))) void split_bf16_avx512(const float* p, int64_t n, uint16_t* hi,
                                                                    uint16_t* lo) {
   int64_t j = 0;

@@ -146,6 +146,18 @@ FOLDCORE_AVX512 inline void store_tile(uint16_t* tile, const __m512i r[16]) {
   for (int i = 0; i < 16; ++i) _mm512_storeu_si512(tile + i * kStep, r[i]);
 }
 
+// Where the packs' tile of 16-row (A) or 16-column (B) group g and k step s goes, and what of the
+// matrix it holds: `valid` rows or columns from `first`, `ksz` k values from `p`.
+struct TileSpan {
+  uint16_t* tile;
+  int64_t valid, ksz, first, p;
+};
+inline TileSpan tile_span(uint16_t* dst, int64_t g, int64_t s, int64_t ks, int64_t extent, int64_t kc,
+                          int64_t first0, int64_t p0) {
+  return {dst + (g * ks + s) * kTileElems, std::clamp<int64_t>(extent - g * kTileRows, 0, kTileRows),
+          std::min(kStep, kc - s * kStep), first0 + g * kTileRows, p0 + s * kStep};
+}
+
 // op(A)[i0:i0+mc, p0:p0+kc] into tile order: the tile of 16-row group g and k step s at
 // (g·ks + s)·512, row r, element e at r·32 + e; zeros beyond the matrix (mc, kc padded to 32).
 FOLDCORE_AVX512 void pack_a(bool trans_a, const uint16_t* a, int64_t lda, int64_t i0, int64_t mc, int64_t p0,
@@ -153,10 +165,9 @@ FOLDCORE_AVX512 void pack_a(bool trans_a, const uint16_t* a, int64_t lda, int64_
   const int64_t ks = round_up(kc, kStep) / kStep, groups = round_up(mc, kMr) / kTileRows;
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t s = 0; s < ks; ++s) {
-      uint16_t* tile = dst + (g * ks + s) * kTileElems;
-      const int64_t rows = std::clamp<int64_t>(mc - g * kTileRows, 0, kTileRows);
-      const int64_t ksz = std::min(kStep, kc - s * kStep);
-      const int64_t i = i0 + g * kTileRows, p = p0 + s * kStep;
+      const TileSpan t = tile_span(dst, g, s, ks, mc, kc, i0, p0);
+      uint16_t* tile = t.tile;
+      const int64_t rows = t.valid, ksz = t.ksz, i = t.first, p = t.p;
       if (!trans_a) {
         for (int64_t r = 0; r < kTileRows; ++r) {
           const int64_t len = r < rows ? ksz : 0;
@@ -185,10 +196,9 @@ FOLDCORE_AVX512 void pack_b(bool trans_b, const uint16_t* b, int64_t ldb, int64_
   const int64_t ks = round_up(kc, kStep) / kStep, groups = round_up(nc, kNr) / kTileRows;
   for (int64_t h = 0; h < groups; ++h)
     for (int64_t s = 0; s < ks; ++s) {
-      uint16_t* tile = dst + (h * ks + s) * kTileElems;
-      const int64_t cols = std::clamp<int64_t>(nc - h * kTileRows, 0, kTileRows);
-      const int64_t ksz = std::min(kStep, kc - s * kStep);
-      const int64_t j = j0 + h * kTileRows, p = p0 + s * kStep;
+      const TileSpan t = tile_span(dst, h, s, ks, nc, kc, j0, p0);
+      uint16_t* tile = t.tile;
+      const int64_t cols = t.valid, ksz = t.ksz, j = t.first, p = t.p;
       if (cols == 0) {  // the padding group of an odd number of 16-column groups
         std::memset(tile, 0, kTileElems * 2);
         continue;
@@ -214,6 +224,23 @@ FOLDCORE_AVX512 void pack_b(bool trans_b, const uint16_t* b, int64_t ldb, int64_
     }
 }
 
+// C[0:rows, 0:cols] (+)= the packed 32-row block of A × the packed 32-column panel of B: straight into
+// C when the block is whole, else through a zero-padded 32×32 staging block.
+void micro_block(const uint16_t* ap, const uint16_t* bp, int64_t ks, float* c, int64_t ldc, int64_t rows,
+                 int64_t cols, bool load) {
+  if (rows == kMr && cols == kNr) {
+    micro_32x32(ap, bp, ks, c, ldc * 4, load);
+    return;
+  }
+  alignas(64) float stage[kMr * kNr];
+  if (load) {
+    std::fill(stage, stage + kMr * kNr, 0.f);
+    for (int64_t r = 0; r < rows; ++r) std::copy(c + r * ldc, c + r * ldc + cols, stage + r * kNr);
+  }
+  micro_32x32(ap, bp, ks, stage, kNr * 4, load);
+  for (int64_t r = 0; r < rows; ++r) std::copy(stage + r * kNr, stage + r * kNr + cols, c + r * ldc);
+}
+
 // 64-byte aligned per-thread pack buffers, grown on demand and kept for the thread's next call.
 struct PackBuffers {
   std::unique_ptr<uint16_t[]> a, b;
@@ -235,7 +262,6 @@ void gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
     return;
   }
   thread_local PackBuffers packs;
-  alignas(64) float stage[kMr * kNr];
   configure_tiles();
   for (int64_t jc = 0; jc < n; jc += kNc) {
     const int64_t nc = std::min(kNc, n - jc);
@@ -251,18 +277,7 @@ void gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
           for (int64_t ir = 0; ir < mc; ir += kMr) {
             const uint16_t* ap = packs.a.get() + (ir / kTileRows) * ks * kTileElems;
             const int64_t i = ic + ir, j = jc + jr;
-            float* cij = c + i * ldc + j;
-            if (i + kMr <= m && j + kNr <= n) {
-              micro_32x32(ap, bp, ks, cij, ldc * 4, load);
-              continue;
-            }
-            const int64_t rows = std::min(kMr, m - i), cols = std::min(kNr, n - j);
-            if (load) {
-              std::fill(stage, stage + kMr * kNr, 0.f);
-              for (int64_t r = 0; r < rows; ++r) std::copy(cij + r * ldc, cij + r * ldc + cols, stage + r * kNr);
-            }
-            micro_32x32(ap, bp, ks, stage, kNr * 4, load);
-            for (int64_t r = 0; r < rows; ++r) std::copy(stage + r * kNr, stage + r * kNr + cols, cij + r * ldc);
+            micro_block(ap, bp, ks, c + i * ldc + j, ldc, std::min(kMr, m - i), std::min(kNr, n - j), load);
           }
         }
       }
@@ -317,25 +332,13 @@ void AmxPackedB::multiply(int64_t m, const bf16* a, int64_t lda, float* c, int64
     abuf.reset(aligned_u16(kMr * ks * kStep));
     abuf_capacity = kMr * ks * kStep;
   }
-  alignas(64) float stage[kMr * kNr];
   configure_tiles();
   for (int64_t ir = 0; ir < m; ir += kMr) {
     const int64_t rows = std::min(kMr, m - ir);
     pack_a(false, reinterpret_cast<const uint16_t*>(a), lda, ir, rows, 0, k_, abuf.get());
     for (int64_t jr = 0; jr < n_; jr += kNr) {
       const uint16_t* bp = data_ + (jr / kTileRows) * ks * kTileElems;
-      float* cij = c + ir * ldc + jr;
-      const int64_t cols = std::min(kNr, n_ - jr);
-      if (rows == kMr && cols == kNr) {
-        micro_32x32(abuf.get(), bp, ks, cij, ldc * 4, accumulate);
-        continue;
-      }
-      if (accumulate) {
-        std::fill(stage, stage + kMr * kNr, 0.f);
-        for (int64_t r = 0; r < rows; ++r) std::copy(cij + r * ldc, cij + r * ldc + cols, stage + r * kNr);
-      }
-      micro_32x32(abuf.get(), bp, ks, stage, kNr * 4, accumulate);
-      for (int64_t r = 0; r < rows; ++r) std::copy(stage + r * kNr, stage + r * kNr + cols, cij + r * ldc);
+      micro_block(abuf.get(), bp, ks, c + ir * ldc + jr, ldc, rows, std::min(kNr, n_ - jr), accumulate);
     }
   }
   release_tiles();
