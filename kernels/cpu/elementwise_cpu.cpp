@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "core/philox.h"
+#include "kernels/cpu/dropout_keep_cpu.h"
 
 namespace foldcore::ops::cpu {
 namespace {
@@ -130,6 +132,30 @@ void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout,
   });
 }
 
+// Dropout by rows of the last dim: each row's keep decisions at once (DropoutKeep: one Philox
+// block per four decisions, a shared mask computed once), then the row's elements.
+template <typename T, typename F>
+void map_rows_with_keep(const Tensor& out, float p, uint64_t seed, uint64_t offset, const DropoutMaskDesc& mask,
+                        F&& f) {
+  T* o = static_cast<T*>(out.data_ptr());
+  const int64_t c = out.size(-1), rows = c > 0 ? out.numel() / c : 0;
+  if (p <= 0.f) {
+    fill_map<T>(out, [&](int64_t i) { return f(i, true); });
+    return;
+  }
+  const DropoutKeep keeps(seed, offset, p, mask, c);
+#pragma omp parallel if (out.numel() > kParallelMin)
+  {
+    std::vector<unsigned char> keep(static_cast<size_t>(c));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      keeps.row(r, keep.data());
+      const int64_t i0 = r * c;
+      for (int64_t j = 0; j < c; ++j) st(o, i0 + j, f(i0 + j, keep[static_cast<size_t>(j)] != 0));
+    }
+  }
+}
+
 void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual, float p,
                                    uint64_t seed, uint64_t offset, const DropoutMaskDesc& mask,
                                    const Tensor& out) {
@@ -141,9 +167,9 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
     const T* pb = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
     // out may alias residual: each element reads residual[i] before writing out[i].
     const T* pr = residual.defined() ? static_cast<const T*>(residual.data_ptr()) : nullptr;
-    fill_map<T>(out, [&](int64_t i) {
+    map_rows_with_keep<T>(out, p, seed, offset, mask, [&](int64_t i, bool kept) {
       float v = ld(px, i) + (pb ? ld(pb, i % c) : 0.f);
-      if (p > 0.f) v = philox_keep(seed, offset, mask.mask_index(i), p) ? v * keep_scale : 0.f;
+      if (p > 0.f) v = kept ? v * keep_scale : 0.f;
       return (pr ? ld(pr, i) : 0.f) + v;
     });
   });
@@ -155,10 +181,10 @@ void dropout_backward(const Tensor& dout, float p, uint64_t seed, uint64_t offse
   dispatch_float(dout.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* pd = static_cast<const T*>(dout.data_ptr());
-    fill_map<T>(dx, [&](int64_t i) {
+    map_rows_with_keep<T>(dx, p, seed, offset, mask, [&](int64_t i, bool kept) {
       const float v = ld(pd, i);
       if (p <= 0.f) return v;
-      return philox_keep(seed, offset, mask.mask_index(i), p) ? v * keep_scale : 0.f;
+      return kept ? v * keep_scale : 0.f;
     });
   });
 }

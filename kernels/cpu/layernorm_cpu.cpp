@@ -8,7 +8,10 @@
 #include <omp.h>
 
 #include <cmath>
+#include <optional>
 #include <vector>
+
+#include "kernels/cpu/dropout_keep_cpu.h"
 
 namespace foldcore::ops::cpu {
 namespace {
@@ -47,19 +50,6 @@ void normalise_rows(Load load, const float* gamma, const float* beta, float eps,
   }
 }
 
-// Keep decisions of elements i0..i0+n-1 into keep[0..n): whole Philox blocks (dropout_keep4) for
-// the 4-aligned middle, per element at the ragged ends.
-void row_keep(const DropoutArgs& d, const DropoutMaskDesc& mask, int64_t i0, int64_t n, unsigned char* keep) {
-  int64_t k = 0;
-  for (; k < n && (i0 + k) % 4 != 0; ++k) keep[k] = philox_keep(d.seed, d.offset, mask.mask_index(i0 + k), d.p);
-  for (; k + 4 <= n; k += 4) {
-    bool kk[4];
-    dropout_keep4(mask, d.seed, d.offset, d.p, i0 + k, kk);
-    for (int e = 0; e < 4; ++e) keep[k + e] = kk[e];
-  }
-  for (; k < n; ++k) keep[k] = philox_keep(d.seed, d.offset, mask.mask_index(i0 + k), d.p);
-}
-
 // dh per row (parallel over rows), then the dropout dx from dh rounded to T; dgamma/dbeta/dbias as
 // per-thread partial sums over a fixed static row partition, reduced in thread order, so the result
 // is deterministic for a given thread count.
@@ -70,6 +60,8 @@ void backward_typed(const T* dy, const T* h, const float* gamma, const float* me
   const int nthreads = omp_get_max_threads();
   const int64_t nacc = dbias ? 3 : 2;
   const float keep_scale = dropout_scale(d.p);
+  std::optional<DropoutKeep> keeps;
+  if (d.p > 0.f && dx) keeps.emplace(d.seed, d.offset, d.p, mask, c);
   std::vector<float> partial(static_cast<size_t>(nacc * c * nthreads), 0.f);
 #pragma omp parallel num_threads(nthreads)
   {
@@ -92,7 +84,7 @@ void backward_typed(const T* dy, const T* h, const float* gamma, const float* me
         pg[j] += dv * xh;
         pb[j] += dv;
       }
-      if (!keep.empty()) row_keep(d, mask, r * c, c, keep.data());
+      if (!keep.empty()) keeps->row(r, keep.data());
       const float inv_c = 1.f / static_cast<float>(c);
       for (int64_t j = 0; j < c; ++j) {
         const float xh = (static_cast<float>(hr[j]) - mu) * rs;
@@ -144,11 +136,13 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
     const T* pb = ptr_or_null<T>(bias);
     const T* pr = residual.data<T>();  // h may alias residual: each row is read before it is written
     T* ph = mut_ptr_or_null<T>(h);
+    std::optional<DropoutKeep> keeps;
+    if (d.p > 0.f) keeps.emplace(d.seed, d.offset, d.p, mask, c);
     auto load = [&](int64_t r, float* buf) {
       thread_local std::vector<unsigned char> keep;
       if (d.p > 0.f) {
         keep.resize(static_cast<size_t>(c));
-        row_keep(d, mask, r * c, c, keep.data());
+        keeps->row(r, keep.data());
       }
       for (int64_t j = 0; j < c; ++j) {
         float v = static_cast<float>(px[r * c + j]) + (pb ? static_cast<float>(pb[j]) : 0.f);

@@ -21,22 +21,25 @@ namespace {
 // the chunk-epilogue residual adds and (bf16) bf16 streams. Units of one fp32 pair representation
 // above parameters and features. fp32: the trunk holds the pair stream and the triangle
 // multiplication's t (2 units) plus O(N) terms; after the trunk the heads hold the pair and the
-// distogram logits (2 units). bf16: the trunk holds the bf16 stream and t (1 unit; the
-// bench_predict --memory fit over N = 256..512 is 1.2 with the templates and extra-MSA stages);
-// after the trunk the heads (bf16 pair + logits) are the larger part. Constants fitted to the
+// distogram logits (2 units). bf16: the trunk holds the bf16 stream and its triangle
+// multiplication's bf16 edge (~1 unit; the peaks above inputs at long N: 1.047 at N = 6,573 on the
+// CPU, 1.062 at N = 15,616 on an H200, 1.089 at N = 768 with the extra-MSA stack, all falling with
+// N: 1.1 covers them); after the trunk the heads (bf16 pair + logits) are the larger part when
+// the logits stay on the device (pair_logits_on_device), else the trunk. Constants fitted to the
 // allocator peaks of tests/apps/test_memory_estimate (N = 48..128) with the asymptotic units from
 // bench_predict --memory, rounded up.
 constexpr double kTrunkPairUnitsFp32 = 2.2;
 constexpr double kAfterTrunkPairUnitsFp32 = 2.0;
-constexpr double kTrunkPairUnitsBf16 = 1.2;
+constexpr double kTrunkPairUnitsBf16 = 1.1;
 constexpr double kAfterTrunkPairUnitsBf16 = 1.3;
 // Chunk temporaries in bytes per chunk row per residue (c·N·k): chunked runs (the chunk's
 // attention logits, the pair transition's hidden layer, the outer product mean's outer products,
 // the fp32 sums of add_into) and unchunked runs (c = N; whole updates and module temporaries,
-// fitted separately: one linear model does not fit both).
+// fitted separately: one linear model does not fit both). bf16 chunked: 4,100, what N = 128 at
+// chunk 32 needs (28.04 MiB measured with summary arrays; the 3,200 fitted at chunk 16 was below it).
 constexpr double kChunkBytesPerRowResidueFp32 = 7100;
 constexpr double kUnchunkedBytesPerRowResidueFp32 = 8900;
-constexpr double kChunkBytesPerRowResidueBf16 = 3200;
+constexpr double kChunkBytesPerRowResidueBf16 = 4100;
 constexpr double kUnchunkedBytesPerRowResidueBf16 = 5200;
 // MSA-stream-sized copies at the peak (in the stream's dtype: 2 bytes in bf16): kMsaCopies of the
 // MSA stream m, or m plus kExtraMsaCopies of the extra stream in the extra-MSA stack (fitted with
@@ -68,7 +71,8 @@ double clamp_bytes(double b) { return std::min(b, 9e18); }
 }  // namespace
 
 MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res, int64_t msa_rows,
-                                       int64_t num_iterations, int64_t num_params, int64_t num_templates) {
+                                       int64_t num_iterations, int64_t num_params, int64_t num_templates,
+                                       bool logits_on_device) {
   const double n = static_cast<double>(std::max<int64_t>(num_res, 0));
   const double rows = static_cast<double>(std::max<int64_t>(msa_rows, 1));
   const double templates = c.templates.enabled ? static_cast<double>(c.templates.max_templates) : 0.0;
@@ -122,7 +126,13 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
       chunk_bytes * static_cast<double>(c.templates.c_t) / static_cast<double>(c.c_z);
   const double templates_peak = template_stage ? template_units * pair + template_chunk_bytes + m_stream : 0.0;
   const double trunk = (trunk_units * pair + recycle) + chunk_bytes + msa_bytes;
-  const double after = (after_units * pair + recycle) + msa_bytes;
+  // The pair heads' results: two [N, N, bins] arrays in the stream's dtype (distogram and PAE
+  // logits), on the allocator only where the device is the host and they are kept. Without them
+  // the after-trunk units lose theirs; the heads' block of rows stays in the units, as fitted at
+  // N ≤ 512 where one block is all N rows (longer N: at most kPairHeadBlockValues values, less).
+  const double logits_units =
+      logits_on_device ? 0.0 : 2.0 * static_cast<double>(c.heads.distogram_bins) * stream_bytes / (c_z * 4);
+  const double after = ((after_units - logits_units) * pair + recycle) + msa_bytes;
   const double activations = kActivationMargin * std::max({trunk, after, templates_peak});
   // Processed features per iteration: msa_feat (49 channels) and the cluster masks/targets per
   // cluster row, extra_msa, its deletions and mask per extra row, template positions and masks
@@ -134,8 +144,10 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   e.activation_bytes = static_cast<int64_t>(clamp_bytes(activations));
   // The breakdown of the largest of the three peaks.
   const double peak = std::max({trunk, after, templates_peak});
-  const double peak_units = peak == templates_peak ? template_units : peak == trunk ? trunk_units : after_units;
-  const double peak_chunk = peak == templates_peak ? template_chunk_bytes : peak == trunk ? chunk_bytes : 0.0;
+  const double peak_units =
+      peak == templates_peak ? template_units : peak == trunk ? trunk_units : after_units - logits_units;
+  const double peak_chunk =
+      peak == templates_peak ? template_chunk_bytes : peak == trunk ? chunk_bytes : 0.0;
   e.pair_bytes = static_cast<int64_t>(
       clamp_bytes(kActivationMargin * (peak_units * pair + (peak == templates_peak ? 0.0 : recycle))));
   e.chunk_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * peak_chunk));
@@ -220,25 +232,31 @@ std::vector<int64_t> auto_chunk_candidates(int64_t num_res) {
   return out;
 }
 
+bool pair_logits_on_device(Device device, const std::string& result_arrays) {
+  return !device.is_cuda() && result_arrays != "summary";
+}
+
 int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
-                          int64_t num_params, int64_t available_bytes, int64_t templates) {
+                          int64_t num_params, int64_t available_bytes, int64_t templates, bool logits_on_device) {
   af2::Af2Config c = config;
   for (const int64_t chunk : auto_chunk_candidates(num_res)) {
     c.chunk_size = chunk;
-    if (needed_after_params(estimate_predict_memory(c, num_res, msa_rows, num_iterations, num_params, templates)) <=
-        available_bytes)
+    if (needed_after_params(estimate_predict_memory(c, num_res, msa_rows, num_iterations, num_params, templates,
+                                                    logits_on_device)) <= available_bytes)
       return chunk;
   }
   return -1;
 }
 
 int64_t choose_template_passes(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
-                               int64_t num_params, int64_t available_bytes, int64_t templates) {
+                               int64_t num_params, int64_t available_bytes, int64_t templates, bool logits_on_device) {
   if (config.template_passes != 0) return config.template_passes;
   af2::Af2Config one = config;
   one.template_passes = 1;
-  const MemoryEstimate e1 = estimate_predict_memory(one, num_res, msa_rows, num_iterations, num_params, templates);
-  const MemoryEstimate e0 = estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params, templates);
+  const MemoryEstimate e1 =
+      estimate_predict_memory(one, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device);
+  const MemoryEstimate e0 =
+      estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device);
   // The same estimate: two passes would not run (or save nothing the estimate sees).
   if (e1.activation_bytes <= e0.activation_bytes) return 1;
   return needed_after_params(e1) <= available_bytes ? 1 : 2;
@@ -246,8 +264,9 @@ int64_t choose_template_passes(const af2::Af2Config& config, int64_t num_res, in
 
 void check_predict_fits(const std::string& input, const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
                         int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device,
-                        int64_t templates) {
-  const MemoryEstimate e = estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params, templates);
+                        int64_t templates, bool logits_on_device) {
+  const MemoryEstimate e =
+      estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device);
   const int64_t needed = needed_after_params(e);
   if (needed <= available_bytes) return;
   std::ostringstream msg;
@@ -258,13 +277,15 @@ void check_predict_fits(const std::string& input, const af2::Af2Config& config, 
       << " bytes (" << format_bytes(available_bytes) << ") are available there.";
   // What to try: the chunk that fits at this precision, and bf16.
   std::vector<std::string> tries;
-  const int64_t chunk = choose_chunk_size(config, num_res, msa_rows, num_iterations, num_params, available_bytes);
+  const int64_t chunk =
+      choose_chunk_size(config, num_res, msa_rows, num_iterations, num_params, available_bytes, templates, logits_on_device);
   if (chunk > 0 && chunk != config.chunk_size)
     tries.push_back("--chunk_size " + std::to_string(chunk) + " (or auto)");
   if (config.precision != "bf16") {
     af2::Af2Config b = config;
     b.precision = "bf16";
-    const int64_t bchunk = choose_chunk_size(b, num_res, msa_rows, num_iterations, num_params, available_bytes);
+    const int64_t bchunk =
+        choose_chunk_size(b, num_res, msa_rows, num_iterations, num_params, available_bytes, templates, logits_on_device);
     if (bchunk >= 0 && chunk < 0)
       tries.push_back("--precision bf16 --chunk_size " + std::to_string(bchunk));
   }
@@ -272,7 +293,8 @@ void check_predict_fits(const std::string& input, const af2::Af2Config& config, 
     af2::Af2Config smallest = config;
     smallest.chunk_size = 1;
     msg << " Even --chunk_size 1 needs "
-        << format_bytes(needed_after_params(estimate_predict_memory(smallest, num_res, msa_rows, num_iterations, num_params)))
+        << format_bytes(needed_after_params(
+               estimate_predict_memory(smallest, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device)))
         << "; use a device with more memory, fewer MSA rows or a shorter sequence.";
   } else {
     msg << " Try ";
@@ -303,10 +325,11 @@ void check_fits_in_memory(const std::string& input, const af2::Af2Config& config
 }
 
 int64_t max_fitting_length(const af2::Af2Config& config, int64_t msa_rows, int64_t num_iterations, int64_t num_params,
-                           Device device) {
+                           Device device, bool logits_on_device) {
   const int64_t limit = device_memory_limit(device);
   auto fits = [&](int64_t n) {
-    return estimate_predict_memory(config, n, msa_rows, num_iterations, num_params).total_bytes <= limit;
+    return estimate_predict_memory(config, n, msa_rows, num_iterations, num_params, -1, logits_on_device).total_bytes <=
+           limit;
   };
   if (!fits(1)) return 0;
   int64_t lo = 1, hi = 2;

@@ -9,7 +9,11 @@
 // fits put in O(N):
 //   activations(N, chunk) = max(trunk, after_trunk)
 //     trunk       = (u_trunk + r)·P + k_chunk·c·N + msa
-//     after_trunk = (u_after + r)·P + msa
+//     after_trunk = (u_after − l)·P + msa
+//     l           = 0 when the pair heads' logits stay on the device (the CPU with
+//                   --result_arrays full, where the device is the host), else their units
+//                   (2·bins·bytes / (c_z·4): 1 fp32, 0.5 bf16): with --result_arrays summary they
+//                   are not kept, and on a GPU their copies are host memory
 //     r           = u_recycle with recycling (the previous iteration's pair), else 0
 //     msa         = max(k_m·M, M + k_e·E)   (M, E: the MSA and extra-MSA stream bytes)
 // with c = the chunk (N when unchunked): the chunk's temporaries (the outer product mean's
@@ -46,8 +50,15 @@ struct MemoryEstimate {
 // `num_iterations` = recycles + 1 feature samples and `num_params` fp32 parameters, at the
 // config's chunk_size and precision; `templates` found templates (the model uses at most
 // max_templates; < 0: as many as it can use).
+// `logits_on_device`: whether the pair heads' [N, N, bins] results are held on the device
+// (pair_logits_on_device; true is the larger estimate).
 MemoryEstimate estimate_predict_memory(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
-                                       int64_t num_iterations, int64_t num_params, int64_t templates = -1);
+                                       int64_t num_iterations, int64_t num_params, int64_t templates = -1,
+                                       bool logits_on_device = true);
+
+// Whether a prediction on `device` with `--result_arrays` `result_arrays` (full|summary) holds the
+// pair heads' logits on the device: only the CPU (the host is its device) with full arrays.
+bool pair_logits_on_device(Device device, const std::string& result_arrays);
 
 // Memory the device can give one process in all: CPU: physical memory, or the cgroup limit when
 // lower; CUDA: the device's total memory.
@@ -70,7 +81,7 @@ void check_fits_in_memory(const std::string& input, const af2::Af2Config& config
 // needed vs available, and what to try (a --chunk_size that fits, --precision bf16) otherwise.
 void check_predict_fits(const std::string& input, const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
                         int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device,
-                        int64_t templates = -1);
+                        int64_t templates = -1, bool logits_on_device = true);
 
 // Bytes a prediction still needs once the parameters are resident (the preflight's "needed").
 int64_t needed_after_params(const MemoryEstimate& e);
@@ -82,19 +93,21 @@ std::vector<int64_t> auto_chunk_candidates(int64_t num_res);
 // --chunk_size auto: the largest candidate chunk whose needed_after_params fits `available_bytes`;
 // -1 when not even chunk 1 fits.
 int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
-                          int64_t num_params, int64_t available_bytes, int64_t templates = -1);
+                          int64_t num_params, int64_t available_bytes, int64_t templates = -1,
+                          bool logits_on_device = true);
 
 // --template_passes auto for one target at config's chunk: 1 where config runs one pass anyway
 // (unchunked, or fewer than two templates) or where one pass fits `available_bytes`, else 2 (the
 // template stage's least memory; its second pass of the template stacks costs time). A config
 // whose template_passes is already 1 or 2 gets that.
 int64_t choose_template_passes(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
-                               int64_t num_params, int64_t available_bytes, int64_t templates = -1);
+                               int64_t num_params, int64_t available_bytes, int64_t templates = -1,
+                               bool logits_on_device = true);
 
 // The longest sequence whose estimate fits the device's limit (at least 1 when anything fits, 0
 // when not even one residue does).
 int64_t max_fitting_length(const af2::Af2Config& config, int64_t msa_rows, int64_t num_iterations, int64_t num_params,
-                           Device device);
+                           Device device, bool logits_on_device = true);
 
 // "12.3 GiB"-style text for messages.
 std::string format_bytes(int64_t bytes);

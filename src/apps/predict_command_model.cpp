@@ -297,6 +297,7 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
   // aligned confidence probabilities, PAE; N²·2 with --result_arrays summary) until the target is
   // written, so model i has i models' outputs less available.
   const int64_t available = device_memory_available(o.device);
+  const bool logits_on_device = pair_logits_on_device(o.device, o.result_arrays);
   for (size_t mi = 0; mi < o.model_names.size(); ++mi) {
     LoadedModel& m = model(o.model_names[mi]);
     const int64_t kept_per_pair = o.result_arrays == "full" ? 2 * m.config.heads.distogram_bins + 2 : 2;
@@ -306,27 +307,28 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
     m.config.template_passes = o.template_passes;  // auto is decided per target, below
     if (o.chunk_size == kChunkAuto) {
       const int64_t chunk =
-          choose_chunk_size(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail, templates);
+          choose_chunk_size(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail, templates, logits_on_device);
       if (chunk < 0) {
         af2::Af2Config smallest = m.config;
         smallest.chunk_size = 1;
         check_predict_fits(in.fasta_path, smallest, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail,
-                           o.device.str(), templates);
+                           o.device.str(), templates, logits_on_device);
       }
       m.config.chunk_size = chunk;
       m.model->set_chunk_size(chunk);
       const MemoryEstimate e =
-          estimate_predict_memory(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, templates);
+          estimate_predict_memory(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, templates, logits_on_device);
       log::info("predict: ", m.name, ": --chunk_size auto chose ", chunk, chunk == 0 ? " (no chunking)" : "",
                 ": estimated ", format_bytes(needed_after_params(e)), " of ", format_bytes(avail), " available on ",
                 o.device.str());
     } else {
       check_predict_fits(in.fasta_path, m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail,
-                         o.device.str(), templates);
+                         o.device.str(), templates, logits_on_device);
     }
     // --template_passes auto: two passes over the templates only where one does not fit.
     const int64_t passes =
-        choose_template_passes(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail, templates);
+        choose_template_passes(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail, templates,
+                               logits_on_device);
     if (o.template_passes == 0 && passes == 2)
       log::info("predict: ", m.name, ": --template_passes auto chose 2 (one pass does not fit the ",
                 format_bytes(avail), " available)");

@@ -97,7 +97,8 @@ int run_serve(const ServeArgs& a) {
     max_length = std::numeric_limits<int64_t>::max();
     for (const std::string& m : po.model_names)
       max_length = std::min(max_length, max_fitting_length(predictor.config(m), 1, po.num_recycles + 1,
-                                                           predictor.num_params(m), po.device));
+                                                           predictor.num_params(m), po.device,
+                                                           pair_logits_on_device(po.device, po.result_arrays)));
     FC_CHECK(max_length > 0, "serve: not even one residue fits the memory estimate on ", po.device.str());
   }
 

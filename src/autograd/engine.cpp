@@ -1,9 +1,11 @@
 #include "autograd/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "core/profile.h"
 #include "kernels/elementwise.h"
 
 namespace foldcore::autograd {
@@ -195,7 +197,12 @@ class Engine {
           g = g.to(m.dtype);
         }
       }
+      // FOLDCORE_PROFILE: each node's backward is a stage named by its op, under the caller's
+      // stage ("backward/linear"; a recompute segment's nodes under "…/recompute").
+      std::optional<profile::Scope> op_stage;
+      if (profile::enabled()) op_stage.emplace(n->name.c_str(), n->outputs.empty() ? Device::cpu() : n->outputs[0].device);
       with_context(std::string("in the backward of '") + n->name + "'", [&] { n->fn->backward(ctx); });
+      op_stage.reset();
       ctx.finish();
       n->fn.reset();  // frees the saved tensors now
       consumed(*n);

@@ -50,8 +50,9 @@ struct Measured {
   MemoryEstimate estimate;
 };
 
+// pair_logits: as --result_arrays full (true) or summary (false) runs the model.
 Measured measure(int64_t n, const std::string& precision, int64_t chunk, int64_t clusters = kClusters,
-                 int64_t extra = kExtra, int64_t recycles = 0, int64_t templates = 0) {
+                 int64_t extra = kExtra, int64_t recycles = 0, int64_t templates = 0, bool pair_logits = true) {
   const af2::Af2Config config = estimate_config(precision, chunk, clusters, extra);
   const int64_t raw_rows = clusters + extra;
   autograd::ParamStore params(Device::cpu());
@@ -70,15 +71,16 @@ Measured measure(int64_t n, const std::string& precision, int64_t chunk, int64_t
   m.features = static_cast<double>(base - before_features);
   {
     // As `foldcore predict` runs it: without the recycled states (which it does not write).
-    const af2::Af2Outputs out = model.predict(features, recycles, Device::cpu(), {}, {.recycle_states = false, .representations = false});
+    const af2::Af2Outputs out = model.predict(features, recycles, Device::cpu(), {}, {.recycle_states = false, .representations = false, .pair_logits = pair_logits});
     EXPECT_FALSE(out.empty());
     m.activations = static_cast<double>(alloc.stats().peak - base);
   }
-  m.estimate = estimate_predict_memory(config, n, raw_rows, recycles + 1, params.num_elements(), templates);
+  m.estimate = estimate_predict_memory(config, n, raw_rows, recycles + 1, params.num_elements(), templates,
+                                       pair_logits_on_device(Device::cpu(), pair_logits ? "full" : "summary"));
   const double pair = static_cast<double>(n * n * config.c_z * 4);
-  std::printf("N = %lld, %lld templates, %lld + %lld MSA rows, %lld recycles, %s, chunk %lld: activations measured %.2f MiB (%.2f fp32 pairs), estimated %.2f MiB "
+  std::printf("%s arrays, N = %lld, %lld templates, %lld + %lld MSA rows, %lld recycles, %s, chunk %lld: activations measured %.2f MiB (%.2f fp32 pairs), estimated %.2f MiB "
               "(ratio %.3f); features measured %.2f MiB, estimated %.2f MiB\n",
-              static_cast<long long>(n), static_cast<long long>(templates), static_cast<long long>(clusters), static_cast<long long>(extra),
+              pair_logits ? "full" : "summary", static_cast<long long>(n), static_cast<long long>(templates), static_cast<long long>(clusters), static_cast<long long>(extra),
               static_cast<long long>(recycles),
               precision.c_str(), static_cast<long long>(chunk), m.activations / 1048576.0,
               m.activations / pair, static_cast<double>(m.estimate.activation_bytes) / 1048576.0,
@@ -128,32 +130,57 @@ TEST(MemoryEstimate, MatchesMeasuredPeakBf16) {
   expect_within_margin(measure(80, "bf16", 0));
 }
 
+// --result_arrays summary: the pair heads keep no [N, N, bins] logits, so the after-trunk term
+// drops their units and the trunk (or the template stage) is the peak.
+TEST(MemoryEstimate, MatchesMeasuredPeakWithoutPairLogits) {
+  expect_within_margin(measure(128, "fp32", 32, kClusters, kExtra, 0, 0, false));
+  expect_within_margin(measure(96, "fp32", 0, kClusters, kExtra, 0, 0, false));
+  expect_within_margin(measure(128, "bf16", 16, kClusters, kExtra, 0, 0, false));
+  expect_within_margin(measure(128, "bf16", 32, kClusters, kExtra, 0, 0, false));
+  expect_within_margin(measure(96, "bf16", 0, kClusters, kExtra, 0, 0, false));
+  expect_within_margin(measure(128, "bf16", 16, kClusters, kExtra, 0, 4, false));
+}
+
+TEST(MemoryEstimate, PairLogitsStayOnTheDeviceOnlyOnTheCpuWithFullArrays) {
+  EXPECT_TRUE(pair_logits_on_device(Device::cpu(), "full"));
+  EXPECT_FALSE(pair_logits_on_device(Device::cpu(), "summary"));
+  EXPECT_FALSE(pair_logits_on_device(Device::cuda(0), "full"));
+  EXPECT_FALSE(pair_logits_on_device(Device::cuda(0), "summary"));
+}
+
 // The estimate grows as N² with the unit model's slope: at long N the activations per fp32 pair
-// tend to the measured units (without templates fp32: the trunk's 2.2; bf16: the heads' 1.3; with
-// 4 templates the template stage's, in two passes 1.11·2.125 = 2.36 / 1.27·1.125 = 1.43 (the
-// default when chunking), in one pass 2.55 / 1.45; with one template one pass, whose running heads
-// replace t at its peak, 2.04 / 1.16, under the trunk's and the heads' units; + 5%) at a small
-// chunk; recycling adds nothing (the previous pair dies after the embeddings).
+// tend to the measured units (without templates fp32: the trunk's 2.2; bf16: the heads' 1.3 with
+// the logits on the device, else the trunk's 1.1; with 4 templates the template stage's, in two
+// passes 1.11·2.125 = 2.36 / 1.27·1.125 = 1.43 (the default when chunking), in one pass 2.55 /
+// 1.45; with one template one pass, whose running heads replace t at its peak, 2.04 / 1.16, under
+// the trunk's and the heads' units, but above the bf16 trunk's 1.1 without the logits; + 5%) at
+// a small chunk; recycling adds nothing (the previous pair dies after the embeddings).
 TEST(MemoryEstimate, LongSequencesTendToTheMeasuredUnits) {
   for (const char* precision : {"fp32", "bf16"})
     for (const int64_t templates : {0, 1, 4})
-      for (const int64_t passes : {0, 1}) {
-        af2::Af2Config c = estimate_config(precision, 16);
-        c.template_passes = passes;
-        const int64_t n = 20000;
-        const bool fp32 = std::string(precision) == "fp32", two = passes == 0 && templates >= 2;
-        for (const int64_t iterations : {1, 4}) {
-          const MemoryEstimate e = estimate_predict_memory(c, n, kRawRows, iterations, 93'000'000, templates);
-          const double units = static_cast<double>(e.activation_bytes) / static_cast<double>(n * n * c.c_z * 4);
-          const double expected = (templates <= 1 ? (fp32 ? 2.2 : 1.3)
-                                   : two          ? (fp32 ? 2.36 : 1.43)
-                                                  : (fp32 ? 2.55 : 1.45)) *
-                                  1.05;
-          // The chunk and MSA terms add < 0.02 at this N.
-          EXPECT_NEAR(units, expected, 0.03) << precision << ", " << templates << " templates, passes " << passes
-                                             << ", " << iterations << " iterations";
+      for (const int64_t passes : {0, 1})
+        for (const bool logits_on_device : {true, false}) {
+          af2::Af2Config c = estimate_config(precision, 16);
+          c.template_passes = passes;
+          const int64_t n = 20000;
+          const bool fp32 = std::string(precision) == "fp32", two = passes == 0 && templates >= 2;
+          const double trunk_or_heads = fp32 ? 2.2 : logits_on_device ? 1.3 : 1.1;
+          const double one_template = fp32 ? 2.04 : 1.16;
+          for (const int64_t iterations : {1, 4}) {
+            const MemoryEstimate e =
+                estimate_predict_memory(c, n, kRawRows, iterations, 93'000'000, templates, logits_on_device);
+            const double units = static_cast<double>(e.activation_bytes) / static_cast<double>(n * n * c.c_z * 4);
+            const double expected = (templates == 0   ? trunk_or_heads
+                                     : templates == 1 ? std::max(trunk_or_heads, one_template)
+                                     : two            ? (fp32 ? 2.36 : 1.43)
+                                                      : (fp32 ? 2.55 : 1.45)) *
+                                    1.05;
+            // The chunk and MSA terms add < 0.02 at this N.
+            EXPECT_NEAR(units, expected, 0.03) << precision << ", " << templates << " templates, passes " << passes
+                                               << ", " << iterations << " iterations, logits on the device "
+                                               << logits_on_device;
+          }
         }
-      }
 }
 
 // The peaks measured on a GPU (docs/benchmarks.md, "GPU (NVIDIA H200)", "Long sequences", runs 3
@@ -161,29 +188,36 @@ TEST(MemoryEstimate, LongSequencesTendToTheMeasuredUnits) {
 // recycling; the CUDA allocator's peak above parameters and features), against the estimate the
 // preflight makes for the same runs: never below them, so `predict` on a GPU does not let through
 // what then runs out of device memory. Upper bound 1.35×: with 4 templates the estimate keeps the
-// CPU fit's two-pass template term (1.43 units), while the GPU measured 1.15-1.29 there; at
-// N = 15,616 the after-trunk term (1.3 units, the heads' logits on the device) is above the
-// GPU's 1.06, whose heads run by blocks of rows.
+// CPU fit's two-pass template term (1.43 units), while the GPU measured 1.15-1.29 there. Run 3's
+// heads still held their whole [N, N, 64] logits on the device (what the code did then): those
+// points are estimated with the logits on the device; run 4's heads ran by blocks of rows with
+// summary arrays, estimated as `predict` now does on a GPU (pair_logits_on_device: false).
 TEST(MemoryEstimate, CoversThePeaksMeasuredOnAGpu) {
   struct Point {
     int64_t n, templates;
     double above_inputs_mib;
+    bool logits_on_device;
   };
   const Point points[] = {// run 3
-                          {1024, 4, 606.2}, {1536, 4, 1468.15}, {2048, 4, 2504.9}, {3072, 4, 5312.75},
-                          {4096, 4, 9403.91}, {10000, 0, 61332.4},
+                          {1024, 4, 606.2, true}, {1536, 4, 1468.15, true}, {2048, 4, 2504.9, true},
+                          {3072, 4, 5312.75, true}, {4096, 4, 9403.91, true}, {10000, 0, 61332.4, true},
                           // run 4 (the last: summary arrays, the heads by blocks of rows)
-                          {1024, 4, 610.2}, {1536, 4, 1490.84}, {2048, 4, 2560.58}, {15616, 0, 126434}};
+                          {1024, 4, 610.2, false}, {1536, 4, 1490.84, false}, {2048, 4, 2560.58, false},
+                          {15616, 0, 126434, false}};
   for (const Point& p : points) {
     af2::Af2Config c = estimate_config("bf16", 16);
     c.template_passes = p.templates >= 2 ? 2 : 1;
-    const MemoryEstimate e = estimate_predict_memory(c, p.n, kRawRows, 1, 93'000'000, p.templates);
+    const MemoryEstimate e = estimate_predict_memory(c, p.n, kRawRows, 1, 93'000'000, p.templates, p.logits_on_device);
     const double est_mib = static_cast<double>(e.activation_bytes) / 1048576.0;
     std::printf("GPU N = %lld, %lld templates: measured %.0f MiB, estimated %.0f MiB (ratio %.3f)\n",
                 static_cast<long long>(p.n), static_cast<long long>(p.templates), p.above_inputs_mib, est_mib,
                 est_mib / p.above_inputs_mib);
     EXPECT_GE(est_mib, p.above_inputs_mib) << "N = " << p.n;
     EXPECT_LE(est_mib, 1.35 * p.above_inputs_mib) << "N = " << p.n;
+    // What ran on the H200 (143,771 MiB) must pass the preflight there: the estimate with the
+    // parameters, features and runtime within the card's memory (before, at N = 15,616 it asked
+    // for 163 GiB and `predict` would have refused the length).
+    EXPECT_LE(static_cast<double>(e.total_bytes) / 1048576.0, 143771.0) << "N = " << p.n;
   }
 }
 

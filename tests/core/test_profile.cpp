@@ -3,10 +3,15 @@
 // use (ctest runs every test in a process of its own).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "autograd/autograd.h"
 #include "core/profile.h"
+#include "core/tensor.h"
 
 namespace foldcore {
 namespace {
@@ -33,6 +38,26 @@ TEST(Profile, NestedScopesAddUpByPath) {
   EXPECT_GE(r[2].seconds, r[0].seconds + r[1].seconds);  // the enclosing stage holds both
   profile::reset();
   EXPECT_TRUE(profile::report().empty());
+}
+
+// The autograd engine makes each node's backward a stage of its own, named by the op, under the
+// stage that runs the backward: where a training step's backward goes, op by op.
+TEST(Profile, BackwardNodesAreStagesNamedByTheirOp) {
+  ::setenv("FOLDCORE_PROFILE", "1", 1);
+  ASSERT_TRUE(profile::enabled());
+  profile::reset();
+  const autograd::Variable a(Tensor::full({4, 3}, 1.0, DType::f32), true), b(Tensor::full({4, 3}, 1.0, DType::f32), true);
+  const autograd::Variable loss = autograd::sum(autograd::mul(autograd::add(a, b), b), {0, 1});
+  {
+    const profile::Scope stage("backward", Device::cpu());
+    autograd::backward(loss);
+  }
+  std::vector<std::string> paths;
+  for (const profile::Stage& s : profile::report()) paths.push_back(s.path);
+  for (const char* op : {"backward/sum", "backward/mul", "backward/add"})
+    EXPECT_NE(std::find(paths.begin(), paths.end(), op), paths.end()) << op;
+  EXPECT_EQ(paths.back(), "backward");
+  profile::reset();
 }
 
 }  // namespace

@@ -196,6 +196,30 @@ TEST(Dropout, ForwardMatchesNaiveWithBiasResidualAndSharedDims) {
   }
 }
 
+// Sizes where the CPU path runs in parallel (rows over threads, and a shared mask's compact part
+// computed over threads), row lengths off the 4-element Philox blocks, shared leading, middle and
+// last axes: every decision equals the per-element philox_keep of the naive mask, forward and
+// backward.
+TEST(Dropout, LargeTensorsDrawTheNaiveMaskRowByRow) {
+  Generator gen(23);
+  for (const auto& shared : std::vector<std::vector<int>>{{}, {0}, {1}, {-1}, {0, 2}}) {
+    const Shape s{2, 161, 131};
+    const ops::DropoutArgs d{0.15f, 4242, 9, shared};
+    const Tensor ones = Tensor::full(s, 1.0, DType::f32);
+    Tensor out = Tensor::empty(s, DType::f32), dx = Tensor::empty(s, DType::f32);
+    ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), d, out);
+    ops::bias_dropout_residual_backward(ones, d, dx, Tensor());
+    const auto m = naive_mask(s, d);
+    const auto ov = out.to_vector(), dv = dx.to_vector();
+    int64_t wrong = 0;
+    for (size_t i = 0; i < m.size(); ++i) {
+      const float expected = m[i] ? 1.f / 0.85f : 0.f;
+      wrong += ov[i] != expected || dv[i] != expected;
+    }
+    EXPECT_EQ(wrong, 0) << "shared axes " << shared.size();
+  }
+}
+
 // A slab of the tensor cut along a shared axis draws the whole tensor's mask (what dynamic axial
 // parallelism relies on: each rank holds a slab and must draw one process's mask).
 TEST(Dropout, SlabAlongASharedAxisDrawsTheWholeMask) {

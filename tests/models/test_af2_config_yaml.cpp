@@ -59,10 +59,14 @@ TEST(Af2ConfigYaml, EveryPresetLoadsCompletelyWithAf2Settings) {
 
 TEST(Af2ConfigYaml, Model1PtmPresetEqualsTheBuiltInDefaults) {
   // config.h's defaults are model_1_ptm; the preset file must say exactly the same (chunk_size
-  // aside: the preset chunks as AF2's subbatch_size 4, the struct default does not chunk).
+  // aside: the preset chunks as AF2's subbatch_size 4, the struct default does not chunk; and
+  // recompute_blocks: the preset trains with AlphaFold2's one block per recomputation segment,
+  // the struct default does not recompute).
   Af2Config file = load_af2_config(preset_path("model_1_ptm"));
   EXPECT_EQ(file.chunk_size, 4);
+  EXPECT_EQ(file.recompute_blocks, 1);
   file.chunk_size = 0;
+  file.recompute_blocks = 0;
   EXPECT_EQ(af2_config_to_yaml(file), af2_config_to_yaml(Af2Config{}));
 }
 
