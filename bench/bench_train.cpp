@@ -132,6 +132,7 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& 
                 Device device) {
   af2::Af2Config config = base;
   config.recompute_blocks = recompute;
+  config.chunk_size = 0;  // training runs unchunked, as `foldcore train` (af2_trainer.cpp)
   autograd::ParamStore params(device);
   Generator init_rng(7), dropout_rng(11);
   af2::AlphaFold model(nn::Scope{&params, &init_rng, &dropout_rng, ""}, config);

@@ -280,6 +280,10 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   Generator dropout_rng(cfg.run.seed ^ 0x9e3779b97f4a7c15ULL);
   AlphaFold model(nn::Scope{&params, &init_rng, cfg.run.dropout ? &dropout_rng : nullptr, ""}, cfg.model);
   model.train(cfg.run.dropout);
+  // Training runs unchunked, as AlphaFold2 (its subbatching is low_memory = not is_training): the
+  // YAML's chunk_size is the inference chunk, which in the step's no-grad forwards (recycling,
+  // the first pass of recomputed segments) only costs time; validation predicts with it.
+  model.set_chunk_size(0);
   params.finalize();
   // DAP / BP: the model runs split over the grid's groups (af2_train_step then sums the split
   // stacks' gradients over them, before the clipping norm is taken).
@@ -390,6 +394,11 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   // Validation of the weights or (validation.ema) of their EMA, swapped in for the scoring and
   // back after it (exact copies: the training continues bit for bit).
   auto validate_now = [&]() {
+    model.set_chunk_size(cfg.model.chunk_size);  // inference's chunk for the prediction
+    struct Unchunk {
+      AlphaFold* m;
+      ~Unchunk() { m->set_chunk_size(0); }
+    } unchunk{&model};
     if (!cfg.validation.ema) return validator->run(model, o.device);
     ema.swap_with_params();
     struct SwapBack {
