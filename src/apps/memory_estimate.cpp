@@ -232,6 +232,24 @@ std::vector<int64_t> auto_chunk_candidates(int64_t num_res) {
   return out;
 }
 
+int64_t kept_result_bytes(int64_t num_res, int64_t bins, const std::string& result_arrays, int64_t models) {
+  const int64_t per_pair = result_arrays == "summary" ? 2 : 2 * bins + 2;
+  return models * num_res * num_res * per_pair * 4;
+}
+
+void check_host_results_fit(const std::string& input, int64_t num_res, int64_t needed_bytes, int64_t available_bytes,
+                            const std::string& result_arrays) {
+  if (needed_bytes <= available_bytes) return;
+  std::ostringstream msg;
+  msg << input << ": the result arrays of " << num_res << " residues (--result_arrays " << result_arrays
+      << ") need an estimated " << needed_bytes << " bytes (" << format_bytes(needed_bytes)
+      << ") of host memory, but only " << available_bytes << " bytes (" << format_bytes(available_bytes)
+      << ") are available there.";
+  if (result_arrays != "summary")
+    msg << " Try --result_arrays summary (pLDDT, PAE and pTM without the [N, N, 64] logits and probabilities).";
+  FC_THROW(msg.str());
+}
+
 bool pair_logits_on_device(Device device, const std::string& result_arrays) {
   return !device.is_cuda() && result_arrays != "summary";
 }

@@ -83,6 +83,19 @@ void check_predict_fits(const std::string& input, const af2::Af2Config& config, 
                         int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device,
                         int64_t templates = -1, bool logits_on_device = true);
 
+// Bytes the result arrays of `models` predictions of `num_res` residues hold until the target is
+// written (fp32, in host memory): N²·(2·bins + 2) floats per model with --result_arrays full (the
+// distogram logits, the aligned-confidence probabilities, PAE and its logits' reduction), N²·2 with
+// summary.
+int64_t kept_result_bytes(int64_t num_res, int64_t bins, const std::string& result_arrays, int64_t models);
+
+// The host side of a GPU run's preflight (the device estimate leaves the result arrays out: they
+// are host memory): throws foldcore::Error naming `input`, its length, the bytes its results need
+// and the host's available bytes, suggesting --result_arrays summary where that is not already
+// the setting.
+void check_host_results_fit(const std::string& input, int64_t num_res, int64_t needed_bytes, int64_t available_bytes,
+                            const std::string& result_arrays);
+
 // Bytes a prediction still needs once the parameters are resident (the preflight's "needed").
 int64_t needed_after_params(const MemoryEstimate& e);
 

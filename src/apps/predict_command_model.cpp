@@ -293,15 +293,22 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
                                 : 0;
   // Preflight: refuse what cannot fit before the processed features and the activations are
   // allocated (the parameters already are), or pick the chunk with --chunk_size auto. The models
-  // run one after another; each keeps its outputs (about N²·(2·64 + 2) floats: distogram logits,
-  // aligned confidence probabilities, PAE; N²·2 with --result_arrays summary) until the target is
-  // written, so model i has i models' outputs less available.
+  // run one after another; each keeps its outputs (kept_result_bytes: about N²·(2·64 + 2) floats,
+  // N²·2 with --result_arrays summary) until the target is written, so on the CPU model i has i
+  // models' outputs less available.
+  // On a GPU the outputs are host memory: all models' against the host's available memory.
   const int64_t available = device_memory_available(o.device);
   const bool logits_on_device = pair_logits_on_device(o.device, o.result_arrays);
+  if (o.device.is_cuda() && !o.model_names.empty())
+    check_host_results_fit(in.fasta_path, n_res,
+                           kept_result_bytes(n_res, model(o.model_names.front()).config.heads.distogram_bins,
+                                             o.result_arrays, static_cast<int64_t>(o.model_names.size())),
+                           device_memory_available(Device::cpu()), o.result_arrays);
   for (size_t mi = 0; mi < o.model_names.size(); ++mi) {
     LoadedModel& m = model(o.model_names[mi]);
-    const int64_t kept_per_pair = o.result_arrays == "full" ? 2 * m.config.heads.distogram_bins + 2 : 2;
-    const int64_t kept = static_cast<int64_t>(mi) * n_res * n_res * kept_per_pair * 4;
+    const int64_t kept = o.device.is_cuda() ? 0
+                                            : kept_result_bytes(n_res, m.config.heads.distogram_bins, o.result_arrays,
+                                                                static_cast<int64_t>(mi));
     const int64_t avail = available - kept;
     const int64_t num_params = m.params.num_elements();
     m.config.template_passes = o.template_passes;  // auto is decided per target, below

@@ -275,6 +275,29 @@ TEST(MemoryEstimate, AutoChunkObeysTheBudget) {
 }
 
 // The preflight's refusal names the input, the need and the availability, and what to try.
+// A GPU run's result arrays are host memory: counted per model from their shapes, and checked
+// against the host's available memory with a message that names the input and what to try.
+TEST(MemoryEstimate, HostResultArraysOfAGpuRunAreChecked) {
+  EXPECT_EQ(kept_result_bytes(100, 64, "full", 1), int64_t{100} * 100 * (2 * 64 + 2) * 4);
+  EXPECT_EQ(kept_result_bytes(100, 64, "summary", 3), int64_t{3} * 100 * 100 * 2 * 4);
+  EXPECT_EQ(kept_result_bytes(100, 64, "full", 0), 0);
+  // The H200 run's length with full arrays: 118 GiB of host results for one model.
+  const int64_t need = kept_result_bytes(15616, 64, "full", 1);
+  EXPECT_GT(need, int64_t{118} << 30);
+  EXPECT_NO_THROW(check_host_results_fit("t.fasta", 15616, need, need, "full"));
+  for (const char* arrays : {"full", "summary"}) {
+    try {
+      check_host_results_fit("t.fasta", 15616, need, need - 1, arrays);
+      ADD_FAILURE() << "no refusal";
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      for (const char* piece : {"t.fasta", "15616 residues", "host memory", "are available"})
+        EXPECT_NE(what.find(piece), std::string::npos) << "missing '" << piece << "' in: " << what;
+      EXPECT_EQ(what.find("Try --result_arrays summary") != std::string::npos, std::string(arrays) == "full") << what;
+    }
+  }
+}
+
 TEST(MemoryEstimate, PreflightMessageSaysWhatToTry) {
   const int64_t n = 3000, params = 93'000'000;
   const af2::Af2Config c = estimate_config("fp32", 0);
