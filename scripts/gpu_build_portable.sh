@@ -22,7 +22,8 @@
 #       AlphaFold2 predictions on the tiny preset built in code), built with
 #       MPI and linked to libmpi.so.40 dynamically (Open MPI 4.x, whose ABI the GPU machine's Debian
 #       Open MPI shares), into build-gpu-portable-mpi; `gpu_check.sh --prebuilt-mpi` runs them under
-#       mpirun with 1 and 2 ranks. Only their direct libraries are checked (libmpi brings its own).
+#       mpirun with 1 and 2 ranks, and bench_comm (the collectives' bandwidth on CUDA tensors). Only
+#       their direct libraries are checked (libmpi brings its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MPI=${MPI:-0}
@@ -59,9 +60,10 @@ fi
 BENCHES=()  # the benchmarks with a CUDA path (a --device option); the rest are CPU-only
 # (bench_comm needs MPI, which this build leaves out: only the targets this configuration has)
 TARGETS=$(ninja -C "$BUILD_DIR" -t targets all | sed 's/:.*//' | sed 's|.*/||' | sort -u)
+# (the MPI build: bench_comm alone, the collectives' bandwidth on CUDA tensors, NCCL and MPI staged)
 for f in bench/bench_*.cpp; do
   b=$(basename "$f" .cpp)
-  [ "$MPI" = 1 ] && break
+  if [ "$MPI" = 1 ]; then [ "$b" = bench_comm ] || continue; fi
   grep -q -- '--device' "$f" && grep -qx "$b" <<<"$TARGETS" && BENCHES+=("$b")
 done
 ninja -C "$BUILD_DIR" -j "$JOBS" "${TESTS[@]}" "${BENCHES[@]+"${BENCHES[@]}"}"

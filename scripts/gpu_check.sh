@@ -237,6 +237,40 @@ if [ -n "$PREBUILT_MPI" ]; then
           skipped+=("$name: $(grep -h -A1 ': Skipped$' "$OUT_DIR/gpu_mpi_tests/$name.log" | grep -v -e ': Skipped$' -e '^--$' | sort -u | tr '\n' ' ')"); fi
       done
     done
+    # The collectives' bandwidth on CUDA tensors, nccl-tests' terms (algbw/busbw): 1 rank on NCCL
+    # (send_recv left out: a rank sending to itself), 2 ranks on this one GPU through the MPI staged
+    # backend. One JSON line per case in $OUT_DIR/gpu_comm.jsonl.
+    if [ -x "$MPI_BIN/bench/bench_comm" ]; then
+      for np in 1 2; do
+        ops=all_reduce,reduce_scatter,all_gather,all_to_all,broadcast
+        [ "$np" -gt 1 ] && ops=$ops,send_recv
+        set +e
+        timeout 90 mpirun --oversubscribe --allow-run-as-root -np "$np" env LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" \
+          OMP_NUM_THREADS=1 FOLDCORE_COMM_TIMEOUT_S=60 "$MPI_BIN/bench/bench_comm" --device cuda --quick \
+          --max_bytes 256M --ops "$ops" >>"$OUT_DIR/gpu_comm.jsonl" 2>"$OUT_DIR/gpu_mpi_tests/bench_comm.np$np.log"
+        rc=$?
+        set -e
+        cases=$(grep -c "\"ranks\":$np," "$OUT_DIR/gpu_comm.jsonl" || true)
+        echo "gpu_check: bench_comm --device cuda at $np rank(s): exit $rc, $cases cases"
+        MPI_SUMMARY+=("bench_comm.np$np | exit $rc, $cases cases (gpu_comm.jsonl)")
+        [ "$rc" -eq 0 ] || failed+=("bench_comm.np$np (exit $rc)")
+      done
+      # the largest message of each collective, one line each
+      python3 - "$OUT_DIR/gpu_comm.jsonl" <<'PY' || true
+import json, sys
+best = {}
+for raw in open(sys.argv[1]):
+    try:
+        r = json.loads(raw)
+    except ValueError:
+        continue
+    k = (r["ranks"], r["backend"], r["case"])
+    if k not in best or r["size_bytes"] > best[k]["size_bytes"]:
+        best[k] = r
+for (n, backend, case), r in sorted(best.items()):
+    print(f"gpu_check: comm {backend} ranks={n} {case} {r['size_bytes']} B: {r['time_us']:.1f} us, algbw {r['algbw_gbs']:.1f} GB/s, busbw {r['busbw_gbs']:.1f} GB/s")
+PY
+    fi
   fi
 fi
 if want tests; then

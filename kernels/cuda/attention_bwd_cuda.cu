@@ -1,5 +1,6 @@
 // FlashAttention-2-style backward.
-//  1. preprocess (one warp per row): dA = dO ⊙ σ(g), delta[i] = Σ_d dA·a, dg = dO ⊙ a ⊙ σ(1−σ).
+//  1. preprocess (one warp per row): dA = dO ⊙ σ(g) (written to a bf16 scratch for the register-tiled
+//     kernel; the shared-memory kernel forms it again per tile), delta[i] = Σ_d dA·a, dg = dO ⊙ a ⊙ σ(1−σ).
 //  2. main kernel: one CTA per (key tile of 64, h, b). K, V stay in shared memory; for every query
 //     tile that can see these keys: recompute S = Q Kᵀ and p = exp(scale·S + Σbias − lse),
 //     dP = dA Vᵀ, dS = p ⊙ (dP − delta); dV += Pᵀ dA and dK += dSᵀ Q accumulate in shared fp32;
@@ -36,6 +37,7 @@ template <typename T> __global__ void attention_bwd_pre_kernel(const AttnParams 
         static_cast<T*>(p.dg)[b * p.dg_s[0] + h * p.dg_s[1] + i * p.dg_s[2] + d] = from_f32<T>(dov * av * sg * (1.f - sg));
     }
     delta += dov * sg * av;
+    if (p.da) p.da[row * p.D + d] = bf16_bits(dov * sg);  // the mma kernel's dA (T is bf16 there)
   }
   delta = warp_sum(delta);
   if (lane == 0) p.delta[row] = delta;
@@ -239,16 +241,25 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
     d.shared = (db.size(0) == 1 && p.B > 1) || (db.size(1) == 1 && p.H > 1) || (db.size(3) == 1 && p.Lk > 1);
   }
 
+  // The register-tiled main kernel reads dA = dO ⊙ σ(g) from a bf16 scratch the preprocess
+  // writes (row-major, 16-byte loads) instead of forming it from dO and g in every key block.
+  const bool mma = use_mma_kernels(p, in.q.dtype());
+  Tensor da;
+  if (mma) {
+    da = Tensor::empty({rows * p.D}, DType::bf16, dev);
+    p.da = static_cast<uint16_t*>(da.data_ptr());
+  }
+
   cuda_dispatch_float(in.q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int warps_per_block = 8;
-    phase.emplace("pre", dev);  // dA = dO ⊙ σ(g), delta, dg (and the dq scratch zeroed before it)
+    phase.emplace("pre", dev);  // dA = dO ⊙ σ(g) (the mma kernel's scratch), delta, dg (and the dq scratch zeroed before it)
     launch_kernel<attention_bwd_pre_kernel<T>>(static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), 32 * warps_per_block, 0, stream,
         p, static_cast<const T*>(a_or_o.data_ptr()), a_or_o.stride(0), a_or_o.stride(1), a_or_o.stride(2));
     FC_CUDA_CHECK_LAUNCH();
     phase.reset();
     phase.emplace("main", dev);
-    if (use_mma_kernels(p, in.q.dtype())) {
+    if (mma) {
       // The opt-in pass takes the gradients of the biases shared by the batch rows (not summed over
       // query rows) away from the main kernel's atomics.
       AttnParams pass = p;

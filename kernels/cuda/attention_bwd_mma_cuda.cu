@@ -1,12 +1,14 @@
 // Register-tiled bf16 attention backward, main kernel (FlashAttention-2 layout on mma.sync
-// m16n8k16). The preprocess (dA = dO ⊙ σ(g), delta, dg) and the dq conversion are shared with the
-// shared-memory kernels (attention_bwd_cuda.cu).
+// m16n8k16). The preprocess (dA = dO ⊙ σ(g) into a bf16 scratch, delta, dg) and the dq conversion
+// are shared with the shared-memory kernels (attention_bwd_cuda.cu).
 //
 // One CTA per (64 keys, h, b), 4 warps of 16 keys each. Each warp keeps its K and V rows as A
-// fragments and its dK, dV accumulators in registers for the whole kernel. For every query tile
-// of 64 rows that can see the CTA's keys (Q and dA staged in shared memory, row-major and
-// transposed):
-//   Sᵀ = K·Qᵀ and dPᵀ = V·dAᵀ            [16 keys × 64 queries] per warp, fp32 registers
+// fragments and its dK, dV accumulators in registers for the whole kernel; K also stays row-major
+// in shared memory for dQ. For every query tile of 64 rows that can see the CTA's keys (Q and dA
+// staged row-major in shared memory, 16-byte loads; every fragment read by ldmatrix, the
+// transposed operands by ldmatrix.trans, so no tile is stored twice):
+// and for each 16 of its queries in turn (so only [16 × 16] scores per warp are live):
+//   Sᵀ = K·Qᵀ and dPᵀ = V·dAᵀ            [16 keys × 16 queries] per warp, fp32 registers
 //   Pᵀ = exp(scale·Sᵀ + Σbias − lse),  dSᵀ = Pᵀ ⊙ (dPᵀ − delta)   (dbias written from here)
 //   dV += Pᵀ·dA,  dK += dSᵀ·Q            (Pᵀ, dSᵀ reused as A fragments, no shared memory)
 //   dSᵀ → shared memory as dS [queries][keys] (bf16); then each warp forms dQ for 16 query rows
@@ -25,29 +27,27 @@ namespace {
 template <int Dp> struct BwdMmaLayout {
   static constexpr int kLd = mma_ld_rows<Dp>();
   static constexpr size_t kRowTile = 2 * kMmaBlockM * kLd;  // [64][kLd] bf16
-  static constexpr size_t kTTile = 2 * Dp * kMmaLdKeys;     // [Dp][72] bf16
-  static constexpr size_t kQ = 0;                           // Q rows (K rows at the start)
+  static constexpr size_t kQ = 0;                           // Q rows
   static constexpr size_t kDA = kQ + kRowTile;              // dA rows (V rows at the start)
-  static constexpr size_t kQt = kDA + kRowTile;             // Qᵀ
-  static constexpr size_t kDAt = kQt + kTTile;              // dAᵀ
-  static constexpr size_t kKt = kDAt + kTTile;              // Kᵀ (whole kernel)
-  static constexpr size_t kDS = kKt + kTTile;               // dS [64 queries][72] bf16
+  static constexpr size_t kK = kDA + kRowTile;              // K rows (whole kernel)
+  static constexpr size_t kDS = kK + kRowTile;              // dS [64 queries][72] bf16
   static constexpr size_t kRows = kDS + 2 * kMmaBlockM * kMmaLdKeys;  // lse, delta, lo, hi
   static constexpr size_t kBytes = kRows + 4 * 4 * kMmaBlockM;
+  static_assert(kRowTile % 16 == 0 && (2 * kLd) % 16 == 0 && (2 * kMmaLdKeys) % 16 == 0, "ldmatrix rows 16-byte aligned");
 };
 static_assert(kMmaBlockM == 64 && kMmaBlockN == 64 && kThreads == 128, "4 warps × 16 keys, 64-row query tiles");
 
+// ptxas (sm_90a, CUDA 13): 167 / 138 / 120 registers at Dp = 64 / 32 / 16, no spills, so 3 / 3 / 4
+// CTAs per SM (214 at Dp = 32 before the 16-query slices: 2). A minimum-blocks bound gains nothing:
+// it lets ptxas use up to its limit (165 at Dp = 32) and spills at Dp = 64.
 template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_kernel(const AttnParams p) {
   using L = BwdMmaLayout<Dp>;
   constexpr int kKSteps = Dp / 16;
   constexpr int kDTiles = Dp / 8;
-  constexpr int kNTiles = kMmaBlockM / 8;  // query n tiles of Sᵀ
   FC_DYNAMIC_SHARED(unsigned char, smem, 16);
   uint16_t* sq = reinterpret_cast<uint16_t*>(smem + L::kQ);
   uint16_t* sda = reinterpret_cast<uint16_t*>(smem + L::kDA);
-  uint16_t* sqt = reinterpret_cast<uint16_t*>(smem + L::kQt);
-  uint16_t* sdat = reinterpret_cast<uint16_t*>(smem + L::kDAt);
-  uint16_t* skt = reinterpret_cast<uint16_t*>(smem + L::kKt);
+  uint16_t* sk = reinterpret_cast<uint16_t*>(smem + L::kK);
   uint16_t* sds = reinterpret_cast<uint16_t*>(smem + L::kDS);
   float* s_lse = reinterpret_cast<float*>(smem + L::kRows);
   float* s_delta = s_lse + kMmaBlockM;
@@ -60,9 +60,9 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
   const uint16_t* q = head_slice<uint16_t>(p.q, p.q_s, b, h);
   const uint16_t* k = head_slice<uint16_t>(p.k, p.k_s, b, h);
   const uint16_t* v = head_slice<uint16_t>(p.v, p.v_s, b, h);
-  const __nv_bfloat16* dO = head_slice<__nv_bfloat16>(p.d_o, p.do_s, b, h);
-  const __nv_bfloat16* gt = p.g ? head_slice<__nv_bfloat16>(p.g, p.g_s, b, h) : nullptr;
-  const int64_t bh_row = (static_cast<int64_t>(b) * p.H + h) * p.Lq;  // first row of (b,h) in delta/dq_acc
+  const int64_t bh_row = (static_cast<int64_t>(b) * p.H + h) * p.Lq;  // first row of (b,h) in delta/dq_acc/da
+  const uint16_t* da = p.da + bh_row * p.D;                          // dA rows, contiguous [Lq][D]
+  const bool da_vec8 = p.D % 8 == 0;                                  // the scratch is 256-byte aligned
 
   int i_begin, i_end;
   bwd_query_range(p, j0, min(j0 + kMmaBlockN, p.Lk) - 1, i_begin, i_end);
@@ -74,16 +74,15 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
   constexpr bool kBiasLines = Dp <= 32;
   const BiasLine<false> bias_col[2] = {BiasLine<false>(p, b, h, key[0]), BiasLine<false>(p, b, h, key[1])};
 
-  // K and V rows as A fragments (staged in the Q / dA buffers), Kᵀ for dQ = dS·K.
-  mma_load_tile<kMmaBlockN, Dp, false>(sq, L::kLd, k, p.k_s[2], j0, p.Lk, p.D, p.vec8);
+  // K and V rows as A fragments (V staged in the dA buffer); K stays for dQ = dS·K.
+  mma_load_tile<kMmaBlockN, Dp, false>(sk, L::kLd, k, p.k_s[2], j0, p.Lk, p.D, p.vec8);
   mma_load_tile<kMmaBlockN, Dp, false>(sda, L::kLd, v, p.v_s[2], j0, p.Lk, p.D, p.vec8);
-  mma_load_tile<kMmaBlockN, Dp, true>(skt, kMmaLdKeys, k, p.k_s[2], j0, p.Lk, p.D, p.vec8);
   __syncthreads();
   MmaFragA ka[kKSteps], va[kKSteps];
 #pragma unroll
   for (int ks = 0; ks < kKSteps; ++ks) {
-    ka[ks] = mma_lds_a(sq, L::kLd, 16 * warp, 16 * ks, lane);
-    va[ks] = mma_lds_a(sda, L::kLd, 16 * warp, 16 * ks, lane);
+    ka[ks] = mma_ldsm_a(sk, L::kLd, 16 * warp, 16 * ks, lane);
+    va[ks] = mma_ldsm_a(sda, L::kLd, 16 * warp, 16 * ks, lane);
   }
   MmaFragC dk[kDTiles], dv[kDTiles];
 #pragma unroll
@@ -95,76 +94,86 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
     __syncthreads();  // the previous tile's (and the start's) reads of every buffer are done
     bwd_load_query_rows<kMmaBlockM>(p, b, h, i0, i_end, bh_row, row_lo, row_hi, s_lse, s_delta);
     mma_load_tile<kMmaBlockM, Dp, false>(sq, L::kLd, q, p.q_s[2], i0, i_end, p.D, p.vec8);
-    mma_load_tile<kMmaBlockM, Dp, true>(sqt, kMmaLdKeys, q, p.q_s[2], i0, i_end, p.D, p.vec8);
-    for (int idx = tid; idx < kMmaBlockM * Dp; idx += kThreads) {  // dA = dO ⊙ σ(g), both layouts
-      const int r = idx / Dp, c = idx % Dp;
-      const uint16_t bits = bf16_bits(bwd_da(dO, gt, p, i0 + r, i_end, c));
-      sda[r * L::kLd + c] = bits;
-      sdat[c * kMmaLdKeys + r] = bits;
-    }
+    mma_load_tile<kMmaBlockM, Dp, false>(sda, L::kLd, da, p.D, i0, i_end, p.D, da_vec8);
     __syncthreads();
 
-    // Sᵀ and dPᵀ, [16 keys × 64 queries]: n tile nt holds queries i0 + 8nt + (0..7).
-    MmaFragC s[kNTiles], dp[kNTiles];
-#pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
-      for (int e = 0; e < 4; ++e) s[nt].r[e] = dp[nt].r[e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < kKSteps; ++ks) {
-        mma_m16n8k16_bf16(s[nt], ka[ks], mma_lds_b(sq, L::kLd, 8 * nt, 16 * ks, lane), s[nt]);
-        mma_m16n8k16_bf16(dp[nt], va[ks], mma_lds_b(sda, L::kLd, 8 * nt, 16 * ks, lane), dp[nt]);
-      }
-    }
-    // Pᵀ and dSᵀ in place of Sᵀ and dPᵀ; element e of tile nt: key key[e / 2], query 8nt + 2t + e % 2.
-#pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int rr = e / 2, r = 8 * nt + 2 * t + e % 2, i = i0 + r, j = key[rr];
-        float pv = 0.f, ds = 0.f;
-        if (j < p.Lk && j >= row_lo[r] && j < row_hi[r]) {
-          const float bias = kBiasLines ? bias_col[rr].sum(i) : bias_sum<__nv_bfloat16>(p, b, h, i, j);
-          pv = __expf(s[nt].r[e] * p.scale + bias - s_lse[r]);
-          ds = pv * (dp[nt].r[e] - s_delta[r]);
-#pragma unroll
-          for (int bt = 0; bt < kMaxBiases; ++bt) {
-            const DbiasDesc& db = p.dbias[bt];
-            if (!db.ptr) continue;
-            if (db.sum_i) {
-              colsum[bt][rr] += ds;
-            } else {
-              float* el = db.ptr + b * db.s[0] + h * db.s[1] + i * db.s[2] + j * db.s[3];
-              if (db.shared) atomicAdd(el, ds);
-              else *el += ds;
-            }
-          }
-        }
-        s[nt].r[e] = pv;
-        dp[nt].r[e] = ds;
-        sds[r * kMmaLdKeys + 16 * warp + g + 8 * rr] = bf16_bits(ds);
-      }
-    // dV += Pᵀ·dA, dK += dSᵀ·Q (k = 16 queries per step).
+    // Sixteen queries at a time (kk): Sᵀ and dPᵀ [16 keys × 16 queries] (n tiles f = 0, 1 hold
+    // queries i0 + 16kk + 8f + (0..7)), then Pᵀ and dSᵀ, then their products, so only one slice's
+    // scores are live in registers.
 #pragma unroll
     for (int kk = 0; kk < kMmaBlockM / 16; ++kk) {
-      const MmaFragA pa = mma_c_to_a(s[2 * kk], s[2 * kk + 1]);
-      const MmaFragA dsa = mma_c_to_a(dp[2 * kk], dp[2 * kk + 1]);
+      MmaFragC s[2], dp[2];
 #pragma unroll
-      for (int dn = 0; dn < kDTiles; ++dn) {
-        mma_m16n8k16_bf16(dv[dn], pa, mma_lds_b(sdat, kMmaLdKeys, 8 * dn, 16 * kk, lane), dv[dn]);
-        mma_m16n8k16_bf16(dk[dn], dsa, mma_lds_b(sqt, kMmaLdKeys, 8 * dn, 16 * kk, lane), dk[dn]);
+      for (int f = 0; f < 2; ++f)
+        for (int e = 0; e < 4; ++e) s[f].r[e] = dp[f].r[e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ++ks) {
+        MmaFragB b0, b1;
+        mma_ldsm_b2(sq, L::kLd, 16 * kk, 16 * ks, lane, b0, b1);
+        mma_m16n8k16_bf16(s[0], ka[ks], b0, s[0]);
+        mma_m16n8k16_bf16(s[1], ka[ks], b1, s[1]);
+        mma_ldsm_b2(sda, L::kLd, 16 * kk, 16 * ks, lane, b0, b1);
+        mma_m16n8k16_bf16(dp[0], va[ks], b0, dp[0]);
+        mma_m16n8k16_bf16(dp[1], va[ks], b1, dp[1]);
+      }
+      // Pᵀ and dSᵀ in place of Sᵀ and dPᵀ; element e of tile f: key key[e / 2], query 16kk + 8f + 2t + e % 2.
+#pragma unroll
+      for (int f = 0; f < 2; ++f)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int rr = e / 2, r = 16 * kk + 8 * f + 2 * t + e % 2, i = i0 + r, j = key[rr];
+          float pv = 0.f, ds = 0.f;
+          if (j < p.Lk && j >= row_lo[r] && j < row_hi[r]) {
+            const float bias = kBiasLines ? bias_col[rr].sum(i) : bias_sum<__nv_bfloat16>(p, b, h, i, j);
+            pv = __expf(s[f].r[e] * p.scale + bias - s_lse[r]);
+            ds = pv * (dp[f].r[e] - s_delta[r]);
+#pragma unroll
+            for (int bt = 0; bt < kMaxBiases; ++bt) {
+              const DbiasDesc& db = p.dbias[bt];
+              if (!db.ptr) continue;
+              if (db.sum_i) {
+                colsum[bt][rr] += ds;
+              } else {
+                float* el = db.ptr + b * db.s[0] + h * db.s[1] + i * db.s[2] + j * db.s[3];
+                if (db.shared) atomicAdd(el, ds);
+                else *el += ds;
+              }
+            }
+          }
+          s[f].r[e] = pv;
+          dp[f].r[e] = ds;
+          sds[r * kMmaLdKeys + 16 * warp + g + 8 * rr] = bf16_bits(ds);
+        }
+      // dV += Pᵀ·dA, dK += dSᵀ·Q over these 16 queries (dA and Q read transposed).
+      const MmaFragA pa = mma_c_to_a(s[0], s[1]);
+      const MmaFragA dsa = mma_c_to_a(dp[0], dp[1]);
+#pragma unroll
+      for (int dn = 0; dn < kDTiles; dn += 2) {
+        MmaFragB b0, b1;
+        mma_ldsm_bt2(sda, L::kLd, 16 * kk, 8 * dn, lane, b0, b1);
+        mma_m16n8k16_bf16(dv[dn], pa, b0, dv[dn]);
+        mma_m16n8k16_bf16(dv[dn + 1], pa, b1, dv[dn + 1]);
+        mma_ldsm_bt2(sq, L::kLd, 16 * kk, 8 * dn, lane, b0, b1);
+        mma_m16n8k16_bf16(dk[dn], dsa, b0, dk[dn]);
+        mma_m16n8k16_bf16(dk[dn + 1], dsa, b1, dk[dn + 1]);
       }
     }
     __syncthreads();  // dS complete in shared memory
-    if (p.dq_acc) {  // dQ for query rows 16·warp + (0..15) over the CTA's 64 keys
+    if (p.dq_acc) {  // dQ for query rows 16·warp + (0..15) over the CTA's 64 keys (K read transposed)
       MmaFragC dq[kDTiles];
 #pragma unroll
       for (int dn = 0; dn < kDTiles; ++dn)
         for (int e = 0; e < 4; ++e) dq[dn].r[e] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < kMmaBlockN / 16; ++kk) {
-        const MmaFragA da = mma_lds_a(sds, kMmaLdKeys, 16 * warp, 16 * kk, lane);
+        const MmaFragA dsq = mma_ldsm_a(sds, kMmaLdKeys, 16 * warp, 16 * kk, lane);
 #pragma unroll
-        for (int dn = 0; dn < kDTiles; ++dn) mma_m16n8k16_bf16(dq[dn], da, mma_lds_b(skt, kMmaLdKeys, 8 * dn, 16 * kk, lane), dq[dn]);
+        for (int dn = 0; dn < kDTiles; dn += 2) {
+          MmaFragB b0, b1;
+          mma_ldsm_bt2(sk, L::kLd, 16 * kk, 8 * dn, lane, b0, b1);
+          mma_m16n8k16_bf16(dq[dn], dsq, b0, dq[dn]);
+          mma_m16n8k16_bf16(dq[dn + 1], dsq, b1, dq[dn + 1]);
+        }
       }
 #pragma unroll
       for (int dn = 0; dn < kDTiles; ++dn)

@@ -51,6 +51,7 @@ struct AttnParams {
   int64_t dk_s[3]{}, dv_s[3]{}, dg_s[3]{};
   float* dq_acc = nullptr;  // [B,H,Lq,D] contiguous f32 scratch, or nullptr (dq not wanted)
   float* delta = nullptr;   // [B,H,Lq] contiguous f32: Σ_d dA·a
+  uint16_t* da = nullptr;   // mma kernels: [B,H,Lq,D] contiguous bf16 scratch of dA = dO ⊙ σ(g) (the preprocess writes it)
   DbiasDesc dbias[kMaxBiases];
 };
 

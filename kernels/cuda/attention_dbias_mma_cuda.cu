@@ -58,12 +58,8 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_dbias_mm
                                          p.vec8);
     mma_load_tile<kMmaBlockM, Dp, false>(sq, L::kLd, head_slice<uint16_t>(p.q, p.q_s, b, h), p.q_s[2], i0, p.Lq, p.D,
                                          p.vec8);
-    const __nv_bfloat16* dO = head_slice<__nv_bfloat16>(p.d_o, p.do_s, b, h);
-    const __nv_bfloat16* gt = p.g ? head_slice<__nv_bfloat16>(p.g, p.g_s, b, h) : nullptr;
-    for (int idx = tid; idx < kMmaBlockM * Dp; idx += kThreads) {
-      const int r = idx / Dp, c = idx % Dp;
-      sda[r * L::kLd + c] = bf16_bits(bwd_da(dO, gt, p, i0 + r, p.Lq, c));
-    }
+    // dA from the preprocess's bf16 scratch (contiguous [Lq][D] per (b, h))
+    mma_load_tile<kMmaBlockM, Dp, false>(sda, L::kLd, p.da + bh_row * p.D, p.D, i0, p.Lq, p.D, p.D % 8 == 0);
     __syncthreads();
     MmaFragC s[kNTiles], dp[kNTiles];
 #pragma unroll

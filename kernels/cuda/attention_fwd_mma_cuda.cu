@@ -1,6 +1,7 @@
 // Register-tiled bf16 attention forward (FlashAttention-2 layout on mma.sync m16n8k16): one CTA
 // per (64 query rows, h, b), 4 warps of 16 query rows each. Q's fragments are loaded once; for
-// every tile of 64 keys, K (row-major) and V (transposed) go through shared memory, and each warp
+// every tile of 64 keys, K and V go row-major through shared memory (16-byte loads; fragments by
+// ldmatrix, V's by ldmatrix.trans), and each warp
 // computes its S = Q·Kᵀ [16 × 64] in registers (fp32 accumulators), adds scale, biases and the
 // segment mask, runs the online softmax on those registers (row max/sum over the 4 lanes that
 // share a row), and feeds P, rounded to bf16, straight back as the A operand of O += P·V. S, P and
@@ -19,8 +20,9 @@ template <int Dp> struct FwdMmaLayout {
   static constexpr int kLd = mma_ld_rows<Dp>();
   static constexpr size_t kQ = 0;                                   // [64][kLd]
   static constexpr size_t kK = kQ + 2 * kMmaBlockM * kLd;           // [64 keys][kLd]
-  static constexpr size_t kVt = kK + 2 * kMmaBlockN * kLd;          // [Dp][kMmaLdKeys]
-  static constexpr size_t kBytes = kVt + 2 * Dp * kMmaLdKeys;
+  static constexpr size_t kV = kK + 2 * kMmaBlockN * kLd;           // [64 keys][kLd]
+  static constexpr size_t kBytes = kV + 2 * kMmaBlockN * kLd;
+  static_assert(kK % 16 == 0 && (2 * kLd) % 16 == 0, "ldmatrix rows 16-byte aligned");
 };
 
 template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_kernel(const AttnParams p) {
@@ -31,7 +33,7 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
   FC_DYNAMIC_SHARED(unsigned char, smem, 16);
   uint16_t* sq = reinterpret_cast<uint16_t*>(smem + L::kQ);
   uint16_t* sk = reinterpret_cast<uint16_t*>(smem + L::kK);
-  uint16_t* svt = reinterpret_cast<uint16_t*>(smem + L::kVt);
+  uint16_t* sv = reinterpret_cast<uint16_t*>(smem + L::kV);
 
   const int i0 = blockIdx.x * kMmaBlockM, h = blockIdx.y, b = p.b0 + static_cast<int>(blockIdx.z);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -67,7 +69,7 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
   __syncthreads();
   MmaFragA qa[kKSteps];
 #pragma unroll
-  for (int ks = 0; ks < kKSteps; ++ks) qa[ks] = mma_lds_a(sq, L::kLd, 16 * warp, 16 * ks, lane);
+  for (int ks = 0; ks < kKSteps; ++ks) qa[ks] = mma_ldsm_a(sq, L::kLd, 16 * warp, 16 * ks, lane);
 
   MmaFragC o[kDTiles];
 #pragma unroll
@@ -79,16 +81,22 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
   for (int j0 = j_begin; j0 < j_end; j0 += kMmaBlockN) {
     __syncthreads();  // the previous tile's K/V reads are done
     mma_load_tile<kMmaBlockN, Dp, false>(sk, L::kLd, k, p.k_s[2], j0, j_end, p.D, p.vec8);
-    mma_load_tile<kMmaBlockN, Dp, true>(svt, kMmaLdKeys, v, p.v_s[2], j0, j_end, p.D, p.vec8);
+    mma_load_tile<kMmaBlockN, Dp, false>(sv, L::kLd, v, p.v_s[2], j0, j_end, p.D, p.vec8);
     __syncthreads();
 
     MmaFragC s[kNTiles];
 #pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
+    for (int nt = 0; nt < kNTiles; ++nt)
       for (int e = 0; e < 4; ++e) s[nt].r[e] = 0.f;
 #pragma unroll
-      for (int ks = 0; ks < kKSteps; ++ks) mma_m16n8k16_bf16(s[nt], qa[ks], mma_lds_b(sk, L::kLd, 8 * nt, 16 * ks, lane), s[nt]);
-    }
+    for (int nt = 0; nt < kNTiles; nt += 2)
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ++ks) {
+        MmaFragB b0, b1;
+        mma_ldsm_b2(sk, L::kLd, 8 * nt, 16 * ks, lane, b0, b1);
+        mma_m16n8k16_bf16(s[nt], qa[ks], b0, s[nt]);
+        mma_m16n8k16_bf16(s[nt + 1], qa[ks], b1, s[nt + 1]);
+      }
     // Scores: scale, biases, segment mask; element e of n tile nt is (row[e / 2], j0 + 8nt + 2t + e % 2).
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -129,7 +137,12 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
     for (int kk = 0; kk < kMmaBlockN / 16; ++kk) {
       const MmaFragA pa = mma_c_to_a(s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-      for (int dn = 0; dn < kDTiles; ++dn) mma_m16n8k16_bf16(o[dn], pa, mma_lds_b(svt, kMmaLdKeys, 8 * dn, 16 * kk, lane), o[dn]);
+      for (int dn = 0; dn < kDTiles; dn += 2) {
+        MmaFragB b0, b1;
+        mma_ldsm_bt2(sv, L::kLd, 16 * kk, 8 * dn, lane, b0, b1);
+        mma_m16n8k16_bf16(o[dn], pa, b0, o[dn]);
+        mma_m16n8k16_bf16(o[dn + 1], pa, b1, o[dn + 1]);
+      }
     }
   }
 

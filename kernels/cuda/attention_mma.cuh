@@ -118,6 +118,77 @@ __device__ __forceinline__ MmaFragB mma_lds_b(const uint16_t* s, int ld, int n0,
   return f;
 }
 
+// The same fragments through ldmatrix (four 8×8 b16 matrices per instruction: lanes 8m..8m+7 give
+// the 16-byte row addresses of matrix m, and register m of lane 4g + t receives its row g, columns
+// 2t and 2t + 1; with .trans, rows 2t and 2t + 1 of column g). One instruction replaces four or
+// eight 32-bit loads. Rows must start 16-byte aligned: tile bases and strides (ld·2 bytes) are
+// multiples of 16, columns multiples of 8. The host emulation forms the same registers from the
+// 32-bit loads above (or the element loads of the transposed case), so both backends agree.
+#if !defined(FOLDCORE_CUDA_EMULATE)
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint16_t* row_addr) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_addr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const uint16_t* row_addr) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_addr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+#endif
+
+// mma_lds_a by ldmatrix: matrices (rows 0-7 | 8-15) × (columns 0-7 | 8-15), in the A registers' order.
+__device__ __forceinline__ MmaFragA mma_ldsm_a(const uint16_t* s, int ld, int row0, int k0, int lane) {
+#if defined(FOLDCORE_CUDA_EMULATE)
+  return mma_lds_a(s, ld, row0, k0, lane);
+#else
+  const int m = lane / 8;
+  MmaFragA f;
+  ldsm_x4(f.r, s + (row0 + lane % 8 + 8 * (m % 2)) * ld + k0 + 8 * (m / 2));
+  return f;
+#endif
+}
+
+// Two B fragments of adjacent n tiles (n0 and n0 + 8) from a tile stored [n][k], as mma_lds_b.
+__device__ __forceinline__ void mma_ldsm_b2(const uint16_t* s, int ld, int n0, int k0, int lane, MmaFragB& b0, MmaFragB& b1) {
+#if defined(FOLDCORE_CUDA_EMULATE)
+  b0 = mma_lds_b(s, ld, n0, k0, lane);
+  b1 = mma_lds_b(s, ld, n0 + 8, k0, lane);
+#else
+  const int m = lane / 8;
+  uint32_t r[4];
+  ldsm_x4(r, s + (n0 + lane % 8 + 8 * (m / 2)) * ld + k0 + 8 * (m % 2));
+  b0.r[0] = r[0];
+  b0.r[1] = r[1];
+  b1.r[0] = r[2];
+  b1.r[1] = r[3];
+#endif
+}
+
+// Two B fragments of adjacent n tiles (n0 and n0 + 8) from a tile stored [k][n] (row stride ld):
+// element (k, n) = s[(k0 + k)·ld + n0 + n]. Row-major Q, dA and K serve dK, dV and dQ this way,
+// without transposed copies.
+__device__ __forceinline__ void mma_ldsm_bt2(const uint16_t* s, int ld, int k0, int n0, int lane, MmaFragB& b0, MmaFragB& b1) {
+#if defined(FOLDCORE_CUDA_EMULATE)
+  MmaFragB* out[2] = {&b0, &b1};
+  for (int f = 0; f < 2; ++f)
+    for (int q = 0; q < 2; ++q) {
+      const int k = mma_b_row(lane, 2 * q), n = n0 + 8 * f + mma_b_col(lane, 2 * q);
+      out[f]->r[q] = mma_pack(s[(k0 + k) * ld + n], s[(k0 + k + 1) * ld + n]);
+    }
+#else
+  const int m = lane / 8;
+  uint32_t r[4];
+  ldsm_x4_trans(r, s + (k0 + lane % 8 + 8 * (m % 2)) * ld + n0 + 8 * (m / 2));
+  b0.r[0] = r[0];
+  b0.r[1] = r[1];
+  b1.r[0] = r[2];
+  b1.r[1] = r[3];
+#endif
+}
+
 // An accumulator tile (16 rows × 16 columns = two C fragments c0 | c1, fp32) as the A fragment of
 // the next product (FlashAttention-2's register reuse: P = softmax(S) feeds P·V without smem).
 __device__ __forceinline__ MmaFragA mma_c_to_a(const MmaFragC& c0, const MmaFragC& c1) {
@@ -185,7 +256,7 @@ inline bool use_mma_kernels(AttnParams& p, DType dtype) {
 
 // The kernels' launchers (p filled as for the shared-memory kernels; bf16 tensors).
 void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream);
-// The backward's main kernel; p.delta (and p.dq_acc when dq is wanted) filled by the caller.
+// The backward's main kernel; p.delta, p.da (and p.dq_acc when dq is wanted) filled by the caller.
 void launch_attention_bwd_mma(const AttnParams& p, cudaStream_t stream);
 // The batch-reduced bias-gradient pass (attention_dbias_mma_cuda.cu): p.dbias holds only the
 // biases shared by the batch rows, with `shared` set for the other broadcast dims.

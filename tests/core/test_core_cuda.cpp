@@ -51,6 +51,46 @@ TEST(CudaTensor, StridedCopyAndConversionMatchCpu) {
     for (int j = 0; j < 7; ++j) EXPECT_EQ(d[j * 3 + i], s[i * 7 + j]);
 }
 
+// The copy planner's three kernels against the host: dims merged and dropped, the tiled transpose
+// (partial tiles, a batch dim, the channel-major permute of a pair), the plain conversion of
+// contiguous tensors and a broadcast source, each in both directions of f32 <-> bf16.
+TEST(CudaTensor, PlannedCopiesMatchCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(12);
+  struct Case {
+    Shape shape;
+    std::vector<int> perm;
+  };
+  const std::vector<Case> cases = {
+      {Shape{6, 40, 37}, {0, 2, 1}},      // transpose with a batch dim, partial tiles
+      {Shape{20, 20, 24}, {2, 0, 1}},     // [N, N, C] -> [C, N, N]: one merged transpose
+      {Shape{20, 20, 24}, {1, 0, 2}},     // channel kept innermost: rows of C, strided
+      {Shape{3, 1, 70, 9}, {3, 1, 0, 2}}, // an extent-1 dim, a short unit-stride dim (no tiles)
+      {Shape{5, 33, 1}, {0, 1, 2}},       // contiguous: the plain conversion
+  };
+  for (const Case& c : cases) {
+    const Tensor host = randn(c.shape, gen);
+    const Tensor expect_f32 = host.permute(c.perm).contiguous();
+    for (DType from : {DType::f32, DType::bf16}) {
+      for (DType to : {DType::f32, DType::bf16}) {
+        const Tensor dev = host.to(from).to(Device::cuda(0));
+        Tensor out = Tensor::empty(expect_f32.shape(), to, Device::cuda(0));
+        out.copy_(dev.permute(c.perm));
+        const Tensor expect = host.to(from).permute(c.perm).contiguous().to(to);
+        EXPECT_EQ(out.to(Device::cpu()).to_vector(), expect.to_vector())
+            << c.shape.str() << " " << dtype_name(from) << " -> " << dtype_name(to);
+      }
+    }
+  }
+  // A broadcast source (stride 0) into a contiguous destination.
+  const Tensor row = randn({1, 37}, gen);
+  Tensor wide = Tensor::empty({6, 37}, DType::bf16, Device::cuda(0));
+  wide.copy_(row.to(Device::cuda(0)).expand({6, 37}));
+  const auto w = wide.to(Device::cpu()).to_vector(), r = row.to(DType::bf16).to_vector();
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 37; ++j) EXPECT_EQ(w[i * 37 + j], r[j]);
+}
+
 TEST(CudaTensor, FillAndZero) {
   FC_REQUIRE_CUDA();
   Tensor t = Tensor::full({4, 9}, 2.5, DType::bf16, Device::cuda(0));

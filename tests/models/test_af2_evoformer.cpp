@@ -12,11 +12,14 @@
 // output bias: all ≥ 1e-2 relative).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 
 #include "autograd/autograd.h"
+#include "core/profile.h"
 #include "core/random.h"
 #include "data_pipeline/npy.h"
 #include "models/alphafold/evoformer.h"
@@ -269,6 +272,38 @@ void check_block_gradients(bool global_column) {
         return testing::weighted_sum(f({Variable(m), Variable(z)}).value(), w);
       },
       ps.values(), ps.grads(), 1e-2, 3e-3, 3e-2, 64);
+}
+
+// With FOLDCORE_PROFILE=1 each module of a block's forward with gradients (training's forward and
+// the recomputed forward inside the backward) is a stage of its own, as in the chunked no-grad
+// path: where a training step's forward goes, module by module. (FOLDCORE_PROFILE is read once per
+// process; ctest runs each test in its own.)
+TEST(Af2Evoformer, GradForwardModulesAreProfileStages) {
+  ::setenv("FOLDCORE_PROFILE", "1", 1);
+  ASSERT_TRUE(profile::enabled());
+  const EvoformerBlockConfig c = small_block_config();
+  autograd::ParamStore ps;
+  Generator init{3}, gen{11};
+  EvoformerBlock block(nn::Scope{&ps, &init, nullptr, "block"}, c);
+  block.train(false);
+  ps.finalize();
+  const Tensor m = randn({3, 5, c.c_m}, gen), z = randn({5, 5, c.c_z}, gen);
+  const Tensor msa_mask = Tensor::full({3, 5}, 1.0, DType::f32), pair_mask = Tensor::full({5, 5}, 1.0, DType::f32);
+  profile::reset();
+  {
+    const profile::Scope stage("forward", Device::cpu());
+    const auto [mo, zo] = block.forward(Variable(m, true), Variable(z, true), msa_mask, pair_mask);
+    EXPECT_TRUE(mo.requires_grad() && zo.requires_grad());
+  }
+  std::vector<std::string> paths;
+  for (const profile::Stage& st : profile::report()) paths.push_back(st.path);
+  for (const char* module : {"msa_row_attention", "msa_column_attention", "msa_transition", "outer_product_mean",
+                             "triangle_multiplication_outgoing", "triangle_multiplication_incoming",
+                             "triangle_attention_starting_node", "triangle_attention_ending_node", "pair_transition"}) {
+    const std::string path = std::string("forward/") + module;
+    EXPECT_NE(std::find(paths.begin(), paths.end(), path), paths.end()) << path;
+  }
+  profile::reset();
 }
 
 TEST(Af2Evoformer, BlockGradientsMatchFiniteDifferences) { check_block_gradients(false); }

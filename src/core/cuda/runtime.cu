@@ -1,5 +1,8 @@
 // CUDA implementation of core/cuda_backend.h: device queries, raw memory, streams, events,
 // copies and fills.
+#include <algorithm>
+#include <cstdint>
+
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
 #include "core/cuda_backend.h"
@@ -122,12 +125,115 @@ template <typename D, typename S> __device__ __forceinline__ D convert(S v) {
   }
 }
 
+// A copy's index space after dropping extent-1 dims and merging dims that are contiguous in both
+// tensors (a permute of [N, N, C] to [N, N, C] with the channel kept innermost is a copy of N·N
+// rows of C): fewer dims, fewer divisions per element. dst strides ds, src strides ss.
+struct CopyPlan {
+  int ndim = 0;
+  int64_t shape[kMaxDims]{}, ds[kMaxDims]{}, ss[kMaxDims]{};
+};
+
+CopyPlan plan_copy(const Tensor& dst, const Tensor& src) {
+  CopyPlan p;
+  for (int a = 0; a < dst.dim(); ++a) {
+    if (dst.shape()[a] == 1) continue;
+    if (p.ndim > 0) {
+      const int b = p.ndim - 1;
+      if (p.ds[b] == dst.strides()[a] * dst.shape()[a] && p.ss[b] == src.strides()[a] * dst.shape()[a]) {
+        p.shape[b] *= dst.shape()[a];
+        p.ds[b] = dst.strides()[a];
+        p.ss[b] = src.strides()[a];
+        continue;
+      }
+    }
+    p.shape[p.ndim] = dst.shape()[a];
+    p.ds[p.ndim] = dst.strides()[a];
+    p.ss[p.ndim] = src.strides()[a];
+    ++p.ndim;
+  }
+  return p;
+}
+
+// The plan's dims in the kernel's index type (int32 when every index and offset fits: 32-bit
+// divisions are several times cheaper than 64-bit ones on the GPU).
+template <typename I> struct CopyDesc {
+  int ndim;
+  I shape[kMaxDims], ds[kMaxDims], ss[kMaxDims];
+  // dst and src offsets of linear index `lin` (row-major over shape), one division per dim
+  __host__ __device__ void offsets(I lin, I& od, I& os) const {
+    od = 0;
+    os = 0;
+    for (int a = ndim - 1; a >= 0; --a) {
+      const I q = lin / shape[a];
+      const I r = lin - q * shape[a];
+      lin = q;
+      od += r * ds[a];
+      os += r * ss[a];
+    }
+  }
+};
+
+template <typename I> CopyDesc<I> copy_desc(const CopyPlan& p) {
+  CopyDesc<I> d{};
+  d.ndim = p.ndim;
+  for (int a = 0; a < p.ndim; ++a) {
+    d.shape[a] = static_cast<I>(p.shape[a]);
+    d.ds[a] = static_cast<I>(p.ds[a]);
+    d.ss[a] = static_cast<I>(p.ss[a]);
+  }
+  return d;
+}
+
+// Whether the indices and every offset of both tensors fit int32 (strides are never negative here).
+bool fits_int32(const CopyPlan& p, int64_t n) {
+  int64_t md = 0, ms = 0;
+  for (int a = 0; a < p.ndim; ++a) {
+    md += (p.shape[a] - 1) * p.ds[a];
+    ms += (p.shape[a] - 1) * p.ss[a];
+  }
+  // n < 2^30 keeps a grid-stride index plus its stride (< 2^30 threads) below 2^31
+  return n < (int64_t{1} << 30) && md < INT32_MAX && ms < INT32_MAX;
+}
+
+// Both sides contiguous (a dtype conversion): no index arithmetic at all.
 template <typename D, typename S>
-__global__ void strided_copy_kernel(D* __restrict__ dst, StridedDesc dd, const S* __restrict__ src, StridedDesc sd,
-                                    int64_t n) {
+__global__ void contiguous_convert_kernel(D* __restrict__ dst, const S* __restrict__ src, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[dd.offset_of(i)] = convert<D>(src[sd.offset_of(i)]);
+    dst[i] = convert<D>(src[i]);
+}
+
+template <typename D, typename S, typename I>
+__global__ void strided_copy_kernel(D* __restrict__ dst, const S* __restrict__ src, CopyDesc<I> desc, I n) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n; i += static_cast<I>(gridDim.x) * blockDim.x) {
+    I od, os;
+    desc.offsets(i, od, os);
+    dst[od] = convert<D>(src[os]);
+  }
+}
+
+// A transposing copy: dst's innermost dim q (stride 1) is strided in src, and src's unit-stride
+// dim is p. 32 × 32 tiles of (p, q) go through shared memory, so both the reads (along p) and the
+// writes (along q) are coalesced; the other dims (the batch) are decomposed once per tile.
+// Block 32 × 8 threads; grid (tiles along q, tiles along p, batch, in slices of 65,535).
+constexpr int kTile = 32;
+template <typename D, typename S, typename I>
+__global__ void transpose_copy_kernel(D* __restrict__ dst, const S* __restrict__ src, CopyDesc<I> batch, I len_p,
+                                      I len_q, I ds_p, I ss_q, I z0) {
+  FC_SHARED(D, tile, [kTile][kTile + 1]);
+  const I q0 = static_cast<I>(blockIdx.x) * kTile, p0 = static_cast<I>(blockIdx.y) * kTile;
+  I bd, bs;
+  batch.offsets(z0 + static_cast<I>(blockIdx.z), bd, bs);
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int k = ty; k < kTile; k += 8) {  // read: threads along p (src's unit stride)
+    const I p = p0 + tx, q = q0 + k;
+    if (p < len_p && q < len_q) tile[k][tx] = convert<D>(src[bs + p + q * ss_q]);
+  }
+  __syncthreads();
+  for (int k = ty; k < kTile; k += 8) {  // write: threads along q (dst's unit stride)
+    const I q = q0 + tx, p = p0 + k;
+    if (p < len_p && q < len_q) dst[bd + q + p * ds_p] = tile[tx][k];
+  }
 }
 
 template <typename T> __global__ void fill_kernel(T* dst, StridedDesc dd, T value, int64_t n) {
@@ -146,13 +252,50 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
     return;
   }
   const int64_t n = dst.numel();
+  if (n == 0) return;
+  const CopyPlan plan = plan_copy(dst, src);
+  const int last = plan.ndim - 1;
+  // The transposing case: dst's innermost dim has unit stride there but not in src, and src's
+  // unit-stride dim is another one; both long enough to fill tiles.
+  int p_dim = -1;
+  if (plan.ndim >= 2 && plan.ds[last] == 1 && plan.ss[last] != 1 && plan.shape[last] >= 8)
+    for (int a = 0; a < last; ++a)
+      if (plan.ss[a] == 1 && plan.shape[a] >= 8) p_dim = a;
+  const bool small = fits_int32(plan, n);
   dispatch_dtype(dst.dtype(), [&](auto d0) {
     using D = typename DevType<decltype(d0)>::type;
     dispatch_dtype(src.dtype(), [&](auto s0) {
       using S = typename DevType<decltype(s0)>::type;
-      launch_kernel<strided_copy_kernel<D, S>>(grid_for(n, 256), 256, 0, s, static_cast<D*>(dst.data_ptr()), strided_desc(dst),
-                                                                 static_cast<const S*>(src.data_ptr()),
-                                                                 strided_desc(src), n);
+      D* out = static_cast<D*>(dst.data_ptr());
+      const S* in = static_cast<const S*>(src.data_ptr());
+      if (plan.ndim == 0 || (plan.ndim == 1 && plan.ds[0] == 1 && plan.ss[0] == 1)) {
+        launch_kernel<contiguous_convert_kernel<D, S>>(grid_for(n, 256), 256, 0, s, out, in, n);
+      } else if (p_dim >= 0 && small) {
+        CopyPlan batch;  // the dims other than p and q, in order
+        int64_t batches = 1;
+        for (int a = 0; a < last; ++a) {
+          if (a == p_dim) continue;
+          batch.shape[batch.ndim] = plan.shape[a];
+          batch.ds[batch.ndim] = plan.ds[a];
+          batch.ss[batch.ndim] = plan.ss[a];
+          ++batch.ndim;
+          batches *= plan.shape[a];
+        }
+        const auto tiles = [](int64_t len) { return static_cast<unsigned>((len + kTile - 1) / kTile); };
+        for (int64_t z0 = 0; z0 < batches; z0 += 65535) {
+          const dim3 grid(tiles(plan.shape[last]), tiles(plan.shape[p_dim]), static_cast<unsigned>(std::min<int64_t>(65535, batches - z0)));
+          launch_kernel<transpose_copy_kernel<D, S, int32_t>>(grid, dim3(kTile, 8), 0, s, out, in, copy_desc<int32_t>(batch),
+                                                               static_cast<int32_t>(plan.shape[p_dim]), static_cast<int32_t>(plan.shape[last]),
+                                                               static_cast<int32_t>(plan.ds[p_dim]), static_cast<int32_t>(plan.ss[last]),
+                                                               static_cast<int32_t>(z0));
+          FC_CUDA_CHECK_LAUNCH();
+        }
+      } else if (small) {
+        launch_kernel<strided_copy_kernel<D, S, int32_t>>(grid_for(n, 256), 256, 0, s, out, in, copy_desc<int32_t>(plan),
+                                                           static_cast<int32_t>(n));
+      } else {
+        launch_kernel<strided_copy_kernel<D, S, int64_t>>(grid_for(n, 256), 256, 0, s, out, in, copy_desc<int64_t>(plan), n);
+      }
     });
   });
   FC_CUDA_CHECK_LAUNCH();

@@ -72,24 +72,42 @@ std::pair<Variable, Variable> EvoformerBlock::forward_impl(Variable m, Variable 
   if (!autograd::grad_enabled() && chunk > 0 && dropout_is_identity())
     return forward_into(std::move(m), std::move(z), msa_mask, pair_mask, chunk, own_inputs);
   // Each update is computed (reading the old stream) before its residual add, whose result then
-  // replaces the stream's handle.
+  // replaces the stream's handle. Each module with its residual add is a FOLDCORE_PROFILE stage,
+  // as in forward_into (training: the forward and, inside the backward, the recomputed forward).
+  const Device dev = z.device();
+  const auto stage = [&](const char* name, const auto& run) {
+    const profile::Scope s(name, dev);
+    run();
+  };
   // MSA track (the row attention reads z as its bias before the pair track may overwrite it).
-  m = stream_residual(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), own_inputs);
-  m = stream_residual(m, msa_column_update(m, msa_mask, chunk), col_att_dropout_.spec(), true);
-  m = stream_residual(m, transition_forward(msa_transition_, m, chunk), none, true);
+  stage("msa_row_attention", [&] {
+    m = stream_residual(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), own_inputs);
+  });
+  stage("msa_column_attention",
+        [&] { m = stream_residual(m, msa_column_update(m, msa_mask, chunk), col_att_dropout_.spec(), true); });
+  stage("msa_transition", [&] { m = stream_residual(m, transition_forward(msa_transition_, m, chunk), none, true); });
   // Pair track. AlphaFold: the outer product mean first; Parallel Evoformer: last (below), so the
   // pair stack reads only the block's input pair.
   bool z_owned = own_inputs;
   if (!cfg_.parallel) {
-    z = stream_residual(z, opm_.forward(m, msa_mask, chunk), none, own_inputs);
+    stage("outer_product_mean", [&] { z = stream_residual(z, opm_.forward(m, msa_mask, chunk), none, own_inputs); });
     z_owned = true;
   }
-  z = stream_residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), z_owned);
-  z = stream_residual(z, tri_mul_in_.forward(z, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
-  z = stream_residual(z, tri_att_start_.forward(z, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
-  z = stream_residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
-  z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true);
-  if (cfg_.parallel) z = stream_residual(z, opm_.forward(m, msa_mask, chunk), none, true);
+  stage("triangle_multiplication_outgoing", [&] {
+    z = stream_residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), z_owned);
+  });
+  stage("triangle_multiplication_incoming", [&] {
+    z = stream_residual(z, tri_mul_in_.forward(z, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
+  });
+  stage("triangle_attention_starting_node", [&] {
+    z = stream_residual(z, tri_att_start_.forward(z, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
+  });
+  stage("triangle_attention_ending_node", [&] {
+    z = stream_residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
+  });
+  stage("pair_transition", [&] { z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true); });
+  if (cfg_.parallel)
+    stage("outer_product_mean", [&] { z = stream_residual(z, opm_.forward(m, msa_mask, chunk), none, true); });
   return {std::move(m), std::move(z)};
 }
 
