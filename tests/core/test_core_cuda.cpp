@@ -52,8 +52,9 @@ TEST(CudaTensor, StridedCopyAndConversionMatchCpu) {
 }
 
 // The copy planner's three kernels against the host: dims merged and dropped, the tiled transpose
-// (partial tiles, a batch dim, the channel-major permute of a pair), the plain conversion of
-// contiguous tensors and a broadcast source, each in both directions of f32 <-> bf16.
+// (partial tiles, a batch dim, the channel-major permute of a pair; gathering into a contiguous
+// destination and scattering into a permuted view), the plain conversion of contiguous tensors
+// and a broadcast source, each in both directions of f32 <-> bf16.
 TEST(CudaTensor, PlannedCopiesMatchCpu) {
   FC_REQUIRE_CUDA();
   Generator gen(12);
@@ -80,6 +81,19 @@ TEST(CudaTensor, PlannedCopiesMatchCpu) {
         EXPECT_EQ(out.to(Device::cpu()).to_vector(), expect.to_vector())
             << c.shape.str() << " " << dtype_name(from) << " -> " << dtype_name(to);
       }
+    }
+  }
+  // Scatter: a contiguous source into a permuted view of a contiguous tensor (a permute's
+  // backward), tiled the same way.
+  for (const Case& c : {cases[0], cases[1]}) {
+    for (DType to : {DType::f32, DType::bf16}) {
+      const Tensor src = randn(c.shape, gen).permute(c.perm).contiguous();  // the permuted shape
+      Tensor base = Tensor::zeros(c.shape, to, Device::cuda(0));
+      base.permute(c.perm).copy_(src.to(Device::cuda(0)));
+      std::vector<int> inverse(c.perm.size());
+      for (size_t a = 0; a < c.perm.size(); ++a) inverse[static_cast<size_t>(c.perm[a])] = static_cast<int>(a);
+      const Tensor expect = src.permute(inverse).contiguous().to(to);
+      EXPECT_EQ(base.to(Device::cpu()).to_vector(), expect.to_vector()) << "scatter " << c.shape.str();
     }
   }
   // A broadcast source (stride 0) into a contiguous destination.

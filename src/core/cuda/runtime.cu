@@ -212,8 +212,8 @@ __global__ void strided_copy_kernel(D* __restrict__ dst, const S* __restrict__ s
   }
 }
 
-// A transposing copy: dst's innermost dim q (stride 1) is strided in src, and src's unit-stride
-// dim is p. 32 × 32 tiles of (p, q) go through shared memory, so both the reads (along p) and the
+// A transposing copy: dst's unit-stride dim q is strided in src, and src's unit-stride dim is p.
+// 32 × 32 tiles of (p, q) go through shared memory, so both the reads (along p) and the
 // writes (along q) are coalesced; the other dims (the batch) are decomposed once per tile.
 // Block 32 × 8 threads; grid (tiles along q, tiles along p, batch, in slices of 65,535).
 constexpr int kTile = 32;
@@ -254,13 +254,15 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
   const int64_t n = dst.numel();
   if (n == 0) return;
   const CopyPlan plan = plan_copy(dst, src);
-  const int last = plan.ndim - 1;
-  // The transposing case: dst's innermost dim has unit stride there but not in src, and src's
-  // unit-stride dim is another one; both long enough to fill tiles.
-  int p_dim = -1;
-  if (plan.ndim >= 2 && plan.ds[last] == 1 && plan.ss[last] != 1 && plan.shape[last] >= 8)
-    for (int a = 0; a < last; ++a)
-      if (plan.ss[a] == 1 && plan.shape[a] >= 8) p_dim = a;
+  // The transposing case: dst's unit-stride dim q is another dim than src's unit-stride dim p,
+  // both long enough to fill tiles. Either side may be the permuted one: a gather into a
+  // contiguous dst (contiguous() of a permuted view) or a scatter of a contiguous src into a
+  // permuted view (a permute's backward).
+  int q_dim = -1, p_dim = -1;
+  for (int a = 0; a < plan.ndim; ++a)
+    if (plan.ds[a] == 1 && plan.shape[a] >= 8) q_dim = a;
+  for (int a = 0; a < plan.ndim && q_dim >= 0; ++a)
+    if (a != q_dim && plan.ss[a] == 1 && plan.shape[a] >= 8) p_dim = a;
   const bool small = fits_int32(plan, n);
   dispatch_dtype(dst.dtype(), [&](auto d0) {
     using D = typename DevType<decltype(d0)>::type;
@@ -273,8 +275,8 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
       } else if (p_dim >= 0 && small) {
         CopyPlan batch;  // the dims other than p and q, in order
         int64_t batches = 1;
-        for (int a = 0; a < last; ++a) {
-          if (a == p_dim) continue;
+        for (int a = 0; a < plan.ndim; ++a) {
+          if (a == p_dim || a == q_dim) continue;
           batch.shape[batch.ndim] = plan.shape[a];
           batch.ds[batch.ndim] = plan.ds[a];
           batch.ss[batch.ndim] = plan.ss[a];
@@ -283,10 +285,10 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
         }
         const auto tiles = [](int64_t len) { return static_cast<unsigned>((len + kTile - 1) / kTile); };
         for (int64_t z0 = 0; z0 < batches; z0 += 65535) {
-          const dim3 grid(tiles(plan.shape[last]), tiles(plan.shape[p_dim]), static_cast<unsigned>(std::min<int64_t>(65535, batches - z0)));
+          const dim3 grid(tiles(plan.shape[q_dim]), tiles(plan.shape[p_dim]), static_cast<unsigned>(std::min<int64_t>(65535, batches - z0)));
           launch_kernel<transpose_copy_kernel<D, S, int32_t>>(grid, dim3(kTile, 8), 0, s, out, in, copy_desc<int32_t>(batch),
-                                                               static_cast<int32_t>(plan.shape[p_dim]), static_cast<int32_t>(plan.shape[last]),
-                                                               static_cast<int32_t>(plan.ds[p_dim]), static_cast<int32_t>(plan.ss[last]),
+                                                               static_cast<int32_t>(plan.shape[p_dim]), static_cast<int32_t>(plan.shape[q_dim]),
+                                                               static_cast<int32_t>(plan.ds[p_dim]), static_cast<int32_t>(plan.ss[q_dim]),
                                                                static_cast<int32_t>(z0));
           FC_CUDA_CHECK_LAUNCH();
         }
