@@ -167,10 +167,10 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
     const T* pb = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
     // out may alias residual: each element reads residual[i] before writing out[i].
     const T* pr = residual.defined() ? static_cast<const T*>(residual.data_ptr()) : nullptr;
+    // p = 0: every element kept and keep_scale = 1, so v · 1 is v exactly.
     map_rows_with_keep<T>(out, p, seed, offset, mask, [&](int64_t i, bool kept) {
-      float v = ld(px, i) + (pb ? ld(pb, i % c) : 0.f);
-      if (p > 0.f) v = kept ? v * keep_scale : 0.f;
-      return (pr ? ld(pr, i) : 0.f) + v;
+      const float v = ld(px, i) + (pb ? ld(pb, i % c) : 0.f);
+      return (pr ? ld(pr, i) : 0.f) + (kept ? v * keep_scale : 0.f);
     });
   });
 }
@@ -182,9 +182,7 @@ void dropout_backward(const Tensor& dout, float p, uint64_t seed, uint64_t offse
     using T = decltype(tag);
     const T* pd = static_cast<const T*>(dout.data_ptr());
     map_rows_with_keep<T>(dx, p, seed, offset, mask, [&](int64_t i, bool kept) {
-      const float v = ld(pd, i);
-      if (p <= 0.f) return v;
-      return kept ? v * keep_scale : 0.f;
+      return kept ? ld(pd, i) * keep_scale : 0.f;  // p = 0: kept, keep_scale = 1
     });
   });
 }

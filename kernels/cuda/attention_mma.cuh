@@ -1,7 +1,8 @@
 // Pieces of the register-tiled bf16 attention kernels (attention_fwd_mma_cuda.cu,
-// attention_bwd_mma_cuda.cu): bf16 bit handling, 32-bit shared-memory fragment loads and the
-// tile loaders that put K row-major and V (or any operand read along its rows) transposed into
-// shared memory, so that every mma.sync B fragment is two adjacent bf16 (one 32-bit load).
+// attention_bwd_mma_cuda.cu, attention_dbias_mma_cuda.cu): bf16 bit handling, the tile loader
+// (16-byte global loads into row-major shared-memory tiles; its transposed variant has no caller
+// since the kernels read transposed operands with ldmatrix.trans), and the fragment loads: 32-bit
+// loads (the dbias pass) and ldmatrix / ldmatrix.trans (the forward and backward kernels).
 #pragma once
 
 #include <climits>
