@@ -75,8 +75,8 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
   const BiasLine<false> bias_col[2] = {BiasLine<false>(p, b, h, key[0]), BiasLine<false>(p, b, h, key[1])};
 
   // K and V rows as A fragments (V staged in the dA buffer); K stays for dQ = dS·K.
-  mma_load_tile<kMmaBlockN, Dp, false>(sk, L::kLd, k, p.k_s[2], j0, p.Lk, p.D, p.vec8);
-  mma_load_tile<kMmaBlockN, Dp, false>(sda, L::kLd, v, p.v_s[2], j0, p.Lk, p.D, p.vec8);
+  mma_load_tile<kMmaBlockN, Dp>(sk, L::kLd, k, p.k_s[2], j0, p.Lk, p.D, p.vec8);
+  mma_load_tile<kMmaBlockN, Dp>(sda, L::kLd, v, p.v_s[2], j0, p.Lk, p.D, p.vec8);
   __syncthreads();
   MmaFragA ka[kKSteps], va[kKSteps];
 #pragma unroll
@@ -93,8 +93,8 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
   for (int i0 = i_begin; i0 < i_end; i0 += kMmaBlockM) {
     __syncthreads();  // the previous tile's (and the start's) reads of every buffer are done
     bwd_load_query_rows<kMmaBlockM>(p, b, h, i0, i_end, bh_row, row_lo, row_hi, s_lse, s_delta);
-    mma_load_tile<kMmaBlockM, Dp, false>(sq, L::kLd, q, p.q_s[2], i0, i_end, p.D, p.vec8);
-    mma_load_tile<kMmaBlockM, Dp, false>(sda, L::kLd, da, p.D, i0, i_end, p.D, da_vec8);
+    mma_load_tile<kMmaBlockM, Dp>(sq, L::kLd, q, p.q_s[2], i0, i_end, p.D, p.vec8);
+    mma_load_tile<kMmaBlockM, Dp>(sda, L::kLd, da, p.D, i0, i_end, p.D, da_vec8);
     __syncthreads();
 
     // Sixteen queries at a time (kk): Sᵀ and dPᵀ [16 keys × 16 queries] (n tiles f = 0, 1 hold

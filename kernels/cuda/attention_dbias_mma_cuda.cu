@@ -52,14 +52,14 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_dbias_mm
     __syncthreads();  // the previous batch row's reads are done
     const int64_t bh_row = (static_cast<int64_t>(b) * p.H + h) * p.Lq;
     bwd_load_query_rows<kMmaBlockM>(p, b, h, i0, p.Lq, bh_row, row_lo, row_hi, s_lse, s_delta);
-    mma_load_tile<kMmaBlockN, Dp, false>(sk, L::kLd, head_slice<uint16_t>(p.k, p.k_s, b, h), p.k_s[2], j0, p.Lk, p.D,
+    mma_load_tile<kMmaBlockN, Dp>(sk, L::kLd, head_slice<uint16_t>(p.k, p.k_s, b, h), p.k_s[2], j0, p.Lk, p.D,
                                          p.vec8);
-    mma_load_tile<kMmaBlockN, Dp, false>(sv, L::kLd, head_slice<uint16_t>(p.v, p.v_s, b, h), p.v_s[2], j0, p.Lk, p.D,
+    mma_load_tile<kMmaBlockN, Dp>(sv, L::kLd, head_slice<uint16_t>(p.v, p.v_s, b, h), p.v_s[2], j0, p.Lk, p.D,
                                          p.vec8);
-    mma_load_tile<kMmaBlockM, Dp, false>(sq, L::kLd, head_slice<uint16_t>(p.q, p.q_s, b, h), p.q_s[2], i0, p.Lq, p.D,
+    mma_load_tile<kMmaBlockM, Dp>(sq, L::kLd, head_slice<uint16_t>(p.q, p.q_s, b, h), p.q_s[2], i0, p.Lq, p.D,
                                          p.vec8);
     // dA from the preprocess's bf16 scratch (contiguous [Lq][D] per (b, h))
-    mma_load_tile<kMmaBlockM, Dp, false>(sda, L::kLd, p.da + bh_row * p.D, p.D, i0, p.Lq, p.D, p.D % 8 == 0);
+    mma_load_tile<kMmaBlockM, Dp>(sda, L::kLd, p.da + bh_row * p.D, p.D, i0, p.Lq, p.D, p.D % 8 == 0);
     __syncthreads();
     MmaFragC s[kNTiles], dp[kNTiles];
 #pragma unroll

@@ -65,7 +65,7 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
     j_end = h1;
   }
 
-  mma_load_tile<kMmaBlockM, Dp, false>(sq, L::kLd, q, p.q_s[2], i0, p.Lq, p.D, p.vec8);
+  mma_load_tile<kMmaBlockM, Dp>(sq, L::kLd, q, p.q_s[2], i0, p.Lq, p.D, p.vec8);
   __syncthreads();
   MmaFragA qa[kKSteps];
 #pragma unroll
@@ -80,8 +80,8 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
 
   for (int j0 = j_begin; j0 < j_end; j0 += kMmaBlockN) {
     __syncthreads();  // the previous tile's K/V reads are done
-    mma_load_tile<kMmaBlockN, Dp, false>(sk, L::kLd, k, p.k_s[2], j0, j_end, p.D, p.vec8);
-    mma_load_tile<kMmaBlockN, Dp, false>(sv, L::kLd, v, p.v_s[2], j0, j_end, p.D, p.vec8);
+    mma_load_tile<kMmaBlockN, Dp>(sk, L::kLd, k, p.k_s[2], j0, j_end, p.D, p.vec8);
+    mma_load_tile<kMmaBlockN, Dp>(sv, L::kLd, v, p.v_s[2], j0, j_end, p.D, p.vec8);
     __syncthreads();
 
     MmaFragC s[kNTiles];

@@ -1,8 +1,8 @@
 // Pieces of the register-tiled bf16 attention kernels (attention_fwd_mma_cuda.cu,
 // attention_bwd_mma_cuda.cu, attention_dbias_mma_cuda.cu): bf16 bit handling, the tile loader
-// (16-byte global loads into row-major shared-memory tiles; its transposed variant has no caller
-// since the kernels read transposed operands with ldmatrix.trans), and the fragment loads: 32-bit
-// loads (the dbias pass) and ldmatrix / ldmatrix.trans (the forward and backward kernels).
+// (16-byte global loads into row-major shared-memory tiles: the kernels read transposed operands
+// with ldmatrix.trans, so no tile is stored transposed), and the fragment loads: 32-bit loads (the
+// dbias pass) and ldmatrix / ldmatrix.trans (the forward and backward kernels).
 #pragma once
 
 #include <climits>
@@ -21,7 +21,7 @@ constexpr int kMmaBlockN = 64;  // keys per tile
 // Row stride (in bf16) of a [rows][Dp] tile: +8 elements keeps the 8 rows a fragment load touches
 // in distinct banks (row stride ≡ 4 words mod 32 for Dp = 16, 32, 64 → (Dp + 8) / 2 words).
 template <int Dp> constexpr int mma_ld_rows() { return Dp + 8; }
-// Row stride of a transposed [Dp][64 keys] tile: 72 bf16 = 36 words ≡ 4 mod 32.
+// Row stride of a [rows][64 keys] tile (the backward's dS): 72 bf16 = 36 words ≡ 4 mod 32.
 constexpr int kMmaLdKeys = kMmaBlockN + 8;
 
 __device__ __forceinline__ uint16_t bf16_bits(float x) {
@@ -70,11 +70,9 @@ __device__ __forceinline__ void st128(uint16_t* p, const Bf16x8& v) {
 }
 
 // Rows [r0, r0 + R) of a [L, D] bf16 slice (row stride rs elements, last-dim stride 1) into smem,
-// row-major [R][ld] (kTrans = false) or transposed [Dp][ld] (kTrans = true: element (r, c) at
-// dst[c·ld + r]). Rows ≥ rend and columns ≥ D are zero. All threads of the CTA call it. vec8
-// (D % 8 == 0, base and rs 16-byte aligned, dst and ld likewise): 16-byte global loads (and
-// stores when not transposed).
-template <int R, int Dp, bool kTrans>
+// row-major [R][ld]. Rows ≥ rend and columns ≥ D are zero. All threads of the CTA call it. vec8
+// (D % 8 == 0, base and rs 16-byte aligned, dst and ld likewise): 16-byte loads and stores.
+template <int R, int Dp>
 __device__ __forceinline__ void mma_load_tile(uint16_t* dst, int ld, const uint16_t* base, int64_t rs, int r0, int rend,
                                               int D, bool vec8) {
   if (vec8) {
@@ -83,12 +81,7 @@ __device__ __forceinline__ void mma_load_tile(uint16_t* dst, int ld, const uint1
       const int r = idx / kVec, c = (idx % kVec) * 8;
       Bf16x8 v{};
       if (r0 + r < rend && c < D) v = ld128(base + static_cast<int64_t>(r0 + r) * rs + c);
-      if constexpr (kTrans) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) dst[(c + e) * ld + r] = static_cast<uint16_t>(v.w[e / 2] >> (16 * (e % 2)));
-      } else {
-        st128(dst + r * ld + c, v);
-      }
+      st128(dst + r * ld + c, v);
     }
     return;
   }
@@ -96,8 +89,7 @@ __device__ __forceinline__ void mma_load_tile(uint16_t* dst, int ld, const uint1
     const int r = idx / Dp, c = idx % Dp;
     uint16_t v = 0;
     if (r0 + r < rend && c < D) v = base[static_cast<int64_t>(r0 + r) * rs + c];
-    if constexpr (kTrans) dst[c * ld + r] = v;
-    else dst[r * ld + c] = v;
+    dst[r * ld + c] = v;
   }
 }
 
