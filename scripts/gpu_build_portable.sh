@@ -60,10 +60,11 @@ fi
 BENCHES=()  # the benchmarks with a CUDA path (a --device option); the rest are CPU-only
 # (bench_comm needs MPI, which this build leaves out: only the targets this configuration has)
 TARGETS=$(ninja -C "$BUILD_DIR" -t targets all | sed 's/:.*//' | sed 's|.*/||' | sort -u)
-# (the MPI build: bench_comm alone, the collectives' bandwidth on CUDA tensors, NCCL and MPI staged)
+# (the MPI build: bench_comm, the collectives' bandwidth on CUDA tensors, NCCL and MPI staged, and
+# bench_dap, the DAP training step with its communication overlapped or not)
 for f in bench/bench_*.cpp; do
   b=$(basename "$f" .cpp)
-  if [ "$MPI" = 1 ]; then [ "$b" = bench_comm ] || continue; fi
+  if [ "$MPI" = 1 ]; then [ "$b" = bench_comm ] || [ "$b" = bench_dap ] || continue; fi
   grep -q -- '--device' "$f" && grep -qx "$b" <<<"$TARGETS" && BENCHES+=("$b")
 done
 ninja -C "$BUILD_DIR" -j "$JOBS" "${TESTS[@]}" "${BENCHES[@]+"${BENCHES[@]}"}"

@@ -255,6 +255,20 @@ if [ -n "$PREBUILT_MPI" ]; then
         MPI_SUMMARY+=("bench_comm.np$np | exit $rc, $cases cases (gpu_comm.jsonl)")
         [ "$rc" -eq 0 ] || failed+=("bench_comm.np$np (exit $rc)")
       done
+      # DAP-2 training step of a 2-block Evoformer stack on CUDA tensors (the ranks share this GPU
+      # through the MPI staged backend), communication overlapped vs in place: gpu_dap.jsonl.
+      if [ -x "$MPI_BIN/bench/bench_dap" ]; then
+        set +e
+        timeout 120 mpirun --oversubscribe --allow-run-as-root -np 2 env LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" \
+          OMP_NUM_THREADS=1 FOLDCORE_COMM_TIMEOUT_S=60 "$MPI_BIN/bench/bench_dap" --device cuda --n-res 256 \
+          --n-seq 128 --blocks 2 --iters 5 >"$OUT_DIR/gpu_dap.jsonl" 2>"$OUT_DIR/gpu_mpi_tests/bench_dap.np2.log"
+        rc=$?
+        set -e
+        echo "gpu_check: bench_dap --device cuda at 2 ranks: exit $rc"
+        cat "$OUT_DIR/gpu_dap.jsonl" || true
+        MPI_SUMMARY+=("bench_dap.np2 | exit $rc (gpu_dap.jsonl)")
+        [ "$rc" -eq 0 ] || failed+=("bench_dap.np2 (exit $rc)")
+      fi
       # the largest message of each collective, one line each
       python3 - "$OUT_DIR/gpu_comm.jsonl" <<'PY' || true
 import json, sys

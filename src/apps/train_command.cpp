@@ -35,7 +35,7 @@ namespace {
 struct TrainArgs {
   std::string config, store, out_dir, device = "cpu", precision = "fp32";
   int64_t max_steps = 0;
-  bool resume = false, parallel_evoformer = false, init_from_ema = false;
+  bool resume = false, parallel_evoformer = false, init_from_ema = false, no_comm_overlap = false;
   std::string init_from;
   int dp = 1, dap = 1, bp = 1;
   double bucket_mb = 25;  // PyTorch DDP's default bucket size
@@ -54,7 +54,7 @@ struct TrainArgs {
 class GridParallel final : public af2::TrainParallel {
  public:
   GridParallel(const TrainArgs& a, Device& device)
-      : bucket_bytes_(static_cast<int64_t>(a.bucket_mb * 1024 * 1024)) {
+      : bucket_bytes_(static_cast<int64_t>(a.bucket_mb * 1024 * 1024)), overlap_(!a.no_comm_overlap) {
     // Checked from the launcher's environment before MPI starts, so a wrong launch is a plain error.
     const int world_size = a.dp * a.dap * a.bp;
     const dist::LaunchEnv env = dist::detect_launch_env();
@@ -74,7 +74,7 @@ class GridParallel final : public af2::TrainParallel {
   // (refused: BP above 2 there, BP without the Parallel Evoformer in the option checks).
   bool setup_model(af2::AlphaFold& model) override {
     if (grid_->shape().dap == 1 && grid_->shape().bp == 1) return false;
-    model.set_model_parallel(af2::make_model_parallel(&grid_->dap(), &grid_->bp()));
+    model.set_model_parallel(af2::make_model_parallel(&grid_->dap(), &grid_->bp(), overlap_));
     return true;
   }
   int dp_rank() const override { return grid_->coords().dp; }
@@ -117,6 +117,7 @@ class GridParallel final : public af2::TrainParallel {
   std::unique_ptr<dist::ProcessGrid> grid_;
   std::unique_ptr<dist::ScaledGradReducer> reducer_;
   int64_t bucket_bytes_ = 0;
+  bool overlap_ = true;
 };
 #endif
 
@@ -148,6 +149,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_flag("--parallel_evoformer", a->parallel_evoformer,
                 "HelixFold's Parallel Evoformer (outer product mean at the block end), whatever the model YAML says");
+  sub->add_flag("--no_comm_overlap", a->no_comm_overlap,
+                "DAP: complete every gather and all-to-all where it is issued instead of overlapping it with "
+                "the work that does not need it (the same results; for comparison)");
   sub->add_option("--dp_bucket_mb", a->bucket_mb, "MiB per bucket of the dp gradient reduction (default 25; 0: one "
                   "bucket per parameter)")
       ->check(CLI::NonNegativeNumber);

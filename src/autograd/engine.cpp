@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "autograd/recompute.h"
 #include "core/profile.h"
 #include "kernels/elementwise.h"
 
@@ -13,6 +14,8 @@ namespace foldcore::autograd {
 namespace {
 thread_local GradReadyHook t_grad_ready_hook;
 thread_local int t_backward_depth = 0;  // nested backward passes (recompute segments) running
+// The leaves the outermost backward has reported final (gradient-ready hook), while it runs.
+thread_local const std::unordered_set<const VariableImpl*>* t_reported = nullptr;
 }  // namespace
 
 GradReadyHookGuard::GradReadyHookGuard(GradReadyHook hook) : previous_(std::move(t_grad_ready_hook)) {
@@ -35,7 +38,12 @@ Tensor& BackwardCtx::slot_of(int i) {
   FC_CHECK(needs_grad(i), "autograd: '", node_->name, "' wrote a gradient for input ", i,
            " which does not require one");
   const Edge& e = node_->inputs[static_cast<size_t>(i)];
-  if (e.leaf) return e.leaf->grad;
+  if (e.leaf) {
+    FC_CHECK(t_reported == nullptr || !t_reported->count(e.leaf.get()), "autograd: '", node_->name,
+             "' adds to the gradient of '", e.leaf->name, "', which the gradient-ready hook already reported final ",
+             "(a recompute segment used it without an autograd function seeing it: leaf_use.h)");
+    return e.leaf->grad;
+  }
   auto& vec = (*pending_)[e.node.get()];
   if (vec.empty()) vec.resize(e.node->outputs.size());
   return vec[static_cast<size_t>(e.index)];
@@ -145,8 +153,9 @@ class Engine {
     std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
 
     // Gradient-ready reporting (outermost backward only, see engine.h): how many nodes of this
-    // graph still have to run for each leaf they take as input; a leaf is reported when its
-    // count reaches zero. Leaf roots no node consumes are final already.
+    // graph still have to run for each leaf they take as input — a recompute node counting for
+    // each leaf its segment used (its nested backward gives them their gradients) — and a leaf is
+    // reported when its count reaches zero. Leaf roots no node consumes are final already.
     struct DepthGuard {
       int depth;
       DepthGuard() : depth(t_backward_depth++) {}
@@ -154,20 +163,44 @@ class Engine {
     } depth_guard;
     const bool report = depth_guard.depth == 0 && static_cast<bool>(t_grad_ready_hook);
     std::unordered_map<const VariableImpl*, int> consumers;
+    std::unordered_map<const Node*, std::vector<const VariableImpl*>> segment_leaves;
+    std::unordered_set<const VariableImpl*> reported;
+    struct ReportedGuard {
+      const std::unordered_set<const VariableImpl*>* previous = t_reported;
+      ~ReportedGuard() { t_reported = previous; }
+    } reported_guard;
+    const auto report_leaf = [&](const VariableImpl& leaf) {
+      reported.insert(&leaf);
+      t_grad_ready_hook(leaf);
+    };
     if (report) {
-      for (const std::shared_ptr<Node>& n : nodes)
+      t_reported = &reported;
+      for (const std::shared_ptr<Node>& n : nodes) {
         for (const Edge& e : n->inputs)
           if (e.leaf) ++consumers[e.leaf.get()];
+        if (n->fn == nullptr) continue;
+        if (const auto* leaves = recompute_leaves(*n->fn)) {
+          std::vector<const VariableImpl*>& mine = segment_leaves[n.get()];
+          for (const auto& l : *leaves) {
+            ++consumers[l.get()];
+            mine.push_back(l.get());
+          }
+        }
+      }
       for (const Variable& root : roots)
         if (root.is_leaf() && !consumers.count(root.impl().get())) {
           consumers[root.impl().get()] = 0;
-          t_grad_ready_hook(*root.impl());
+          report_leaf(*root.impl());
         }
     }
     auto consumed = [&](const Node& n) {
       if (!report) return;
       for (const Edge& e : n.inputs)
-        if (e.leaf && --consumers[e.leaf.get()] == 0) t_grad_ready_hook(*e.leaf);
+        if (e.leaf && --consumers[e.leaf.get()] == 0) report_leaf(*e.leaf);
+      const auto it = segment_leaves.find(&n);
+      if (it == segment_leaves.end()) return;
+      for (const VariableImpl* l : it->second)
+        if (--consumers[l] == 0) report_leaf(*l);
     };
 
     // Functions record nothing while running their backward (a recompute segment re-enables

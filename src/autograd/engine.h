@@ -13,10 +13,14 @@
 // with the leaf among its inputs has run its backward (or was skipped, receiving no gradient) and
 // the node's deferred accumulations are done, so nothing later in this backward adds to it. The
 // engine knows this from the graph it collected: a per-leaf count of the consuming nodes, counted
-// down as the nodes run. Leaves the backward never reaches are not reported. A nested backward (a
-// recompute segment's rerun) sees only its segment's graph, not whether the outer graph uses its
-// leaves again, so it reports nothing: the outer caller must treat the leaves it was not told
-// about as final only after backward() returns.
+// down as the nodes run. A recompute node counts as a consumer of every parameter its segment's
+// forward handed to an autograd function (recompute_leaves, leaf_use.h): its nested backward (the
+// segment's rerun) gives them their gradients, so they are reported once it is over and no other
+// node or segment of the graph still uses them — one Evoformer block's parameters right after
+// that block's backward. The nested backward itself reports nothing. Leaves the backward never
+// reaches are not reported, nor are parameters a segment read without an autograd function (a
+// raw inference path): the caller treats what it was not told about as final only after
+// backward() returns. A gradient for a leaf already reported is an Error, not a silent miss.
 #pragma once
 
 #include <functional>

@@ -4,6 +4,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/leaf_use.h"
 
 namespace foldcore::autograd {
 namespace {
@@ -14,6 +15,7 @@ struct RecomputeFn final : Function {
   std::vector<Generator*> gens;
   std::vector<uint64_t> start_offsets;
   std::optional<DType> autocast;  // the forward's autocast mode, restored for the rerun
+  std::vector<std::shared_ptr<VariableImpl>> leaves;  // the trainable leaves the forward used
 
   void backward(BackwardCtx& ctx) override {
     // Replay the forward's random streams, then put the generators back where they are now.
@@ -72,9 +74,16 @@ std::vector<Variable> recompute(const SegmentFn& fn, const std::vector<Variable>
   std::vector<Tensor> outs;
   {
     NoGradGuard no_grad;
+    LeafUseCollector used;
     for (const Variable& o : fn(detached)) outs.push_back(o.value());
+    rf->leaves = used.leaves();
   }
   return record("recompute", std::move(rf), inputs, outs, /*force=*/true);
+}
+
+const std::vector<std::shared_ptr<VariableImpl>>* recompute_leaves(const Function& fn) {
+  const auto* rf = dynamic_cast<const RecomputeFn*>(&fn);
+  return rf != nullptr ? &rf->leaves : nullptr;
 }
 
 }  // namespace foldcore::autograd

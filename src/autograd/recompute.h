@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -25,5 +26,9 @@ using SegmentFn = std::function<std::vector<Variable>(const std::vector<Variable
 
 std::vector<Variable> recompute(const SegmentFn& fn, const std::vector<Variable>& inputs,
                                 const std::vector<Generator*>& generators = {});
+
+// The trainable leaves (parameters) a recompute node's forward handed to autograd functions
+// (leaf_use.h): those its backward gives gradients to. Null when `fn` is not a recompute node's.
+const std::vector<std::shared_ptr<VariableImpl>>* recompute_leaves(const Function& fn);
 
 }  // namespace foldcore::autograd

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "autograd/grad_mode.h"
+#include "autograd/leaf_use.h"
 
 namespace foldcore::autograd {
 
@@ -24,7 +25,30 @@ const Tensor& Variable::grad() const {
   return impl_->grad;
 }
 
+namespace {
+thread_local LeafUseCollector* t_collector = nullptr;
+}  // namespace
+
+LeafUseCollector::LeafUseCollector() : outer_(t_collector) { t_collector = this; }
+
+LeafUseCollector::~LeafUseCollector() {
+  t_collector = outer_;
+  if (outer_ != nullptr)
+    for (const auto& l : leaves_)
+      if (outer_->seen_.insert(l.get()).second) outer_->leaves_.push_back(l);
+}
+
+void LeafUseCollector::note(const Variable& v) {
+  if (v.requires_grad() && v.is_leaf() && seen_.insert(v.impl().get()).second) leaves_.push_back(v.impl());
+}
+
+void note_leaf_uses(const std::vector<Variable>& inputs) {
+  if (t_collector == nullptr) return;
+  for (const Variable& v : inputs) t_collector->note(v);
+}
+
 bool any_requires_grad(const std::vector<Variable>& inputs) {
+  note_leaf_uses(inputs);
   if (!grad_enabled()) return false;
   for (const Variable& v : inputs)
     if (v.requires_grad()) return true;
@@ -37,6 +61,7 @@ std::atomic<uint64_t> g_next_seq{1};
 
 std::vector<Variable> record(std::string_view name, std::unique_ptr<Function> fn, const std::vector<Variable>& inputs,
                              const std::vector<Tensor>& outputs, bool force) {
+  if (force) note_leaf_uses(inputs);  // (otherwise any_requires_grad notes them)
   std::vector<Variable> out;
   out.reserve(outputs.size());
   if (!(force ? grad_enabled() : any_requires_grad(inputs))) {

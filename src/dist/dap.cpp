@@ -93,7 +93,116 @@ struct SwitchFn final : autograd::Function {
   }
 };
 
+// The backward half of an async gather or switch: the dual collective, started by the wait node's
+// backward (AsyncFinishFn) and completed by the start node's (AsyncStartFn).
+struct AsyncDual {
+  Communicator* comm = nullptr;
+  bool is_switch = false;
+  int axis = 0;  // gather: the gathered axis; switch: `from`
+  int to = 0;    // switch only
+  Tensor send, recv;
+  CommHandle handle;  // declared after its buffers: destroyed (completed) before them
+};
+
+Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
+
+struct AsyncStartFn final : autograd::Function {
+  std::shared_ptr<AsyncDual> dual;
+  void backward(autograd::BackwardCtx& ctx) override {
+    AsyncDual& d = *dual;
+    d.handle.wait();
+    // Gather: the reduce-scatter's output is x's gradient; switch: blocks back along `to`.
+    ctx.put_grad(0, d.is_switch ? blocks_from_front(d.recv, d.to) : d.recv);
+    d.send = Tensor();
+    d.recv = Tensor();
+  }
+};
+
+struct AsyncFinishFn final : autograd::Function {
+  std::shared_ptr<AsyncDual> dual;
+  void backward(autograd::BackwardCtx& ctx) override {
+    AsyncDual& d = *dual;
+    const Tensor& g = ctx.grad_output(0);
+    const int p = d.comm->size();
+    d.send = blocks_to_front(g, d.axis, p);  // [P, the start's input shape (switch: `to` split)]
+    if (d.is_switch) {
+      d.recv = Tensor::empty(d.send.shape(), d.send.dtype(), d.send.device());
+      d.handle = d.comm->all_to_all_async(flat(d.send), flat(d.recv));
+    } else {
+      d.recv = Tensor::empty(with_axis(g.shape(), d.axis, g.size(d.axis) / p), g.dtype(), g.device());
+      d.handle = d.comm->reduce_scatter_async(flat(d.send), flat(d.recv));
+    }
+    // The start node's output (the forward's receive buffer) has the send blocks' shape; its
+    // "gradient" only carries the dual's send buffer to it, untouched until the dual completes.
+    ctx.put_grad(0, d.send);
+  }
+};
+
 }  // namespace
+
+struct AsyncVariable::State {
+  bool is_switch = false;
+  int axis = 0;  // gather: the gathered axis; switch: `from`
+  Tensor send, recv;
+  CommHandle handle;              // after its buffers: completed before they are freed
+  autograd::Variable token;       // the start node's output, under autograd
+  std::shared_ptr<AsyncDual> dual;
+  autograd::Variable result;      // once waited
+};
+
+AsyncVariable::AsyncVariable(autograd::Variable ready) : ready_(std::move(ready)) {}
+
+autograd::Variable AsyncVariable::wait() {
+  if (!state_) return ready_;
+  State& s = *state_;
+  if (s.result.defined()) return s.result;
+  s.handle.wait();
+  const Tensor out = blocks_from_front(s.recv, s.axis);
+  if (s.token.defined()) {
+    auto fn = std::make_unique<AsyncFinishFn>();
+    fn->dual = s.dual;
+    s.result = autograd::record1(s.is_switch ? "dap_switch_axis_wait" : "dap_gather_wait", std::move(fn), {s.token}, out);
+  } else {
+    s.result = autograd::Variable(out);
+  }
+  s.token = autograd::Variable();
+  s.dual.reset();
+  s.send = Tensor();
+  s.recv = Tensor();
+  return s.result;
+}
+
+// Starts `send` → `recv` (all-gather or all-to-all) and, under autograd, records the start node.
+AsyncVariable start_async(Communicator& comm, const autograd::Variable& x, bool is_switch, int axis, int to,
+                          Tensor send) {
+  auto s = std::make_shared<AsyncVariable::State>();
+  s->is_switch = is_switch;
+  s->axis = axis;
+  s->send = std::move(send);
+  if (is_switch) {
+    s->recv = Tensor::empty(s->send.shape(), s->send.dtype(), s->send.device());
+    s->handle = comm.all_to_all_async(flat(s->send), flat(s->recv));
+  } else {
+    Shape bs{comm.size()};
+    for (int64_t d : s->send.shape()) bs.push_back(d);
+    s->recv = Tensor::empty(bs, s->send.dtype(), s->send.device());
+    s->handle = comm.all_gather_async(flat(s->send), flat(s->recv));
+  }
+  if (autograd::any_requires_grad({x})) {
+    auto dual = std::make_shared<AsyncDual>();
+    dual->comm = &comm;
+    dual->is_switch = is_switch;
+    dual->axis = axis;
+    dual->to = to;
+    auto fn = std::make_unique<AsyncStartFn>();
+    fn->dual = dual;
+    s->dual = std::move(dual);
+    s->token = autograd::record1(is_switch ? "dap_switch_axis_start" : "dap_gather_start", std::move(fn), {x}, s->recv);
+  }
+  AsyncVariable a;
+  a.state_ = std::move(s);
+  return a;
+}
 
 Tensor chunk(const Tensor& x, int axis, int rank, int n) {
   axis = norm_axis(axis, x.dim(), "chunk");
@@ -179,6 +288,21 @@ autograd::Variable switch_axis(Communicator& comm, const autograd::Variable& x, 
   fn->from = from;
   fn->to = to;
   return autograd::record1("dap_switch_axis", std::move(fn), {x}, switch_tensor(comm, x.value(), from, to));
+}
+
+AsyncVariable gather_async(Communicator& comm, const autograd::Variable& x, int axis) {
+  axis = norm_axis(axis, x.dim(), "gather");
+  if (comm.size() == 1) return AsyncVariable(x);
+  return start_async(comm, x, false, axis, 0, x.value().contiguous());
+}
+
+AsyncVariable switch_axis_async(Communicator& comm, const autograd::Variable& x, int from, int to) {
+  from = norm_axis(from, x.dim(), "switch_axis");
+  to = norm_axis(to, x.dim(), "switch_axis");
+  FC_CHECK(from != to, "dap::switch_axis: the two axes are the same (", from, ")");
+  if (comm.size() == 1) return AsyncVariable(x);
+  check_divisible(x.value(), to, comm.size(), "switch_axis");
+  return start_async(comm, x, true, from, to, blocks_to_front(x.value(), to, comm.size()));
 }
 
 }  // namespace foldcore::dist::dap

@@ -10,6 +10,9 @@
 //   switch_axis(x, a, b)    split along a, whole along b → split along b,     backward: switch_axis(g, b, a)
 //                           whole along a (one all-to-all)
 //
+//   gather_async(x, a)      gather and switch_axis started now and finished by wait(): the work
+//   switch_axis_async(…)    between the two overlaps the communication (below)
+//
 // Rank r holds chunk r: elements [r·k, (r+1)·k) of the split axis, k = size / n. A group of one
 // rank is the identity (no copy, no communication), so a model written with these calls runs
 // unchanged in one process. The gather's dual is a reduce-scatter because each rank uses the whole
@@ -37,5 +40,33 @@ autograd::Variable scatter(Communicator& comm, const autograd::Variable& x, int 
 autograd::Variable gather(Communicator& comm, const autograd::Variable& x, int axis);
 autograd::Variable gather_replicated(Communicator& comm, const autograd::Variable& x, int axis);
 autograd::Variable switch_axis(Communicator& comm, const autograd::Variable& x, int from, int to);
+
+// A gather or axis switch in flight (FastFold's duality async operations). The forward starts the
+// collective at gather_async / switch_axis_async and completes it at wait(), so whatever the caller
+// computes in between runs while the data moves. Under autograd the two calls are two nodes and the
+// backward mirrors them: wait()'s node starts the dual collective (reduce-scatter, or the inverse
+// all-to-all) and the start's node completes it; the engine runs nodes in reverse creation order,
+// so the backward of the work recorded in between overlaps the dual. Like every collective, each
+// rank must start and wait in the same order; a pending operation never waited for is completed
+// when the last copy of it is destroyed (its buffers stay alive until then). The results equal
+// gather / switch_axis bit for bit: the same collectives on the same buffers.
+class AsyncVariable {
+ public:
+  AsyncVariable() = default;
+  explicit AsyncVariable(autograd::Variable ready);  // already complete (a group of one rank)
+  // Completes the collective (the first call; later calls return the same Variable).
+  autograd::Variable wait();
+  bool defined() const { return state_ != nullptr || ready_.defined(); }
+
+  struct State;
+
+ private:
+  friend AsyncVariable start_async(Communicator&, const autograd::Variable&, bool, int, int, Tensor);
+  std::shared_ptr<State> state_;
+  autograd::Variable ready_;
+};
+
+AsyncVariable gather_async(Communicator& comm, const autograd::Variable& x, int axis);
+AsyncVariable switch_axis_async(Communicator& comm, const autograd::Variable& x, int from, int to);
 
 }  // namespace foldcore::dist::dap

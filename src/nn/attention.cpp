@@ -83,10 +83,15 @@ Attention::Projected Attention::project(const Variable& q_data, const Variable& 
 }
 
 Variable Attention::heads(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
-                          const Tensor& cu_seqlens) const {
+                          const Tensor& cu_seqlens, const std::function<Variable()>& late_bias) const {
   const Projected p = project(q_data, kv_data);
   const Variable g = gate_ ? autograd::reshape(gate_->forward(q_data), p.q.shape()) : Variable();
-  const Variable o = autograd::attention(p.q, p.k, p.v, biases, g, cu_seqlens, p.scale);
+  std::vector<Variable> all;
+  if (late_bias) {
+    all = biases;
+    all.push_back(late_bias());
+  }
+  const Variable o = autograd::attention(p.q, p.k, p.v, late_bias ? all : biases, g, cu_seqlens, p.scale);
   return autograd::reshape(o, with_last(q_data.shape(), opt_.num_heads * opt_.head_dim));
 }
 
@@ -115,6 +120,11 @@ Variable Attention::values(const Variable& kv_data) const {
 Variable Attention::forward(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
                             const Tensor& cu_seqlens) const {
   return output_.forward(heads(q_data, kv_data, biases, cu_seqlens));
+}
+
+Variable Attention::forward(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
+                            const std::function<Variable()>& late_bias) const {
+  return output_.forward(heads(q_data, kv_data, biases, Tensor(), late_bias));
 }
 
 Variable Attention::forward_no_output_bias(const Variable& q_data, const Variable& kv_data,

@@ -1,6 +1,7 @@
 // Gated multi-head attention (AF2 Alg. 7; BERT self-attention) and global attention (AF2 Alg. 19).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -31,6 +32,12 @@ class Attention : public Module {
   // Returns [..., Lq, c_out].
   Variable forward(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases = {},
                    const Tensor& cu_seqlens = {}) const;
+  // The same with one more bias made by `late_bias` only after the projections (q, k, v, gate):
+  // a bias still in flight (DAP's gathered pair bias, model_parallel.h) is waited for only when the
+  // attention itself needs it, so the projections overlap its communication. Biases in the same
+  // order as forward(biases + {late_bias()}): the same result.
+  Variable forward(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
+                   const std::function<Variable()>& late_bias) const;
   // The same without the output bias, for a fused bias+dropout+residual consumer.
   Variable forward_no_output_bias(const Variable& q_data, const Variable& kv_data,
                                   const std::vector<Variable>& biases = {}, const Tensor& cu_seqlens = {}) const;
@@ -50,7 +57,8 @@ class Attention : public Module {
 
  private:
   Variable heads(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
-                 const Tensor& cu_seqlens) const;  // [..., Lq, H·d] before the output projection
+                 const Tensor& cu_seqlens,
+                 const std::function<Variable()>& late_bias = {}) const;  // [..., Lq, H·d] before the output projection
   struct Projected {
     Variable q, k, v;  // [B, L, H, d]
     float scale;       // 1/√d

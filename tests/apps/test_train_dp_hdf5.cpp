@@ -164,6 +164,47 @@ TEST_F(TrainDp, WithoutClippingEqualsOneProcessBucketsDuringBackward) {
   std::printf("dp 2 vs 1 process, clipping off: max relative difference %.3g\n", worst);
 }
 
+// The tiny model with recomputation segments of one block (the model presets' setting): the
+// blocks' parameters get their gradients inside the segments' nested backward passes, and the
+// gradient-ready hook still reports them as each segment finishes, so as many buckets go out
+// during the backward as without recomputation; dp 2 and dap 2 still equal one process.
+TEST_F(TrainDp, WithRecomputationBucketsStillGoOutDuringBackward) {
+  const std::string model = std::regex_replace(read_file(kSource + "/configs/model/tiny.yaml"),
+                                               std::regex("recompute_blocks: 0"), "recompute_blocks: 1");
+  ASSERT_NE(model.find("recompute_blocks: 1"), std::string::npos);
+  std::ofstream(path("tiny_recompute.yaml")) << model;
+  const fs::path plain = tiny_train_config(dir_->path(), "plain.yaml", {{"batch_size", "  batch_size: 4"}});
+  const fs::path config = tiny_train_config(
+      dir_->path(), "recompute.yaml",
+      {{"batch_size", "  batch_size: 4"}, {"model", "model: " + path("tiny_recompute.yaml").string()}});
+  constexpr int kSteps = 2;
+  const auto launched = [](const RunResult& r) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(r.output, m, std::regex("([0-9]+) of ([0-9]+) gradient buckets"))) << r.output;
+    return m.size() == 3 ? std::make_pair(std::stoi(m[1].str()), std::stoi(m[2].str())) : std::make_pair(0, 0);
+  };
+  const RunResult base = run_shell(mpirun(2) + args(plain, store_, path("plain"), kSteps) + " --dp 2 --dp_bucket_mb 0");
+  ASSERT_EQ(base.status, 0) << base.output;
+  const RunResult one = run_shell(single() + args(config, store_, path("one"), kSteps));
+  ASSERT_EQ(one.status, 0) << one.output;
+  const RunResult two = run_shell(mpirun(2) + args(config, store_, path("two"), kSteps) + " --dp 2 --dp_bucket_mb 0");
+  ASSERT_EQ(two.status, 0) << two.output;
+  const auto [b_early, b_all] = launched(base);
+  const auto [r_early, r_all] = launched(two);
+  std::printf("buckets out during the backward: %d of %d without recomputation, %d of %d with\n", b_early, b_all,
+              r_early, r_all);
+  EXPECT_EQ(r_all, b_all);
+  EXPECT_GE(r_early, b_early - 2) << "the recomputed blocks' buckets should go out during the backward too";
+  const auto want = metrics(path("one"));
+  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
+  std::printf("dp 2 vs 1 process with recomputation: max relative difference %.3g\n",
+              expect_same_metrics(metrics(path("two")), want, kRel, "dp 2 vs 1, recompute"));
+  const RunResult dap = run_shell(mpirun(2) + args(config, store_, path("dap2"), kSteps) + " --dap 2");
+  ASSERT_EQ(dap.status, 0) << dap.output;
+  std::printf("dap 2 vs 1 process with recomputation: max relative difference %.3g\n",
+              expect_same_metrics(metrics(path("dap2")), want, kRel, "dap 2 vs 1, recompute"));
+}
+
 TEST_F(TrainDp, FourRanksEqualOneProcess) {
   // One example per rank (global batch 4): the ranks' products are added in one process's order.
   const fs::path config = tiny_train_config(dir_->path(), "b4.yaml", {{"batch_size", "  batch_size: 4"}});

@@ -2,12 +2,14 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
 #include "core/allocator.h"
 #include "core/random.h"
+#include "kernels/gemm.h"
 #include "test_util.h"
 
 namespace foldcore::autograd {
@@ -118,7 +120,8 @@ struct TinyModel {
   explicit TinyModel(int layers) {
     Generator g(3);
     for (int l = 0; l < layers; ++l) {
-      const std::string n = "l" + std::to_string(l);
+      std::string n = std::to_string(l);
+      n.insert(n.begin(), 'l');  // (not "l" + to_string: GCC 12 -Wrestrict false positive)
       p.push_back(ps.add(n + "/ln/g", {16}, false, Tensor::full({16}, 1.0, DType::f32)));
       p.push_back(ps.add(n + "/ln/b", {16}, false));
       p.push_back(ps.add(n + "/w1", {16, 64}, true, randn({16, 64}, g, 0, 0.25f)));
@@ -280,6 +283,18 @@ TEST(Autocast, Bf16LossWithinToleranceAndMasterGradsFp32) {
 // after its first use's backward; the last layer's parameters come before the first layer's; an
 // unused parameter and the parameters inside a recompute segment (nested backward) are not
 // reported. The gradient seen at report time must equal the final one.
+// Records the gradient-ready reports: their order, and each leaf's gradient when reported.
+struct ReportLog {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<float>> at_report;
+  GradReadyHook hook() {
+    return [this](const VariableImpl& leaf) {
+      order.push_back(leaf.name);
+      at_report[leaf.name] = leaf.grad.to_vector();
+    };
+  }
+};
+
 TEST(AutogradEngine, GradReadyHookReportsEachLeafOnceWhenFinal) {
   ParamStore ps;
   Generator g(3);
@@ -291,13 +306,11 @@ TEST(AutogradEngine, GradReadyHookReportsEachLeafOnceWhenFinal) {
   ps.finalize();
   const Tensor x = randn({5, 8}, g);
 
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<float>> at_report;
+  ReportLog log;
+  std::vector<std::string>& order = log.order;
+  std::map<std::string, std::vector<float>>& at_report = log.at_report;
   {
-    GradReadyHookGuard guard([&](const VariableImpl& leaf) {
-      order.push_back(leaf.name);
-      at_report[leaf.name] = leaf.grad.to_vector();
-    });
+    GradReadyHookGuard guard(log.hook());
     Variable h = gelu(linear(Variable(x), w1));  // w1's first use
     h = recompute([&](const std::vector<Variable>& in) { return std::vector<Variable>{gelu(linear(in[0], w4))}; },
                   {h})[0];
@@ -306,8 +319,9 @@ TEST(AutogradEngine, GradReadyHookReportsEachLeafOnceWhenFinal) {
     h = linear(h, w1);  // w1 again, at the end
     backward(sum(h, {0, 1}));
   }
-  // Each reported once; w3 (last layer) before w2 before w1; w4 (nested) and `unused` never.
-  ASSERT_EQ(order, (std::vector<std::string>{"w3", "w2", "w1"}));
+  // Each reported once; w3 (last layer) before w2, w4 (inside the segment) right after the
+  // segment's backward, w1 last; `unused` never.
+  ASSERT_EQ(order, (std::vector<std::string>{"w3", "w2", "w4", "w1"}));
   for (const auto& [name, grad] : at_report) EXPECT_EQ(grad, ps.get(name).grad().to_vector()) << name;
   // w1's gradient has both uses: the report came after the first layer's backward.
   EXPECT_NE(ps.get("w1").grad().to_vector(), std::vector<float>(64, 0.f));
@@ -318,6 +332,69 @@ TEST(AutogradEngine, GradReadyHookReportsEachLeafOnceWhenFinal) {
   backward(sum(linear(Variable(x), w1), {0, 1}));
   EXPECT_TRUE(order.empty());
   (void)unused;
+}
+
+// Recompute segments: a parameter used by one segment is reported right after that segment's
+// backward; one shared by two segments (AlphaFold's template pair stack runs the same blocks once
+// per template) only after both; one used by a segment and by a later outer op after both. Each
+// reported gradient is the final one.
+TEST(AutogradEngine, GradReadyHookReportsSegmentParametersWhenNoLaterUseRemains) {
+  ParamStore ps;
+  Generator g(4);
+  const Variable a = ps.add("a", {8, 8}, true, randn({8, 8}, g));       // segment 1 only
+  const Variable b = ps.add("b", {8, 8}, true, randn({8, 8}, g));       // segment 2 only
+  const Variable s = ps.add("shared", {8, 8}, true, randn({8, 8}, g));  // segments 1 and 2
+  const Variable o = ps.add("outer", {8, 8}, true, randn({8, 8}, g));   // segment 2 and the head
+  ps.finalize();
+  const Tensor x = randn({5, 8}, g);
+  ReportLog log;
+  std::vector<std::string>& order = log.order;
+  std::map<std::string, std::vector<float>>& at_report = log.at_report;
+  {
+    GradReadyHookGuard guard(log.hook());
+    Variable h(x);
+    h = recompute([&](const std::vector<Variable>& in) { return std::vector<Variable>{gelu(linear(gelu(linear(in[0], a)), s))}; },
+                  {h})[0];
+    h = recompute([&](const std::vector<Variable>& in) {
+          return std::vector<Variable>{gelu(linear(gelu(linear(gelu(linear(in[0], b)), s)), o))};
+        },
+                  {h})[0];
+    h = linear(h, o);
+    backward(sum(h, {0, 1}));
+  }
+  // Backward: the head (outer still used by segment 2), segment 2 (b final; outer final now;
+  // shared still used by segment 1), segment 1 (a and shared final).
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(std::vector<std::string>(order.begin(), order.begin() + 2), (std::vector<std::string>{"b", "outer"}));
+  EXPECT_EQ(std::set<std::string>(order.begin() + 2, order.end()), (std::set<std::string>{"a", "shared"}));
+  for (const auto& [name, grad] : at_report) EXPECT_EQ(grad, ps.get(name).grad().to_vector()) << name;
+  for (const char* name : {"a", "b", "shared", "outer"})
+    EXPECT_NE(ps.get(name).grad().to_vector(), std::vector<float>(64, 0.f)) << name;
+}
+
+// A segment that reads a parameter without an autograd function (as a raw inference path would)
+// hides it from the collector: if the hook reported it before that segment's rerun gives it a
+// gradient, the backward stops with an Error instead of leaving a reducer with a stale sum.
+TEST(AutogradEngine, GradReadyHookRefusesAGradientAfterTheReport) {
+  ParamStore ps;
+  Generator g(5);
+  const Variable w = ps.add("w", {8, 8}, true, randn({8, 8}, g));
+  ps.finalize();
+  const Tensor x = randn({5, 8}, g);
+  GradReadyHookGuard guard([](const VariableImpl&) {});
+  Variable h(x);
+  // The segment's forward uses w only in grad mode (its rerun): the collector never sees it.
+  h = recompute([&](const std::vector<Variable>& in) {
+        return std::vector<Variable>{grad_enabled() ? linear(in[0], w) : Variable(ops::matmul(in[0].value(), w.value()))};
+      },
+                {h})[0];
+  h = linear(h, w);  // the head: w's only known consumer, run first in the backward
+  try {
+    backward(sum(h, {0, 1}));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already reported final"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

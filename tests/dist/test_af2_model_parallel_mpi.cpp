@@ -12,6 +12,9 @@
 //   DAP-2 × BP-2 of the Parallel Evoformer (4 ranks only; grid layout as dist::ProcessGrid, BP
 //   fastest: ranks {0,1} and {2,3} are BP pairs, {0,2} and {1,3} DAP groups): inference on the
 //   padded target and the training step with every dropout on.
+//   DAP, BP and DAP × BP training steps with recomputation (segments of one block: the collectives
+//   run again in the backward, the dropout masks are replayed) = one process with recomputation.
+//   Overlapped communication (ParallelGroup::gather_async) = in place, bit for bit.
 // Tolerances: the parallel runs compute the same sums in other groupings (GEMMs over row blocks,
 // reduce-scatters of P partial sums, the padded rows' exact zeros in the reductions), so results
 // differ from one process by fp32 rounding, amplified through 2 recycling iterations, 8 structure
@@ -22,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -139,10 +143,12 @@ StepResult step(Model& m, const TrainBatch& b) {
 // shared axis is the split one (the ending node's column-wise mask on the pair's columns), so it
 // draws the masks one process draws.
 // dap_bp: the DAP-2 × BP-2 grid (4 ranks) instead of the `bp` choice.
-void check_train(bool parallel_evoformer, bool bp, bool dropout, bool dap_bp = false) {
+// recompute_blocks: recomputation segments of that many blocks (both runs).
+void check_train(bool parallel_evoformer, bool bp, bool dropout, bool dap_bp = false, int64_t recompute_blocks = 0) {
   if (dap_bp && mpi_world().size() != 4) GTEST_SKIP() << "DAP-2 x BP-2 needs 4 ranks";
   const TrainBatch batch = train_batch();
   Af2Config config = tiny(parallel_evoformer);
+  config.recompute_blocks = recompute_blocks;
   Model ref(config, dropout);
   const StepResult want = step(ref, batch);
   double gmax = 0;
@@ -174,9 +180,46 @@ void check_train(bool parallel_evoformer, bool bp, bool dropout, bool dap_bp = f
 
 TEST(Af2ModelParallel, DapTrainStepEqualsOneProcess) { check_train(false, false, false); }
 TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessWithDropout) { check_train(false, false, true); }
+// DAP with recomputation (segments of one block, the collectives run again in the backward) and
+// every dropout on (the segments replay the masks).
+TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessWithRecompute) { check_train(false, false, true, false, 1); }
 TEST(Af2ModelParallel, BpTrainStepEqualsOneProcessWithDropout) { check_train(true, true, true); }
 
 TEST(Af2ModelParallel, DapBpTrainStepEqualsOneProcessWithDropout) { check_train(true, false, true, true); }
+TEST(Af2ModelParallel, BpTrainStepEqualsOneProcessWithRecompute) { check_train(true, true, true, false, 1); }
+TEST(Af2ModelParallel, DapBpTrainStepEqualsOneProcessWithRecompute) { check_train(true, false, true, true, 1); }
+
+// The overlapped gathers and switches (ParallelGroup::gather_async) move the same data through the
+// same collectives as the plain ones, and the work between them is the same arithmetic in another
+// order: overlap off gives the same loss and gradients bit for bit (DAP with recomputation and
+// dropout, and DAP × BP on 4 ranks).
+TEST(Af2ModelParallel, DapOverlapChangesNoBit) {
+  const TrainBatch batch = train_batch();
+  for (bool dap_bp : {false, true}) {
+    if (dap_bp && mpi_world().size() != 4) continue;
+    SCOPED_TRACE(dap_bp ? "DAP-2 x BP-2" : "DAP-2");
+    Af2Config config = tiny(dap_bp);
+    config.recompute_blocks = 1;
+    std::vector<StepResult> r;
+    for (bool overlap : {true, false}) {
+      Model par(config, true);
+      if (dap_bp) {
+        DapBpGroups groups;
+        par.model.set_model_parallel(make_model_parallel(groups.dap.get(), groups.bp.get(), overlap));
+        r.push_back(step(par, batch));
+      } else {
+        auto comm = groups_of(2, "dap");
+        par.model.set_model_parallel(make_model_parallel(comm.get(), nullptr, overlap));
+        r.push_back(step(par, batch));
+      }
+    }
+    EXPECT_EQ(r[0].loss, r[1].loss);
+    const Tensor& a = r[0].grads;
+    const Tensor& b = r[1].grads;
+    ASSERT_EQ(a.shape(), b.shape());
+    EXPECT_EQ(std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<size_t>(a.nbytes())), 0);
+  }
+}
 
 // BP has two branches to share: a BP group of more than 2 ranks is refused, alone or with DAP.
 TEST(Af2ModelParallel, RefusesBpAboveTwo) {

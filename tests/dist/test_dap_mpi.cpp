@@ -1,10 +1,16 @@
 // DAP primitives (dist/dap.h) under mpirun -np 2 and 4: every rank regenerates the whole seeded
 // tensors, so each result and each gradient is checked against the one-process reference —
 // scatter/gather/switch move exact copies (f32 and bf16 compare bit for bit), the reduce-scatter
-// of a gather's backward sums P fp32 terms (1e-6 relative).
+// of a gather's backward sums P fp32 terms (1e-6 relative). The async forms (gather_async,
+// switch_axis_async) give the sync forms' values and gradients bit for bit, and a logging
+// communicator shows that their collectives are in flight around the work recorded in between,
+// in the forward and in the backward.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -122,6 +128,179 @@ TEST(Dap, IndivisibleAxisIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("not divisible by the DAP group size"), std::string::npos) << e.what();
   }
   EXPECT_THROW(dap::chunk(x, 0, 0, c.size()), Error);
+}
+
+// Σ w ⊙ f(x) with f = the op under test, applied to rank r's chunk of a seeded tensor: returns the
+// result and the chunk's gradient.
+struct OpResult {
+  Tensor value, grad;
+};
+template <class F>
+OpResult run_op(const Tensor& chunk, const Tensor& w, const F& f) {
+  const Variable x(chunk.clone(), true);
+  const Variable y = f(x);
+  autograd::backward({y}, {w.to(y.dtype())});
+  return {y.value(), x.grad()};
+}
+
+void expect_bits(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.shape(), want.shape());
+  ASSERT_EQ(got.dtype(), want.dtype());
+  const Tensor g = got.contiguous(), w = want.contiguous();
+  ASSERT_EQ(std::memcmp(g.data_ptr(), w.data_ptr(), static_cast<size_t>(g.nbytes())), 0);
+}
+
+TEST(Dap, AsyncFormsEqualTheSyncFormsBitForBit) {
+  auto& c = mpi_world();
+  const int p = c.size(), r = c.rank();
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const Tensor x0 = whole(20, p, dt);
+    for (int axis : {0, 2}) {
+      SCOPED_TRACE("gather axis " + std::to_string(axis));
+      const Tensor xc = dap::chunk(x0, axis, r, p).contiguous();
+      const Tensor w = mine(21, r, x0.shape());
+      const OpResult want = run_op(xc, w, [&](const Variable& x) { return dap::gather(c, x, axis); });
+      const OpResult got = run_op(xc, w, [&](const Variable& x) {
+        dap::AsyncVariable a = dap::gather_async(c, x, axis);
+        return a.wait();
+      });
+      expect_bits(got.value, want.value);
+      expect_bits(got.grad, want.grad);
+    }
+    {
+      SCOPED_TRACE("switch 0 -> 2");
+      const Tensor xc = dap::chunk(x0, 0, r, p).contiguous();
+      const Tensor w = mine(22, r, dap::chunk(x0, 2, r, p).shape());
+      const OpResult want = run_op(xc, w, [&](const Variable& x) { return dap::switch_axis(c, x, 0, 2); });
+      const OpResult got = run_op(xc, w, [&](const Variable& x) {
+        dap::AsyncVariable a = dap::switch_axis_async(c, x, 0, 2);
+        return a.wait();
+      });
+      expect_bits(got.value, want.value);
+      expect_bits(got.grad, want.grad);
+    }
+  }
+}
+
+// Forwards every collective to `inner`, logging "start <op>" at the call and "wait <op>" when its
+// handle completes it.
+class LoggingComm final : public dist::Communicator {
+ public:
+  LoggingComm(dist::Communicator& inner, std::vector<std::string>& log) : c_(inner), log_(log) {}
+  int rank() const override { return c_.rank(); }
+  int size() const override { return c_.size(); }
+  Device device() const override { return c_.device(); }
+  std::string_view backend() const override { return c_.backend(); }
+  const std::string& name() const override { return c_.name(); }
+  dist::CommHandle all_reduce_async(const Tensor& t, dist::ReduceOp op) override {
+    return wrap("all_reduce", c_.all_reduce_async(t, op));
+  }
+  dist::CommHandle reduce_scatter_async(const Tensor& in, const Tensor& out, dist::ReduceOp op) override {
+    return wrap("reduce_scatter", c_.reduce_scatter_async(in, out, op));
+  }
+  dist::CommHandle all_gather_async(const Tensor& in, const Tensor& out) override {
+    return wrap("all_gather", c_.all_gather_async(in, out));
+  }
+  dist::CommHandle all_to_all_async(const Tensor& in, const Tensor& out) override {
+    return wrap("all_to_all", c_.all_to_all_async(in, out));
+  }
+  dist::CommHandle broadcast_async(const Tensor& t, int root) override { return wrap("broadcast", c_.broadcast_async(t, root)); }
+  dist::CommHandle send_async(const Tensor& t, int peer, int tag) override { return wrap("send", c_.send_async(t, peer, tag)); }
+  dist::CommHandle recv_async(const Tensor& t, int peer, int tag) override { return wrap("recv", c_.recv_async(t, peer, tag)); }
+  dist::CommHandle barrier_async() override { return wrap("barrier", c_.barrier_async()); }
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override {
+    return c_.split(color, key, name);
+  }
+
+ private:
+  struct Pending final : dist::PendingOp {
+    std::string op;
+    dist::CommHandle inner;
+    std::vector<std::string>* log;
+    void wait() override {
+      log->push_back("wait " + op);
+      inner.wait();
+    }
+    bool test() override { return inner.test(); }
+  };
+  dist::CommHandle wrap(const std::string& op, dist::CommHandle h) {
+    log_.push_back("start " + op);
+    auto pending = std::make_unique<Pending>();
+    pending->op = op;
+    pending->inner = std::move(h);
+    pending->log = &log_;
+    return dist::CommHandle(std::move(pending));
+  }
+  dist::Communicator& c_;
+  std::vector<std::string>& log_;
+};
+
+// An identity op that logs its forward and its backward.
+struct LoggedIdentityFn final : autograd::Function {
+  std::vector<std::string>* log;
+  void backward(autograd::BackwardCtx& ctx) override {
+    log->push_back("work backward");
+    ctx.put_grad(0, ctx.grad_output(0));
+  }
+};
+Variable logged_work(const Variable& v, std::vector<std::string>& log) {
+  log.push_back("work forward");
+  auto fn = std::make_unique<LoggedIdentityFn>();
+  fn->log = &log;
+  return autograd::record1("logged_work", std::move(fn), {v}, v.value().clone());
+}
+
+// The work between start and wait runs while the collective is in flight, forward and backward
+// (the dual is started by the wait's backward node and completed by the start's), for a gather
+// and a switch in flight at the same time, completed in the other order.
+TEST(Dap, AsyncCollectivesAreInFlightAroundTheWorkInBetween) {
+  auto& world = mpi_world();
+  std::vector<std::string> log;
+  LoggingComm c(world, log);
+  const int p = c.size(), r = c.rank();
+  const Tensor x0 = whole(23, p);
+  const Variable x(dap::chunk(x0, 0, r, p).contiguous(), true), y(mine(24, r, x.shape()), true);
+  dap::AsyncVariable g = dap::gather_async(c, x, 0);
+  dap::AsyncVariable s = dap::switch_axis_async(c, x, 0, 2);
+  const Variable work = logged_work(y, log);
+  const Variable sw = s.wait(), ga = g.wait();
+  EXPECT_EQ(log, (std::vector<std::string>{"start all_gather", "start all_to_all", "work forward", "wait all_to_all",
+                                           "wait all_gather"}));
+  log.clear();
+  // loss = Σ w1 ⊙ gather(x) + Σ w2 ⊙ switch(x) + Σ w3 ⊙ work(y)
+  autograd::backward({ga, sw, work}, {mine(25, r, ga.shape()), mine(26, r, sw.shape()), mine(27, r, work.shape())});
+  // Reverse creation order: the waits' nodes (gather's last: created last) start the duals, the
+  // work's backward runs, then the starts' nodes complete them (the switch's first).
+  EXPECT_EQ(log, (std::vector<std::string>{"start reduce_scatter", "start all_to_all", "work backward",
+                                           "wait all_to_all", "wait reduce_scatter"}));
+  // And the gradient is the sync forms'.
+  const OpResult want_g = run_op(x.value(), mine(25, r, ga.shape()), [&](const Variable& v) { return dap::gather(world, v, 0); });
+  const OpResult want_s = run_op(x.value(), mine(26, r, sw.shape()), [&](const Variable& v) { return dap::switch_axis(world, v, 0, 2); });
+  std::vector<float> want = want_g.grad.to_vector();
+  const std::vector<float> ws = want_s.grad.to_vector();
+  for (size_t i = 0; i < want.size(); ++i) want[i] += ws[i];
+  expect_equal(x.grad(), Tensor::from_vector(want, x.shape()), 1e-6);
+}
+
+// Without autograd (inference, or an input without grad) the async forms record nothing, and a
+// group of one rank returns the input itself.
+TEST(Dap, AsyncFormsWithoutGradAndInAGroupOfOne) {
+  auto& c = mpi_world();
+  const int p = c.size(), r = c.rank();
+  const Tensor x0 = whole(28, p);
+  {
+    autograd::NoGradGuard ng;
+    const Variable x(dap::chunk(x0, 0, r, p).contiguous(), true);
+    dap::AsyncVariable a = dap::gather_async(c, x, 0);
+    const Variable y = a.wait();
+    EXPECT_FALSE(y.requires_grad());
+    expect_equal(y.value(), x0);
+    EXPECT_EQ(a.wait().value().data_ptr(), y.value().data_ptr());  // a second wait: the same result
+  }
+  auto self = c.split(c.rank(), 0, "dap-self");
+  const Variable x(whole(29, 1), true);
+  EXPECT_EQ(dap::gather_async(*self, x, 0).wait().value().data_ptr(), x.value().data_ptr());
+  EXPECT_EQ(dap::switch_axis_async(*self, x, 0, 2).wait().value().data_ptr(), x.value().data_ptr());
 }
 
 }  // namespace

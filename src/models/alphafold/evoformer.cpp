@@ -176,6 +176,13 @@ std::pair<Variable, Variable> EvoformerStack::forward(Variable m, Variable z, co
   // (m, z) are the stack's own: moved in by the caller or copies of the caller's handles. Every
   // residual add may try to work in place (in no-grad mode); autograd's owner check refuses it
   // while the caller still holds the same storage, so a caller's tensor is never overwritten.
+  return run_blocks(std::move(m), std::move(z), [this, msa_mask, pair_mask, chunk](size_t b, Variable bm, Variable bz,
+                                                                                   bool own) {
+    return blocks_[b]->forward_impl(std::move(bm), std::move(bz), msa_mask, pair_mask, chunk, own);
+  });
+}
+
+std::pair<Variable, Variable> EvoformerStack::run_blocks(Variable m, Variable z, const BlockFn& one) const {
   const size_t k = static_cast<size_t>(recompute_blocks_);
   if (k > 0 && autograd::grad_enabled()) {
     std::vector<Generator*> gens;
@@ -183,10 +190,10 @@ std::pair<Variable, Variable> EvoformerStack::forward(Variable m, Variable z, co
     for (size_t b0 = 0; b0 < blocks_.size(); b0 += k) {
       const size_t b1 = std::min(blocks_.size(), b0 + k);
       // Captures by value: the segment runs again in the backward, after this call returned.
-      const autograd::SegmentFn segment = [this, b0, b1, msa_mask, pair_mask, chunk](const std::vector<Variable>& in) {
+      const autograd::SegmentFn segment = [one, b0, b1](const std::vector<Variable>& in) {
         Variable sm = in[0], sz = in[1];
         for (size_t b = b0; b < b1; ++b)  // the segment's inputs are saved for the backward: never in place
-          std::tie(sm, sz) = blocks_[b]->forward_impl(std::move(sm), std::move(sz), msa_mask, pair_mask, chunk, b > b0);
+          std::tie(sm, sz) = one(b, std::move(sm), std::move(sz), b > b0);
         return std::vector<Variable>{std::move(sm), std::move(sz)};
       };
       std::vector<Variable> out = autograd::recompute(segment, {m, z}, gens);
@@ -195,8 +202,7 @@ std::pair<Variable, Variable> EvoformerStack::forward(Variable m, Variable z, co
     }
     return {std::move(m), std::move(z)};
   }
-  for (const auto& block : blocks_)
-    std::tie(m, z) = block->forward_impl(std::move(m), std::move(z), msa_mask, pair_mask, chunk, true);
+  for (size_t b = 0; b < blocks_.size(); ++b) std::tie(m, z) = one(b, std::move(m), std::move(z), true);
   return {std::move(m), std::move(z)};
 }
 

@@ -29,6 +29,7 @@
 // streams stay bf16: the fp32 sum is rounded once per update).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -80,9 +81,11 @@ class EvoformerBlock : public nn::Module {
                                              int64_t chunk, bool own_inputs) const;
   bool dropout_is_identity() const;  // every dropout of the block is off (eval, or rate 0)
   // DAP (evoformer_parallel.cpp): m_rows [S/P, N, c_m], z_rows [N/P, N, c_z] (this rank's rows),
-  // masks whole (sizes divisible by P) → the block's outputs, split the same way.
+  // masks whole (sizes divisible by P) → the block's outputs, split the same way. `own_inputs` as
+  // forward_impl's (false: a recompute segment's saved inputs, never added into in place).
   std::pair<Variable, Variable> forward_dap(Variable m_rows, Variable z_rows, const Tensor& msa_mask,
-                                            const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk) const;
+                                            const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk,
+                                            bool own_inputs = true) const;
   // BP-2 (Parallel Evoformer only): rank 0 computes the MSA branch and the outer product mean,
   // rank 1 the pair branch, both from the block's (replicated) inputs; the results are exchanged
   // at the end. `last`: the outputs feed computation every rank repeats (their gradients are
@@ -121,6 +124,7 @@ class EvoformerStack : public nn::Module {
   // (autograd::recompute, dropout replayed from the scope's generator): only the segment inputs
   // stay alive for backward, the segment runs without a graph (and with in-place residual adds)
   // in the forward and again with one in the backward. 0: off (Af2Config::recompute_blocks).
+  // The same under DAP, BP and both: a segment's collectives run again in its backward.
   void set_recompute_blocks(int64_t blocks);
 
   // Model parallelism (model_parallel.h; evoformer_parallel.cpp). DAP > 1: forward splits m along
@@ -147,6 +151,12 @@ class EvoformerStack : public nn::Module {
   std::pair<Variable, Variable> forward_block_dap_bp(const EvoformerBlock& b, Variable m, Variable z,
                                                      const Tensor& msa_mask, const Tensor& pair_mask, int64_t chunk,
                                                      bool last) const;
+
+  // Block b applied to (m, z); own_inputs as EvoformerBlock::forward_impl's.
+  using BlockFn = std::function<std::pair<Variable, Variable>(size_t b, Variable m, Variable z, bool own_inputs)>;
+  // Every block through `one`, in order: in recomputation segments of recompute_blocks_ blocks in
+  // grad mode (`one` is kept for the backward: it must hold its masks by value), else directly.
+  std::pair<Variable, Variable> run_blocks(Variable m, Variable z, const BlockFn& one) const;
 
   ModelParallel mp_;
   std::vector<std::unique_ptr<EvoformerBlock>> blocks_;

@@ -24,8 +24,10 @@
 // all-to-alls, and all-gathers of 3 pair biases (H channels) and of 3 projections (c channels).
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "autograd/grad_mode.h"
+#include "autograd/recompute.h"
 #include "models/alphafold/alphafold.h"
 #include "models/alphafold/alphafold_trunk.h"
 #include "models/alphafold/evoformer.h"
@@ -79,9 +81,10 @@ Tensor pad_mask(const Tensor& mask, int64_t rows, int64_t cols) {
 Variable MsaRowAttentionWithPairBias::forward_dap(const Variable& m_rows, const Variable& z_rows,
                                                   const Tensor& msa_mask_rows, const ParallelGroup& g,
                                                   int64_t chunk) const {
+  // The bias rows are gathered while the query norm and the q, k, v, gate projections run.
+  PendingVariable bias = g.gather_async(bias_rows(feat_2d_, feat_2d_norm_.forward(z_rows)), 2);  // [1, H, N, N]
   const Variable m_ln = query_norm_.forward(m_rows);
-  const Variable bias = g.gather(bias_rows(feat_2d_, feat_2d_norm_.forward(z_rows)), 2);  // [1, H, N, N]
-  return row_attention(attention_, m_ln, bias, msa_mask_rows, chunk);
+  return row_attention(attention_, m_ln, [&bias] { return bias.get(); }, msa_mask_rows, chunk);
 }
 
 Variable TriangleAttention::forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
@@ -89,8 +92,8 @@ Variable TriangleAttention::forward_dap(const Variable& z_rows, const Tensor& pa
   if (!starting_) return g.switch_axis(forward_dap_columns(g.switch_axis(z_rows, 0, 1), pair_mask, g, chunk), 1, 0);
   const Tensor mask = mask_chunk(pair_mask, 0, g);
   const Variable z_ln = query_norm_.forward(z_rows);
-  const Variable bias = g.gather(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N]
-  return row_attention(attention_, z_ln, bias, mask, chunk);
+  PendingVariable bias = g.gather_async(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N], during the projections
+  return row_attention(attention_, z_ln, [&bias] { return bias.get(); }, mask, chunk);
 }
 
 Variable TriangleAttention::forward_dap_columns(const Variable& z_cols, const Tensor& pair_mask,
@@ -100,8 +103,8 @@ Variable TriangleAttention::forward_dap_columns(const Variable& z_cols, const Te
   const Variable zz = ag::transpose(z_cols, 0, 1);
   const Tensor mask = mask_chunk(pair_mask.transpose(0, 1), 0, g);
   const Variable z_ln = query_norm_.forward(zz);
-  const Variable bias = g.gather(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N]
-  const Variable o = row_attention(attention_, z_ln, bias, mask, chunk);
+  PendingVariable bias = g.gather_async(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N], during the projections
+  const Variable o = row_attention(attention_, z_ln, [&bias] { return bias.get(); }, mask, chunk);
   return ag::contiguous(ag::transpose(o, 0, 1));  // [N, N/P, c]
 }
 
@@ -112,15 +115,17 @@ Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tenso
   const Variable zz = outgoing_ ? z_rows : g.switch_axis(z_rows, 0, 1);  // rows [k, N, c] | columns [N, k, c]
   const Variable mask3(mask_chunk(pair_mask, outgoing_ ? 0 : 1, g).unsqueeze(-1));
   const Variable x = layer_norm_input_.forward(zz);
+  // b first: it is gathered whole ([N, N, c]) while a and the output gate's linear are computed.
+  PendingVariable b_all = g.gather_async(
+      ag::mul(ag::sigmoid_gate(right_gate_.forward(x), right_projection_.forward(x)), mask3), outgoing_ ? 0 : 1);
   const Variable a = ag::mul(ag::sigmoid_gate(left_gate_.forward(x), left_projection_.forward(x)), mask3);
-  const Variable b = ag::mul(ag::sigmoid_gate(right_gate_.forward(x), right_projection_.forward(x)), mask3);
-  const Variable b_all = g.gather(b, outgoing_ ? 0 : 1);  // [N, N, c]
   const Variable ac = ag::contiguous(ag::permute(a, {2, 0, 1}));
-  const Variable bc = ag::contiguous(ag::permute(b_all, {2, 0, 1}));
+  const Variable gate = gating_linear_.forward(x);
+  const Variable bc = ag::contiguous(ag::permute(b_all.get(), {2, 0, 1}));
   const Variable t = outgoing_ ? ag::matmul(ac, bc, false, true) : ag::matmul(bc, ac, true, false);
   const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
   const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));
-  const Variable u = ag::sigmoid_gate(gating_linear_.forward(x), o);
+  const Variable u = ag::sigmoid_gate(gate, o);
   return outgoing_ ? u : g.switch_axis(u, 1, 0);
 }
 
@@ -131,15 +136,16 @@ Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa
   const Tensor mask_cols = mask_chunk(msa_mask, 1, g), mask = msa_mask.to(DType::f32).contiguous();
   const Variable mask3(mask_cols.unsqueeze(-1));
   const Variable x = layer_norm_input_.forward(m_cols);
+  // The right projection is gathered whole while the left one and the normalisation are computed.
+  PendingVariable b_all = g.gather_async(ag::mul(right_.forward(x), mask3), 1);          // [S, N, c]
   const Variable a = ag::mul(left_.forward(x), mask3);                                   // [S, k, c]
-  const Variable b_all = g.gather(ag::mul(right_.forward(x), mask3), 1);                 // [S, N, c]
   const Variable a2 = ag::reshape(ag::contiguous(a), {s, k * c});
-  const Variable b2 = ag::reshape(b_all, {s, n * c});
-  const Variable outer = ag::reshape(ag::matmul(a2, b2, true, false), {k, c, n, c});    // [i,c,j,e]
-  const Variable flat = ag::reshape(ag::contiguous(ag::permute(outer, {0, 2, 1, 3})), {k, n, c * c});
   std::vector<float> norm = ag::matmul(Variable(mask_cols), Variable(mask), true, false).value().to_vector();
   for (float& v : norm) v = 1.f / (1e-3f + v);
   const Tensor inv_norm = Tensor::from_vector(norm, {k, n, 1}, DType::f32, m_cols.device());
+  const Variable b2 = ag::reshape(b_all.get(), {s, n * c});
+  const Variable outer = ag::reshape(ag::matmul(a2, b2, true, false), {k, c, n, c});    // [i,c,j,e]
+  const Variable flat = ag::reshape(ag::contiguous(ag::permute(outer, {0, 2, 1, 3})), {k, n, c * c});
   return ag::mul(output_.forward(flat), Variable(inv_norm));  // [k, N, c_z]
 }
 
@@ -147,7 +153,7 @@ Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa
 
 std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z, const Tensor& msa_mask,
                                                           const Tensor& pair_mask, const ParallelGroup& g,
-                                                          int64_t chunk) const {
+                                                          int64_t chunk, bool own_inputs) const {
   const int p = g.size();
   FC_CHECK(m.dim() == 3 && z.dim() == 3 && m.size(2) == cfg_.c_m && z.size(2) == cfg_.c_z &&
                msa_mask.size(0) == m.size(0) * p && msa_mask.size(1) == z.size(1) && z.size(0) * p == z.size(1),
@@ -155,15 +161,23 @@ std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z
            ", msa_mask ", msa_mask.shape().str());
   const ag::DropoutSpec none;
   // MSA track.
-  m = stream_residual(m, row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk), row_att_dropout_.spec(), true);
+  m = stream_residual(m, row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk), row_att_dropout_.spec(),
+                      own_inputs);
   Variable mc = g.switch_axis(m, 0, 1);  // [S, N/P, c_m]
   m = Variable();
   const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
   mc = stream_residual(mc, msa_column_update(mc, mask_cols, chunk), col_att_dropout_.spec(), true);
   mc = stream_residual(mc, transition_forward(msa_transition_, mc, chunk), none, true);
+  // The MSA is final: its switch back to rows runs during the pair track (FastFold's overlap of
+  // the MSA all-to-all with the pair stack); the outer product mean only reads it.
+  PendingVariable m_rows = g.switch_axis_async(mc, 1, 0);
   // Pair track.
-  if (!cfg_.parallel) z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
-  z = stream_residual(z, tri_mul_out_.forward_dap(z, pair_mask, g), tri_mul_out_dropout_.spec(), true);
+  bool z_owned = own_inputs;
+  if (!cfg_.parallel) {
+    z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g), none, own_inputs);
+    z_owned = true;
+  }
+  z = stream_residual(z, tri_mul_out_.forward_dap(z, pair_mask, g), tri_mul_out_dropout_.spec(), z_owned);
   z = stream_residual(z, tri_mul_in_.forward_dap(z, pair_mask, g), tri_mul_in_dropout_.spec(), true);
   z = stream_residual(z, tri_att_start_.forward_dap(z, pair_mask, g, chunk), tri_att_start_dropout_.spec(), true);
   {
@@ -175,7 +189,7 @@ std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z
   }
   z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true);
   if (cfg_.parallel) z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
-  return {g.switch_axis(mc, 1, 0), std::move(z)};
+  return {m_rows.get(), std::move(z)};
 }
 
 std::pair<Variable, Variable> EvoformerBlock::forward_bp(const Variable& m, const Variable& z, const Tensor& msa_mask,
@@ -237,13 +251,16 @@ std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z
     // partners (same DAP index) hold the same chunks and exchange their branch results' chunks.
     // The branches' gradients for the replicated chunks are partial: summed at the entry.
     std::vector<Variable> in = mp_.bp->sum_grads({std::move(mr), std::move(zr)});
-    mr = std::move(in[0]);
-    zr = std::move(in[1]);
-    for (size_t i = 0; i < blocks_.size(); ++i)
-      std::tie(mr, zr) = forward_block_dap_bp(*blocks_[i], std::move(mr), std::move(zr), mm, pm, chunk,
-                                              i + 1 == blocks_.size());
+    const size_t last = blocks_.size() - 1;
+    std::tie(mr, zr) = run_blocks(std::move(in[0]), std::move(in[1]), [this, mm, pm, chunk, last](
+                                                                          size_t b, Variable bm, Variable bz, bool) {
+      return forward_block_dap_bp(*blocks_[b], std::move(bm), std::move(bz), mm, pm, chunk, b == last);
+    });
   } else {
-    for (const auto& block : blocks_) std::tie(mr, zr) = block->forward_dap(std::move(mr), std::move(zr), mm, pm, g, chunk);
+    std::tie(mr, zr) = run_blocks(std::move(mr), std::move(zr), [this, mm, pm, chunk](size_t b, Variable bm, Variable bz,
+                                                                                      bool own) {
+      return blocks_[b]->forward_dap(std::move(bm), std::move(bz), mm, pm, *mp_.dap, chunk, own);
+    });
   }
   Variable m_out = g.gather_replicated(mr, 0), z_out = g.gather_replicated(zr, 0);
   if (sp != s || np != n) {
@@ -274,8 +291,9 @@ std::pair<Variable, Variable> EvoformerStack::forward_block_dap_bp(const Evoform
     const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
     mc = stream_residual(mc, b.msa_column_update(mc, mask_cols, chunk), b.col_att_dropout_.spec(), true);
     mc = stream_residual(mc, transition_forward(b.msa_transition_, mc, chunk), none, true);
+    PendingVariable m_rows = g.switch_axis_async(mc, 1, 0);  // during the outer product mean
     opm = b.opm_.forward_dap(mc, msa_mask, g);
-    m_new = g.switch_axis(mc, 1, 0);
+    m_new = m_rows.get();
     for (const nn::Dropout* d : pair_drops) skip_dropout(*d);
   } else {  // pair branch on the pair rows (the ending node on its columns)
     for (const nn::Dropout* d : msa_drops) skip_dropout(*d);
@@ -302,11 +320,11 @@ std::pair<Variable, Variable> EvoformerStack::forward_bp(Variable m, Variable z,
   const ParallelGroup& g = *mp_.bp;
   // The branches' gradients for the replicated inputs are partial: summed at the entry.
   std::vector<Variable> in = g.sum_grads({std::move(m), std::move(z)});
-  m = std::move(in[0]);
-  z = std::move(in[1]);
-  for (size_t i = 0; i < blocks_.size(); ++i)
-    std::tie(m, z) = blocks_[i]->forward_bp(m, z, msa_mask, pair_mask, g, chunk, i + 1 == blocks_.size());
-  return {std::move(m), std::move(z)};
+  const size_t last = blocks_.size() - 1;
+  return run_blocks(std::move(in[0]), std::move(in[1]), [this, msa_mask, pair_mask, chunk, last](
+                                                            size_t b, Variable bm, Variable bz, bool) {
+    return blocks_[b]->forward_bp(bm, bz, msa_mask, pair_mask, *mp_.bp, chunk, b == last);
+  });
 }
 
 // ---------------------------------------------------------------- gradients

@@ -141,16 +141,26 @@ Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int6
 
 Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
                        int64_t chunk, const Tensor& into) {
+  if (!pair_bias.defined()) return row_attention(att, x, std::function<Variable()>(), mask, chunk, into);
+  return row_attention(att, x, [&pair_bias] { return pair_bias; }, mask, chunk, into);
+}
+
+Variable row_attention(const nn::Attention& att, const Variable& x, const std::function<Variable()>& pair_bias,
+                       const Tensor& mask, int64_t chunk, const Tensor& into) {
   FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(1),
            "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
            " (expected [B, L, c] and [B, L])");
   const int64_t b = x.size(0), l = x.size(1);
   const Tensor mb = mask_bias(mask).view({b, 1, 1, l});  // [B, 1, 1, L]
+  Variable bias;  // made once, by the first chunk
+  const std::function<Variable()> late = [&] {
+    if (!bias.defined()) bias = pair_bias();
+    return bias;
+  };
   return run_chunked(b, chunk, [&](int64_t s, int64_t len) {
     const Variable xs = autograd::narrow(x, 0, s, len);  // [len, L, c]
-    std::vector<Variable> biases{Variable(mb.narrow(0, s, len))};
-    if (pair_bias.defined()) biases.push_back(pair_bias);
-    return att.forward(xs, xs, biases);
+    const std::vector<Variable> biases{Variable(mb.narrow(0, s, len))};
+    return pair_bias ? att.forward(xs, xs, biases, late) : att.forward(xs, xs, biases);
   }, 0, into);
 }
 

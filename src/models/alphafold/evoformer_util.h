@@ -81,6 +81,10 @@ Tensor own_stream(Variable& v, bool own);
 // `into`: as run_chunked's ([B, L, c_out], the rows' stream).
 Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
                        int64_t chunk, const Tensor& into = Tensor());
+// The same with the pair bias made by `pair_bias` (once) only after the first row chunk's
+// projections (nn::Attention's late bias): DAP's gathered bias arrives while they run.
+Variable row_attention(const nn::Attention& att, const Variable& x, const std::function<Variable()>& pair_bias,
+                       const Tensor& mask, int64_t chunk, const Tensor& into = Tensor());
 // The pair bias of Alg. 7 line 3 / Alg. 13 line 3: b[h, i, j] = Σ_c z[i, j, c] w[c, h] (no bias),
 // z [L, L, c_z] layer-normed → [1, H, L, L].
 Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln);

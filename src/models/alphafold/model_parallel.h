@@ -13,6 +13,7 @@
 // A null group or a group of one rank is the single-process path, unchanged (no copies).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,26 @@
 namespace foldcore::af2 {
 
 using autograd::Variable;
+
+// A collective in flight (ParallelGroup::gather_async / switch_axis_async): get() completes it
+// (the first call; later calls return the same Variable).
+class PendingVariable {
+ public:
+  PendingVariable() = default;
+  explicit PendingVariable(Variable ready) : ready_(std::move(ready)) {}
+  explicit PendingVariable(std::function<Variable()> finish) : finish_(std::move(finish)) {}
+  Variable get() {
+    if (finish_) {
+      ready_ = finish_();
+      finish_ = nullptr;
+    }
+    return ready_;
+  }
+
+ private:
+  std::function<Variable()> finish_;
+  Variable ready_;
+};
 
 // The collectives of one group, as autograd functions (dist/dap.h, dist/bp.h give their
 // semantics and backward passes).
@@ -34,6 +55,12 @@ class ParallelGroup {
   virtual Variable gather(const Variable& x, int axis) const = 0;             // backward: reduce-scatter
   virtual Variable gather_replicated(const Variable& x, int axis) const = 0;  // backward: own chunk
   virtual Variable switch_axis(const Variable& x, int from, int to) const = 0;
+  // gather and switch_axis started now and completed by get() (dist/dap.h's async forms, FastFold's
+  // duality async operations): the work in between overlaps the communication, in the forward and,
+  // mirrored, in the backward. The same results bit for bit. A group made with overlap off runs
+  // them to completion at the call.
+  virtual PendingVariable gather_async(const Variable& x, int axis) const = 0;
+  virtual PendingVariable switch_axis_async(const Variable& x, int from, int to) const = 0;
   // BP (dist/bp.h).
   virtual std::vector<Variable> exchange(const std::vector<Variable>& local, const std::vector<int>& owner,
                                          const std::vector<Shape>& shapes, bool sum_grads) const = 0;

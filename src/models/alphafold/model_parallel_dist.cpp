@@ -10,7 +10,7 @@ namespace {
 
 class CommGroup final : public ParallelGroup {
  public:
-  explicit CommGroup(dist::Communicator& c) : c_(c) {}
+  CommGroup(dist::Communicator& c, bool overlap) : c_(c), overlap_(overlap) {}
   int rank() const override { return c_.rank(); }
   int size() const override { return c_.size(); }
   Variable scatter(const Variable& x, int axis) const override { return dist::dap::scatter(c_, x, axis); }
@@ -20,6 +20,14 @@ class CommGroup final : public ParallelGroup {
   }
   Variable switch_axis(const Variable& x, int from, int to) const override {
     return dist::dap::switch_axis(c_, x, from, to);
+  }
+  PendingVariable gather_async(const Variable& x, int axis) const override {
+    if (!overlap_) return PendingVariable(gather(x, axis));
+    return PendingVariable([a = dist::dap::gather_async(c_, x, axis)]() mutable { return a.wait(); });
+  }
+  PendingVariable switch_axis_async(const Variable& x, int from, int to) const override {
+    if (!overlap_) return PendingVariable(switch_axis(x, from, to));
+    return PendingVariable([a = dist::dap::switch_axis_async(c_, x, from, to)]() mutable { return a.wait(); });
   }
   std::vector<Variable> exchange(const std::vector<Variable>& local, const std::vector<int>& owner,
                                  const std::vector<Shape>& shapes, bool sum_grads) const override {
@@ -32,17 +40,18 @@ class CommGroup final : public ParallelGroup {
 
  private:
   dist::Communicator& c_;
+  bool overlap_;
 };
 
 }  // namespace
 
-std::shared_ptr<const ParallelGroup> make_parallel_group(dist::Communicator* comm) {
+std::shared_ptr<const ParallelGroup> make_parallel_group(dist::Communicator* comm, bool overlap) {
   if (comm == nullptr) return nullptr;
-  return std::make_shared<CommGroup>(*comm);
+  return std::make_shared<CommGroup>(*comm, overlap);
 }
 
-ModelParallel make_model_parallel(dist::Communicator* dap, dist::Communicator* bp) {
-  ModelParallel mp{make_parallel_group(dap), make_parallel_group(bp)};
+ModelParallel make_model_parallel(dist::Communicator* dap, dist::Communicator* bp, bool overlap) {
+  ModelParallel mp{make_parallel_group(dap, overlap), make_parallel_group(bp, overlap)};
   FC_CHECK(mp.bp_size() <= 2, "model parallelism: BP ", mp.bp_size(),
            ": the Parallel Evoformer has two branches (BP 1 or 2)");
   return mp;

@@ -8,11 +8,11 @@
 
 namespace foldcore::af2 {
 
-// The communicator must outlive the group. Null → null.
-std::shared_ptr<const ParallelGroup> make_parallel_group(dist::Communicator* comm);
+// The communicator must outlive the group. Null → null. `overlap`: the async gathers and switches
+// (ParallelGroup::gather_async) really overlap; off, they complete at the call (for comparison).
+std::shared_ptr<const ParallelGroup> make_parallel_group(dist::Communicator* comm, bool overlap = true);
 
-// DAP and BP groups (either may be null or of size 1). Refuses DAP and BP both above 1 (their
-// combination is not implemented).
-ModelParallel make_model_parallel(dist::Communicator* dap, dist::Communicator* bp);
+// DAP and BP groups (either may be null or of size 1; BP at most 2).
+ModelParallel make_model_parallel(dist::Communicator* dap, dist::Communicator* bp, bool overlap = true);
 
 }  // namespace foldcore::af2

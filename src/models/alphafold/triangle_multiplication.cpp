@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/grad_mode.h"
+#include "autograd/leaf_use.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 
@@ -84,6 +85,8 @@ Variable TriangleMultiplication::forward_inference(const Variable& z, const Tens
   // The row bias is pre-filled into y and the GEMM accumulates onto it (beta = 1); that fill takes
   // the place of the zeroing pass a beta = 0 GEMM makes anyway.
   const nn::Linear* parts[4] = {&left_projection_, &left_gate_, &right_projection_, &right_gate_};
+  // Their values are read directly: a recompute segment's leaf collector is told (leaf_use.h).
+  for (const nn::Linear* l : parts) autograd::note_leaf_uses({l->weight(), l->bias()});
   Tensor w_cat = Tensor::empty({c_z, 4 * c}, DType::f32), b_cat = Tensor::empty({4 * c, 1}, DType::f32);
   for (int64_t q = 0; q < 4; ++q) {
     w_cat.narrow(1, q * c, c).copy_(parts[q]->weight().value());
@@ -133,6 +136,8 @@ Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor
     return Slice{Variable(l.weight().value().narrow(1, c0, len).contiguous()),
                  Variable(l.bias().value().narrow(0, c0, len).contiguous())};
   };
+  for (const nn::Linear* l : {&left_projection_, &left_gate_, &right_projection_, &right_gate_})
+    autograd::note_leaf_uses({l->weight(), l->bias()});  // read directly below (leaf_use.h)
   Tensor t;  // [N, N, c]: the contraction, channel block by channel block
   for (int64_t c0 = 0; c0 < c; c0 += cb) {
     const int64_t cl = std::min(cb, c - c0);
