@@ -290,11 +290,22 @@ int64_t BertLoader::batches_per_epoch() const {
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
-bool BertLoader::next(BertExamples& rows) {
+size_t BertLoader::next_batch_rows() const {
   const size_t remaining = samples_.size() - cursor_;
   const auto b = static_cast<size_t>(options_.batch_size);
-  if (remaining == 0 || (options_.drop_last && remaining < b)) return false;
-  const size_t count = std::min(remaining, b);
+  if (remaining == 0 || (options_.drop_last && remaining < b)) return 0;
+  return std::min(remaining, b);
+}
+
+bool BertLoader::skip() {
+  const size_t count = next_batch_rows();
+  cursor_ += count;
+  return count > 0;
+}
+
+bool BertLoader::next(BertExamples& rows) {
+  const size_t count = next_batch_rows();
+  if (count == 0) return false;
   rows = BertExamples::zeros(0, geometry_.seq_len, geometry_.max_predictions);
   for (size_t i = 0; i < count; ++i) {
     const BertSampleRef& s = samples_[cursor_ + i];

@@ -148,12 +148,17 @@ class BertLoader {
   // The next batch of the current epoch as unpacked rows; false at the end of the epoch.
   bool next(BertExamples& rows);
   bool next(BertBatch& batch);
+  // Moves past the next batch without reading it (what next() would deliver is not loaded):
+  // false at the end of the epoch. A data-parallel rank skips the other ranks' batches this way.
+  bool skip();
   int64_t samples_per_epoch() const;  // this rank's, before drop_last
   int64_t batches_per_epoch() const;
   const std::vector<std::string>& files() const { return files_; }
   const BertShardInfo& geometry() const { return geometry_; }
 
  private:
+  size_t next_batch_rows() const;  // rows of the next batch (0: the epoch is over)
+
   std::vector<std::string> files_;
   BertLoaderOptions options_;
   std::vector<int64_t> rows_per_file_;

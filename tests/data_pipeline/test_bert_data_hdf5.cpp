@@ -215,6 +215,27 @@ TEST_F(BertDataHdf5, LoaderYieldsEveryRankSampleOnce) {
     ++n;
   }
   EXPECT_EQ(n, 12);
+
+  // skip(): moves past a batch without reading it; what follows is what next() would give after
+  // that batch. A loader that skips every other batch (as a data-parallel rank skips the other's)
+  // delivers exactly the batches 1, 3, 5, … of one that reads them all; the epoch still ends
+  // after 12 (drop_last: the 2 remaining rows are no batch).
+  BertLoader c(files, lo);
+  a.start_epoch(6);
+  c.start_epoch(6);
+  int64_t k = 0, skipped = 0;
+  while (a.next(ra)) {
+    if (k++ % 2 == 0) {
+      ASSERT_TRUE(c.skip());
+      ++skipped;
+      continue;
+    }
+    ASSERT_TRUE(c.next(rb));
+    EXPECT_EQ(ra.input_ids, rb.input_ids) << "batch " << k - 1;
+  }
+  EXPECT_EQ(skipped, 6);
+  EXPECT_FALSE(c.skip());
+  EXPECT_FALSE(c.next(rb));
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // N ranks with gradient accumulation a, averaging with dist::GradReducer, equal one process with
 // accumulation a·N on the same batch stream — per-step losses within 1e-5 relative (fp32; only
 // summation orders differ), the same sample counts and eval accuracy. Dropout off (with dropout
-// the masks of a rank's micro-batches differ from the single process's).
+// the masks of a rank's micro-batches differ from the single process's). Each rank makes only its
+// own micro-batches (the shard source skips the others' without reading them).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,10 +44,31 @@ bert::BertRunOptions options(int64_t accumulation) {
   return o;
 }
 
-bert::BertRunResult run(bert::BertRunOptions o, const Corpus& corpus) {
-  auto train = bert::open_bert_shards((corpus.dir / "train").string(), o.config.train.batch_size, o.config.train.seed);
+// The shard source, counting the batches it was asked to make.
+class CountingSource final : public bert::BertBatchSource {
+ public:
+  explicit CountingSource(std::unique_ptr<bert::BertBatchSource> inner) : inner_(std::move(inner)) {}
+  BertBatch next() override {
+    ++made;
+    return inner_->next();
+  }
+  void skip() override { inner_->skip(); }
+  int64_t position() const override { return inner_->position(); }
+  void seek(int64_t position) override { inner_->seek(position); }
+  int64_t made = 0;
+
+ private:
+  std::unique_ptr<bert::BertBatchSource> inner_;
+};
+
+// made: the training batches the source made for this rank.
+bert::BertRunResult run(bert::BertRunOptions o, const Corpus& corpus, int64_t* made = nullptr) {
+  CountingSource train(
+      bert::open_bert_shards((corpus.dir / "train").string(), o.config.train.batch_size, o.config.train.seed));
   const auto eval = bert::load_bert_eval_set((corpus.dir / "eval").string(), 16);
-  return bert::run_bert_training(o, *train, eval);
+  bert::BertRunResult r = bert::run_bert_training(o, train, eval);
+  if (made != nullptr) *made = train.made;
+  return r;
 }
 
 TEST(BertDataParallel, EqualsOneProcessWithNTimesTheAccumulation) {
@@ -71,8 +93,11 @@ TEST(BertDataParallel, EqualsOneProcessWithNTimesTheAccumulation) {
       const auto s = t.to_vector();
       v.assign(s.begin(), s.end());
     };
-    const bert::BertRunResult got = run(dp, corpus);
+    int64_t made = 0;
+    const bert::BertRunResult got = run(dp, corpus, &made);
     const bert::BertRunResult want = run(options(a * n), corpus);
+    // Each rank made only its own micro-batches (the others' were skipped, not read).
+    EXPECT_EQ(made, static_cast<int64_t>(got.losses.size()) * a);
     ASSERT_EQ(got.losses.size(), want.losses.size());
     for (size_t i = 0; i < got.losses.size(); ++i)
       EXPECT_NEAR(got.losses[i], want.losses[i], 1e-5 * std::abs(want.losses[i])) << "step " << i + 1;

@@ -50,14 +50,21 @@ class ShardSource final : public BertBatchSource {
     for (int64_t i = 0; i < rows.num; ++i) idx[static_cast<size_t>(i)] = i;
     return data::make_bert_batch(rows, idx);
   }
+  // The next batch's rows are not read, nor packed.
+  void skip() override {
+    if (!loader_.skip()) {
+      loader_.start_epoch(++epoch_);
+      FC_CHECK(loader_.skip(), "bert: empty epoch");
+    }
+    ++position_;
+  }
   int64_t position() const override { return position_; }
   void seek(int64_t position) override {
     FC_CHECK(position >= 0, "bert: negative data position ", position);
     const int64_t per_epoch = loader_.batches_per_epoch();
     epoch_ = position / per_epoch;
     loader_.start_epoch(epoch_);
-    data::BertExamples skip;
-    for (int64_t i = 0; i < position % per_epoch; ++i) loader_.next(skip);
+    for (int64_t i = 0; i < position % per_epoch; ++i) loader_.skip();
     position_ = position;
   }
 
@@ -296,8 +303,11 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
     // This step's local work: samples, tokens, token slots, model FLOPs (summed over ranks below).
     std::vector<double> work(4, 0.0);
     for (int64_t micro = 0; micro < tc.grad_accumulation * dp; ++micro) {
+      if (micro / tc.grad_accumulation != o.dp_rank) {  // another rank's micro-batch: not made
+        train.skip();
+        continue;
+      }
       const BertBatch batch = train.next();
-      if (micro / tc.grad_accumulation != o.dp_rank) continue;  // another rank's micro-batch
       const BatchWork w = batch_work(batch);
       Variable loss;
       {

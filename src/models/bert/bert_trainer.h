@@ -23,6 +23,9 @@ class BertBatchSource {
  public:
   virtual ~BertBatchSource() = default;
   virtual BertBatch next() = 0;
+  // Moves past the next batch (position + 1) without making it: a data-parallel rank skips the
+  // other ranks' micro-batches. The default makes it and drops it.
+  virtual void skip() { (void)next(); }
   virtual int64_t position() const = 0;
   virtual void seek(int64_t position) = 0;
 };
@@ -52,9 +55,9 @@ struct BertRunOptions {
 
   // Data parallelism over dp_size ranks, this one being dp_rank (foldcore bert --dp N). A step's
   // global batch is grad_accumulation × dp_size micro-batches taken from `train` in order; rank r
-  // trains micro-batches r·a … r·a + a − 1 of them and skips the others' (every rank reads the
-  // whole stream: positions, resume and the sample order stay those of one process, at the cost of
-  // reading every batch on every rank). N ranks with accumulation a thus equal one process with
+  // trains micro-batches r·a … r·a + a − 1 of them and skips the others' (BertBatchSource::skip:
+  // positions, resume and the sample order stay those of one process; the shard source makes only
+  // this rank's batches). N ranks with accumulation a thus equal one process with
   // accumulation a·N (exactly so without dropout; with dropout the masks differ).
   // average_gradients: replaces the flat gradient buffer by its mean over the ranks
   // (dist::GradReducer); sum_over_ranks: sums a few doubles over the ranks in place. Both are
