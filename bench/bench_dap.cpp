@@ -5,7 +5,9 @@
 //   mpirun -np 2 build/bench/bench_dap [--device cpu|cuda] [--n-res 64] [--n-seq 64] [--blocks 2]
 //                                      [--recompute 1] [--iters 5]
 // One JSON line per mode from rank 0: the median over the steps of the slowest rank's seconds,
-// and on the overlap line the speed-up over no overlap measured in the same run. Sizes must divide
+// and on the overlap line the speed-up over no overlap measured in the same run; peak_mb is the
+// largest rank's allocator peak during the steps above what was allocated before them (the
+// parameters and inputs), the same for both modes (--recompute 0 shows what recomputation saves). Sizes must divide
 // by the number of ranks. On the CPU, MPI moves data only inside MPI calls (no progress thread), so
 // little of the communication can hide behind compute there; with NCCL the collectives run on
 // their own stream.
@@ -105,11 +107,17 @@ int main(int argc, char** argv) {
     };
     step(overlapped);  // warm-up of both modes
     step(plain);
+    synchronize(dev);
+    bench::reset_peak(dev);
+    const size_t base = default_allocator(dev).stats().current;
     std::vector<double> t_on, t_off;
     for (int i = 0; i < a.iters; ++i) {  // interleaved: both modes see the same machine load
       t_on.push_back(step(overlapped));
       t_off.push_back(step(plain));
     }
+    Tensor peak = Tensor::full({1}, static_cast<double>(bench::peak_bytes(dev) - base) / (1 << 20), DType::f32, dev);
+    world->all_reduce(peak, dist::ReduceOp::max);
+    const double peak_mb = static_cast<double>(peak.to(Device::cpu()).to_vector()[0]);
     if (world->rank() == 0) {
       const double on = median(t_on), off = median(t_off);
       for (bool ov : {false, true}) {
@@ -123,7 +131,8 @@ int main(int argc, char** argv) {
             .integer("blocks", a.blocks)
             .integer("recompute_blocks", a.recompute)
             .str("comm", ov ? "overlapped" : "in place")
-            .num("step_s", ov ? on : off);
+            .num("step_s", ov ? on : off)
+            .num("peak_mb", peak_mb);
         if (ov) j.num("speedup_vs_in_place", off / on);
         j.print();
       }
