@@ -278,11 +278,6 @@ TEST(Autocast, Bf16LossWithinToleranceAndMasterGradsFp32) {
   EXPECT_GT(den, 0);
 }
 
-// The gradient-ready hook reports each reached leaf once, when nothing later in the backward adds
-// to its gradient: a parameter used at the start and at the end of the graph is reported only
-// after its first use's backward; the last layer's parameters come before the first layer's; an
-// unused parameter and the parameters inside a recompute segment (nested backward) are not
-// reported. The gradient seen at report time must equal the final one.
 // Records the gradient-ready reports: their order, and each leaf's gradient when reported.
 struct ReportLog {
   std::vector<std::string> order;
@@ -293,8 +288,17 @@ struct ReportLog {
       at_report[leaf.name] = leaf.grad.to_vector();
     };
   }
+  // Every reported gradient is the final one (nothing was added after its report).
+  void expect_reports_final(const ParamStore& ps) const {
+    for (const auto& [name, grad] : at_report) EXPECT_EQ(grad, ps.get(name).grad().to_vector()) << name;
+  }
 };
 
+// The gradient-ready hook reports each reached leaf once, when nothing later in the backward adds
+// to its gradient: a parameter used at the start and at the end of the graph is reported only
+// after its first use's backward; the last layer's parameters come before the first layer's; a
+// parameter inside a recompute segment right after the segment's (nested) backward; an unused
+// parameter never. The gradient seen at report time must equal the final one.
 TEST(AutogradEngine, GradReadyHookReportsEachLeafOnceWhenFinal) {
   ParamStore ps;
   Generator g(3);
@@ -308,7 +312,6 @@ TEST(AutogradEngine, GradReadyHookReportsEachLeafOnceWhenFinal) {
 
   ReportLog log;
   std::vector<std::string>& order = log.order;
-  std::map<std::string, std::vector<float>>& at_report = log.at_report;
   {
     GradReadyHookGuard guard(log.hook());
     Variable h = gelu(linear(Variable(x), w1));  // w1's first use
@@ -322,7 +325,7 @@ TEST(AutogradEngine, GradReadyHookReportsEachLeafOnceWhenFinal) {
   // Each reported once; w3 (last layer) before w2, w4 (inside the segment) right after the
   // segment's backward, w1 last; `unused` never.
   ASSERT_EQ(order, (std::vector<std::string>{"w3", "w2", "w4", "w1"}));
-  for (const auto& [name, grad] : at_report) EXPECT_EQ(grad, ps.get(name).grad().to_vector()) << name;
+  log.expect_reports_final(ps);
   // w1's gradient has both uses: the report came after the first layer's backward.
   EXPECT_NE(ps.get("w1").grad().to_vector(), std::vector<float>(64, 0.f));
 
@@ -349,7 +352,6 @@ TEST(AutogradEngine, GradReadyHookReportsSegmentParametersWhenNoLaterUseRemains)
   const Tensor x = randn({5, 8}, g);
   ReportLog log;
   std::vector<std::string>& order = log.order;
-  std::map<std::string, std::vector<float>>& at_report = log.at_report;
   {
     GradReadyHookGuard guard(log.hook());
     Variable h(x);
@@ -367,7 +369,7 @@ TEST(AutogradEngine, GradReadyHookReportsSegmentParametersWhenNoLaterUseRemains)
   ASSERT_EQ(order.size(), 4u);
   EXPECT_EQ(std::vector<std::string>(order.begin(), order.begin() + 2), (std::vector<std::string>{"b", "outer"}));
   EXPECT_EQ(std::set<std::string>(order.begin() + 2, order.end()), (std::set<std::string>{"a", "shared"}));
-  for (const auto& [name, grad] : at_report) EXPECT_EQ(grad, ps.get(name).grad().to_vector()) << name;
+  log.expect_reports_final(ps);
   for (const char* name : {"a", "b", "shared", "outer"})
     EXPECT_NE(ps.get(name).grad().to_vector(), std::vector<float>(64, 0.f)) << name;
 }
