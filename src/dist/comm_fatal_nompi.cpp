@@ -13,4 +13,6 @@ void fatal_comm_failure(const std::string& message) {
   std::_Exit(3);
 }
 
+void fatal_comm_failure_off_thread(const std::string& message) { fatal_comm_failure(message); }
+
 }  // namespace foldcore::dist::detail

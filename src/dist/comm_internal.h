@@ -19,5 +19,9 @@ std::string describe(const OpInfo& info);
 // Prints "foldcore: rank R of W: <message>" to stderr and ends the whole job: MPI_Abort (code 3)
 // in builds with MPI (runtime.cpp), else the process exits with code 3 (comm_fatal_nompi.cpp).
 [[noreturn]] void fatal_comm_failure(const std::string& message);
+// The same message, then the process exits with code 3 without MPI_Abort: for a thread other than
+// the one that calls MPI (the runtime is MPI_THREAD_FUNNELED; MPI_Abort beside an MPI call of the
+// main thread may block). The launcher ends the other ranks when this one exits non-zero.
+[[noreturn]] void fatal_comm_failure_off_thread(const std::string& message);
 
 }  // namespace foldcore::dist::detail

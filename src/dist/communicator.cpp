@@ -91,7 +91,7 @@ void check_peer(const Communicator& c, const char* op, int peer) {
 
 }  // namespace detail
 #ifndef FOLDCORE_HAVE_NCCL
-std::unique_ptr<Communicator> make_local_nccl_communicator(Device device, const std::string& name) {
+std::unique_ptr<Communicator> make_local_nccl_communicator(Device device, const std::string& name, double) {
   FC_THROW("NCCL communicator '", name, "' on ", device.str(), ": this foldcore was built without NCCL");
 }
 #endif

@@ -27,7 +27,10 @@
 //
 // Watchdog: an operation that does not complete within the runtime's timeout (dist/runtime.h) ends
 // the whole job (MPI_Abort, exit code 3) after printing which rank, collective, communicator and
-// size were stuck: a dead or hung peer never leaves the others waiting forever.
+// size were stuck: a dead or hung peer never leaves the others waiting forever. MPI checks at
+// wait(); NCCL, whose wait() does not block the host, from a thread that watches every operation
+// in flight (completion_watchdog.h; it aborts the NCCL communicator, then exits with code 3, and
+// the launcher ends the other ranks).
 #pragma once
 
 #include <memory>
@@ -121,8 +124,11 @@ std::unique_ptr<Communicator> make_staged_communicator(std::unique_ptr<Communica
 // the NCCL backend on a machine with one GPU, where NCCL refuses a second rank on the same device
 // and MPI may be missing. Its collectives run through NCCL on the device like any other's;
 // send/recv to itself would wait for each other (they are not grouped), so do not use them.
+// `timeout_s`: its watchdog's limit per collective (completion_watchdog.h; a collective still
+// running on the device after it ends the process with exit code 3 and a message).
 // Builds with NCCL only (FOLDCORE_HAVE_NCCL); elsewhere an Error.
-std::unique_ptr<Communicator> make_local_nccl_communicator(Device device, const std::string& name = "local");
+std::unique_ptr<Communicator> make_local_nccl_communicator(Device device, const std::string& name = "local",
+                                                           double timeout_s = 600);
 
 namespace detail {
 // Argument checks shared by the backends; Errors name the collective and the communicator.

@@ -13,15 +13,22 @@
 // all-reduce. NCCL has no tags: send/recv match in call order per peer, and `tag` is ignored.
 //
 // Failure: an asynchronous NCCL error (a peer died; ncclCommGetAsyncError) found by test()/wait()
-// aborts the communicator and the job with a message. A GPU-side watchdog that aborts a collective
-// still running after the timeout needs a host thread polling the events; not in this change.
+// aborts the communicator and the job with a message. As wait() does not block the host, a
+// collective that never completes on the GPU would otherwise surface nowhere (the host would block
+// in some later synchronisation, forever): each communicator's CompletionWatchdog thread
+// (completion_watchdog.h) polls the completion events and the async error of the operations in
+// flight, and past the timeout (FOLDCORE_COMM_TIMEOUT_S) or on an async error it calls
+// ncclCommAbort and ends the process (exit code 3) with a message naming the operation.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
 #include "core/stream.h"
+#include "dist/completion_watchdog.h"
 #ifdef FOLDCORE_HAVE_MPI
 #include "dist/mpi_internal.h"
 #else
@@ -67,19 +74,22 @@ void check_cuda(cudaError_t rc, const char* call, const OpInfo& info) {
 
 cudaStream_t native(const Stream& s) { return static_cast<cudaStream_t>(s.native()); }
 
+// A completion event shared by the handle and the watchdog (either may outlive the other); CUDA
+// releases it once it has completed.
+using SharedEvent = std::shared_ptr<CUevent_st>;
+
 class NcclPending : public PendingOp {
  public:
-  NcclPending(ncclComm_t comm, Device device, cudaEvent_t done, OpInfo info, std::vector<Tensor> keep)
-      : comm_(comm), device_(device), done_(done), info_(info), keep_(std::move(keep)) {}
-  ~NcclPending() override { cudaEventDestroy(done_); }  // released by CUDA once the event completes
+  NcclPending(ncclComm_t comm, Device device, SharedEvent done, OpInfo info, std::vector<Tensor> keep)
+      : comm_(comm), device_(device), done_(std::move(done)), info_(info), keep_(std::move(keep)) {}
 
   void wait() override {
     check_async_error();
-    check_cuda(cudaStreamWaitEvent(native(current_stream(device_)), done_, 0), "cudaStreamWaitEvent", info_);
+    check_cuda(cudaStreamWaitEvent(native(current_stream(device_)), done_.get(), 0), "cudaStreamWaitEvent", info_);
   }
   bool test() override {
     check_async_error();
-    const cudaError_t rc = cudaEventQuery(done_);
+    const cudaError_t rc = cudaEventQuery(done_.get());
     if (rc == cudaErrorNotReady) return false;
     check_cuda(rc, "cudaEventQuery", info_);
     return true;
@@ -97,7 +107,7 @@ class NcclPending : public PendingOp {
   }
   ncclComm_t comm_;
   Device device_;
-  cudaEvent_t done_;
+  SharedEvent done_;
   OpInfo info_;
   std::vector<Tensor> keep_;  // the tensors stay allocated until the handle is done with
 };
@@ -134,9 +144,29 @@ class NcclCommunicator : public Communicator {
     check_nccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank", init);
     stream_ = Stream::create(device_);
     scratch_ = Tensor::zeros({1}, DType::f32, device_);
+    const ncclComm_t comm = comm_;
+    const Device dev = device_;
+    std::atomic<bool>* aborted = &aborted_;
+    watchdog_ = std::make_unique<CompletionWatchdog>(
+        name_, timeout_,
+        [comm, dev]() -> std::string {
+          set_device(dev);  // the watchdog's thread: the events' device
+          ncclResult_t async = ncclSuccess;
+          const ncclResult_t rc = ncclCommGetAsyncError(comm, &async);
+          if (rc != ncclSuccess) return concat("ncclCommGetAsyncError failed: ", ncclGetErrorString(rc));
+          if (async != ncclSuccess)
+            return concat("NCCL reported ", ncclGetErrorString(async), " (a peer rank probably died); aborting the job");
+          return {};
+        },
+        [comm, aborted] {
+          aborted->store(true);
+          ncclCommAbort(comm);
+        });
   }
   ~NcclCommunicator() override {
     cudaStreamSynchronize(native(stream_));
+    watchdog_.reset();
+    if (aborted_.load()) return;  // ncclCommAbort freed the communicator
     ncclCommDestroy(comm_);
 #ifdef FOLDCORE_HAVE_MPI
     int finalized = 0;
@@ -247,8 +277,10 @@ class NcclCommunicator : public Communicator {
     cudaEventDestroy(ready);
     check_nccl(enqueue(), op.op, op);
     check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate", op);
+    SharedEvent event(done, [](cudaEvent_t e) { cudaEventDestroy(e); });
     check_cuda(cudaEventRecord(done, native(stream_)), "cudaEventRecord", op);
-    return CommHandle(std::make_unique<NcclPending>(comm_, device_, done, op, std::move(keep)));
+    watchdog_->watch(describe(op), [event] { return cudaEventQuery(event.get()) != cudaErrorNotReady; });
+    return CommHandle(std::make_unique<NcclPending>(comm_, device_, std::move(event), op, std::move(keep)));
   }
 
   Bootstrap bootstrap_;
@@ -259,6 +291,8 @@ class NcclCommunicator : public Communicator {
   ncclComm_t comm_ = nullptr;
   Stream stream_;
   Tensor scratch_;
+  std::atomic<bool> aborted_{false};
+  std::unique_ptr<CompletionWatchdog> watchdog_;
 };
 
 }  // namespace
@@ -274,8 +308,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm bootstrap, Device 
 
 namespace foldcore::dist {
 
-std::unique_ptr<Communicator> make_local_nccl_communicator(Device device, const std::string& name) {
-  return std::make_unique<detail::NcclCommunicator>(detail::Bootstrap{}, device, name, 600.0);
+std::unique_ptr<Communicator> make_local_nccl_communicator(Device device, const std::string& name, double timeout_s) {
+  return std::make_unique<detail::NcclCommunicator>(detail::Bootstrap{}, device, name, timeout_s);
 }
 
 }  // namespace foldcore::dist

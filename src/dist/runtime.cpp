@@ -94,6 +94,12 @@ void fatal_comm_failure(const std::string& message) {
   std::_Exit(3);  // MPI_Abort does not return; this is for a library that would
 }
 
+void fatal_comm_failure_off_thread(const std::string& message) {
+  std::fprintf(stderr, "foldcore: rank %d of %d: %s\n", g_rank.load(), g_size.load(), message.c_str());
+  std::fflush(stderr);
+  std::_Exit(3);
+}
+
 void check_mpi(int rc, const char* call, const OpInfo& info) {
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING] = {0};

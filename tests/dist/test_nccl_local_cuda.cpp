@@ -1,10 +1,14 @@
 // The single-process NCCL communicator (dist::make_local_nccl_communicator, no MPI): every
 // collective through NCCL on the device with one rank, where it must return its input (sums and
 // extrema over one rank, gathers and scatters of one block, a broadcast from itself); the
-// asynchronous handles ordered after the caller's stream; split; argument errors. Built wherever
-// NCCL is (the GPU machine's portable build has no MPI); ctest label "gpu", skips without a device.
+// asynchronous handles ordered after the caller's stream; split; argument errors; the watchdog
+// ending the process when a collective cannot complete. Built wherever NCCL is (the GPU machine's
+// portable build has no MPI); ctest label "gpu", skips without a device.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "core/device.h"
@@ -117,6 +121,31 @@ TEST(NcclLocal, BadArgumentsAreErrorsNamingTheCommunicator) {
   }
   EXPECT_THROW(comm->broadcast(Tensor::zeros({4}, DType::f32, Device::cuda(0)), 1), Error);  // no rank 1
   EXPECT_THROW(dist::make_local_nccl_communicator(Device::cpu()), Error);
+}
+
+// A host function that never returns holds the caller's stream, so the collective launched after
+// it (its NCCL stream waits for the caller's) cannot complete: a hang on the device, as a dead peer
+// makes one. The communicator's watchdog (1 s here) must end the process with code 3, naming it.
+void CUDART_CB hold_stream_forever(void*) {
+  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+TEST(NcclLocalDeathTest, WatchdogEndsTheProcessWhenACollectiveHangsOnTheDevice) {
+  FC_REQUIRE_CUDA();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child re-runs this binary: CUDA starts afresh
+  EXPECT_EXIT(
+      {
+        const Device dev = Device::cuda(0);
+        auto comm = dist::make_local_nccl_communicator(dev, "stuck", /*timeout_s=*/1.0);
+        Tensor t = Tensor::full({1024}, 2.0, DType::f32, dev);
+        cudaLaunchHostFunc(static_cast<cudaStream_t>(current_stream(dev).native()), hold_stream_forever, nullptr);
+        dist::CommHandle h = comm->all_reduce_async(t);
+        h.wait();  // returns: NCCL's wait orders the stream, it does not block the host
+        std::this_thread::sleep_for(std::chrono::seconds(60));
+        std::exit(0);  // not reached: the watchdog fired
+      },
+      ::testing::ExitedWithCode(3),
+      "rank 0 of 1: all_reduce on communicator 'stuck' \\(4096 bytes\\) did not complete within 1 s");
 }
 
 }  // namespace
