@@ -74,9 +74,10 @@ class GridParallel final : public af2::TrainParallel {
   // (refused: BP above 2 there, BP without the Parallel Evoformer in the option checks).
   bool setup_model(af2::AlphaFold& model) override {
     if (grid_->shape().dap == 1 && grid_->shape().bp == 1) return false;
-    model.set_model_parallel(af2::make_model_parallel(&grid_->dap(), &grid_->bp(), overlap_));
+    model.set_model_parallel(af2::make_model_parallel(&grid_->dap(), &grid_->bp(), overlap_, &grid_->model()));
     return true;
   }
+  int64_t bucket_bytes() const override { return bucket_bytes_; }
   int dp_rank() const override { return grid_->coords().dp; }
   int dp_size() const override { return grid_->shape().dp; }
   bool writes_outputs() const override { return world_->rank() == 0; }

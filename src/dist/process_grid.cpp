@@ -31,6 +31,8 @@ ProcessGrid::ProcessGrid(Communicator& world, const GridShape& shape) : world_(&
   dp_ = world.split(c.dap * shape.bp + c.bp, c.dp, "dp");
   dap_ = world.split(c.dp * shape.bp + c.bp, c.dap, "dap");
   bp_ = world.split(c.dp * shape.dap + c.dap, c.bp, "bp");
+  // The model replica (every dap × bp rank of this dp index), ranked as in the world.
+  model_ = world.split(c.dp, c.dap * shape.bp + c.bp, "model");
 }
 
 }  // namespace foldcore::dist

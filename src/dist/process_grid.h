@@ -9,6 +9,9 @@
 //   dp()   the dp ranks that share (dap_index, bp_index): gradient all-reduce
 //   dap()  the dap ranks that share (dp_index, bp_index): axis switches of Dynamic Axial Parallelism
 //   bp()   the bp ranks that share (dp_index, dap_index): branch placement
+//   model() the dap × bp ranks that share dp_index (one model replica): the model-parallel gradient
+//          sums, on a communicator of their own so they never queue with the activations'
+//          collectives on dap() and bp()
 // Each sub-communicator ranks its members by their index on that axis.
 #pragma once
 
@@ -44,12 +47,13 @@ class ProcessGrid {
   Communicator& dp() const { return *dp_; }
   Communicator& dap() const { return *dap_; }
   Communicator& bp() const { return *bp_; }
+  Communicator& model() const { return *model_; }
 
  private:
   Communicator* world_;
   GridShape shape_;
   GridCoords coords_;
-  std::unique_ptr<Communicator> dp_, dap_, bp_;
+  std::unique_ptr<Communicator> dp_, dap_, bp_, model_;
 };
 
 }  // namespace foldcore::dist

@@ -31,12 +31,15 @@
 #include <random>
 #include <string>
 
+#include "autograd/engine.h"
 #include "autograd/param_store.h"
 #include "core/random.h"
 #include "data_pipeline/npy.h"
 #include "af2_parallel_test_util.h"
 #include "dist_test_util.h"
 #include "models/alphafold/alphafold.h"
+#include "models/alphafold/alphafold_trunk.h"
+#include "models/alphafold/evoformer.h"
 #include "models/alphafold/model_parallel_dist.h"
 #include "models/alphafold/synthetic_target.h"
 #include "models/alphafold/train_step.h"
@@ -218,6 +221,103 @@ TEST(Af2ModelParallel, DapOverlapChangesNoBit) {
     const Tensor& b = r[1].grads;
     ASSERT_EQ(a.shape(), b.shape());
     EXPECT_EQ(std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<size_t>(a.nbytes())), 0);
+  }
+}
+
+// ModelParallelGradReducer: the split stacks' gradient sums started during the backward (one bucket
+// per parameter: bucket_bytes 0), fed by the gradient-ready hook, against reduce_model_parallel_grads
+// after it, on the same groups (the replica's when given; under BP each rank's other-branch
+// parameters count as reported from the start). Sums of two ranks are the same in any
+// order, so DAP-2 and BP-2 agree bit for bit; DAP-2 × BP-2 sums four (bucketing may change MPI's
+// reduction order): one process's tolerance. Every split parameter reaches on_final exactly once,
+// and most buckets start before finish() (with recomputation: after each segment's backward).
+struct OverlapStats {
+  int64_t buckets = 0, started = 0;
+  std::map<const autograd::VariableImpl*, int> finals;
+};
+StepResult step_overlapped(Model& m, const TrainBatch& b, OverlapStats& stats) {
+  Af2LossConfig lc;
+  lc.weights = LossWeights::stage("finetune", true);
+  Af2ParamTable table;
+  m.model.add_af2_params(table);
+  ModelParallelGradReducer mpr(m.model, /*bucket_bytes=*/0);
+  mpr.begin([&](const autograd::VariableImpl& leaf) { ++stats.finals[&leaf]; });
+  TrainStepResult r;
+  {
+    autograd::GradReadyHookGuard hook([&](const autograd::VariableImpl& leaf) { mpr.on_ready(leaf); });
+    r = af2_train_step(m.model, m.params, table, {}, b.features, b.last_slice, lc, Device::cpu(), DType::f32, true,
+                       &mpr);
+  }
+  stats.buckets = mpr.num_buckets();
+  stats.started = mpr.started_before_finish();
+  return {r.loss.loss, m.params.grads().clone()};
+}
+
+TEST(Af2ModelParallel, GradSumsDuringBackwardEqualSumsAfterIt) {
+  const TrainBatch batch = train_batch();
+  auto& w = mpi_world();
+  enum Kind { kDap, kBp, kBpNoReplica, kDapBp, kDapBpNoReplica };
+  const char* names[] = {"DAP-2", "BP-2", "BP-2 without the replica group", "DAP-2 x BP-2",
+                         "DAP-2 x BP-2 without the replica group"};
+  for (Kind kind : {kDap, kBp, kBpNoReplica, kDapBp, kDapBpNoReplica}) {
+    const bool four = kind == kDapBp || kind == kDapBpNoReplica;
+    if (four && w.size() != 4) continue;
+    SCOPED_TRACE(names[kind]);
+    Af2Config config = tiny(kind != kDap);
+    config.recompute_blocks = 1;
+    std::unique_ptr<dist::Communicator> a, c, replica;
+    ModelParallel mp;
+    if (four) {
+      a = w.split(w.rank() % 2, w.rank(), "dap");
+      c = w.split(w.rank() / 2, w.rank(), "bp");
+      replica = w.split(0, w.rank(), "model");
+      mp = make_model_parallel(a.get(), c.get(), true, kind == kDapBp ? replica.get() : nullptr);
+    } else {
+      a = groups_of(2, kind == kDap ? "dap" : "bp");
+      replica = groups_of(2, "model");
+      dist::Communicator* r = kind == kBpNoReplica ? nullptr : replica.get();
+      mp = kind == kDap ? make_model_parallel(a.get(), nullptr, true, r) : make_model_parallel(nullptr, a.get(), true, r);
+    }
+    Model after(config, true);
+    after.model.set_model_parallel(mp);
+    const StepResult want = step(after, batch);
+    Model during(config, true);
+    during.model.set_model_parallel(mp);
+    OverlapStats stats;
+    const StepResult got = step_overlapped(during, batch, stats);
+    EXPECT_EQ(got.loss, want.loss);
+    if (four) {
+      double gmax = 0;
+      for (float v : want.grads.to_vector()) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
+      const auto r = foldcore::testing::all_close(got.grads, want.grads, 1e-6 * gmax, 1e-5);
+      EXPECT_TRUE(r.ok) << r.message;
+    } else {
+      ASSERT_EQ(got.grads.shape(), want.grads.shape());
+      EXPECT_EQ(std::memcmp(got.grads.data_ptr(), want.grads.data_ptr(), static_cast<size_t>(got.grads.nbytes())), 0);
+    }
+    // Every parameter of the split stacks (under BP alone: the branch-parallel one) reached
+    // on_final once, and nothing reached it twice.
+    int64_t stack_params = 0;
+    for (const EvoformerStack* stack : during.model.trunk().stacks())
+      if (kind == kBp || kind == kBpNoReplica ? stack->branch_parallel() : true)
+        for (const auto& [name, v] : stack->named_parameters()) {
+          ++stack_params;
+          EXPECT_EQ(stats.finals[v.impl().get()], 1) << name;
+        }
+    for (const auto& [leaf, n] : stats.finals) EXPECT_EQ(n, 1);
+    EXPECT_GT(stack_params, 0);
+    EXPECT_EQ(stats.buckets, stack_params);  // bucket_bytes 0: one per parameter
+    if (kind == kBpNoReplica || kind == kDapBpNoReplica) {
+      // The BP stack's buckets (over bp, or over dap then bp) may not start on the activations'
+      // communicators (each BP rank reports only its branch): they, and every later bucket, wait
+      // for finish().
+      EXPECT_EQ(stats.started, 0);
+    } else {
+      EXPECT_GT(stats.started, stats.buckets / 2) << "the sums should start during the backward";
+    }
+    if (w.rank() == 0)
+      std::printf("  %s: %lld of %lld model-parallel gradient buckets started during the backward\n", names[kind],
+                  static_cast<long long>(stats.started), static_cast<long long>(stats.buckets));
   }
 }
 

@@ -65,6 +65,24 @@ TEST(ProcessGrid, AxisCommunicatorsHoldTheRightRanks) {
   }
 }
 
+TEST(ProcessGrid, ModelCommunicatorHoldsTheReplicasRanksInWorldOrder) {
+  auto& world = mpi_world();
+  for (const dist::GridShape& s : factorisations(world.size())) {
+    SCOPED_TRACE(::testing::Message() << "grid " << s.dp << "x" << s.dap << "x" << s.bp);
+    dist::ProcessGrid grid(world, s);
+    dist::Communicator& model = grid.model();
+    const int n = s.dap * s.bp;
+    ASSERT_EQ(model.size(), n);
+    EXPECT_EQ(model.rank(), grid.coords().dap * s.bp + grid.coords().bp);
+    Tensor mine = Tensor::full({1}, world.rank(), DType::f32);
+    Tensor all = Tensor::empty({n}, DType::f32);
+    model.all_gather(mine, all);
+    std::vector<float> want;  // the world ranks of this dp index, a contiguous block
+    for (int r = grid.coords().dp * n; r < (grid.coords().dp + 1) * n; ++r) want.push_back(static_cast<float>(r));
+    EXPECT_EQ(all.to_vector(), want);
+  }
+}
+
 TEST(ProcessGrid, ShapeMustMatchTheWorld) {
   auto& world = mpi_world();
   EXPECT_THROW(dist::ProcessGrid(world, {world.size() + 1, 1, 1}), Error);

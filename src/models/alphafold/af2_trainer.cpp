@@ -288,6 +288,9 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   // DAP / BP: the model runs split over the grid's groups (af2_train_step then sums the split
   // stacks' gradients over them, before the clipping norm is taken).
   const bool model_split = par != nullptr && par->setup_model(model);
+  // The split stacks' gradient sums, started during each backward (model_parallel.h).
+  std::optional<ModelParallelGradReducer> mp_grads;
+  if (model_split) mp_grads.emplace(model, par->bucket_bytes());
   Af2ParamTable table;
   model.add_af2_params(table);
   const auto shapes = af2_official_shapes(table, cfg.model);  // af2_train_step's gradient report
@@ -440,13 +443,27 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
       }
       // The hook reports a parameter once nothing later in a backward adds to it; af2_train_step
       // runs ONE backward per example (a second one into the same gradients would need the
-      // segments reported only after it).
+      // segments reported only after it). Split model: the hook feeds the model-parallel sums
+      // (every example), and a split parameter reaches the dp reduction once its sum is done.
       std::optional<autograd::GradReadyHookGuard> hook;
-      if (overlapped && !model_split)
-        hook.emplace([&](const autograd::VariableImpl& leaf) { contribution->on_ready(leaf); });
+      int64_t dp_launched_in_backward = 0;  // the dp buckets out when the backward's last hook ran
+      if (mp_grads) {
+        ModelParallelGradReducer::FinalFn to_dp;
+        if (overlapped) to_dp = [&](const autograd::VariableImpl& leaf) { contribution->on_ready(leaf); };
+        mp_grads->begin(std::move(to_dp));
+        hook.emplace([&](const autograd::VariableImpl& leaf) {
+          mp_grads->on_ready(leaf);
+          if (overlapped) dp_launched_in_backward = par->buckets_launched();
+        });
+      } else if (overlapped) {
+        hook.emplace([&](const autograd::VariableImpl& leaf) {
+          contribution->on_ready(leaf);
+          dp_launched_in_backward = par->buckets_launched();
+        });
+      }
       const TrainStepResult r =
           af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device, precision,
-                         /*report_grads=*/false);
+                         /*report_grads=*/false, mp_grads ? &*mp_grads : nullptr);
       hook.reset();
       FC_CHECK(dropout_rng.offset() - dropout_start < kDropoutStreamsPerSample, "train: one sample drew ",
                dropout_rng.offset() - dropout_start, " dropout streams, more than the ", kDropoutStreamsPerSample,
@@ -459,9 +476,14 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
       for (const auto& [name, v] : r.loss.terms) terms[name] += v / static_cast<double>(global_batch);
       norm_sum += r.grad_norm;
       if (overlapped) {
-        if (run_steps == 0 && writer)
-          log::info("train: ", par->buckets_launched(), " of ", par->num_buckets(),
+        if (run_steps == 0 && writer) {
+          log::info("train: ", dp_launched_in_backward, " of ", par->num_buckets(),
                     " gradient buckets of the dp reduction went out during the backward of the step's last example");
+          if (mp_grads)
+            log::info("train: ", mp_grads->started_before_finish(), " of ", mp_grads->num_buckets(),
+                      " model-parallel gradient buckets (the split stacks' sums over dap x bp) started during the "
+                      "backward");
+        }
         contribution->fill_rest();  // parameters the backward did not report (unused this step)
         last_scale = clipped_example_scale(r.grad_norm, cfg.optim.clip_grad_norm, global_batch);
       } else if (ok) {

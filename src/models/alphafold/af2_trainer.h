@@ -79,9 +79,12 @@ class TrainParallel {
   virtual void barrier() = 0;  // every rank of the world
   // Model parallelism (DAP / BP, models/alphafold/model_parallel.h): hands the grid's groups to
   // the model, once, before the first step. Returns true when the model then runs split: its
-  // step sums the split stacks' gradients over the groups after the backward, so no parameter's
-  // gradient is final during the backward and the dp reduction starts after it.
+  // step sums the split stacks' gradients over the groups (ModelParallelGradReducer, in buckets
+  // started during the backward), and a split parameter's gradient is final — may go to the dp
+  // reduction — once its bucket's sum has completed.
   virtual bool setup_model(AlphaFold& model) { return false; }
+  // Gradient bucket size of the reductions (--dp_bucket_mb; 0: one bucket per parameter).
+  virtual int64_t bucket_bytes() const { return int64_t{25} << 20; }
 };
 
 struct TrainRunOptions {

@@ -90,6 +90,9 @@ class EvoformerBlock : public nn::Module {
   // rank 1 the pair branch, both from the block's (replicated) inputs; the results are exchanged
   // at the end. `last`: the outputs feed computation every rank repeats (their gradients are
   // whole on each rank), not another branch-parallel block.
+  // The pair branch's parameters (triangle updates and attentions, pair transition); the rest of
+  // the block's are the MSA branch's (forward_bp).
+  std::vector<Variable> pair_branch_parameters() const;
   std::pair<Variable, Variable> forward_bp(const Variable& m, const Variable& z, const Tensor& msa_mask,
                                            const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk,
                                            bool last) const;
@@ -140,6 +143,11 @@ class EvoformerStack : public nn::Module {
   const ModelParallel& model_parallel() const { return mp_; }
   // BP 2 on a Parallel Evoformer stack: the branches run on two ranks.
   bool branch_parallel() const;
+  // Under branch_parallel(): the parameters of the branch this rank does not run (every block's
+  // pair-branch modules on BP rank 0, its MSA branch and outer product mean on rank 1). Their
+  // gradients stay zero here, so they are final from the start of a backward (the
+  // model-parallel gradient sums use this). Empty otherwise.
+  std::vector<Variable> other_branch_parameters() const;
 
  private:
   std::pair<Variable, Variable> forward_dap(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,

@@ -24,6 +24,8 @@
 // all-to-alls, and all-gathers of 3 pair biases (H channels) and of 3 projections (c channels).
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
+#include <set>
 #include <tuple>
 
 #include "autograd/grad_mode.h"
@@ -228,6 +230,31 @@ bool EvoformerStack::branch_parallel() const {
   return mp_.bp_size() > 1 && !blocks_.empty() && blocks_.front()->config().parallel;
 }
 
+std::vector<Variable> EvoformerBlock::pair_branch_parameters() const {
+  std::vector<Variable> out;
+  for (const nn::Module* m : std::initializer_list<const nn::Module*>{&tri_mul_out_, &tri_mul_in_, &tri_att_start_,
+                                                                      &tri_att_end_, &pair_transition_})
+    for (const auto& [name, v] : m->named_parameters()) out.push_back(v);
+  return out;
+}
+
+std::vector<Variable> EvoformerStack::other_branch_parameters() const {
+  std::vector<Variable> out;
+  if (!branch_parallel()) return out;
+  for (const auto& block : blocks_) {
+    const std::vector<Variable> pair = block->pair_branch_parameters();
+    if (mp_.bp->rank() == 0) {  // runs the MSA branch
+      out.insert(out.end(), pair.begin(), pair.end());
+      continue;
+    }
+    std::set<const autograd::VariableImpl*> in_pair;
+    for (const Variable& v : pair) in_pair.insert(v.impl().get());
+    for (const auto& [name, v] : block->named_parameters())
+      if (!in_pair.count(v.impl().get())) out.push_back(v);
+  }
+  return out;
+}
+
 std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z, const Tensor& msa_mask,
                                                           const Tensor& pair_mask, int64_t chunk) const {
   const ParallelGroup& g = *mp_.dap;
@@ -325,41 +352,6 @@ std::pair<Variable, Variable> EvoformerStack::forward_bp(Variable m, Variable z,
                                                             size_t b, Variable bm, Variable bz, bool) {
     return blocks_[b]->forward_bp(bm, bz, msa_mask, pair_mask, *mp_.bp, chunk, b == last);
   });
-}
-
-// ---------------------------------------------------------------- gradients
-
-void reduce_model_parallel_grads(const AlphaFold& model) {
-  const ModelParallel& mp = model.model_parallel();
-  if (!mp.active()) return;
-  for (const EvoformerStack* stack : model.trunk().stacks()) {
-    // DAP: every rank's gradients are its chunk's part; BP: each rank's are its branch's. Under
-    // both, Σ over the DAP group, then over the BP group (Σ over all dap × bp ranks).
-    std::vector<const ParallelGroup*> groups;
-    if (mp.dap_size() > 1) groups.push_back(mp.dap.get());
-    if (stack->branch_parallel()) groups.push_back(mp.bp.get());
-    if (groups.empty()) continue;
-    // The stack's parameter gradients are views of the flat gradient buffer, registered in order:
-    // runs of adjacent views (alignment gaps hold zeros) are reduced as one slice each.
-    const auto params = stack->named_parameters();
-    size_t i = 0;
-    while (i < params.size()) {
-      const Tensor& first = params[i].second.grad();
-      FC_CHECK(first.defined(), "reduce_model_parallel_grads: parameter '", params[i].first, "' has no gradient");
-      int64_t begin = first.offset(), end = begin + first.numel();
-      size_t j = i + 1;
-      for (; j < params.size(); ++j) {
-        const Tensor& gj = params[j].second.grad();
-        if (!gj.defined() || gj.storage() != first.storage() || gj.offset() < end ||
-            gj.offset() - end >= autograd::ParamStore::kAlignElems)
-          break;
-        end = gj.offset() + gj.numel();
-      }
-      Tensor flat = Tensor::wrap(first.data_ptr(), {end - begin}, first.dtype(), first.device());
-      for (const ParallelGroup* g : groups) g->all_reduce_sum(flat);
-      i = j;
-    }
-  }
 }
 
 }  // namespace foldcore::af2

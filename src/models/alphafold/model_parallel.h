@@ -43,6 +43,14 @@ class PendingVariable {
   Variable ready_;
 };
 
+// An in-place reduction in flight (ParallelGroup::all_reduce_sum_async).
+class PendingReduction {
+ public:
+  virtual ~PendingReduction() = default;
+  virtual bool test() = 0;  // non-blocking: true once complete (drives MPI's progress); then call wait()
+  virtual void wait() = 0;  // completes it (CUDA: orders the caller's stream after it)
+};
+
 // The collectives of one group, as autograd functions (dist/dap.h, dist/bp.h give their
 // semantics and backward passes).
 class ParallelGroup {
@@ -65,13 +73,19 @@ class ParallelGroup {
   virtual std::vector<Variable> exchange(const std::vector<Variable>& local, const std::vector<int>& owner,
                                          const std::vector<Shape>& shapes, bool sum_grads) const = 0;
   virtual std::vector<Variable> sum_grads(const std::vector<Variable>& xs) const = 0;
-  // In-place Σ over the group (parameter gradients).
+  // In-place Σ over the group (parameter gradients), now or started now.
   virtual void all_reduce_sum(const Tensor& t) const = 0;
+  virtual std::unique_ptr<PendingReduction> all_reduce_sum_async(const Tensor& t) const = 0;
 };
 
 struct ModelParallel {
   std::shared_ptr<const ParallelGroup> dap;  // splits the MSA and pair representations
   std::shared_ptr<const ParallelGroup> bp;   // the Parallel Evoformer's two branches (size 2)
+  // Optional: every dap × bp rank of this model replica, on a communicator of its own (dist::
+  // ProcessGrid::model()). The split stacks' gradient sums then use it: one sum instead of DAP's
+  // then BP's, and off the activations' communicators (a gradient bucket started during the
+  // backward never queues ahead of a block's gathers). Null: the sums run over dap, then bp.
+  std::shared_ptr<const ParallelGroup> replica;
 
   int dap_size() const { return dap ? dap->size() : 1; }
   int bp_size() const { return bp ? bp->size() : 1; }
@@ -86,7 +100,71 @@ class AlphaFold;
 // are computed the same way on every rank of these groups, so their gradients are already whole
 // and equal there and are left alone. Call once after backward (and after gradient accumulation
 // over micro-batches, or after each: the sum is linear), before the data-parallel reduction.
-// No-op when model.model_parallel() is inactive.
+// No-op when model.model_parallel() is inactive. With ModelParallel::replica the main stack's sum
+// under BP is one sum over the replica, and a DAP-only stack's sum (bp 1) runs over the replica,
+// which then holds the DAP group's ranks.
 void reduce_model_parallel_grads(const AlphaFold& model);
+
+// reduce_model_parallel_grads overlapped with the backward: the split stacks' gradients are cut
+// into buckets (whole parameters, contiguous in the flat gradient buffer, ≥ bucket_bytes each but
+// the last of a run; grouped from the end of the buffer, the order the backward finishes them),
+// and a bucket's Σ over its group starts as soon as the autograd engine's gradient-ready hook has
+// reported all its parameters (and all earlier buckets have started: every rank starts the same
+// sums in the same order). finish() starts the rest, completes every sum, and leaves the
+// gradients exactly as reduce_model_parallel_grads would (the same sums, in buckets; with two
+// ranks bit for bit, as a sum of two is the same in any order).
+//
+//   af2::ModelParallelGradReducer mpr(model);
+//   per backward:  mpr.begin(on_final);
+//                  { autograd::GradReadyHookGuard g([&](const auto& leaf) { mpr.on_ready(leaf); });
+//                    backward … }
+//                  mpr.finish();   // instead of reduce_model_parallel_grads(model)
+//
+// on_final(leaf) is called once per parameter whose gradient is final on this rank: at once for
+// parameters outside the split stacks (already whole), after its bucket's sum for the others, the
+// rest in finish(). A data-parallel reduction can start its buckets from it (af2_trainer.cpp).
+// Under BP a rank runs one branch: the other branch's parameters (zero gradients here) count as
+// reported from the start (EvoformerStack::other_branch_parameters), so the two ranks' buckets
+// complete; their sums start at different points of the two backwards, which only the replica's
+// communicator (used by nothing else) allows. Without ModelParallel::replica a BP stack's buckets
+// (over bp, or over dap then bp) therefore wait for finish(), and so do the ones after them.
+class ModelParallelGradReducer {
+ public:
+  using FinalFn = std::function<void(const autograd::VariableImpl& leaf)>;
+  explicit ModelParallelGradReducer(const AlphaFold& model, int64_t bucket_bytes = int64_t{25} << 20);
+  ~ModelParallelGradReducer();
+  ModelParallelGradReducer(const ModelParallelGradReducer&) = delete;
+  ModelParallelGradReducer& operator=(const ModelParallelGradReducer&) = delete;
+
+  bool active() const { return !buckets_.empty(); }  // false: nothing to sum (one process)
+  void begin(FinalFn on_final = {});
+  void on_ready(const autograd::VariableImpl& leaf);  // the GradReadyHook
+  void finish();
+  int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  // Buckets whose sum had started before finish() in the last backward.
+  int64_t started_before_finish() const { return started_before_finish_; }
+
+ private:
+  struct Bucket {
+    Tensor flat;                                       // its range of the flat gradient buffer
+    std::vector<const ParallelGroup*> groups;          // summed over each, in order
+    std::vector<const autograd::VariableImpl*> leaves;  // its parameters
+    int64_t pending = 0;                               // parameters not yet reported this backward
+    bool early = false;                                // may start during the backward
+    std::unique_ptr<PendingReduction> handle;           // the sum in flight (one group)
+  };
+  size_t find(const autograd::VariableImpl& leaf) const;  // its index_ position, or index_.size()
+  void launch_ready();
+  void poll(bool block);
+  void complete(Bucket& b);
+
+  std::vector<Bucket> buckets_;
+  std::vector<std::pair<const autograd::VariableImpl*, size_t>> index_;  // leaf → bucket, sorted by leaf
+  std::vector<bool> reported_;                                          // per index_ entry
+  std::vector<size_t> other_branch_;  // index_ positions of the parameters of the branch BP runs elsewhere
+  size_t next_ = 0;                                                     // next bucket to start
+  int64_t started_before_finish_ = 0;
+  FinalFn on_final_;
+};
 
 }  // namespace foldcore::af2

@@ -37,6 +37,15 @@ class CommGroup final : public ParallelGroup {
     return dist::bp::sum_grads(c_, xs);
   }
   void all_reduce_sum(const Tensor& t) const override { c_.all_reduce(t); }
+  std::unique_ptr<PendingReduction> all_reduce_sum_async(const Tensor& t) const override {
+    struct Pending final : PendingReduction {
+      explicit Pending(dist::CommHandle h) : handle(std::move(h)) {}
+      bool test() override { return handle.test(); }
+      void wait() override { handle.wait(); }
+      dist::CommHandle handle;
+    };
+    return std::make_unique<Pending>(c_.all_reduce_async(t));
+  }
 
  private:
   dist::Communicator& c_;
@@ -50,8 +59,10 @@ std::shared_ptr<const ParallelGroup> make_parallel_group(dist::Communicator* com
   return std::make_shared<CommGroup>(*comm, overlap);
 }
 
-ModelParallel make_model_parallel(dist::Communicator* dap, dist::Communicator* bp, bool overlap) {
-  ModelParallel mp{make_parallel_group(dap, overlap), make_parallel_group(bp, overlap)};
+ModelParallel make_model_parallel(dist::Communicator* dap, dist::Communicator* bp, bool overlap,
+                                  dist::Communicator* replica) {
+  ModelParallel mp{make_parallel_group(dap, overlap), make_parallel_group(bp, overlap),
+                   make_parallel_group(replica, overlap)};
   FC_CHECK(mp.bp_size() <= 2, "model parallelism: BP ", mp.bp_size(),
            ": the Parallel Evoformer has two branches (BP 1 or 2)");
   return mp;

@@ -67,7 +67,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
 TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, const Af2ParamTable& table,
                                const std::map<std::string, std::vector<int64_t>>& official_shapes,
                                const Af2Features& features, const std::map<std::string, Tensor>& last_slice,
-                               const Af2LossConfig& config, Device device, DType precision, bool report_grads) {
+                               const Af2LossConfig& config, Device device, DType precision, bool report_grads,
+                               ModelParallelGradReducer* model_parallel_grads) {
   FC_CHECK(precision == DType::f32 || precision == DType::bf16, "train_step: precision ", dtype_name(precision),
            " (fp32 or bf16)");
   params.zero_grad();
@@ -133,7 +134,10 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
   stage.emplace("backward", device);
   ag::backward(roots.vars, roots.grads);
   // Model parallelism (DAP / BP): the split stacks' partial gradients summed over their groups.
-  reduce_model_parallel_grads(model);
+  if (model_parallel_grads != nullptr)
+    model_parallel_grads->finish();  // the sums the backward started, and the rest
+  else
+    reduce_model_parallel_grads(model);
   stage.reset();
   if (!report_grads) {
     result.grad_norm = ops::global_grad_norm(params.grads());

@@ -68,11 +68,14 @@ struct TrainStepResult {
 // (result.grads empty; 0.59 s of a 3.5 s full-model step on an H200) and grad_norm taken over the
 // flat gradient buffer on the device (ops::global_grad_norm) — the same values, summed in another
 // order.
+// Under model parallelism the split stacks' gradients are summed over their groups after the
+// backward (reduce_model_parallel_grads), or — with `model_parallel_grads`, begun by the caller,
+// whose gradient-ready hook feeds it during the backward — completed by its finish().
 TrainStepResult af2_train_step(const AlphaFold& model, autograd::ParamStore& params, const Af2ParamTable& table,
                                const std::map<std::string, std::vector<int64_t>>& official_shapes,
                                const Af2Features& features, const std::map<std::string, Tensor>& last_slice,
                                const Af2LossConfig& config, Device device, DType precision = DType::f32,
-                               bool report_grads = true);
+                               bool report_grads = true, ModelParallelGradReducer* model_parallel_grads = nullptr);
 
 // "fp32" → f32, "bf16" → bf16; anything else throws foldcore::Error naming `what` (the option).
 DType train_precision(const std::string& name, const std::string& what);
