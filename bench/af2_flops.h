@@ -6,7 +6,7 @@
 // these counts are lower bounds on the work done.
 #pragma once
 
-#include "models/alphafold/config.h"
+#include "models/alphafold/model/config.h"
 
 namespace foldcore::bench {
 

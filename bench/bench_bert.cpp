@@ -9,7 +9,7 @@
 //
 // Both modes train the same sequences (same shards, same loader seed), batch_size sequences per
 // step; unpacked puts one per L-token row, packed (the trainer's --packing path,
-// data_pipeline/bert_packing.h) puts up to 3 per row, so a packed step has fewer rows. One JSON
+// data_pipeline/bert/bert_packing.h) puts up to 3 per row, so a packed step has fewer rows. One JSON
 // line per mode: ms/step, sequences/s, real tokens/s, slots/step, packing efficiency (real tokens
 // ÷ slots), padding fraction, achieved TFLOP/s over the real tokens (exact matmul count and the
 // 6·N·D rule), the GEMM peak it is measured against (OpenBLAS sgemm on the CPU), MFU, peak memory,
@@ -38,8 +38,8 @@
 #include "core/error.h"
 
 #ifdef FOLDCORE_HAVE_DATA
-#include "data_pipeline/bert_corpus.h"
-#include "data_pipeline/bert_packing.h"
+#include "data_pipeline/bert/bert_corpus.h"
+#include "data_pipeline/bert/bert_packing.h"
 #include "models/bert/bert_trainer.h"
 
 using namespace foldcore;

@@ -1,5 +1,5 @@
 // DAP training benchmark: an Evoformer stack (model_1 widths) forward + backward split over the
-// ranks of the job by dynamic axial parallelism (models/alphafold/model_parallel.h), with its
+// ranks of the job by dynamic axial parallelism (models/alphafold/parallel/model_parallel.h), with its
 // gathers and all-to-alls overlapped with the work that does not need them (FastFold's duality
 // async operations) and completed where they are issued, the two modes interleaved in one run:
 //   mpirun -np 2 build/bench/bench_dap [--device cpu|cuda] [--n-res 64] [--n-seq 64] [--blocks 2]
@@ -24,9 +24,9 @@
 #include "core/random.h"
 #include "core/timer.h"
 #include "dist/runtime.h"
-#include "models/alphafold/config.h"
-#include "models/alphafold/evoformer.h"
-#include "models/alphafold/model_parallel_dist.h"
+#include "models/alphafold/model/config.h"
+#include "models/alphafold/evoformer/evoformer.h"
+#include "models/alphafold/parallel/model_parallel_dist.h"
 
 using namespace foldcore;
 

@@ -23,7 +23,7 @@
 #include "bench/bench_util.h"
 #include "core/random.h"
 #include "kernels/gemm.h"
-#include "models/alphafold/evoformer.h"
+#include "models/alphafold/evoformer/evoformer.h"
 
 using namespace foldcore;
 

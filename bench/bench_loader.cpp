@@ -20,11 +20,11 @@
 #include "autograd/engine.h"
 #include "bench/bench_util.h"
 #include "core/random.h"
-#include "data_pipeline/feature_store.h"
-#include "data_pipeline/loader.h"
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/training_sample.h"
-#include "models/alphafold/evoformer.h"
+#include "data_pipeline/training/feature_store.h"
+#include "data_pipeline/training/loader.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/training/training_sample.h"
+#include "models/alphafold/evoformer/evoformer.h"
 
 using namespace foldcore;
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "data_pipeline/mmcif_parser.h"
+#include "data_pipeline/formats/mmcif_parser.h"
 
 int main(int argc, char** argv) {
   using namespace foldcore;

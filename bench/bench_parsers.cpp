@@ -12,10 +12,10 @@
 #include <string>
 
 #include "bench_util.h"
-#include "data_pipeline/a3m.h"
-#include "data_pipeline/npy.h"
-#include "data_pipeline/stockholm.h"
-#include "data_pipeline/text_reader.h"
+#include "data_pipeline/formats/a3m.h"
+#include "data_pipeline/formats/npy.h"
+#include "data_pipeline/formats/stockholm.h"
+#include "data_pipeline/formats/text_reader.h"
 
 using namespace foldcore;
 using namespace foldcore::data;

@@ -19,8 +19,8 @@
 // blocks, 1 extra-MSA block: the full 48 take hours on 2 CPU cores) and reported in every line;
 // --evoformer_blocks 48 --extra_msa_blocks 4 is the real model. Inputs: a random sequence with a
 // synthetic MSA of S rows (15% substitutions, 10% gaps), processed by AlphaFold's inference
-// pipeline (data_pipeline/feature_processing.h), no templates (one masked slot) unless
-// --templates T gives T synthetic ones (the query on a random chain: models/alphafold/synthetic_target.h).
+// pipeline (data_pipeline/features/feature_processing.h), no templates (one masked slot) unless
+// --templates T gives T synthetic ones (the query on a random chain: models/alphafold/model/synthetic_target.h).
 //
 // FLOPs are counted analytically (bench/af2_flops.h): 2·m·n·k for every matrix product of the
 // model — linear layers, attention logits and weighted sums, the triangle-multiplication
@@ -58,11 +58,11 @@
 #include "core/random.h"
 #include "core/tensor.h"
 #include "kernels/gemm.h"
-#include "models/alphafold/config.h"
+#include "models/alphafold/model/config.h"
 
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/features.h"
-#include "models/alphafold/synthetic_target.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/model/features.h"
+#include "models/alphafold/model/synthetic_target.h"
 #include "models/bert/bert_trainer.h"
 
 namespace {
@@ -120,7 +120,7 @@ std::vector<int64_t> parse_list(const std::string& s) {
   return v;
 }
 
-// A synthetic target (models/alphafold/synthetic_target.h). max_msa_clusters / max_extra_msa <= 0:
+// A synthetic target (models/alphafold/model/synthetic_target.h). max_msa_clusters / max_extra_msa <= 0:
 // the pipeline defaults.
 af2::Af2Features synthetic_features(int64_t n, int64_t msa_rows, int64_t recycles, int64_t max_templates,
                                     int64_t max_msa_clusters, int64_t max_extra_msa, std::mt19937& g,

@@ -1,6 +1,6 @@
 // AlphaFold2 training-step cost: seconds per step and peak memory of one training step
 // (forward over the recycling iterations, every loss term, backward into the fp32 gradient buffer;
-// models/alphafold/train_step.h) per crop size × precision × recomputation, with the model FLOPs
+// models/alphafold/training/train_step.h) per crop size × precision × recomputation, with the model FLOPs
 // per step ÷ time as a fraction of the machine's dense-GEMM peak measured in the same run.
 //
 //   bench_train [--crops 64,128,256] [--configs fp32:0,fp32:1,bf16:0,bf16:1]
@@ -14,7 +14,7 @@
 // default to 2 Evoformer blocks and 1 extra-MSA block (reported in every line; --evoformer_blocks
 // 48 --extra_msa_blocks 4 is the real model), templates off (the sample has none), dropout on as in
 // training, initial-stage loss weights. Sample: chain A of 2Q2K with its real alignments
-// (../shared/data), through the training-sample transform (data_pipeline/training_sample.h) at
+// (../shared/data), through the training-sample transform (data_pipeline/training/training_sample.h) at
 // AlphaFold's initial-training sizes — 128 MSA clusters, 1024 extra rows, the crop padded to the
 // crop size when the chain is shorter (shapes and work as for a full-length crop); --iterations I
 // runs I recycling iterations (I − 1 without gradients, as in training).
@@ -48,16 +48,16 @@
 #include "kernels/attention.h"
 #include "core/philox.h"
 #include "core/timer.h"
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/training_chain.h"
-#include "data_pipeline/training_sample.h"
-#include "models/alphafold/af2_export.h"
-#include "models/alphafold/alphafold.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/training/training_chain.h"
+#include "data_pipeline/training/training_sample.h"
+#include "models/alphafold/params/af2_export.h"
+#include "models/alphafold/model/alphafold.h"
 #ifdef FOLDCORE_HAVE_YAML
-#include "models/alphafold/config_yaml.h"
+#include "models/alphafold/model/config_yaml.h"
 #endif
-#include "models/alphafold/features.h"
-#include "models/alphafold/train_step.h"
+#include "models/alphafold/model/features.h"
+#include "models/alphafold/training/train_step.h"
 #include "models/bert/bert_trainer.h"
 
 namespace {

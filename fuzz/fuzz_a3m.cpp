@@ -1,7 +1,7 @@
 // A3M: parse_a3m (with and without a depth limit); an accepted MSA must be valid (rows of the
 // query's length, one deletion row per sequence) and convertible to features or cleanly rejected.
-#include "data_pipeline/a3m.h"
-#include "data_pipeline/msa.h"
+#include "data_pipeline/formats/a3m.h"
+#include "data_pipeline/formats/msa.h"
 #include "fuzz_util.h"
 
 using namespace foldcore::data;

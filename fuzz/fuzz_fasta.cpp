@@ -1,6 +1,6 @@
 // FASTA: parse_fasta under every alphabet; an accepted input must survive a format/parse round
 // trip unchanged (the writer and the reader agree on what a record is).
-#include "data_pipeline/fasta.h"
+#include "data_pipeline/formats/fasta.h"
 #include "fuzz_util.h"
 
 using namespace foldcore::data;

@@ -1,6 +1,6 @@
 // HHR: parse_hhr; every accepted hit must keep its documented invariants (aligned query and hit of
 // the same length, one index per column, -1 exactly at the gaps).
-#include "data_pipeline/hhr.h"
+#include "data_pipeline/formats/hhr.h"
 #include "fuzz_util.h"
 
 using namespace foldcore::data;

@@ -1,7 +1,7 @@
 // mmCIF: the CIF tokenizer and the generic block reader over every category, then the mmCIF →
 // Structure conversion (parse_mmcif) under the default and an alternative model choice.
-#include "data_pipeline/cif_tokenizer.h"
-#include "data_pipeline/mmcif_parser.h"
+#include "data_pipeline/formats/cif_tokenizer.h"
+#include "data_pipeline/formats/mmcif_parser.h"
 #include "fuzz_util.h"
 
 using namespace foldcore::data;

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "data_pipeline/npy.h"
+#include "data_pipeline/formats/npy.h"
 #include "fuzz_util.h"
 
 using namespace foldcore::data;

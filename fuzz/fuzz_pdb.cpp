@@ -1,5 +1,5 @@
 // PDB: parse_pdb under the default and an alternative model choice.
-#include "data_pipeline/pdb_reader.h"
+#include "data_pipeline/formats/pdb_reader.h"
 #include "fuzz_util.h"
 
 using namespace foldcore::data;

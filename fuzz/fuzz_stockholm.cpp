@@ -1,7 +1,7 @@
 // Stockholm: the alignment reader (with and without a depth limit), the AlphaFold conversion to an
 // Msa (which must then be valid) and the conversion to A3M (which the A3M parser must accept).
-#include "data_pipeline/a3m.h"
-#include "data_pipeline/stockholm.h"
+#include "data_pipeline/formats/a3m.h"
+#include "data_pipeline/formats/stockholm.h"
 #include "fuzz_util.h"
 
 using namespace foldcore::data;

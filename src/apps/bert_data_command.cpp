@@ -1,5 +1,5 @@
 // `foldcore bert_data`: writes synthetic BERT pre-training shards in MLPerf's HDF5 format
-// (data_pipeline/bert_corpus.h): kind random for throughput runs, kind learnable for checking
+// (data_pipeline/bert/bert_corpus.h): kind random for throughput runs, kind learnable for checking
 // that training learns. Prints one JSON line with the files and the corpus statistics (mask
 // rate, IsNext rate, mean length, packing efficiency before/after).
 #include <cstdio>
@@ -10,8 +10,8 @@
 #include "core/error.h"
 
 #ifdef FOLDCORE_HAVE_DATA
-#include "data_pipeline/bert_corpus.h"
-#include "data_pipeline/bert_packing.h"
+#include "data_pipeline/bert/bert_corpus.h"
+#include "data_pipeline/bert/bert_packing.h"
 #endif
 
 namespace foldcore::apps {

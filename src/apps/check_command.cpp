@@ -11,9 +11,9 @@
 #if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_RDKIT)
 #include <zlib.h>
 
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/pdb_reader.h"
-#include "data_pipeline/structure_check.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/formats/pdb_reader.h"
+#include "data_pipeline/structure/structure_check.h"
 #endif
 
 namespace foldcore::apps {

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "dist/launch_env.h"
 #include "dist/runtime.h"
-#include "models/alphafold/model_parallel_dist.h"
+#include "models/alphafold/parallel/model_parallel_dist.h"
 
 namespace foldcore::apps {
 

@@ -1,6 +1,6 @@
 // `foldcore export_params --checkpoint RUN/checkpoint.h5 --output params_model_X.npz [--ema]`:
 // the trained weights (or their EMA) of a `foldcore train` checkpoint as an official AlphaFold2
-// parameter file (models/alphafold/af2_export.h), which predict and run_features read directly.
+// parameter file (models/alphafold/params/af2_export.h), which predict and run_features read directly.
 // The architecture comes from the checkpoint itself (its meta holds the model config).
 #include <memory>
 #include <string>
@@ -12,9 +12,9 @@
 #if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
 #include "autograd/param_store.h"
 #include "core/philox.h"
-#include "models/alphafold/af2_export.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/config_yaml.h"
+#include "models/alphafold/params/af2_export.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/model/config_yaml.h"
 #include "nn/checkpoint.h"
 #endif
 

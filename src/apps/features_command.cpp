@@ -1,6 +1,6 @@
 // `foldcore features --fasta F --msa_dir D [--template_hits H.hhr --mmcif_dir M
 //  --max_template_date YYYY-MM-DD] --output features.npz`: AlphaFold's raw monomer feature dict
-// (data_pipeline/features.h) from precomputed alignments, written as an .npz with AlphaFold's
+// (data_pipeline/features/features.h) from precomputed alignments, written as an .npz with AlphaFold's
 // key names, shapes and dtypes. The output is written atomically, after every input has been
 // read: a failure leaves no file behind. A summary (MSA depth, templates used, and why each
 // skipped template hit was skipped) goes to stdout.
@@ -12,7 +12,7 @@
 #include "core/error.h"
 
 #if defined(FOLDCORE_HAVE_DATA)
-#include "data_pipeline/features.h"
+#include "data_pipeline/features/features.h"
 #endif
 
 namespace foldcore::apps {

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "models/alphafold/config.h"
+#include "models/alphafold/model/config.h"
 
 namespace foldcore::apps {
 

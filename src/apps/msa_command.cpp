@@ -14,7 +14,7 @@
 #ifdef FOLDCORE_HAVE_DATA
 #include <chrono>
 
-#include "data_pipeline/msa_search.h"
+#include "data_pipeline/search/msa_search.h"
 #endif
 
 namespace foldcore::apps {

@@ -7,13 +7,13 @@
 //       [--result_arrays full|summary] [--template_passes auto|1|2]
 //   mpirun -np N foldcore predict … --dap N    (builds with MPI)
 //
-// --dap N: dynamic axial parallelism (models/alphafold/model_parallel.h): the N ranks run the same
+// --dap N: dynamic axial parallelism (models/alphafold/parallel/model_parallel.h): the N ranks run the same
 // prediction with the Evoformer and extra-MSA stacks' MSA and pair split over them; rank 0 writes
 // the outputs.
 //
 // Per FASTA (one protein chain; target name = file stem; output folder O/<target>, skipped when
 // it holds a `done` marker):
-//   1. raw features (data_pipeline/features.h): with --use_precomputed_msas from any subset of
+//   1. raw features (data_pipeline/features/features.h): with --use_precomputed_msas from any subset of
 //      AlphaFold's alignment files in O/<target>/msas/ (the search itself is `foldcore msa`),
 //      and/or one alignment given with --msa F.a3m (ColabFold style), otherwise single-sequence
 //      mode (the query as the only MSA row, no templates); then the preflight (memory_estimate.h)

@@ -15,14 +15,14 @@
 #include "core/log.h"
 #include "core/random.h"
 #include "core/timer.h"
-#include "data_pipeline/fasta.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/alphafold_params.h"
-#include "models/alphafold/features.h"
-#include "models/alphafold/param_table.h"
+#include "data_pipeline/formats/fasta.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/params/alphafold_params.h"
+#include "models/alphafold/model/features.h"
+#include "models/alphafold/params/param_table.h"
 
 #ifdef FOLDCORE_HAVE_YAML
-#include "models/alphafold/config_yaml.h"
+#include "models/alphafold/model/config_yaml.h"
 #endif
 
 namespace foldcore::apps {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "core/device.h"
-#include "data_pipeline/features.h"
-#include "models/alphafold/config.h"
-#include "models/alphafold/model_parallel.h"
+#include "data_pipeline/features/features.h"
+#include "models/alphafold/model/config.h"
+#include "models/alphafold/parallel/model_parallel.h"
 
 namespace foldcore::apps {
 
@@ -48,7 +48,7 @@ struct PredictOptions {
   std::string max_template_date;
   // One ColabFold-style .a3m for the single FASTA file (--msa), read with the folder's files.
   std::string msa_a3m;
-  // Model parallelism (`--dap N` under mpirun -np N; models/alphafold/model_parallel.h): every
+  // Model parallelism (`--dap N` under mpirun -np N; models/alphafold/parallel/model_parallel.h): every
   // rank runs the same prediction with the Evoformer stacks split over the group; only the rank
   // with write_outputs writes the target folder.
   af2::ModelParallel model_parallel;

@@ -1,11 +1,11 @@
 // The feature-processing step of `foldcore predict`: the raw feature dict → AlphaFold's processed
-// inference batch (data_pipeline/feature_processing.h, MSA sampling/clustering/masking per
+// inference batch (data_pipeline/features/feature_processing.h, MSA sampling/clustering/masking per
 // recycling iteration) for one model's config, written as an .npz in the features.npz layout
 // that af2::Af2Features reads.
 #include "apps/predict_command_model.h"
 #include "core/error.h"
 
-#include "data_pipeline/feature_processing.h"
+#include "data_pipeline/features/feature_processing.h"
 
 namespace foldcore::apps {
 

@@ -10,9 +10,9 @@
 
 #include "apps/png_plot.h"
 #include "core/error.h"
-#include "data_pipeline/mmcif_writer.h"
-#include "data_pipeline/pdb_writer.h"
-#include "data_pipeline/residue_constants.h"
+#include "data_pipeline/formats/mmcif_writer.h"
+#include "data_pipeline/formats/pdb_writer.h"
+#include "data_pipeline/structure/residue_constants.h"
 
 namespace foldcore::apps {
 namespace fs = std::filesystem;

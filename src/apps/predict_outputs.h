@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "data_pipeline/npy.h"
-#include "data_pipeline/structure.h"
+#include "data_pipeline/formats/npy.h"
+#include "data_pipeline/structure/structure.h"
 
 namespace foldcore::apps {
 

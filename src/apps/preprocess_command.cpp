@@ -24,8 +24,8 @@
 #include "core/log.h"
 #include "core/timer.h"
 #if defined(FOLDCORE_HAVE_DATA)
-#include "data_pipeline/feature_store.h"
-#include "data_pipeline/mmcif_parser.h"
+#include "data_pipeline/training/feature_store.h"
+#include "data_pipeline/formats/mmcif_parser.h"
 #endif
 
 namespace foldcore::apps {

@@ -10,7 +10,7 @@
 #include "core/error.h"
 
 #ifdef FOLDCORE_HAVE_DATA
-#include "models/alphafold/model_runner.h"
+#include "models/alphafold/model/model_runner.h"
 #endif
 
 namespace foldcore::apps {

@@ -1,7 +1,7 @@
 // `foldcore train --config configs/train/<name>.yaml --store S.h5 --out_dir RUN [--max_steps N]
 // [--device cpu|cuda:N] [--precision fp32|bf16] [--resume | --init_from C.h5 [--init_from_ema]]
 // [--dp A --dap B --bp C] [--parallel_evoformer]`: AlphaFold2
-// training from a feature store (models/alphafold/af2_trainer.h): metrics.jsonl and atomic
+// training from a feature store (models/alphafold/training/af2_trainer.h): metrics.jsonl and atomic
 // checkpoints in RUN, exact continuation with --resume. With A·B·C > 1 it runs as one rank of an
 // MPI job of A·B·C processes (mpirun/srun; docs/distributed.md) over a dist::ProcessGrid.
 #include <cstdio>
@@ -16,16 +16,16 @@
 #include "core/log.h"
 
 #if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
-#include "models/alphafold/af2_trainer.h"
-#include "models/alphafold/train_config.h"
+#include "models/alphafold/training/af2_trainer.h"
+#include "models/alphafold/training/train_config.h"
 #endif
 #if defined(FOLDCORE_HAVE_MPI) && defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
 #include "dist/launch_env.h"
 #include "dist/process_grid.h"
 #include "dist/runtime.h"
 #include "dist/scaled_grad_reducer.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/model_parallel_dist.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/parallel/model_parallel_dist.h"
 #endif
 
 namespace foldcore::apps {

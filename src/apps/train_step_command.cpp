@@ -2,10 +2,10 @@
 // --losses losses.json [--device cpu]`: one AlphaFold2 training forward over every recycling
 // iteration of a training batch (features + labels, recycling axis last; the loss reads the last
 // slice), every loss term, and the gradient of `loss` for every parameter under the official
-// AlphaFold2 key names and layout (models/alphafold/train_step.h). Both files are written under
+// AlphaFold2 key names and layout (models/alphafold/training/train_step.h). Both files are written under
 // temporary names and renamed, so a failure leaves neither behind.
 // `mpirun -np N foldcore train_step … --dap N` (builds with MPI): the same step with the Evoformer
-// stacks split over N ranks (models/alphafold/model_parallel.h); rank 0 writes the files.
+// stacks split over N ranks (models/alphafold/parallel/model_parallel.h); rank 0 writes the files.
 #include <memory>
 #include <string>
 
@@ -15,7 +15,7 @@
 #include "core/log.h"
 
 #ifdef FOLDCORE_HAVE_DATA
-#include "models/alphafold/train_step.h"
+#include "models/alphafold/training/train_step.h"
 #endif
 #if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_MPI)
 #include <cstdio>

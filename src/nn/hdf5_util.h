@@ -1,5 +1,5 @@
 // HDF5 C API plumbing shared by the HDF5 readers and writers (nn/checkpoint_hdf5.cpp,
-// data_pipeline/bert_data_hdf5.cpp): an RAII handle, a guard that silences HDF5's own error
+// data_pipeline/bert/bert_data_hdf5.cpp): an RAII handle, a guard that silences HDF5's own error
 // printing, and access to HDF5's error stack so callers can fold it into their Error messages.
 // Includes <hdf5.h>: include this only from *_hdf5.cpp files (compiled only when HDF5 is found).
 #pragma once

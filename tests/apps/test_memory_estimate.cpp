@@ -21,8 +21,8 @@
 #include "autograd/param_store.h"
 #include "core/allocator.h"
 #include "core/random.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/synthetic_target.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/model/synthetic_target.h"
 
 namespace foldcore::apps {
 namespace {

@@ -21,9 +21,9 @@
 #include "apps/png_plot.h"
 #include "apps/predict_outputs.h"
 #include "apps_test_util.h"
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/npy.h"
-#include "data_pipeline/pdb_reader.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/formats/npy.h"
+#include "data_pipeline/formats/pdb_reader.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 // `mpirun -np N foldcore predict --dap N` (DAP over N ranks, rank 0 writes) gives the same
 // structure and confidences as one process: the tiny preset with random parameters on a
 // 37-residue chain (not divisible by 2 or 4: the padding path), 1 recycle. PDB and confidence JSON
-// files compare byte for byte (models/alphafold/model_parallel.h: the DAP forward computes the
+// files compare byte for byte (models/alphafold/parallel/model_parallel.h: the DAP forward computes the
 // same sums; tests/dist/test_af2_model_parallel_mpi.cpp checks the arrays). Also: a wrong process
 // count, and a build without MPI, are clear errors.
 #include <gtest/gtest.h>

@@ -14,7 +14,7 @@
 
 #include "apps/memory_estimate.h"
 #include "apps_test_util.h"
-#include "data_pipeline/pdb_reader.h"
+#include "data_pipeline/formats/pdb_reader.h"
 
 namespace fs = std::filesystem;
 

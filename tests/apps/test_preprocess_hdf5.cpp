@@ -10,8 +10,8 @@
 #include <sstream>
 #include <string>
 
-#include "data_pipeline/feature_store.h"
-#include "data_pipeline/mmcif_parser.h"
+#include "data_pipeline/training/feature_store.h"
+#include "data_pipeline/formats/mmcif_parser.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "apps/serve/http_api.h"
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/pdb_reader.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/formats/pdb_reader.h"
 #include "serve_test_util.h"
 
 namespace foldcore::serve_test {

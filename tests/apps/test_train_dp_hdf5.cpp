@@ -235,7 +235,7 @@ TEST_F(TrainDp, FourRanksEqualOneProcess) {
   std::printf("dp 4 vs 1 process: max relative difference %.3g\n", worst);
 }
 
-// DAP and BP inside the model (models/alphafold/evoformer_parallel.cpp) under the trainer: the
+// DAP and BP inside the model (models/alphafold/parallel/evoformer_parallel.cpp) under the trainer: the
 // same per-step metrics as one process within 1e-4 relative (the criterion; the split
 // stacks' gradients are sums of per-rank partial sums, so they differ from one process by fp32
 // summation order only), dropout on (the tiny preset's: DAP and BP draw one process's masks).

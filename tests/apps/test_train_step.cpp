@@ -7,7 +7,7 @@
 #include <string>
 
 #include "apps_test_util.h"
-#include "data_pipeline/npy.h"
+#include "data_pipeline/formats/npy.h"
 #include "models/af2_train_compare.h"
 
 namespace foldcore {

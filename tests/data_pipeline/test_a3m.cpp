@@ -6,10 +6,10 @@
 
 #include <filesystem>
 
-#include "data_pipeline/a3m.h"
-#include "data_pipeline/msa.h"
-#include "data_pipeline/npy.h"
-#include "data_pipeline/stockholm.h"
+#include "data_pipeline/formats/a3m.h"
+#include "data_pipeline/formats/msa.h"
+#include "data_pipeline/formats/npy.h"
+#include "data_pipeline/formats/stockholm.h"
 #include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 

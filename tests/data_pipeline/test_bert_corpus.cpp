@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "data_pipeline/bert_corpus.h"
+#include "data_pipeline/bert/bert_corpus.h"
 
 namespace foldcore::data {
 namespace {

@@ -8,8 +8,8 @@
 #include <functional>
 #include <set>
 
-#include "data_pipeline/bert_corpus.h"
-#include "data_pipeline/bert_data.h"
+#include "data_pipeline/bert/bert_corpus.h"
+#include "data_pipeline/bert/bert_data.h"
 
 namespace foldcore::data {
 namespace {

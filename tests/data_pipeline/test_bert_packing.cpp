@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "data_pipeline/bert_corpus.h"
-#include "data_pipeline/bert_packing.h"
+#include "data_pipeline/bert/bert_corpus.h"
+#include "data_pipeline/bert/bert_packing.h"
 
 namespace foldcore::data {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "data_pipeline/fasta.h"
+#include "data_pipeline/formats/fasta.h"
 #include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 

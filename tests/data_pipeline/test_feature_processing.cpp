@@ -13,8 +13,8 @@
 #include <numbers>
 #include <set>
 
-#include "data_pipeline/feature_processing.h"
-#include "data_pipeline/residue_constants.h"
+#include "data_pipeline/features/feature_processing.h"
+#include "data_pipeline/structure/residue_constants.h"
 #include "test_util.h"
 
 namespace foldcore::data {

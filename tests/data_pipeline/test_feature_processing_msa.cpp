@@ -7,7 +7,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "data_pipeline/feature_processing_msa.h"
+#include "data_pipeline/features/feature_processing_msa.h"
 
 namespace foldcore::data::msa_tf {
 namespace {

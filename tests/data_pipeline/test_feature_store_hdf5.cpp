@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "data_pipeline/data_test_util.h"
-#include "data_pipeline/feature_store.h"
+#include "data_pipeline/training/feature_store.h"
 #include "training_chain_test_util.h"
 
 namespace fs = std::filesystem;

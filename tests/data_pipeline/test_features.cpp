@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data_pipeline/a3m.h"
-#include "data_pipeline/features.h"
-#include "data_pipeline/npy.h"
+#include "data_pipeline/formats/a3m.h"
+#include "data_pipeline/features/features.h"
+#include "data_pipeline/formats/npy.h"
 #include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "data_pipeline/npy.h"
+#include "data_pipeline/formats/npy.h"
 #include "test_util.h"
 
 namespace foldcore::data {

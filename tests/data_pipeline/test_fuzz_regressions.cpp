@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "data_pipeline/fasta.h"
-#include "data_pipeline/hhr.h"
-#include "data_pipeline/npy.h"
+#include "data_pipeline/formats/fasta.h"
+#include "data_pipeline/formats/hhr.h"
+#include "data_pipeline/formats/npy.h"
 #include "test_util.h"
 
 namespace foldcore::data {

@@ -10,9 +10,9 @@
 #include <numbers>
 #include <random>
 
-#include "data_pipeline/geometry.h"
-#include "data_pipeline/npy.h"
-#include "data_pipeline/residue_constants.h"
+#include "data_pipeline/structure/geometry.h"
+#include "data_pipeline/formats/npy.h"
+#include "data_pipeline/structure/residue_constants.h"
 #include "test_util.h"
 
 namespace foldcore::data::geom {

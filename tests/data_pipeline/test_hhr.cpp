@@ -1,7 +1,7 @@
 // HHR parsing (AlphaFold parse_hhr / TemplateHit semantics) on real hhsearch output.
 #include <gtest/gtest.h>
 
-#include "data_pipeline/hhr.h"
+#include "data_pipeline/formats/hhr.h"
 #include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 

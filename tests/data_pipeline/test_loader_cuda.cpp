@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "core/pinned_memory.h"
-#include "data_pipeline/loader.h"
+#include "data_pipeline/training/loader.h"
 #include "test_util.h"
 #include "training_chain_test_util.h"
 

@@ -13,7 +13,7 @@
 #include "core/philox.h"
 #include "core/timer.h"
 #include "data_pipeline/data_test_util.h"
-#include "data_pipeline/loader.h"
+#include "data_pipeline/training/loader.h"
 #include "feature_store_test_util.h"
 #include "training_chain_test_util.h"
 

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "data_pipeline/cif_tokenizer.h"
-#include "data_pipeline/mmcif_parser.h"
+#include "data_pipeline/formats/cif_tokenizer.h"
+#include "data_pipeline/formats/mmcif_parser.h"
 #include "test_util.h"
 
 namespace foldcore::data {

@@ -8,8 +8,8 @@
 #include <functional>
 
 #include "core/error.h"
-#include "data_pipeline/msa_search.h"
-#include "data_pipeline/text_reader.h"
+#include "data_pipeline/search/msa_search.h"
+#include "data_pipeline/formats/text_reader.h"
 #include "test_search_databases.h"
 #include "data_pipeline/data_test_util.h"
 

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data_pipeline/npy.h"
-#include "data_pipeline/text_reader.h"
+#include "data_pipeline/formats/npy.h"
+#include "data_pipeline/formats/text_reader.h"
 #include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 

@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "data_pipeline/cif_tokenizer.h"
-#include "data_pipeline/pdb_reader.h"
+#include "data_pipeline/formats/cif_tokenizer.h"
+#include "data_pipeline/formats/pdb_reader.h"
 #include "test_util.h"
 
 namespace foldcore::data {

@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "data_pipeline/residue_constants.h"
+#include "data_pipeline/structure/residue_constants.h"
 
 namespace rc = foldcore::data::rc;
 

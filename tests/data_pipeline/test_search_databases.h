@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "data_pipeline/a3m.h"
-#include "data_pipeline/fasta.h"
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/stockholm.h"
-#include "data_pipeline/structure.h"
-#include "data_pipeline/subprocess.h"
-#include "data_pipeline/tool_runners.h"
+#include "data_pipeline/formats/a3m.h"
+#include "data_pipeline/formats/fasta.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/formats/stockholm.h"
+#include "data_pipeline/structure/structure.h"
+#include "data_pipeline/search/subprocess.h"
+#include "data_pipeline/search/tool_runners.h"
 #include "test_util.h"
 
 namespace foldcore::data::search_test {

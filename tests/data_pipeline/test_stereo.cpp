@@ -11,8 +11,8 @@
 #include <tuple>
 #include <vector>
 
-#include "data_pipeline/residue_constants.h"
-#include "data_pipeline/stereo_chemistry.h"
+#include "data_pipeline/structure/residue_constants.h"
+#include "data_pipeline/structure/stereo_chemistry.h"
 #include "test_util.h"
 
 namespace rc = foldcore::data::rc;

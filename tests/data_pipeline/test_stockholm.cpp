@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "data_pipeline/a3m.h"
-#include "data_pipeline/stockholm.h"
+#include "data_pipeline/formats/a3m.h"
+#include "data_pipeline/formats/stockholm.h"
 #include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 

@@ -8,11 +8,11 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "data_pipeline/cif_tokenizer.h"
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/mmcif_writer.h"
-#include "data_pipeline/pdb_reader.h"
-#include "data_pipeline/pdb_writer.h"
+#include "data_pipeline/formats/cif_tokenizer.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/formats/mmcif_writer.h"
+#include "data_pipeline/formats/pdb_reader.h"
+#include "data_pipeline/formats/pdb_writer.h"
 #include "test_util.h"
 
 namespace foldcore::data {

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/pdb_reader.h"
-#include "data_pipeline/structure_check.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/formats/pdb_reader.h"
+#include "data_pipeline/structure/structure_check.h"
 #include "test_util.h"
 
 using namespace foldcore::data;

@@ -8,8 +8,8 @@
 #include <functional>
 
 #include "core/error.h"
-#include "data_pipeline/subprocess.h"
-#include "data_pipeline/text_reader.h"
+#include "data_pipeline/search/subprocess.h"
+#include "data_pipeline/formats/text_reader.h"
 #include "data_pipeline/data_test_util.h"
 
 namespace foldcore::data {

@@ -6,12 +6,12 @@
 #include <cmath>
 #include <filesystem>
 
-#include "data_pipeline/features.h"
-#include "data_pipeline/fasta.h"
-#include "data_pipeline/hhr.h"
-#include "data_pipeline/kalign_align.h"
-#include "data_pipeline/npy.h"
-#include "data_pipeline/templates.h"
+#include "data_pipeline/features/features.h"
+#include "data_pipeline/formats/fasta.h"
+#include "data_pipeline/formats/hhr.h"
+#include "data_pipeline/search/kalign_align.h"
+#include "data_pipeline/formats/npy.h"
+#include "data_pipeline/features/templates.h"
 #include "data_pipeline/data_test_util.h"
 #include "test_util.h"
 

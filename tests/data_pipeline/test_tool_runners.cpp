@@ -9,11 +9,11 @@
 #include <map>
 
 #include "core/error.h"
-#include "data_pipeline/a3m.h"
-#include "data_pipeline/stockholm.h"
-#include "data_pipeline/subprocess.h"
-#include "data_pipeline/text_reader.h"
-#include "data_pipeline/tool_runners.h"
+#include "data_pipeline/formats/a3m.h"
+#include "data_pipeline/formats/stockholm.h"
+#include "data_pipeline/search/subprocess.h"
+#include "data_pipeline/formats/text_reader.h"
+#include "data_pipeline/search/tool_runners.h"
 #include "test_search_databases.h"
 #include "data_pipeline/data_test_util.h"
 

@@ -10,12 +10,12 @@
 #include <set>
 #include <unordered_set>
 
-#include "data_pipeline/a3m.h"
+#include "data_pipeline/formats/a3m.h"
 #include "data_pipeline/data_test_util.h"
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/residue_constants.h"
-#include "data_pipeline/stockholm.h"
-#include "data_pipeline/training_chain.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/structure/residue_constants.h"
+#include "data_pipeline/formats/stockholm.h"
+#include "data_pipeline/training/training_chain.h"
 #include "test_util.h"
 
 namespace foldcore::data {

@@ -9,12 +9,12 @@
 #include <numbers>
 
 #include "data_pipeline/data_test_util.h"
-#include "data_pipeline/geometry.h"
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/residue_constants.h"
-#include "data_pipeline/training_chain.h"
-#include "data_pipeline/training_labels.h"
-#include "models/alphafold/all_atom.h"
+#include "data_pipeline/structure/geometry.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/structure/residue_constants.h"
+#include "data_pipeline/training/training_chain.h"
+#include "data_pipeline/training/training_labels.h"
+#include "models/alphafold/structure/all_atom.h"
 #include "test_util.h"
 
 namespace foldcore::data {

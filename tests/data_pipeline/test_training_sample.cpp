@@ -15,11 +15,11 @@
 
 #include "core/philox.h"
 #include "data_pipeline/data_test_util.h"
-#include "data_pipeline/feature_processing.h"
-#include "data_pipeline/mmcif_parser.h"
-#include "data_pipeline/residue_constants.h"
-#include "data_pipeline/training_labels.h"
-#include "data_pipeline/training_sample.h"
+#include "data_pipeline/features/feature_processing.h"
+#include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/structure/residue_constants.h"
+#include "data_pipeline/training/training_labels.h"
+#include "data_pipeline/training/training_sample.h"
 #include "test_util.h"
 
 namespace foldcore::data {

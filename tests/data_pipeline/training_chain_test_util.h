@@ -6,9 +6,9 @@
 #include <string>
 
 #include "core/philox.h"
-#include "data_pipeline/msa.h"
-#include "data_pipeline/residue_constants.h"
-#include "data_pipeline/training_chain.h"
+#include "data_pipeline/formats/msa.h"
+#include "data_pipeline/structure/residue_constants.h"
+#include "data_pipeline/training/training_chain.h"
 
 namespace foldcore::data {
 

@@ -15,9 +15,9 @@
 #include "autograd/param_store.h"
 #include "core/random.h"
 #include "dist_test_util.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/config.h"
-#include "models/alphafold/synthetic_target.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/model/config.h"
+#include "models/alphafold/model/synthetic_target.h"
 #include "test_util.h"
 
 namespace foldcore::af2::parallel_test {

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "data_pipeline/bert_corpus.h"
+#include "data_pipeline/bert/bert_corpus.h"
 
 namespace foldcore::testing {
 

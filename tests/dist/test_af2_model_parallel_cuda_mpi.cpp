@@ -26,13 +26,13 @@
 
 #include "autograd/param_store.h"
 #include "core/random.h"
-#include "data_pipeline/npy.h"
+#include "data_pipeline/formats/npy.h"
 #include "af2_parallel_test_util.h"
 #include "dist_test_util.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/model_parallel_dist.h"
-#include "models/alphafold/synthetic_target.h"
-#include "models/alphafold/train_step.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/parallel/model_parallel_dist.h"
+#include "models/alphafold/model/synthetic_target.h"
+#include "models/alphafold/training/train_step.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

@@ -1,4 +1,4 @@
-// Model parallelism of the AlphaFold2 model (models/alphafold/model_parallel.h) under mpirun -np 2
+// Model parallelism of the AlphaFold2 model (models/alphafold/parallel/model_parallel.h) under mpirun -np 2
 // and 4, on the tiny preset (configs/model/tiny.yaml) with seeded random weights. Every rank also
 // runs the same model in one process (DAP-1 / BP-1) and checks the parallel run against it:
 //   DAP-P (P = 2, and 4 with 4 ranks; with 4 ranks DAP-2 runs as two groups of two): inference
@@ -34,15 +34,15 @@
 #include "autograd/engine.h"
 #include "autograd/param_store.h"
 #include "core/random.h"
-#include "data_pipeline/npy.h"
+#include "data_pipeline/formats/npy.h"
 #include "af2_parallel_test_util.h"
 #include "dist_test_util.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/alphafold_trunk.h"
-#include "models/alphafold/evoformer.h"
-#include "models/alphafold/model_parallel_dist.h"
-#include "models/alphafold/synthetic_target.h"
-#include "models/alphafold/train_step.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/model/alphafold_trunk.h"
+#include "models/alphafold/evoformer/evoformer.h"
+#include "models/alphafold/parallel/model_parallel_dist.h"
+#include "models/alphafold/model/synthetic_target.h"
+#include "models/alphafold/training/train_step.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

@@ -8,9 +8,9 @@
 
 #include "autograd/grad_mode.h"
 #include "core/allocator.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/confidence.h"
-#include "models/alphafold/heads.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/heads/confidence.h"
+#include "models/alphafold/heads/heads.h"
 #include "models/af2_test_util.h"
 #include "test_util.h"
 

@@ -10,10 +10,10 @@
 #include <string>
 
 #include "core/json_text.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/all_atom.h"
-#include "models/alphafold/losses_total.h"
-#include "models/alphafold/rigid.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/structure/all_atom.h"
+#include "models/alphafold/losses/losses_total.h"
+#include "models/alphafold/structure/rigid.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "core/device.h"
-#include "data_pipeline/residue_constants.h"
-#include "models/alphafold/model_runner.h"
+#include "data_pipeline/structure/residue_constants.h"
+#include "models/alphafold/model/model_runner.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

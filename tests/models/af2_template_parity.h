@@ -9,8 +9,8 @@
 
 #include "autograd/grad_mode.h"
 #include "models/af2_test_util.h"
-#include "models/alphafold/embedders.h"
-#include "models/alphafold/template.h"
+#include "models/alphafold/evoformer/embedders.h"
+#include "models/alphafold/evoformer/template.h"
 #include "test_util.h"
 
 namespace foldcore::af2::template_test {

@@ -8,8 +8,8 @@
 
 #include "autograd/param_store.h"
 #include "core/random.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/template.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/evoformer/template.h"
 #include "nn/module.h"
 #include "test_util.h"
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "data_pipeline/npy.h"
+#include "data_pipeline/formats/npy.h"
 #include "test_util.h"
 
 namespace foldcore::af2::train_compare {

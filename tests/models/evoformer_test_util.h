@@ -2,7 +2,7 @@
 // finite-difference checks run in well under a second.
 #pragma once
 
-#include "models/alphafold/config.h"
+#include "models/alphafold/model/config.h"
 
 namespace foldcore::af2 {
 

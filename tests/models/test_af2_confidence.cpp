@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/random.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/confidence.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/heads/confidence.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/alphafold/config_yaml.h"
+#include "models/alphafold/model/config_yaml.h"
 
 namespace foldcore::af2 {
 namespace {

@@ -10,9 +10,9 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/random.h"
-#include "data_pipeline/npy.h"
-#include "data_pipeline/residue_constants.h"
-#include "models/alphafold/embedders.h"
+#include "data_pipeline/formats/npy.h"
+#include "data_pipeline/structure/residue_constants.h"
+#include "models/alphafold/evoformer/embedders.h"
 #include "models/af2_test_util.h"
 #include "test_util.h"
 

@@ -13,10 +13,10 @@
 
 #include "autograd/param_store.h"
 #include "core/philox.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/af2_export.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/alphafold_params.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/params/af2_export.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/params/alphafold_params.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

@@ -5,8 +5,8 @@
 
 #include "autograd/grad_mode.h"
 #include "models/af2_heads_test_util.h"
-#include "models/alphafold/confidence.h"
-#include "models/alphafold/heads.h"
+#include "models/alphafold/heads/confidence.h"
+#include "models/alphafold/heads/heads.h"
 
 namespace foldcore::af2 {
 namespace {

@@ -8,13 +8,13 @@
 
 #include "af2_loss_grad_check.h"
 #include "core/random.h"
-#include "data_pipeline/residue_constants.h"
-#include "models/alphafold/all_atom.h"
-#include "models/alphafold/losses_fape.h"
-#include "models/alphafold/losses_heads.h"
-#include "models/alphafold/losses_torsion.h"
-#include "models/alphafold/losses_violation.h"
-#include "models/alphafold/rigid.h"
+#include "data_pipeline/structure/residue_constants.h"
+#include "models/alphafold/structure/all_atom.h"
+#include "models/alphafold/losses/losses_fape.h"
+#include "models/alphafold/losses/losses_heads.h"
+#include "models/alphafold/losses/losses_torsion.h"
+#include "models/alphafold/losses/losses_violation.h"
+#include "models/alphafold/structure/rigid.h"
 
 namespace foldcore::af2 {
 namespace {

@@ -23,9 +23,9 @@
 #include "autograd/param_store.h"
 #include "core/allocator.h"
 #include "core/random.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/synthetic_target.h"
-#include "models/alphafold/template.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/model/synthetic_target.h"
+#include "models/alphafold/evoformer/template.h"
 #include "models/af2_test_util.h"
 
 namespace foldcore::af2 {

@@ -17,14 +17,14 @@
 
 #include "autograd/param_store.h"
 #include "core/random.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/config.h"
-#include "models/alphafold/model_runner.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/model/config.h"
+#include "models/alphafold/model/model_runner.h"
 #include "test_util.h"
 
 #ifdef FOLDCORE_HAVE_YAML
-#include "models/alphafold/config_yaml.h"
+#include "models/alphafold/model/config_yaml.h"
 #endif
 
 namespace foldcore::af2 {

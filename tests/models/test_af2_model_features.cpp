@@ -7,8 +7,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/features.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/model/features.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/alphafold_params.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/params/alphafold_params.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

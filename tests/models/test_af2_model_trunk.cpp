@@ -16,9 +16,9 @@
 #include "autograd/grad_mode.h"
 #include "autograd/param_store.h"
 #include "core/random.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/alphafold_trunk.h"
-#include "models/alphafold/alphafold_params.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/model/alphafold_trunk.h"
+#include "models/alphafold/params/alphafold_params.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

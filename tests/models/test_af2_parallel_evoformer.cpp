@@ -12,9 +12,9 @@
 
 #include "autograd/autograd.h"
 #include "core/random.h"
-#include "models/alphafold/config_yaml.h"
-#include "models/alphafold/evoformer.h"
-#include "models/alphafold/evoformer_util.h"
+#include "models/alphafold/model/config_yaml.h"
+#include "models/alphafold/evoformer/evoformer.h"
+#include "models/alphafold/evoformer/evoformer_util.h"
 #include "evoformer_test_util.h"
 #include "test_util.h"
 #include "../autograd/grad_check.h"

@@ -2,8 +2,8 @@
 // 2 Evoformer blocks) through the key table, and every error the loader promises.
 #include <gtest/gtest.h>
 
-#include "data_pipeline/npy.h"
-#include "models/alphafold/param_table.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/params/param_table.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

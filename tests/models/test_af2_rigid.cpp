@@ -1,4 +1,4 @@
-// Rigid/quaternion geometry (models/alphafold/rigid.h) against naive double-precision math.
+// Rigid/quaternion geometry (models/alphafold/structure/rigid.h) against naive double-precision math.
 // Tolerance: everything is fp32 with O(1) values and a handful of flops per element, so 1e-5
 // absolute (≈ 100 ulp at 1.0) is ample and still catches any sign/index mistake (errors O(0.1–1)).
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "core/random.h"
-#include "data_pipeline/residue_constants.h"
-#include "models/alphafold/rigid.h"
+#include "data_pipeline/structure/residue_constants.h"
+#include "models/alphafold/structure/rigid.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

@@ -17,9 +17,9 @@
 
 #include "af2_test_util.h"
 #include "core/random.h"
-#include "models/alphafold/rigid.h"
-#include "models/alphafold/structure_geometry.h"
-#include "models/alphafold/structure_module.h"
+#include "models/alphafold/structure/rigid.h"
+#include "models/alphafold/structure/structure_geometry.h"
+#include "models/alphafold/structure/structure_module.h"
 
 namespace foldcore::af2 {
 namespace {

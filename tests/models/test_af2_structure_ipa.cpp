@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "core/random.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/ipa.h"
-#include "models/alphafold/rigid.h"
-#include "models/alphafold/structure_module_ops.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/structure/ipa.h"
+#include "models/alphafold/structure/rigid.h"
+#include "models/alphafold/structure/structure_module_ops.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

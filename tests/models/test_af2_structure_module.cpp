@@ -9,10 +9,10 @@
 #include <map>
 
 #include "core/random.h"
-#include "data_pipeline/npy.h"
-#include "data_pipeline/residue_constants.h"
-#include "models/alphafold/all_atom.h"
-#include "models/alphafold/structure_module.h"
+#include "data_pipeline/formats/npy.h"
+#include "data_pipeline/structure/residue_constants.h"
+#include "models/alphafold/structure/all_atom.h"
+#include "models/alphafold/structure/structure_module.h"
 #include "test_util.h"
 
 namespace foldcore::af2 {

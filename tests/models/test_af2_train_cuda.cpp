@@ -27,7 +27,7 @@
 #include <string>
 
 #include "af2_train_compare.h"
-#include "models/alphafold/train_step.h"
+#include "models/alphafold/training/train_step.h"
 
 namespace foldcore::af2 {
 namespace {

@@ -53,12 +53,12 @@
 #include "autograd/param_store.h"
 #include "core/allocator.h"
 #include "core/philox.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/af2_export.h"
-#include "models/alphafold/alphafold.h"
-#include "models/alphafold/alphafold_params.h"
-#include "models/alphafold/features.h"
-#include "models/alphafold/train_step.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/params/af2_export.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/params/alphafold_params.h"
+#include "models/alphafold/model/features.h"
+#include "models/alphafold/training/train_step.h"
 
 namespace foldcore::af2 {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "af2_train_compare.h"
 #include "core/error.h"
-#include "models/alphafold/train_step.h"
+#include "models/alphafold/training/train_step.h"
 
 namespace foldcore::af2 {
 namespace {

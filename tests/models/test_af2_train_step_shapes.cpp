@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "af2_train_compare.h"
-#include "data_pipeline/npy.h"
-#include "models/alphafold/train_step.h"
+#include "data_pipeline/formats/npy.h"
+#include "models/alphafold/training/train_step.h"
 
 namespace foldcore::af2 {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "models/alphafold/af2_trainer.h"
+#include "models/alphafold/training/af2_trainer.h"
 
 namespace foldcore::af2 {
 namespace {

@@ -20,8 +20,8 @@
 #include "autograd/autograd.h"
 #include "core/allocator.h"
 #include "kernels/elementwise.h"
-#include "models/alphafold/config.h"
-#include "models/alphafold/triangle_multiplication.h"
+#include "models/alphafold/model/config.h"
+#include "models/alphafold/evoformer/triangle_multiplication.h"
 #include "af2_test_util.h"
 
 namespace foldcore::af2 {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "data_pipeline/bert_corpus.h"
+#include "data_pipeline/bert/bert_corpus.h"
 #include "models/bert/bert_trainer.h"
 #include "test_util.h"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/alphafold/structure_metrics.h"
+#include "models/alphafold/training/structure_metrics.h"
 
 namespace foldcore::af2 {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "apps/predict_command_model.h"
 #include "apps/serve/job_store.h"
-#include "data_pipeline/msa_search.h"
+#include "data_pipeline/search/msa_search.h"
 
 namespace foldcore::apps::serve {
 

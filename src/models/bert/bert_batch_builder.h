@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "data_pipeline/bert_batch.h"
+#include "data_pipeline/bert/bert_batch.h"
 
 namespace foldcore::bert {
 

@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "data_pipeline/bert_batch.h"
+#include "data_pipeline/bert/bert_batch.h"
 #include "models/bert/bert_config.h"
 #include "nn/transformer.h"
 

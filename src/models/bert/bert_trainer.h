@@ -12,7 +12,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
-#include "data_pipeline/bert_batch.h"
+#include "data_pipeline/bert/bert_batch.h"
 #include "kernels/optim.h"
 #include "models/bert/bert_config.h"
 
@@ -31,7 +31,7 @@ class BertBatchSource {
 };
 
 // MLPerf HDF5 shards (a directory, glob or file) through data::BertLoader, epoch after epoch;
-// `packing`: each batch's sequences are packed into rows (data_pipeline/bert_packing.h).
+// `packing`: each batch's sequences are packed into rows (data_pipeline/bert/bert_packing.h).
 std::unique_ptr<BertBatchSource> open_bert_shards(const std::string& spec, int64_t batch_size, uint64_t seed,
                                                   bool packing = false);
 // The whole eval set (or its first max_samples rows; 0 = all), in file order, in batches.

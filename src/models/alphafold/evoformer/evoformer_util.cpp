@@ -1,0 +1,193 @@
+#include "models/alphafold/evoformer/evoformer_util.h"
+
+#include <algorithm>
+
+#include "autograd/grad_mode.h"
+#include "kernels/elementwise.h"
+
+namespace foldcore::af2 {
+
+Tensor module_param(const nn::Module& m, const std::string& suffix) {
+  const std::string want = m.path().empty() ? suffix : m.path() + "/" + suffix;
+  for (const auto& [name, v] : m.named_parameters())
+    if (name == want) return v.value();
+  FC_THROW("module '", m.path(), "' has no parameter '", want, "'");
+}
+
+void require_finalized(const autograd::ParamStore* params, const std::string& module_path) {
+  FC_CHECK(params != nullptr && params->finalized(), "add_af2_params on '", module_path,
+           "': finalize() the ParamStore first (the table binds views of its flat buffer)");
+}
+
+void add_linear_af2_params(const nn::Linear& l, Af2ParamTable& t, const std::string& key, int64_t idx) {
+  t.add(key + "//weights", l.weight().value(), idx);
+  if (l.bias().defined()) t.add(key + "//bias", l.bias().value(), idx);
+}
+
+void add_layer_norm_af2_params(const nn::LayerNorm& ln, Af2ParamTable& t, const std::string& key, int64_t idx) {
+  t.add(key + "//scale", ln.scale().value(), idx);
+  t.add(key + "//offset", ln.offset().value(), idx);
+}
+
+void add_attention_af2_params(const nn::Attention& a, Af2ParamTable& t, const std::string& key, int64_t idx) {
+  t.add(key + "//query_w", module_param(a, "q/weight"), idx);
+  t.add(key + "//key_w", module_param(a, "k/weight"), idx);
+  t.add(key + "//value_w", module_param(a, "v/weight"), idx);
+  if (a.options().gating) {
+    t.add(key + "//gating_w", module_param(a, "gate/weight"), idx);
+    t.add(key + "//gating_b", module_param(a, "gate/bias"), idx);
+  }
+  t.add(key + "//output_w", a.output().weight().value(), idx);
+  t.add(key + "//output_b", a.output().bias().value(), idx);
+}
+
+void add_global_attention_af2_params(const nn::GlobalAttention& a, Af2ParamTable& t, const std::string& key,
+                                     int64_t idx) {
+  t.add(key + "//query_w", module_param(a, "q/weight"), idx);
+  t.add(key + "//key_w", module_param(a, "k/weight"), idx);
+  t.add(key + "//value_w", module_param(a, "v/weight"), idx);
+  t.add(key + "//gating_w", module_param(a, "gate/weight"), idx);
+  t.add(key + "//gating_b", module_param(a, "gate/bias"), idx);
+  t.add(key + "//output_w", module_param(a, "output/weight"), idx);
+  t.add(key + "//output_b", module_param(a, "output/bias"), idx);
+}
+
+void add_transition_af2_params(const nn::Transition& tr, Af2ParamTable& t, const std::string& key, int64_t idx) {
+  t.add(key + "/input_layer_norm//scale", module_param(tr, "input_layer_norm/scale"), idx);
+  t.add(key + "/input_layer_norm//offset", module_param(tr, "input_layer_norm/offset"), idx);
+  for (const char* l : {"transition1", "transition2"}) {
+    t.add(key + "/" + l + "//weights", module_param(tr, std::string(l) + "/weight"), idx);
+    t.add(key + "/" + l + "//bias", module_param(tr, std::string(l) + "/bias"), idx);
+  }
+}
+
+Tensor mask_bias(const Tensor& mask) {
+  FC_CHECK(mask.defined(), "mask_bias: undefined mask");
+  const Tensor m = mask.to(DType::f32).contiguous();
+  Tensor out = Tensor::empty(m.shape(), DType::f32, m.device());
+  // 1e9·m − 1e9·1: exactly 0 for m = 1 and −1e9 for m = 0, as AlphaFold's 1e9·(m − 1).
+  const Tensor one = Tensor::full({1}, 1.0, DType::f32, m.device());
+  ops::axpby(1e9f, m, -1e9f, one, out);
+  return out;
+}
+
+void add_into(const Tensor& dst, const Tensor& y) {
+  FC_CHECK(dst.shape() == y.shape() && dst.device() == y.device(), "add_into: stream slice ", dst.shape().str(),
+           " vs update ", y.shape().str());
+  if (dst.dtype() == y.dtype() && dst.is_contiguous()) {
+    ops::add(dst, y, dst);  // y may be strided; out aliases a (each element read before written)
+    return;
+  }
+  Tensor acc = Tensor::empty(dst.shape(), DType::f32, dst.device());
+  acc.copy_(dst);
+  ops::add(acc, y.to(DType::f32), acc);
+  copy_tensor(dst, acc);
+}
+
+Variable stream_residual(const Variable& x, const Variable& update, const autograd::DropoutSpec& d, bool in_place) {
+  if (!autograd::grad_enabled() && x.dtype() != DType::f32 && update.dtype() != x.dtype()) {
+    FC_CHECK(d.p == 0.f || d.gen == nullptr, "residual add: dropout on a ", dtype_name(x.dtype()), " stream");
+    Variable out = x;
+    add_into(own_stream(out, in_place), update.value());
+    return out;
+  }
+  return autograd::bias_dropout_residual(update, Variable(), x, d, in_place && !autograd::grad_enabled());
+}
+
+Tensor own_stream(Variable& v, bool own) {
+  const Tensor& t = v.value();
+  if (own && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
+      t.nbytes() == t.storage()->bytes())
+    return t;
+  Tensor copy = Tensor::empty(t.shape(), t.dtype(), t.device());
+  copy.copy_(t);
+  v = Variable(copy);
+  return copy;
+}
+
+Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int64_t, int64_t)>& f, int out_axis,
+                     const Tensor& into) {
+  FC_CHECK(!into.defined() || !autograd::grad_enabled(), "run_chunked: accumulating into a stream needs no-grad mode");
+  if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) {
+    const Variable y = f(0, n);
+    if (!into.defined()) return y;
+    add_into(into, y.value());
+    return Variable(into);
+  }
+  if (into.defined()) {
+    FC_CHECK(into.size(out_axis) == n, "run_chunked: stream ", into.shape().str(), " for ", n, " along axis ",
+             out_axis);
+    for (int64_t s = 0; s < n; s += chunk) {
+      const int64_t len = std::min(chunk, n - s);
+      add_into(into.narrow(out_axis, s, len), f(s, len).value());
+    }
+    return Variable(into);
+  }
+  Tensor out;
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t len = std::min(chunk, n - s);
+    const Variable y = f(s, len);
+    FC_CHECK(y.size(out_axis) == len, "run_chunked: a chunk of ", len, " gave ", y.shape().str(), " (axis ",
+             out_axis, ")");
+    if (!out.defined()) {
+      Shape shape = y.shape();
+      shape[normalize_axis(out_axis, y.dim())] = n;
+      out = Tensor::empty(shape, y.dtype(), y.device());
+    }
+    out.narrow(out_axis, s, len).copy_(y.value());
+  }
+  return Variable(out);
+}
+
+Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
+                       int64_t chunk, const Tensor& into) {
+  if (!pair_bias.defined()) return row_attention(att, x, std::function<Variable()>(), mask, chunk, into);
+  return row_attention(att, x, [&pair_bias] { return pair_bias; }, mask, chunk, into);
+}
+
+Variable row_attention(const nn::Attention& att, const Variable& x, const std::function<Variable()>& pair_bias,
+                       const Tensor& mask, int64_t chunk, const Tensor& into) {
+  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(1),
+           "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
+           " (expected [B, L, c] and [B, L])");
+  const int64_t b = x.size(0), l = x.size(1);
+  const Tensor mb = mask_bias(mask).view({b, 1, 1, l});  // [B, 1, 1, L]
+  Variable bias;  // made once, by the first chunk
+  const std::function<Variable()> late = [&] {
+    if (!bias.defined()) bias = pair_bias();
+    return bias;
+  };
+  return run_chunked(b, chunk, [&](int64_t s, int64_t len) {
+    const Variable xs = autograd::narrow(x, 0, s, len);  // [len, L, c]
+    const std::vector<Variable> biases{Variable(mb.narrow(0, s, len))};
+    return pair_bias ? att.forward(xs, xs, biases, late) : att.forward(xs, xs, biases);
+  }, 0, into);
+}
+
+Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln) {
+  FC_CHECK(z_ln.dim() == 3 && z_ln.size(0) == z_ln.size(1), "pair_bias '", feat_2d.path(), "': z ",
+           z_ln.shape().str(), " (expected [L, L, c_z])");
+  const Variable b = feat_2d.forward(z_ln);  // [L, L, H]
+  return autograd::unsqueeze(autograd::contiguous(autograd::permute(b, {2, 0, 1})), 0);  // [1, H, L, L]
+}
+
+Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable(int64_t, int64_t)>& z_ln_rows,
+                         int64_t n, int64_t chunk) {
+  FC_CHECK(chunk > 0, "pair_bias_chunked '", feat_2d.path(), "': chunk ", chunk);
+  Tensor bias;  // [1, H, N, N]
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t len = std::min(chunk, n - s);
+    const Tensor b = feat_2d.forward(z_ln_rows(s, len)).value();  // [len, N, H]
+    if (!bias.defined()) bias = Tensor::empty({1, b.size(2), n, n}, b.dtype(), b.device());
+    bias.select(0, 0).narrow(1, s, len).copy_(b.permute({2, 0, 1}));
+  }
+  return bias;
+}
+
+Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk, const Tensor& into) {
+  return run_chunked(x.size(0), chunk, [&](int64_t s, int64_t len) {
+    return tr.forward(autograd::narrow(x, 0, s, len));
+  }, 0, into);
+}
+
+}  // namespace foldcore::af2

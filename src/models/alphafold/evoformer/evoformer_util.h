@@ -1,0 +1,101 @@
+// Helpers shared by the Evoformer modules (and the template pair stack, which reuses them):
+// official-key registration of the nn building blocks, AlphaFold's mask bias, and inference-time
+// chunking along a long axis.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "models/alphafold/params/param_table.h"
+#include "nn/attention.h"
+#include "nn/transformer.h"
+
+namespace foldcore::af2 {
+
+using autograd::Variable;
+
+// The parameter "<module path>/<suffix>" of `m` (e.g. suffix "q/weight"); Error if absent.
+Tensor module_param(const nn::Module& m, const std::string& suffix);
+
+// Every module's add_af2_params binds the ParamStore's views, which exist only after finalize().
+void require_finalized(const autograd::ParamStore* params, const std::string& module_path);
+
+// "<key>//weights" and "<key>//bias" (no bias when the Linear has none).
+void add_linear_af2_params(const nn::Linear& l, Af2ParamTable& t, const std::string& key, int64_t idx);
+// "<key>//scale", "<key>//offset".
+void add_layer_norm_af2_params(const nn::LayerNorm& ln, Af2ParamTable& t, const std::string& key, int64_t idx);
+// AlphaFold's gated Attention module "<key>//{query_w, key_w, value_w, gating_w, gating_b, output_w,
+// output_b}": [c, H, d] → our [c, H·d]; [H, d, c] → [H·d, c]; [H, d] → [H·d].
+void add_attention_af2_params(const nn::Attention& a, Af2ParamTable& t, const std::string& key, int64_t idx);
+// GlobalAttention: as above, with key_w/value_w [c, d] shared by the heads.
+void add_global_attention_af2_params(const nn::GlobalAttention& a, Af2ParamTable& t, const std::string& key,
+                                     int64_t idx);
+// AlphaFold's Transition "<key>/{input_layer_norm, transition1, transition2}".
+void add_transition_af2_params(const nn::Transition& tr, Af2ParamTable& t, const std::string& key, int64_t idx);
+
+// 1e9·(mask − 1): 0 where present, −1e9 where masked (AlphaFold's attention mask bias), same shape,
+// f32, on mask's device.
+Tensor mask_bias(const Tensor& mask);
+
+// Inference-time chunking (OpenFold's chunk_layer, AF2's inference_subbatch): evaluates
+// f(start, len) on slices [start, start + len) of an axis of length n and writes each result into
+// the slice of one preallocated output along `out_axis` (the results' extents along it must be
+// len). Runs f(0, n) once when chunk <= 0, chunk >= n, or grad mode is on (training keeps the
+// graph whole; chunking there would save nothing). Chunked and whole results are identical up to
+// float reassociation inside the chunked ops (none of the Evoformer's: every slice is computed by
+// the same kernels on the same data).
+//
+// `into` (inference only): when defined, the results are not gathered into a new tensor but ADDED
+// into `into` (the residual stream the update belongs to, shaped like the whole result; any
+// strides), slice by slice as each chunk is computed (add_into), and `into` is returned: the
+// residual add runs in the chunk's epilogue, so no result-sized update ever exists. f(s, len) must
+// not read what earlier chunks wrote, i.e. a slice of the update may depend on the stream only
+// through its own slice or through values computed before the first chunk (every Evoformer
+// module qualifies: see evoformer.h).
+Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int64_t start, int64_t len)>& f,
+                     int out_axis = 0, const Tensor& into = Tensor());
+
+// dst += y in place: dst (any strides, f32/bf16/f16) and y (same shape, any float dtype); the sum is
+// taken in fp32 and rounded once to dst's dtype. For f32 dst and y it is the residual add
+// bias_dropout_residual(y, {}, dst) makes, bit for bit. Temporaries: one fp32 copy of the slice
+// when dst is strided or the dtypes differ. No autograd (inference only).
+void add_into(const Tensor& dst, const Tensor& y);
+
+// The residual add of an Evoformer-style stream: x + dropout(update). In no-grad mode `in_place`
+// lets the add overwrite x's storage when nothing else refers to it (autograd checks the storage's
+// owners); callers pass it only for tensors they created, so a caller's input is never
+// overwritten. A bf16 inference stream (EmbeddingsAndEvoformer's stream_dtype) keeps its dtype:
+// the fp32 sum is rounded once into it (add_into) instead of promoting the stream to fp32.
+Variable stream_residual(const Variable& x, const Variable& update, const autograd::DropoutSpec& d, bool in_place);
+
+// The storage of a stream for in-place updates: v's own tensor when `own` and v is its only holder
+// (whole and contiguous, no other handle or view), else a fresh copy that replaces v's value (so a
+// caller's tensor is never changed). No autograd (inference only).
+Tensor own_stream(Variable& v, bool own);
+
+// AlphaFold's row-wise gated attention (Alg. 7 / 8 / 13 core): every row b of x [B, L, c] (already
+// layer-normed) attends over its L entries, with the key mask bias 1e9·(mask[b] − 1) ([B, 1, 1, L])
+// and, when defined, a pair bias [1, H, L, L] shared by all rows. Chunked over rows (inference).
+// Returns [B, L, c_out] (with the output bias).
+// `into`: as run_chunked's ([B, L, c_out], the rows' stream).
+Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
+                       int64_t chunk, const Tensor& into = Tensor());
+// The same with the pair bias made by `pair_bias` (once) only after the first row chunk's
+// projections (nn::Attention's late bias): DAP's gathered bias arrives while they run.
+Variable row_attention(const nn::Attention& att, const Variable& x, const std::function<Variable()>& pair_bias,
+                       const Tensor& mask, int64_t chunk, const Tensor& into = Tensor());
+// The pair bias of Alg. 7 line 3 / Alg. 13 line 3: b[h, i, j] = Σ_c z[i, j, c] w[c, h] (no bias),
+// z [L, L, c_z] layer-normed → [1, H, L, L].
+Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln);
+// The same for chunked inference, without a pair-sized LN(z): z_ln_rows(s, len) gives the
+// layer-normed rows [len, L, c_z] (recomputed per chunk), whose bias rows are written into the
+// [1, H, L, L] result chunk by chunk. No autograd graph (inference only).
+Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable(int64_t, int64_t)>& z_ln_rows,
+                         int64_t n, int64_t chunk);
+
+// nn::Transition (LN → Linear+ReLU → Linear: AF2 Alg. 9/15) chunked along axis 0 of x; `into` as
+// run_chunked's (x's own stream: x += transition(x), row chunk by row chunk).
+Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk, const Tensor& into = Tensor());
+
+}  // namespace foldcore::af2

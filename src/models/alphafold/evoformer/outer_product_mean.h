@@ -1,0 +1,34 @@
+// Outer product mean (AlphaFold2 supplement Alg. 10, official module "outer_product_mean"): the
+// MSA → pair communication.
+//   x = LN(m) (layer_norm_input);  a = mask·(x W_l + b_l),  b = mask·(x W_r + b_r)   [S, N, c]
+//   o_ij = (flatten_{c,e}(Σ_s a_sic b_sje) · W_o + b_o) / (1e-3 + Σ_s mask_si mask_sj)   [N, N, c_z]
+// (the output bias is added BEFORE the division, as in AlphaFold and OpenFold). W_o is AF2's
+// output_w [c, c, c_z] viewed as [c·c, c_z] (row index c·C + e, left channel major).
+// The contraction over s is one GEMM: [S, N·c]ᵀ · [S, N·c] → [N·c, N·c] (= [i, c, j, e]).
+#pragma once
+
+#include "models/alphafold/evoformer/evoformer_util.h"
+
+namespace foldcore::af2 {
+
+class ParallelGroup;  // model_parallel.h
+
+class OuterProductMean : public nn::Module {
+ public:
+  OuterProductMean(nn::Scope scope, int64_t c_m, int64_t c_hidden, int64_t c_z);
+  // m [S, N, c_m], msa_mask [S, N] → update [N, N, c_z]. chunk > 0 (no-grad): rows i in chunks.
+  // `into` (no-grad only; the pair stream [N, N, c_z]): the update is added into it row chunk by
+  // row chunk (run_chunked) and `into` is returned.
+  Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
+  // DAP (evoformer_parallel.cpp): m_cols [S, N/P, c_m] this rank's MSA columns, msa_mask [S, N]
+  // whole; the right projection is gathered whole. → the update's pair rows [N/P, N, c_z].
+  Variable forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g) const;
+  void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
+
+ private:
+  int64_t c_hidden_;
+  nn::LayerNorm layer_norm_input_;
+  nn::Linear left_, right_, output_;
+};
+
+}  // namespace foldcore::af2

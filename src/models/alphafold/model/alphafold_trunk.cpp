@@ -1,0 +1,197 @@
+#include "models/alphafold/model/alphafold_trunk.h"
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+
+#include "autograd/functions.h"
+#include "core/error.h"
+#include "core/profile.h"
+#include "models/alphafold/evoformer/embedders.h"
+#include "models/alphafold/evoformer/evoformer.h"
+#include "models/alphafold/evoformer/template.h"
+
+namespace foldcore::af2 {
+
+namespace ag = autograd;
+using nn::Variable;
+
+Tensor pair_mask_from_seq_mask(const Tensor& seq_mask) {
+  const int64_t n = seq_mask.size(0);
+  const std::vector<float> m = seq_mask.to(Device::cpu()).to(DType::f32).to_vector();
+  std::vector<float> out(static_cast<size_t>(n * n));
+  for (size_t i = 0; i < m.size(); ++i)
+    for (size_t j = 0; j < m.size(); ++j) out[i * m.size() + j] = m[i] * m[j];
+  return Tensor::from_vector(out, {n, n}, DType::f32, seq_mask.device());
+}
+
+EmbeddingsAndEvoformer::EmbeddingsAndEvoformer(nn::Scope scope, const Af2Config& config)
+    : nn::Module(scope), config_(config) {
+  validate_af2_config(config_);
+  input_embedder_ = std::make_unique<InputEmbedder>(child_scope("input_embedder"), config_);
+  recycling_embedder_ = std::make_unique<RecyclingEmbedder>(child_scope("recycling_embedder"), config_);
+  register_child(*input_embedder_);
+  register_child(*recycling_embedder_);
+  if (config_.templates.enabled) {
+    template_embedder_ =
+        std::make_unique<TemplateEmbedder>(child_scope("template_embedding"), config_.c_z, config_.templates);
+    register_child(*template_embedder_);
+    if (config_.templates.embed_torsion_angles) {
+      template_angle_embedder_ = std::make_unique<TemplateAngleEmbedder>(child_scope("template_angles"), config_.c_m);
+      register_child(*template_angle_embedder_);
+    }
+  }
+  extra_msa_embedder_ = std::make_unique<ExtraMsaEmbedder>(child_scope("extra_msa_embedder"), config_);
+  extra_msa_stack_ = std::make_unique<EvoformerStack>(child_scope("extra_msa_stack"), config_.extra_msa,
+                                                      config_.num_extra_msa_blocks);
+  evoformer_ = std::make_unique<EvoformerStack>(child_scope("evoformer_iteration"), config_.evoformer,
+                                                config_.num_evoformer_blocks);
+  single_activations_ = std::make_unique<nn::Linear>(child_scope("single_activations"), config_.c_m, config_.c_s);
+  extra_msa_stack_->set_recompute_blocks(config_.recompute_blocks);
+  evoformer_->set_recompute_blocks(config_.recompute_blocks);
+  if (template_embedder_) template_embedder_->set_recompute_blocks(config_.recompute_blocks);
+  register_child(*extra_msa_embedder_);
+  register_child(*extra_msa_stack_);
+  register_child(*evoformer_);
+  register_child(*single_activations_);
+}
+
+EmbeddingsAndEvoformer::~EmbeddingsAndEvoformer() = default;
+
+void EmbeddingsAndEvoformer::add_af2_params(Af2ParamTable& table, const std::string& key_prefix) const {
+  const std::string ev = key_prefix + "evoformer";
+  input_embedder_->add_af2_params(table, ev);
+  recycling_embedder_->add_af2_params(table, ev);
+  if (template_embedder_) template_embedder_->add_af2_params(table, ev);
+  if (template_angle_embedder_) template_angle_embedder_->add_af2_params(table, ev);
+  extra_msa_embedder_->add_af2_params(table, ev);
+  extra_msa_stack_->add_af2_params(table, ev + "/extra_msa_stack");
+  evoformer_->add_af2_params(table, ev + "/evoformer_iteration");
+  table.add(ev + "/single_activations//weights", single_activations_->weight().value());
+  table.add(ev + "/single_activations//bias", single_activations_->bias().value());
+}
+
+DType EmbeddingsAndEvoformer::inference_stream_dtype() const {
+  const bool parallel = evoformer_->model_parallel().dap_size() > 1 || evoformer_->branch_parallel() ||
+                        extra_msa_stack_->model_parallel().dap_size() > 1;
+  return !parallel && !ag::grad_enabled() && ag::autocast_dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+}
+
+TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleState prev,
+                                            DType stream_dtype) const {
+  const Af2Config& c = config_;
+  FC_CHECK(stream_dtype == DType::f32 || (stream_dtype == DType::bf16 && !ag::grad_enabled()),
+           "EmbeddingsAndEvoformer: ", dtype_name(stream_dtype), " streams need f32, or bf16 in no-grad mode");
+  const int64_t n = batch.num_res(), s = batch.num_msa();
+  const Device dev = batch.aatype.device();
+  FC_CHECK(batch.target_feat.size(1) == c.target_feat_dim && batch.msa_feat.size(2) == c.msa_feat_dim,
+           "AlphaFold: target_feat/msa_feat widths ", batch.target_feat.size(1), "/", batch.msa_feat.size(2),
+           " do not match the model's ", c.target_feat_dim, "/", c.msa_feat_dim);
+  const Tensor mask_2d = pair_mask_from_seq_mask(batch.seq_mask);
+
+  // Alg. 3/4 input embedding; Alg. 32 recycling (zeros on the first iteration: the empty
+  // distogram of all-zero positions leaves prev_pos_linear's bias, LN(0) its offset).
+  const Tensor prev_m1 = prev.m1.defined() ? prev.m1 : Tensor::zeros({n, c.c_m}, DType::f32, dev);
+  const Tensor prev_x = prev.x.defined() ? prev.x : Tensor::zeros({n, 37, 3}, DType::f32, dev);
+  const Tensor prev_pb = pseudo_beta(batch.aatype, prev_x);
+  Variable m, z;
+  std::optional<profile::Scope> stage;
+  stage.emplace("embedding", dev);
+  if (!ag::grad_enabled() && c.chunk_size > 0) {
+    // Chunked inference: z is built row chunk by row chunk, each chunk's embedding plus recycling
+    // update (the same ops in the same order as below, so fp32 results are equal) written into
+    // the one [N, N, c_z] stream. Temporaries are O(chunk·N·c_z); the whole path held the
+    // embedded pair, the zero/previous pair, its LayerNorm and the distogram projection at once
+    // (4 pairs: the model's peak before).
+    const Variable tf(batch.target_feat), prev_z = prev.z.defined() ? Variable(prev.z) : Variable();
+    Tensor stream;
+    for (int64_t r0 = 0; r0 < n; r0 += c.chunk_size) {
+      const int64_t rows = std::min(c.chunk_size, n - r0);
+      const Variable zc = ag::bias_dropout_residual(input_embedder_->pair_rows(tf, batch.residue_index, r0, rows),
+                                                    Variable(),
+                                                    recycling_embedder_->pair_update_rows(prev_z, prev_pb, r0, rows),
+                                                    {}, true);  // [rows, N, c_z]
+      if (!stream.defined()) stream = Tensor::empty({n, n, c.c_z}, stream_dtype, dev);
+      stream.narrow(0, r0, rows).copy_(zc.value());
+    }
+    z = Variable(stream);
+    m = ag::cast(
+        recycling_embedder_->apply_msa(input_embedder_->msa(tf, Variable(batch.msa_feat)), Variable(prev_m1)),
+        stream_dtype);
+  } else {  // scoped: the zero state of the first iteration (pair-sized) dies before the stacks run
+    MsaPair mz =
+        input_embedder_->forward(Variable(batch.target_feat), Variable(batch.msa_feat), batch.residue_index);
+    const Tensor prev_z = prev.z.defined() ? prev.z : Tensor::zeros({n, n, c.c_z}, DType::f32, dev);
+    mz = recycling_embedder_->apply(mz, Variable(prev_m1), Variable(prev_z), prev_pb);
+    m = ag::cast(mz.msa, stream_dtype);
+    z = ag::cast(mz.pair, stream_dtype);
+  }
+
+  prev = {};  // read: the previous pair (a caller's moved-in state) dies here
+
+  // Alg. 16/17: the template pair stack and pointwise attention, added to the pair.
+  stage.reset();
+  stage.emplace("templates", dev);
+  if (template_embedder_ && batch.has_templates()) {
+    const TemplateInputs templates{batch.template_aatype,          batch.template_all_atom_positions,
+                                   batch.template_all_atom_mask,   batch.template_pseudo_beta,
+                                   batch.template_pseudo_beta_mask, batch.template_mask};
+    // z + t. In no-grad mode the embedding is added into z itself (z is the trunk's own here; a
+    // bf16 stream stays bf16) one template at a time: no pair-sized update, no [T, N, N, c_t].
+    if (ag::grad_enabled()) {
+      z = ag::bias_dropout_residual(template_embedder_->forward(z, templates, mask_2d, c.chunk_size), Variable(), z,
+                                    {}, false);
+    } else {
+      const Tensor zs = own_stream(z, true);
+      template_embedder_->add_into(z, templates, mask_2d, c.chunk_size, zs,
+                                   template_two_passes_requested(c) ? TemplatePasses::two : TemplatePasses::one);
+    }
+  }
+
+  // 1.7.2 + Alg. 18: the extra MSA, which only updates the pair.
+  stage.reset();
+  stage.emplace("extra_msa", dev);
+  {
+    // Training keeps the embedder's dtype: under bf16 autocast a bf16 extra-MSA stream (as OpenFold's
+    // autocast leaves it), the largest activations of a training step at half the bytes.
+    const Variable embedded = extra_msa_embedder_->forward(
+        Variable(extra_msa_feat(batch.extra_msa, batch.extra_has_deletion, batch.extra_deletion_value)));
+    const Variable e = ag::grad_enabled() ? embedded : ag::cast(embedded, stream_dtype);
+    z = extra_msa_stack_->forward(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second;
+  }
+
+  // Alg. 2 lines 7-8: template torsion-angle features become extra MSA rows, masked by the ψ
+  // torsion mask (whether that template residue's backbone exists).
+  Tensor msa_mask = batch.msa_mask;
+  if (template_angle_embedder_ && batch.has_templates()) {
+    const Variable t = template_angle_embedder_->forward(Variable(
+        template_angle_feat(batch.template_aatype, batch.template_torsion_angles_sin_cos,
+                            batch.template_alt_torsion_angles_sin_cos, batch.template_torsion_angles_mask)));
+    m = ag::concat({m, ag::cast(t, m.dtype())}, 0);  // bf16 autocast: t is bf16, m f32
+    msa_mask = ag::concat({Variable(msa_mask), Variable(template_msa_mask(batch.template_torsion_angles_mask))}, 0)
+                   .value();
+  }
+
+  // Alg. 6: the Evoformer; Alg. 2 line 12: the single representation from the first MSA row.
+  stage.reset();
+  stage.emplace("evoformer", dev);
+  std::tie(m, z) = evoformer_->forward(std::move(m), std::move(z), msa_mask, mask_2d, c.chunk_size);
+  stage.reset();
+  TrunkOutput out;
+  out.m1 = ag::reshape(ag::contiguous(ag::narrow(m, 0, 0, 1)), {n, c.c_m});
+  out.single = single_activations_->forward(out.m1);
+  out.msa = ag::contiguous(ag::narrow(m, 0, 0, s));  // without the template rows
+  out.pair = std::move(z);
+  return out;
+}
+
+void EmbeddingsAndEvoformer::set_model_parallel(const ModelParallel& mp) {
+  extra_msa_stack_->set_model_parallel(mp);
+  evoformer_->set_model_parallel(mp);
+}
+
+std::vector<const EvoformerStack*> EmbeddingsAndEvoformer::stacks() const {
+  return {extra_msa_stack_.get(), evoformer_.get()};
+}
+
+}  // namespace foldcore::af2

@@ -1,0 +1,357 @@
+// Model parallelism in the Evoformer (model_parallel.h): DAP and BP-2 forward passes of the
+// blocks and stacks, and of the modules' DAP forms. The backward passes come from autograd: every
+// communication is an autograd function whose backward is its dual collective.
+//
+// DAP layout (P ranks, rank r; FastFold): between modules the MSA m [S, N, c_m] is split along its
+// rows (S) and the pair z [N, N, c_z] along its rows (i); each rank holds chunk r. Per block:
+//   row attention        m rows; the pair bias [1, H, N, N] is computed from the local pair rows
+//                        and gathered whole (all-gather)
+//   m: rows → columns    all-to-all
+//   column attention,    m columns (each column is independent)
+//   MSA transition
+//   outer product mean   m columns; the right projection gathered whole → the update's pair rows
+//   m: columns → rows    all-to-all
+//   tri. mult. outgoing  pair rows; the right edge gathered whole
+//   tri. mult. incoming  pair columns (z switched there, the update switched back); the edge
+//                        indexed by the output row gathered whole
+//   tri. att. starting   pair rows; the pair bias gathered whole
+//   tri. att. ending     pair columns (switched there, residual added there, switched back); the
+//                        pair bias gathered whole
+//   pair transition      pair rows
+// Every residual add happens where the dropout mask's shared axis is the split one, so each rank's
+// mask is the one process's whole mask: the row-wise shared masks on rows, the ending node's
+// column-wise one on columns. Communication per block: 2 MSA-sized and 4 pair-sized
+// all-to-alls, and all-gathers of 3 pair biases (H channels) and of 3 projections (c channels).
+#include <algorithm>
+#include <cstdio>
+#include <initializer_list>
+#include <set>
+#include <tuple>
+
+#include "autograd/grad_mode.h"
+#include "autograd/recompute.h"
+#include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/model/alphafold_trunk.h"
+#include "models/alphafold/evoformer/evoformer.h"
+
+namespace foldcore::af2 {
+namespace {
+
+namespace ag = autograd;
+constexpr int kRowWise = -3, kColumnWise = -2;
+
+// The pair bias rows b[h, i, j] = Σ_c z_ln[i, j, c] w[c, h] of a [k, N, c_z] slab → [1, H, k, N].
+Variable bias_rows(const nn::Linear& feat_2d, const Variable& z_ln) {
+  return ag::unsqueeze(ag::contiguous(ag::permute(feat_2d.forward(z_ln), {2, 0, 1})), 0);
+}
+
+// Chunk r of g.size() along `axis` of a mask (plain tensor, whole on every rank), f32 contiguous.
+Tensor mask_chunk(const Tensor& mask, int axis, const ParallelGroup& g) {
+  const int64_t k = mask.size(axis) / g.size();
+  return mask.narrow(axis, g.rank() * k, k).to(DType::f32).contiguous();
+}
+
+// A dropout's generator advanced as if it had drawn a mask: a BP rank skipping the other
+// branch's dropouts keeps its generator in step with the rank that draws them (and with one
+// process), so later replicated dropouts draw the same masks on both ranks.
+void skip_dropout(const nn::Dropout& d) {
+  const ag::DropoutSpec s = d.spec();
+  if (s.gen != nullptr && s.p > 0.f) s.gen->reserve();
+}
+
+int64_t round_up(int64_t n, int64_t p) { return (n + p - 1) / p * p; }
+
+// x padded with zeros along `axis` to `size`.
+Variable pad_to(const Variable& x, int axis, int64_t size) {
+  if (x.size(axis) == size) return x;
+  Shape s = x.shape();
+  s[axis] = size - x.size(axis);
+  return ag::concat({x, Variable(Tensor::zeros(s, x.dtype(), x.device()))}, axis);
+}
+
+Tensor pad_mask(const Tensor& mask, int64_t rows, int64_t cols) {
+  if (mask.size(0) == rows && mask.size(1) == cols) return mask;
+  Tensor out = Tensor::zeros({rows, cols}, mask.dtype(), mask.device());
+  out.narrow(0, 0, mask.size(0)).narrow(1, 0, mask.size(1)).copy_(mask);
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- modules (DAP)
+
+Variable MsaRowAttentionWithPairBias::forward_dap(const Variable& m_rows, const Variable& z_rows,
+                                                  const Tensor& msa_mask_rows, const ParallelGroup& g,
+                                                  int64_t chunk) const {
+  // The bias rows are gathered while the query norm and the q, k, v, gate projections run.
+  PendingVariable bias = g.gather_async(bias_rows(feat_2d_, feat_2d_norm_.forward(z_rows)), 2);  // [1, H, N, N]
+  const Variable m_ln = query_norm_.forward(m_rows);
+  return row_attention(attention_, m_ln, [&bias] { return bias.get(); }, msa_mask_rows, chunk);
+}
+
+Variable TriangleAttention::forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
+                                        int64_t chunk) const {
+  if (!starting_) return g.switch_axis(forward_dap_columns(g.switch_axis(z_rows, 0, 1), pair_mask, g, chunk), 1, 0);
+  const Tensor mask = mask_chunk(pair_mask, 0, g);
+  const Variable z_ln = query_norm_.forward(z_rows);
+  PendingVariable bias = g.gather_async(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N], during the projections
+  return row_attention(attention_, z_ln, [&bias] { return bias.get(); }, mask, chunk);
+}
+
+Variable TriangleAttention::forward_dap_columns(const Variable& z_cols, const Tensor& pair_mask,
+                                                const ParallelGroup& g, int64_t chunk) const {
+  FC_CHECK(!starting_, "TriangleAttention '", path(), "': forward_dap_columns is for the ending node");
+  // The rows of zᵀ, i.e. the columns of z: [N/P, N, c].
+  const Variable zz = ag::transpose(z_cols, 0, 1);
+  const Tensor mask = mask_chunk(pair_mask.transpose(0, 1), 0, g);
+  const Variable z_ln = query_norm_.forward(zz);
+  PendingVariable bias = g.gather_async(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N], during the projections
+  const Variable o = row_attention(attention_, z_ln, [&bias] { return bias.get(); }, mask, chunk);
+  return ag::contiguous(ag::transpose(o, 0, 1));  // [N, N/P, c]
+}
+
+Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tensor& pair_mask,
+                                             const ParallelGroup& g) const {
+  // Outgoing t[c,i,j] = Σ_k a[c,i,k] b[c,j,k]: rows i here, b whole. Incoming t[c,i,j] =
+  // Σ_k b[c,k,i] a[c,k,j]: columns j here (a's columns), b whole.
+  const Variable zz = outgoing_ ? z_rows : g.switch_axis(z_rows, 0, 1);  // rows [k, N, c] | columns [N, k, c]
+  const Variable mask3(mask_chunk(pair_mask, outgoing_ ? 0 : 1, g).unsqueeze(-1));
+  const Variable x = layer_norm_input_.forward(zz);
+  // b first: it is gathered whole ([N, N, c]) while a and the output gate's linear are computed.
+  PendingVariable b_all = g.gather_async(
+      ag::mul(ag::sigmoid_gate(right_gate_.forward(x), right_projection_.forward(x)), mask3), outgoing_ ? 0 : 1);
+  const Variable a = ag::mul(ag::sigmoid_gate(left_gate_.forward(x), left_projection_.forward(x)), mask3);
+  const Variable ac = ag::contiguous(ag::permute(a, {2, 0, 1}));
+  const Variable gate = gating_linear_.forward(x);
+  const Variable bc = ag::contiguous(ag::permute(b_all.get(), {2, 0, 1}));
+  const Variable t = outgoing_ ? ag::matmul(ac, bc, false, true) : ag::matmul(bc, ac, true, false);
+  const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
+  const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));
+  const Variable u = ag::sigmoid_gate(gate, o);
+  return outgoing_ ? u : g.switch_axis(u, 1, 0);
+}
+
+Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g) const {
+  const int64_t c = c_hidden_, s = m_cols.size(0), k = m_cols.size(1), n = msa_mask.size(1);
+  FC_CHECK(msa_mask.size(0) == s && k * g.size() == n, "OuterProductMean '", path(), "' (DAP): m columns ",
+           m_cols.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", ", g.size(), " ranks");
+  const Tensor mask_cols = mask_chunk(msa_mask, 1, g), mask = msa_mask.to(DType::f32).contiguous();
+  const Variable mask3(mask_cols.unsqueeze(-1));
+  const Variable x = layer_norm_input_.forward(m_cols);
+  // The right projection is gathered whole while the left one and the normalisation are computed.
+  PendingVariable b_all = g.gather_async(ag::mul(right_.forward(x), mask3), 1);          // [S, N, c]
+  const Variable a = ag::mul(left_.forward(x), mask3);                                   // [S, k, c]
+  const Variable a2 = ag::reshape(ag::contiguous(a), {s, k * c});
+  std::vector<float> norm = ag::matmul(Variable(mask_cols), Variable(mask), true, false).value().to_vector();
+  for (float& v : norm) v = 1.f / (1e-3f + v);
+  const Tensor inv_norm = Tensor::from_vector(norm, {k, n, 1}, DType::f32, m_cols.device());
+  const Variable b2 = ag::reshape(b_all.get(), {s, n * c});
+  const Variable outer = ag::reshape(ag::matmul(a2, b2, true, false), {k, c, n, c});    // [i,c,j,e]
+  const Variable flat = ag::reshape(ag::contiguous(ag::permute(outer, {0, 2, 1, 3})), {k, n, c * c});
+  return ag::mul(output_.forward(flat), Variable(inv_norm));  // [k, N, c_z]
+}
+
+// ---------------------------------------------------------------- block
+
+std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z, const Tensor& msa_mask,
+                                                          const Tensor& pair_mask, const ParallelGroup& g,
+                                                          int64_t chunk, bool own_inputs) const {
+  const int p = g.size();
+  FC_CHECK(m.dim() == 3 && z.dim() == 3 && m.size(2) == cfg_.c_m && z.size(2) == cfg_.c_z &&
+               msa_mask.size(0) == m.size(0) * p && msa_mask.size(1) == z.size(1) && z.size(0) * p == z.size(1),
+           "EvoformerBlock '", path(), "' (DAP ", p, "): m rows ", m.shape().str(), ", z rows ", z.shape().str(),
+           ", msa_mask ", msa_mask.shape().str());
+  const ag::DropoutSpec none;
+  // MSA track.
+  m = stream_residual(m, row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk), row_att_dropout_.spec(),
+                      own_inputs);
+  Variable mc = g.switch_axis(m, 0, 1);  // [S, N/P, c_m]
+  m = Variable();
+  const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
+  mc = stream_residual(mc, msa_column_update(mc, mask_cols, chunk), col_att_dropout_.spec(), true);
+  mc = stream_residual(mc, transition_forward(msa_transition_, mc, chunk), none, true);
+  // The MSA is final: its switch back to rows runs during the pair track (FastFold's overlap of
+  // the MSA all-to-all with the pair stack); the outer product mean only reads it.
+  PendingVariable m_rows = g.switch_axis_async(mc, 1, 0);
+  // Pair track.
+  bool z_owned = own_inputs;
+  if (!cfg_.parallel) {
+    z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g), none, own_inputs);
+    z_owned = true;
+  }
+  z = stream_residual(z, tri_mul_out_.forward_dap(z, pair_mask, g), tri_mul_out_dropout_.spec(), z_owned);
+  z = stream_residual(z, tri_mul_in_.forward_dap(z, pair_mask, g), tri_mul_in_dropout_.spec(), true);
+  z = stream_residual(z, tri_att_start_.forward_dap(z, pair_mask, g, chunk), tri_att_start_dropout_.spec(), true);
+  {
+    // Ending node on z's columns, its residual add (and column-wise shared dropout) there too.
+    Variable zc = g.switch_axis(z, 0, 1);  // [N, N/P, c_z]
+    z = Variable();
+    zc = stream_residual(zc, tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), tri_att_end_dropout_.spec(), true);
+    z = g.switch_axis(zc, 1, 0);
+  }
+  z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true);
+  if (cfg_.parallel) z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
+  return {m_rows.get(), std::move(z)};
+}
+
+std::pair<Variable, Variable> EvoformerBlock::forward_bp(const Variable& m, const Variable& z, const Tensor& msa_mask,
+                                                         const Tensor& pair_mask, const ParallelGroup& g,
+                                                         int64_t chunk, bool last) const {
+  FC_CHECK(cfg_.parallel && g.size() == 2, "EvoformerBlock '", path(), "': branch parallelism needs the Parallel ",
+           "Evoformer and 2 ranks (", g.size(), ")");
+  const ag::DropoutSpec none;
+  const nn::Dropout* msa_drops[] = {&row_att_dropout_, &col_att_dropout_};
+  const nn::Dropout* pair_drops[] = {&tri_mul_out_dropout_, &tri_mul_in_dropout_, &tri_att_start_dropout_,
+                                     &tri_att_end_dropout_};
+  // The dropouts are drawn in one process's order: the MSA branch's, then the pair branch's.
+  Variable m_new, opm, z_pair;
+  if (g.rank() == 0) {  // MSA branch and the outer product mean of its result
+    m_new = stream_residual(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), false);
+    m_new = stream_residual(m_new, msa_column_update(m_new, msa_mask, chunk), col_att_dropout_.spec(), true);
+    m_new = stream_residual(m_new, transition_forward(msa_transition_, m_new, chunk), none, true);
+    opm = opm_.forward(m_new, msa_mask, chunk);
+    for (const nn::Dropout* d : pair_drops) skip_dropout(*d);
+  } else {  // pair branch
+    for (const nn::Dropout* d : msa_drops) skip_dropout(*d);
+    z_pair = stream_residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), false);
+    z_pair = stream_residual(z_pair, tri_mul_in_.forward(z_pair, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
+    z_pair = stream_residual(z_pair, tri_att_start_.forward(z_pair, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
+    z_pair = stream_residual(z_pair, tri_att_end_.forward(z_pair, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
+    z_pair = stream_residual(z_pair, transition_forward(pair_transition_, z_pair, chunk), none, true);
+  }
+  std::vector<Variable> out =
+      g.exchange({m_new, opm, z_pair}, {0, 0, 1}, {m.shape(), z.shape(), z.shape()}, /*sum_grads=*/!last);
+  return {std::move(out[0]), stream_residual(out[2], out[1], none, true)};
+}
+
+// ---------------------------------------------------------------- stack
+
+bool EvoformerStack::branch_parallel() const {
+  return mp_.bp_size() > 1 && !blocks_.empty() && blocks_.front()->config().parallel;
+}
+
+std::vector<Variable> EvoformerBlock::pair_branch_parameters() const {
+  std::vector<Variable> out;
+  for (const nn::Module* m : std::initializer_list<const nn::Module*>{&tri_mul_out_, &tri_mul_in_, &tri_att_start_,
+                                                                      &tri_att_end_, &pair_transition_})
+    for (const auto& [name, v] : m->named_parameters()) out.push_back(v);
+  return out;
+}
+
+std::vector<Variable> EvoformerStack::other_branch_parameters() const {
+  std::vector<Variable> out;
+  if (!branch_parallel()) return out;
+  for (const auto& block : blocks_) {
+    const std::vector<Variable> pair = block->pair_branch_parameters();
+    if (mp_.bp->rank() == 0) {  // runs the MSA branch
+      out.insert(out.end(), pair.begin(), pair.end());
+      continue;
+    }
+    std::set<const autograd::VariableImpl*> in_pair;
+    for (const Variable& v : pair) in_pair.insert(v.impl().get());
+    for (const auto& [name, v] : block->named_parameters())
+      if (!in_pair.count(v.impl().get())) out.push_back(v);
+  }
+  return out;
+}
+
+std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z, const Tensor& msa_mask,
+                                                          const Tensor& pair_mask, int64_t chunk) const {
+  const ParallelGroup& g = *mp_.dap;
+  const int64_t p = g.size(), s = m.size(0), n = z.size(0);
+  FC_CHECK(m.dim() == 3 && z.dim() == 3 && m.size(1) == n && z.size(1) == n && msa_mask.dim() == 2 &&
+               msa_mask.size(0) == s && msa_mask.size(1) == n && pair_mask.dim() == 2 && pair_mask.size(0) == n &&
+               pair_mask.size(1) == n,
+           "EvoformerStack '", path(), "' (DAP): m ", m.shape().str(), ", z ", z.shape().str(), ", msa_mask ",
+           msa_mask.shape().str(), ", pair_mask ", pair_mask.shape().str());
+  // Sizes not divisible by the group: padded with masked MSA rows and residues (every module
+  // masks them out of what the real positions see: attention keys, outer product and triangle
+  // edges), cut off at the end.
+  const int64_t sp = round_up(s, p), np = round_up(n, p);
+  const Tensor mm = pad_mask(msa_mask, sp, np), pm = pad_mask(pair_mask, np, np);
+  Variable mr = g.scatter(pad_to(pad_to(m, 0, sp), 1, np), 0);
+  Variable zr = g.scatter(pad_to(pad_to(z, 0, np), 1, np), 0);
+  m = Variable();
+  z = Variable();
+  if (branch_parallel()) {
+    // DAP × BP-2: each BP rank runs one branch of every block, split over its DAP group; the BP
+    // partners (same DAP index) hold the same chunks and exchange their branch results' chunks.
+    // The branches' gradients for the replicated chunks are partial: summed at the entry.
+    std::vector<Variable> in = mp_.bp->sum_grads({std::move(mr), std::move(zr)});
+    const size_t last = blocks_.size() - 1;
+    std::tie(mr, zr) = run_blocks(std::move(in[0]), std::move(in[1]), [this, mm, pm, chunk, last](
+                                                                          size_t b, Variable bm, Variable bz, bool) {
+      return forward_block_dap_bp(*blocks_[b], std::move(bm), std::move(bz), mm, pm, chunk, b == last);
+    });
+  } else {
+    std::tie(mr, zr) = run_blocks(std::move(mr), std::move(zr), [this, mm, pm, chunk](size_t b, Variable bm, Variable bz,
+                                                                                      bool own) {
+      return blocks_[b]->forward_dap(std::move(bm), std::move(bz), mm, pm, *mp_.dap, chunk, own);
+    });
+  }
+  Variable m_out = g.gather_replicated(mr, 0), z_out = g.gather_replicated(zr, 0);
+  if (sp != s || np != n) {
+    m_out = ag::contiguous(ag::narrow(ag::narrow(m_out, 0, 0, s), 1, 0, n));
+    z_out = ag::contiguous(ag::narrow(ag::narrow(z_out, 0, 0, n), 1, 0, n));
+  }
+  return {std::move(m_out), std::move(z_out)};
+}
+
+std::pair<Variable, Variable> EvoformerStack::forward_block_dap_bp(const EvoformerBlock& b, Variable m, Variable z,
+                                                                   const Tensor& msa_mask, const Tensor& pair_mask,
+                                                                   int64_t chunk, bool last) const {
+  const ParallelGroup &g = *mp_.dap, &bpg = *mp_.bp;
+  FC_CHECK(b.cfg_.parallel && bpg.size() == 2, "EvoformerBlock '", b.path(), "': branch parallelism needs the ",
+           "Parallel Evoformer and 2 ranks (", bpg.size(), ")");
+  const ag::DropoutSpec none;
+  const nn::Dropout* msa_drops[] = {&b.row_att_dropout_, &b.col_att_dropout_};
+  const nn::Dropout* pair_drops[] = {&b.tri_mul_out_dropout_, &b.tri_mul_in_dropout_, &b.tri_att_start_dropout_,
+                                     &b.tri_att_end_dropout_};
+  const Shape m_shape = m.shape(), z_shape = z.shape();
+  // forward_bp's branches with forward_dap's split modules; the dropouts in one process's order.
+  Variable m_new, opm, z_pair;
+  if (bpg.rank() == 0) {  // MSA branch (rows → columns → rows) and the outer product mean (pair rows)
+    m_new = stream_residual(m, b.row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk),
+                     b.row_att_dropout_.spec(), false);
+    Variable mc = g.switch_axis(m_new, 0, 1);
+    m_new = Variable();
+    const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
+    mc = stream_residual(mc, b.msa_column_update(mc, mask_cols, chunk), b.col_att_dropout_.spec(), true);
+    mc = stream_residual(mc, transition_forward(b.msa_transition_, mc, chunk), none, true);
+    PendingVariable m_rows = g.switch_axis_async(mc, 1, 0);  // during the outer product mean
+    opm = b.opm_.forward_dap(mc, msa_mask, g);
+    m_new = m_rows.get();
+    for (const nn::Dropout* d : pair_drops) skip_dropout(*d);
+  } else {  // pair branch on the pair rows (the ending node on its columns)
+    for (const nn::Dropout* d : msa_drops) skip_dropout(*d);
+    z_pair = stream_residual(z, b.tri_mul_out_.forward_dap(z, pair_mask, g), b.tri_mul_out_dropout_.spec(), false);
+    z_pair = stream_residual(z_pair, b.tri_mul_in_.forward_dap(z_pair, pair_mask, g), b.tri_mul_in_dropout_.spec(), true);
+    z_pair = stream_residual(z_pair, b.tri_att_start_.forward_dap(z_pair, pair_mask, g, chunk),
+                      b.tri_att_start_dropout_.spec(), true);
+    Variable zc = g.switch_axis(z_pair, 0, 1);
+    z_pair = Variable();
+    zc = stream_residual(zc, b.tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), b.tri_att_end_dropout_.spec(),
+                  true);
+    z_pair = g.switch_axis(zc, 1, 0);
+    z_pair = stream_residual(z_pair, transition_forward(b.pair_transition_, z_pair, chunk), none, true);
+  }
+  m = Variable();
+  z = Variable();
+  std::vector<Variable> out =
+      bpg.exchange({m_new, opm, z_pair}, {0, 0, 1}, {m_shape, z_shape, z_shape}, /*sum_grads=*/!last);
+  return {std::move(out[0]), stream_residual(out[2], out[1], none, true)};
+}
+
+std::pair<Variable, Variable> EvoformerStack::forward_bp(Variable m, Variable z, const Tensor& msa_mask,
+                                                         const Tensor& pair_mask, int64_t chunk) const {
+  const ParallelGroup& g = *mp_.bp;
+  // The branches' gradients for the replicated inputs are partial: summed at the entry.
+  std::vector<Variable> in = g.sum_grads({std::move(m), std::move(z)});
+  const size_t last = blocks_.size() - 1;
+  return run_blocks(std::move(in[0]), std::move(in[1]), [this, msa_mask, pair_mask, chunk, last](
+                                                            size_t b, Variable bm, Variable bz, bool) {
+    return blocks_[b]->forward_bp(bm, bz, msa_mask, pair_mask, *mp_.bp, chunk, b == last);
+  });
+}
+
+}  // namespace foldcore::af2
