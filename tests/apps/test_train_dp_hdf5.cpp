@@ -201,7 +201,7 @@ TEST_F(TrainDp, WithRecomputationBucketsStillGoOutDuringBackward) {
               expect_same_metrics(metrics(path("two")), want, kRel, "dp 2 vs 1, recompute"));
   // DAP: the split stacks' sums over the DAP group start during the backward, and each split
   // parameter goes on to the dp reduction (of one rank here, but its buckets count the same) once
-  // its sum is done: both sets of buckets go out before the backward ends, many of them.
+  // its sum is done: both sets of buckets mostly go out before the backward ends.
   const RunResult dap =
       run_shell(mpirun(2) + args(config, store_, path("dap2"), kSteps) + " --dap 2 --dp_bucket_mb 0");
   ASSERT_EQ(dap.status, 0) << dap.output;
@@ -218,9 +218,9 @@ TEST_F(TrainDp, WithRecomputationBucketsStillGoOutDuringBackward) {
   EXPECT_GT(mp_early, mp_all / 2) << "the split stacks' sums should start during the backward";
   EXPECT_EQ(d_all, b_all);
   // Before the model-parallel sums ran during the backward, none did (the dp reduction started after
-  // it). A split parameter's bucket follows its sum's completion, which MPI on the CPU sees only
-  // at the next poll, so fewer than without DAP go out early (about 150 of 330 here; 247 without).
-  EXPECT_GT(d_early, d_all / 4) << "summed split parameters should reach the dp reduction during the backward";
+  // it); now as many as without DAP (247 of 330 here: the rest are the parameters this step does
+  // not use and the buckets after the first of them, launched in order).
+  EXPECT_GT(d_early, d_all / 2) << "summed split parameters should reach the dp reduction during the backward";
 }
 
 TEST_F(TrainDp, FourRanksEqualOneProcess) {

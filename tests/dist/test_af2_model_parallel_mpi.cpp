@@ -233,6 +233,7 @@ TEST(Af2ModelParallel, DapOverlapChangesNoBit) {
 // and most buckets start before finish() (with recomputation: after each segment's backward).
 struct OverlapStats {
   int64_t buckets = 0, started = 0;
+  int64_t finals_in_backward = 0;  // on_final calls made from inside the hook (during the backward)
   std::map<const autograd::VariableImpl*, int> finals;
 };
 StepResult step_overlapped(Model& m, const TrainBatch& b, OverlapStats& stats) {
@@ -241,10 +242,18 @@ StepResult step_overlapped(Model& m, const TrainBatch& b, OverlapStats& stats) {
   Af2ParamTable table;
   m.model.add_af2_params(table);
   ModelParallelGradReducer mpr(m.model, /*bucket_bytes=*/0);
-  mpr.begin([&](const autograd::VariableImpl& leaf) { ++stats.finals[&leaf]; });
+  bool in_hook = false;
+  mpr.begin([&](const autograd::VariableImpl& leaf) {
+    ++stats.finals[&leaf];
+    if (in_hook) ++stats.finals_in_backward;
+  });
   TrainStepResult r;
   {
-    autograd::GradReadyHookGuard hook([&](const autograd::VariableImpl& leaf) { mpr.on_ready(leaf); });
+    autograd::GradReadyHookGuard hook([&](const autograd::VariableImpl& leaf) {
+      in_hook = true;
+      mpr.on_ready(leaf);
+      in_hook = false;
+    });
     r = af2_train_step(m.model, m.params, table, {}, b.features, b.last_slice, lc, Device::cpu(), DType::f32, true,
                        &mpr);
   }
@@ -314,10 +323,15 @@ TEST(Af2ModelParallel, GradSumsDuringBackwardEqualSumsAfterIt) {
       EXPECT_EQ(stats.started, 0);
     } else {
       EXPECT_GT(stats.started, stats.buckets / 2) << "the sums should start during the backward";
+      // ... and most complete during it: their parameters are handed on from inside the hook.
+      EXPECT_GT(stats.finals_in_backward - (static_cast<int64_t>(stats.finals.size()) - stack_params), stack_params / 2)
+          << "the sums should complete during the backward";
     }
     if (w.rank() == 0)
-      std::printf("  %s: %lld of %lld model-parallel gradient buckets started during the backward\n", names[kind],
-                  static_cast<long long>(stats.started), static_cast<long long>(stats.buckets));
+      std::printf("  %s: %lld of %lld model-parallel gradient buckets started during the backward; %lld of %lld "
+                  "parameters handed on during it\n",
+                  names[kind], static_cast<long long>(stats.started), static_cast<long long>(stats.buckets),
+                  static_cast<long long>(stats.finals_in_backward), static_cast<long long>(stats.finals.size()));
   }
 }
 

@@ -13,6 +13,8 @@
 namespace foldcore::af2 {
 namespace {
 
+constexpr int kTestsPerPoll = 16;  // test() calls per in-flight bucket and poll (ModelParallelGradReducer::poll)
+
 // One contiguous range of the flat gradient buffer holding whole parameters of one split stack,
 // and the groups its Σ runs over, in order.
 struct GradRange {
@@ -184,7 +186,12 @@ void ModelParallelGradReducer::poll(bool block) {
   for (size_t k = 0; k < next_; ++k) {
     Bucket& b = buckets_[k];
     if (!b.handle) continue;
-    if (block || b.handle->test()) complete(b);
+    // Open MPI advances a non-blocking collective's rounds only in some of its progress calls: one
+    // test per poll left every BP sum unfinished until finish() (tests: 16 make them all complete
+    // during the backward; a test is an event query on NCCL, a few µs on MPI).
+    bool done = block;
+    for (int t = 0; t < kTestsPerPoll && !done; ++t) done = b.handle->test();
+    if (done) complete(b);
   }
 }
 
