@@ -16,6 +16,9 @@ struct OpInfo {
 };
 std::string describe(const OpInfo& info);
 
+// Seconds on the steady clock (the watchdogs' time base; completion_watchdog.cpp).
+double now_seconds();
+
 // Prints "foldcore: rank R of W: <message>" to stderr and ends the whole job: MPI_Abort (code 3)
 // in builds with MPI (runtime.cpp), else the process exits with code 3 (comm_fatal_nompi.cpp).
 [[noreturn]] void fatal_comm_failure(const std::string& message);

@@ -11,8 +11,6 @@
 namespace foldcore::dist::detail {
 namespace {
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
 // Runs abort() on a thread of its own and waits for it at most `grace` seconds: an abort that
 // blocks (the failure it answers may be the very thing blocking it) must not keep the job alive.
 void abort_bounded(const CompletionWatchdog::AbortFn& abort, double grace) {
@@ -34,6 +32,10 @@ void abort_bounded(const CompletionWatchdog::AbortFn& abort, double grace) {
 }
 
 }  // namespace
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 CompletionWatchdog::CompletionWatchdog(std::string comm_name, double timeout_s, HealthFn health, AbortFn abort,
                                        FailFn fail, double poll_interval_s, double abort_grace_s)
@@ -61,7 +63,7 @@ void CompletionWatchdog::watch(std::string what, DoneFn done) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_ || stop_) return;
-    ops_.push_back(Op{std::move(what), std::move(done), now_s()});
+    ops_.push_back(Op{std::move(what), std::move(done), now_seconds()});
   }
   wake_.notify_all();
 }
@@ -104,7 +106,7 @@ void CompletionWatchdog::run() {
       const std::string h = health_();
       if (!h.empty()) failure = "communicator '" + name_ + "': " + h;
     }
-    const double now = now_s();
+    const double now = now_seconds();
     std::deque<Op> pending;
     for (Op& op : mine) {
       if (!failure.empty()) break;

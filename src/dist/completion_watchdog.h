@@ -60,7 +60,6 @@ class CompletionWatchdog {
   int64_t in_flight() const;
   // Whether the watchdog has failed (fail() was called).
   bool failed() const;
-  double timeout_seconds() const { return timeout_; }
 
  private:
   struct Op {

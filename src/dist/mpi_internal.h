@@ -33,7 +33,6 @@ void check_mpi(int rc, const char* call, const OpInfo& info);
 template <typename Done> void wait_with_watchdog(Done&& done, const OpInfo& info, double timeout_s);
 void watchdog_expired(const OpInfo& info, double timeout_s);  // [[noreturn]] in effect
 void watchdog_backoff(long iteration);
-double now_seconds();
 
 template <typename Done> void wait_with_watchdog(Done&& done, const OpInfo& info, double timeout_s) {
   if (done()) return;

@@ -109,10 +109,6 @@ void check_mpi(int rc, const char* call, const OpInfo& info) {
                             " (a peer rank probably died); aborting the job"));
 }
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 void watchdog_backoff(long iteration) {
   // ~2k polls spinning (a few µs each: small messages complete here), then yield, then sleep.
   if (iteration < 2048) return;

@@ -105,6 +105,18 @@ class AlphaFold;
 // which then holds the DAP group's ranks.
 void reduce_model_parallel_grads(const AlphaFold& model);
 
+// One contiguous range of the flat gradient buffer holding whole parameters of one split stack,
+// and the groups its Σ runs over, in order (model_parallel_grads.cpp).
+struct ModelParallelGradRange {
+  Tensor flat;
+  std::vector<const ParallelGroup*> groups;
+  std::vector<const autograd::VariableImpl*> leaves;  // its parameters
+  // Its sum may start during the backward: one sum, and on the replica's communicator unless every
+  // rank of the group reports the same parameters at the same points of the backward (DAP: the
+  // same graph on every rank; BP: each rank reports only its own branch's).
+  bool early = false;
+};
+
 // reduce_model_parallel_grads overlapped with the backward: the split stacks' gradients are cut
 // into buckets (whole parameters, contiguous in the flat gradient buffer, ≥ bucket_bytes each but
 // the last of a run; grouped from the end of the buffer, the order the backward finishes them),
@@ -145,13 +157,9 @@ class ModelParallelGradReducer {
   int64_t started_before_finish() const { return started_before_finish_; }
 
  private:
-  struct Bucket {
-    Tensor flat;                                       // its range of the flat gradient buffer
-    std::vector<const ParallelGroup*> groups;          // summed over each, in order
-    std::vector<const autograd::VariableImpl*> leaves;  // its parameters
-    int64_t pending = 0;                               // parameters not yet reported this backward
-    bool early = false;                                // may start during the backward
-    std::unique_ptr<PendingReduction> handle;           // the sum in flight (one group)
+  struct Bucket : ModelParallelGradRange {
+    int64_t pending = 0;                      // parameters not yet reported this backward
+    std::unique_ptr<PendingReduction> handle;  // the sum in flight (one group)
   };
   size_t find(const autograd::VariableImpl& leaf) const;  // its index_ position, or index_.size()
   void launch_ready();

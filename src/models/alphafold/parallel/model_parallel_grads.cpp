@@ -15,17 +15,7 @@ namespace {
 
 constexpr int kTestsPerPoll = 16;  // test() calls per in-flight bucket and poll (ModelParallelGradReducer::poll)
 
-// One contiguous range of the flat gradient buffer holding whole parameters of one split stack,
-// and the groups its Σ runs over, in order.
-struct GradRange {
-  Tensor flat;
-  std::vector<const ParallelGroup*> groups;
-  std::vector<const autograd::VariableImpl*> leaves;
-  // Its sum may start during the backward: one sum, and on the replica's communicator unless every
-  // rank of the group reports the same parameters at the same points of the backward (DAP: the
-  // same graph on every rank; BP: each rank reports only its own branch's).
-  bool early = false;
-};
+using GradRange = ModelParallelGradRange;
 
 // The groups a stack's gradients are summed over: DAP (every rank's gradients are its chunk's
 // part), and for a branch-parallel stack BP as well (each rank's are its branch's): Σ over all
@@ -101,10 +91,7 @@ ModelParallelGradReducer::ModelParallelGradReducer(const AlphaFold& model, int64
   // One bucket per parameter at bucket_bytes 0 (the smallest ranges); grad_ranges's 0 means uncut.
   for (GradRange& r : grad_ranges(model, std::max<int64_t>(bucket_bytes, 1))) {
     Bucket b;
-    b.flat = std::move(r.flat);
-    b.groups = std::move(r.groups);
-    b.leaves = std::move(r.leaves);
-    b.early = r.early;
+    static_cast<GradRange&>(b) = std::move(r);
     buckets_.push_back(std::move(b));
   }
   for (size_t k = 0; k < buckets_.size(); ++k)
