@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -65,6 +66,25 @@ constexpr double kTemplateTwoPassScaleFp32 = 1.11;
 constexpr double kTemplateTwoPassScaleBf16 = 1.27;
 // Relative margin on the activations (the test's stated bound).
 constexpr double kActivationMargin = 1.05;
+// DAP (predict --dap P; models/alphafold/parallel/evoformer_parallel.cpp): one rank's peak in the
+// Evoformer and extra-MSA stacks is the larger of two modules', in fp32 pair units plus chunk
+// temporaries of c' = min(chunk, ⌈N/P⌉) rows (c' = ⌈N/P⌉ unchunked), plus the MSA streams (the
+// main one whole, waiting while the extra-MSA stack runs; the extra one whole and split):
+//   triangle multiplication  (kDapTriMulUnits + kDapTriMulUnitsPerRank / P)·pair + k_tm·c'·N
+//     the edge gathered whole ([c, N, N], 1 unit) and per-rank pieces: the stream's rows, their
+//     LayerNorm, the local edges, the update, and for the incoming one the switched copies
+//   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 8·c_opm²·c'·N
+//     the stream's rows and the update, and one chunk's outer products [c', c, N, c] and their
+//     permuted copy (2 fp32 copies: 8·c_opm² bytes per chunk row and residue)
+// Fitted to the allocator peaks of one rank at model_1 widths (1 + 1 blocks, 16 + 16 MSA rows) at
+// N = 96..256, P = 2 and 4, chunks 16 and 64 and unchunked (docs/distributed.md, "DAP prediction
+// memory"): the units are the large-N limits of the fits (the O(N) terms above over-count a
+// little at small N); tests/dist/test_dap_memory_estimate_mpi checks them.
+constexpr double kDapTriMulUnits = 1.8;
+constexpr double kDapTriMulUnitsPerRank = 5.2;
+constexpr double kDapTriMulBytesPerRowResidue = 2560;  // t, its LayerNorm, projection, gate: 5·c_tm·4
+constexpr double kDapOpmUnits = 0.05;
+constexpr double kDapOpmUnitsPerRank = 3.4;
 
 double clamp_bytes(double b) { return std::min(b, 9e18); }
 
@@ -72,7 +92,8 @@ double clamp_bytes(double b) { return std::min(b, 9e18); }
 
 MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res, int64_t msa_rows,
                                        int64_t num_iterations, int64_t num_params, int64_t num_templates,
-                                       bool logits_on_device) {
+                                       bool logits_on_device, int64_t dap) {
+  FC_CHECK(dap >= 1, "memory estimate: --dap ", dap);
   const double n = static_cast<double>(std::max<int64_t>(num_res, 0));
   const double rows = static_cast<double>(std::max<int64_t>(msa_rows, 1));
   const double templates = c.templates.enabled ? static_cast<double>(c.templates.max_templates) : 0.0;
@@ -86,7 +107,8 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
 
   const double pair = n * n * static_cast<double>(c.c_z) * 4;
   const double chunk = c.chunk_size > 0 ? std::min(static_cast<double>(c.chunk_size), n) : n;
-  const bool bf16 = c.precision == "bf16", chunked = c.chunk_size > 0 && c.chunk_size < num_res;
+  // DAP keeps fp32 streams (EmbeddingsAndEvoformer::inference_stream_dtype): the fp32 model.
+  const bool bf16 = c.precision == "bf16" && dap == 1, chunked = c.chunk_size > 0 && c.chunk_size < num_res;
   const double k_chunk = bf16 ? (chunked ? kChunkBytesPerRowResidueBf16 : kUnchunkedBytesPerRowResidueBf16)
                               : (chunked ? kChunkBytesPerRowResidueFp32 : kUnchunkedBytesPerRowResidueFp32);
   const double chunk_bytes = k_chunk * chunk * n;
@@ -125,7 +147,19 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   const double template_chunk_bytes =
       chunk_bytes * static_cast<double>(c.templates.c_t) / static_cast<double>(c.c_z);
   const double templates_peak = template_stage ? template_units * pair + template_chunk_bytes + m_stream : 0.0;
-  const double trunk = (trunk_units * pair + recycle) + chunk_bytes + msa_bytes;
+  double trunk = (trunk_units * pair + recycle) + chunk_bytes + msa_bytes;
+  double dap_trunk_units = 0, dap_chunk_bytes = 0, trunk_msa = msa_bytes;
+  if (dap > 1) {  // one rank's stacks (the constants' comment)
+    const double p = static_cast<double>(dap), rows = std::ceil(n / p);
+    const double c_rows = std::min(c.chunk_size > 0 ? static_cast<double>(c.chunk_size) : rows, rows);
+    const double c_opm = static_cast<double>(c.evoformer.opm_channels);
+    const double tri = (kDapTriMulUnits + kDapTriMulUnitsPerRank / p) * pair + kDapTriMulBytesPerRowResidue * c_rows * n;
+    const double opm = (kDapOpmUnits + kDapOpmUnitsPerRank / p) * pair + 8 * c_opm * c_opm * c_rows * n;
+    dap_trunk_units = tri >= opm ? kDapTriMulUnits + kDapTriMulUnitsPerRank / p : kDapOpmUnits + kDapOpmUnitsPerRank / p;
+    dap_chunk_bytes = tri >= opm ? kDapTriMulBytesPerRowResidue * c_rows * n : 8 * c_opm * c_opm * c_rows * n;
+    trunk_msa = m_stream + extra_stream * (1 + kExtraMsaCopies / p);
+    trunk = std::max(tri, opm) + recycle + trunk_msa;
+  }
   // The pair heads' results: two [N, N, bins] arrays in the stream's dtype (distogram and PAE
   // logits), on the allocator only where the device is the host and they are kept. Without them
   // the after-trunk units lose theirs; the heads' block of rows stays in the units, as fitted at
@@ -144,14 +178,18 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   e.activation_bytes = static_cast<int64_t>(clamp_bytes(activations));
   // The breakdown of the largest of the three peaks.
   const double peak = std::max({trunk, after, templates_peak});
-  const double peak_units =
-      peak == templates_peak ? template_units : peak == trunk ? trunk_units : after_units - logits_units;
-  const double peak_chunk =
-      peak == templates_peak ? template_chunk_bytes : peak == trunk ? chunk_bytes : 0.0;
+  const double peak_units = peak == templates_peak ? template_units
+                            : peak == trunk        ? (dap > 1 ? dap_trunk_units : trunk_units)
+                                                   : after_units - logits_units;
+  const double peak_chunk = peak == templates_peak ? template_chunk_bytes
+                            : peak == trunk        ? (dap > 1 ? dap_chunk_bytes : chunk_bytes)
+                                                   : 0.0;
   e.pair_bytes = static_cast<int64_t>(
       clamp_bytes(kActivationMargin * (peak_units * pair + (peak == templates_peak ? 0.0 : recycle))));
   e.chunk_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * peak_chunk));
-  e.msa_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * (peak == templates_peak ? m_stream : msa_bytes)));
+  e.msa_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * (peak == templates_peak ? m_stream
+                                                                     : peak == trunk ? trunk_msa
+                                                                                     : msa_bytes)));
   e.feature_bytes = static_cast<int64_t>(clamp_bytes(features));
   e.param_bytes = num_params * 4;
   e.overhead_bytes = static_cast<int64_t>(kOverheadBytes);
@@ -255,26 +293,28 @@ bool pair_logits_on_device(Device device, const std::string& result_arrays) {
 }
 
 int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
-                          int64_t num_params, int64_t available_bytes, int64_t templates, bool logits_on_device) {
+                          int64_t num_params, int64_t available_bytes, int64_t templates, bool logits_on_device,
+                          int64_t dap) {
   af2::Af2Config c = config;
   for (const int64_t chunk : auto_chunk_candidates(num_res)) {
     c.chunk_size = chunk;
     if (needed_after_params(estimate_predict_memory(c, num_res, msa_rows, num_iterations, num_params, templates,
-                                                    logits_on_device)) <= available_bytes)
+                                                    logits_on_device, dap)) <= available_bytes)
       return chunk;
   }
   return -1;
 }
 
 int64_t choose_template_passes(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
-                               int64_t num_params, int64_t available_bytes, int64_t templates, bool logits_on_device) {
+                               int64_t num_params, int64_t available_bytes, int64_t templates, bool logits_on_device,
+                               int64_t dap) {
   if (config.template_passes != 0) return config.template_passes;
   af2::Af2Config one = config;
   one.template_passes = 1;
   const MemoryEstimate e1 =
-      estimate_predict_memory(one, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device);
+      estimate_predict_memory(one, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device, dap);
   const MemoryEstimate e0 =
-      estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device);
+      estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device, dap);
   // The same estimate: two passes would not run (or save nothing the estimate sees).
   if (e1.activation_bytes <= e0.activation_bytes) return 1;
   return needed_after_params(e1) <= available_bytes ? 1 : 2;
@@ -282,13 +322,14 @@ int64_t choose_template_passes(const af2::Af2Config& config, int64_t num_res, in
 
 void check_predict_fits(const std::string& input, const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
                         int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device,
-                        int64_t templates, bool logits_on_device) {
+                        int64_t templates, bool logits_on_device, int64_t dap) {
   const MemoryEstimate e =
-      estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device);
+      estimate_predict_memory(config, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device, dap);
   const int64_t needed = needed_after_params(e);
   if (needed <= available_bytes) return;
   std::ostringstream msg;
-  msg << input << ": " << num_res << " residues with " << msa_rows << " MSA rows need an estimated " << needed
+  msg << input << ": " << num_res << " residues with " << msa_rows << " MSA rows need an estimated "
+      << (dap > 1 ? "(per rank of --dap " + std::to_string(dap) + ") " : "") << needed
       << " bytes (" << format_bytes(needed) << ": activations " << format_bytes(e.activation_bytes) << " at --chunk_size "
       << config.chunk_size << " --precision " << config.precision << ", features " << format_bytes(e.feature_bytes)
       << ", runtime " << format_bytes(e.overhead_bytes) << ") on " << device << ", but only " << available_bytes
@@ -296,23 +337,31 @@ void check_predict_fits(const std::string& input, const af2::Af2Config& config, 
   // What to try: the chunk that fits at this precision, and bf16.
   std::vector<std::string> tries;
   const int64_t chunk =
-      choose_chunk_size(config, num_res, msa_rows, num_iterations, num_params, available_bytes, templates, logits_on_device);
+      choose_chunk_size(config, num_res, msa_rows, num_iterations, num_params, available_bytes, templates, logits_on_device, dap);
   if (chunk > 0 && chunk != config.chunk_size)
     tries.push_back("--chunk_size " + std::to_string(chunk) + " (or auto)");
   if (config.precision != "bf16") {
     af2::Af2Config b = config;
     b.precision = "bf16";
     const int64_t bchunk =
-        choose_chunk_size(b, num_res, msa_rows, num_iterations, num_params, available_bytes, templates, logits_on_device);
+        choose_chunk_size(b, num_res, msa_rows, num_iterations, num_params, available_bytes, templates, logits_on_device, dap);
     if (bchunk >= 0 && chunk < 0)
       tries.push_back("--precision bf16 --chunk_size " + std::to_string(bchunk));
+  }
+  if (dap > 1 && chunk < 0) {  // more ranks: the smallest doubling of --dap that fits
+    for (int64_t more = dap * 2; more <= 64; more *= 2)
+      if (choose_chunk_size(config, num_res, msa_rows, num_iterations, num_params, available_bytes, templates,
+                            logits_on_device, more) >= 0) {
+        tries.push_back("--dap " + std::to_string(more) + " (mpirun -np " + std::to_string(more) + ")");
+        break;
+      }
   }
   if (tries.empty()) {
     af2::Af2Config smallest = config;
     smallest.chunk_size = 1;
     msg << " Even --chunk_size 1 needs "
         << format_bytes(needed_after_params(
-               estimate_predict_memory(smallest, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device)))
+               estimate_predict_memory(smallest, num_res, msa_rows, num_iterations, num_params, templates, logits_on_device, dap)))
         << "; use a device with more memory, fewer MSA rows or a shorter sequence.";
   } else {
     msg << " Try ";

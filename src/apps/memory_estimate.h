@@ -52,9 +52,13 @@ struct MemoryEstimate {
 // max_templates; < 0: as many as it can use).
 // `logits_on_device`: whether the pair heads' [N, N, bins] results are held on the device
 // (pair_logits_on_device; true is the larger estimate).
+// `dap` > 1: the peak of one rank of `predict --dap` (dynamic axial parallelism over `dap` ranks):
+// the stages before and after the Evoformer stacks run whole on every rank, with fp32 streams
+// (DAP keeps them in fp32 under --precision bf16 too, so the fp32 model is used), and the stacks'
+// peak is one rank's (below, "DAP").
 MemoryEstimate estimate_predict_memory(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
                                        int64_t num_iterations, int64_t num_params, int64_t templates = -1,
-                                       bool logits_on_device = true);
+                                       bool logits_on_device = true, int64_t dap = 1);
 
 // Whether a prediction on `device` with `--result_arrays` `result_arrays` (full|summary) holds the
 // pair heads' logits on the device: only the CPU (the host is its device) with full arrays.
@@ -81,7 +85,7 @@ void check_fits_in_memory(const std::string& input, const af2::Af2Config& config
 // needed vs available, and what to try (a --chunk_size that fits, --precision bf16) otherwise.
 void check_predict_fits(const std::string& input, const af2::Af2Config& config, int64_t num_res, int64_t msa_rows,
                         int64_t num_iterations, int64_t num_params, int64_t available_bytes, const std::string& device,
-                        int64_t templates = -1, bool logits_on_device = true);
+                        int64_t templates = -1, bool logits_on_device = true, int64_t dap = 1);
 
 // Bytes the result arrays of `models` predictions of `num_res` residues hold until the target is
 // written (fp32, in host memory): N²·(2·bins + 2) floats per model with --result_arrays full (the
@@ -107,7 +111,7 @@ std::vector<int64_t> auto_chunk_candidates(int64_t num_res);
 // -1 when not even chunk 1 fits.
 int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
                           int64_t num_params, int64_t available_bytes, int64_t templates = -1,
-                          bool logits_on_device = true);
+                          bool logits_on_device = true, int64_t dap = 1);
 
 // --template_passes auto for one target at config's chunk: 1 where config runs one pass anyway
 // (unchunked, or fewer than two templates) or where one pass fits `available_bytes`, else 2 (the
@@ -115,7 +119,7 @@ int64_t choose_chunk_size(const af2::Af2Config& config, int64_t num_res, int64_t
 // whose template_passes is already 1 or 2 gets that.
 int64_t choose_template_passes(const af2::Af2Config& config, int64_t num_res, int64_t msa_rows, int64_t num_iterations,
                                int64_t num_params, int64_t available_bytes, int64_t templates = -1,
-                               bool logits_on_device = true);
+                               bool logits_on_device = true, int64_t dap = 1);
 
 // The longest sequence whose estimate fits the device's limit (at least 1 when anything fits, 0
 // when not even one residue does).

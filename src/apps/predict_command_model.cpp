@@ -304,6 +304,8 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
                            kept_result_bytes(n_res, model(o.model_names.front()).config.heads.distogram_bins,
                                              o.result_arrays, static_cast<int64_t>(o.model_names.size())),
                            device_memory_available(Device::cpu()), o.result_arrays);
+  // Under --dap every rank checks its own peak (memory_estimate.h), against its own device.
+  const int64_t dap = o.model_parallel.dap_size();
   for (size_t mi = 0; mi < o.model_names.size(); ++mi) {
     LoadedModel& m = model(o.model_names[mi]);
     const int64_t kept = o.device.is_cuda() ? 0
@@ -314,28 +316,28 @@ TargetSummary Predictor::predict_target(const TargetInputs& in, const std::strin
     m.config.template_passes = o.template_passes;  // auto is decided per target, below
     if (o.chunk_size == kChunkAuto) {
       const int64_t chunk =
-          choose_chunk_size(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail, templates, logits_on_device);
+          choose_chunk_size(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail, templates, logits_on_device, dap);
       if (chunk < 0) {
         af2::Af2Config smallest = m.config;
         smallest.chunk_size = 1;
         check_predict_fits(in.fasta_path, smallest, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail,
-                           o.device.str(), templates, logits_on_device);
+                           o.device.str(), templates, logits_on_device, dap);
       }
       m.config.chunk_size = chunk;
       m.model->set_chunk_size(chunk);
       const MemoryEstimate e =
-          estimate_predict_memory(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, templates, logits_on_device);
+          estimate_predict_memory(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, templates, logits_on_device, dap);
       log::info("predict: ", m.name, ": --chunk_size auto chose ", chunk, chunk == 0 ? " (no chunking)" : "",
                 ": estimated ", format_bytes(needed_after_params(e)), " of ", format_bytes(avail), " available on ",
                 o.device.str());
     } else {
       check_predict_fits(in.fasta_path, m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail,
-                         o.device.str(), templates, logits_on_device);
+                         o.device.str(), templates, logits_on_device, dap);
     }
     // --template_passes auto: two passes over the templates only where one does not fit.
     const int64_t passes =
         choose_template_passes(m.config, n_res, out.msa_rows, o.num_recycles + 1, num_params, avail, templates,
-                               logits_on_device);
+                               logits_on_device, dap);
     if (o.template_passes == 0 && passes == 2)
       log::info("predict: ", m.name, ": --template_passes auto chose 2 (one pass does not fit the ",
                 format_bytes(avail), " available)");

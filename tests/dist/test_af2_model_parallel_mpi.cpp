@@ -70,7 +70,8 @@ std::vector<int> group_sizes() {
 
 #ifdef FOLDCORE_HAVE_DATA
 // chunk > 0: inference chunking in both runs (under DAP it applies per rank to the attention
-// modules and transitions).
+// modules, the transitions, the outer product mean's rows and the triangle multiplications' edges
+// and output rows).
 void check_predict(bool parallel_evoformer, bool bp, int64_t chunk = 0) {
   const Af2Features features = small_target();
   Af2Config config = tiny(parallel_evoformer);
@@ -112,6 +113,7 @@ void check_predict_dap_bp() {
 TEST(Af2ModelParallel, DapPredictEqualsOneProcess) { check_predict(false, false); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformer) { check_predict(true, false); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessChunked) { check_predict(false, false, 4); }
+TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformerChunked) { check_predict(true, false, 3); }
 TEST(Af2ModelParallel, BpPredictEqualsOneProcess) { check_predict(true, true); }
 TEST(Af2ModelParallel, DapBpPredictEqualsOneProcess) { check_predict_dap_bp(); }
 #endif

@@ -21,8 +21,10 @@ class OuterProductMean : public nn::Module {
   // row chunk (run_chunked) and `into` is returned.
   Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
   // DAP (evoformer_parallel.cpp): m_cols [S, N/P, c_m] this rank's MSA columns, msa_mask [S, N]
-  // whole; the right projection is gathered whole. → the update's pair rows [N/P, N, c_z].
-  Variable forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g) const;
+  // whole; the right projection is gathered whole. → the update's pair rows [N/P, N, c_z], computed
+  // by chunks of `chunk` rows when chunk > 0 (the outer products of one chunk at a time).
+  Variable forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g,
+                       int64_t chunk = 0) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:

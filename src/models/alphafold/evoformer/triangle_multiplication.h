@@ -61,9 +61,12 @@ class TriangleMultiplication : public nn::Module {
   Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
   // DAP (evoformer_parallel.cpp): z_rows [N/P, N, c_z] this rank's pair rows, pair_mask [N, N]
   // whole. Outgoing works on rows and gathers the right edge whole; incoming works on columns
-  // (switched there and back) and gathers the edge indexed by the output row whole.
+  // (switched there and back) and gathers the edge indexed by the output row whole, channel-major
+  // ([c, N, N]: the one pair-sized temporary). chunk > 0: the update by chunks of `chunk` output
+  // rows (the contraction, its LayerNorm, projection and gate one chunk at a time).
   // → the update's rows [N/P, N, c_z].
-  Variable forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g) const;
+  Variable forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
+                       int64_t chunk = 0) const;
   // key_prefix e.g. "evoformer/evoformer_iteration/triangle_multiplication_outgoing".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   bool outgoing() const { return outgoing_; }

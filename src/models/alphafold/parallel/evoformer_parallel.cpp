@@ -30,6 +30,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/recompute.h"
+#include "core/profile.h"
 #include "models/alphafold/model/alphafold.h"
 #include "models/alphafold/model/alphafold_trunk.h"
 #include "models/alphafold/evoformer/evoformer.h"
@@ -110,28 +111,41 @@ Variable TriangleAttention::forward_dap_columns(const Variable& z_cols, const Te
   return ag::contiguous(ag::transpose(o, 0, 1));  // [N, N/P, c]
 }
 
-Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tensor& pair_mask,
-                                             const ParallelGroup& g) const {
+Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
+                                             int64_t chunk) const {
   // Outgoing t[c,i,j] = Σ_k a[c,i,k] b[c,j,k]: rows i here, b whole. Incoming t[c,i,j] =
   // Σ_k b[c,k,i] a[c,k,j]: columns j here (a's columns), b whole.
   const Variable zz = outgoing_ ? z_rows : g.switch_axis(z_rows, 0, 1);  // rows [k, N, c] | columns [N, k, c]
   const Variable mask3(mask_chunk(pair_mask, outgoing_ ? 0 : 1, g).unsqueeze(-1));
   const Variable x = layer_norm_input_.forward(zz);
-  // b first: it is gathered whole ([N, N, c]) while a and the output gate's linear are computed.
-  PendingVariable b_all = g.gather_async(
-      ag::mul(ag::sigmoid_gate(right_gate_.forward(x), right_projection_.forward(x)), mask3), outgoing_ ? 0 : 1);
-  const Variable a = ag::mul(ag::sigmoid_gate(left_gate_.forward(x), left_projection_.forward(x)), mask3);
-  const Variable ac = ag::contiguous(ag::permute(a, {2, 0, 1}));
-  const Variable gate = gating_linear_.forward(x);
-  const Variable bc = ag::contiguous(ag::permute(b_all.get(), {2, 0, 1}));
-  const Variable t = outgoing_ ? ag::matmul(ac, bc, false, true) : ag::matmul(bc, ac, true, false);
-  const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
-  const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));
-  const Variable u = ag::sigmoid_gate(gate, o);
+  // A gated, masked edge of zz, channel-major ([c, k, N] | [c, N, k]), made by chunks of zz's
+  // first axis (no-grad with chunk > 0): its projections exist for one chunk at a time.
+  const auto edge = [&](const nn::Linear& gate_linear, const nn::Linear& projection) {
+    return run_chunked(zz.size(0), chunk, [&](int64_t i0, int64_t len) {
+      const Variable xs = ag::narrow(x, 0, i0, len);
+      return ag::contiguous(ag::permute(
+          ag::mul(ag::sigmoid_gate(gate_linear.forward(xs), projection.forward(xs)), ag::narrow(mask3, 0, i0, len)),
+          {2, 0, 1}));
+    }, 1);
+  };
+  // b first: gathered whole as [c, N, N] (the only pair-sized tensor here) while a is computed.
+  PendingVariable b_all = g.gather_async(edge(right_gate_, right_projection_), outgoing_ ? 1 : 2);
+  const Variable ac = edge(left_gate_, left_projection_);
+  const Variable bc = b_all.get();
+  // The update by chunks of zz's first axis (the output rows i; chunk 0: at once): t, its
+  // LayerNorm, the projection and the gate exist for one chunk at a time.
+  const Variable u = run_chunked(zz.size(0), chunk, [&](int64_t i0, int64_t len) {
+    const Variable t = outgoing_ ? ag::matmul(ag::narrow(ac, 1, i0, len), bc, false, true)   // [c, len, N]
+                                 : ag::matmul(ag::narrow(bc, 2, i0, len), ac, true, false);  // [c, len, k]
+    const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
+    const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));
+    return ag::sigmoid_gate(gating_linear_.forward(ag::narrow(x, 0, i0, len)), o);
+  });
   return outgoing_ ? u : g.switch_axis(u, 1, 0);
 }
 
-Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g) const {
+Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g,
+                                       int64_t chunk) const {
   const int64_t c = c_hidden_, s = m_cols.size(0), k = m_cols.size(1), n = msa_mask.size(1);
   FC_CHECK(msa_mask.size(0) == s && k * g.size() == n, "OuterProductMean '", path(), "' (DAP): m columns ",
            m_cols.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", ", g.size(), " ranks");
@@ -141,14 +155,18 @@ Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa
   // The right projection is gathered whole while the left one and the normalisation are computed.
   PendingVariable b_all = g.gather_async(ag::mul(right_.forward(x), mask3), 1);          // [S, N, c]
   const Variable a = ag::mul(left_.forward(x), mask3);                                   // [S, k, c]
-  const Variable a2 = ag::reshape(ag::contiguous(a), {s, k * c});
   std::vector<float> norm = ag::matmul(Variable(mask_cols), Variable(mask), true, false).value().to_vector();
   for (float& v : norm) v = 1.f / (1e-3f + v);
   const Tensor inv_norm = Tensor::from_vector(norm, {k, n, 1}, DType::f32, m_cols.device());
   const Variable b2 = ag::reshape(b_all.get(), {s, n * c});
-  const Variable outer = ag::reshape(ag::matmul(a2, b2, true, false), {k, c, n, c});    // [i,c,j,e]
-  const Variable flat = ag::reshape(ag::contiguous(ag::permute(outer, {0, 2, 1, 3})), {k, n, c * c});
-  return ag::mul(output_.forward(flat), Variable(inv_norm));  // [k, N, c_z]
+  // The update's rows by chunks (chunk 0: at once): the [len, c, N, c] outer products and their
+  // permuted copy exist for one chunk at a time.
+  return run_chunked(k, chunk, [&](int64_t i0, int64_t len) {
+    const Variable a2 = ag::reshape(ag::contiguous(ag::narrow(a, 1, i0, len)), {s, len * c});
+    const Variable outer = ag::reshape(ag::matmul(a2, b2, true, false), {len, c, n, c});  // [i,c,j,e]
+    const Variable flat = ag::reshape(ag::contiguous(ag::permute(outer, {0, 2, 1, 3})), {len, n, c * c});
+    return ag::mul(output_.forward(flat), Variable(inv_norm.narrow(0, i0, len)));  // [len, N, c_z]
+  });
 }
 
 // ---------------------------------------------------------------- block
@@ -162,35 +180,53 @@ std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z
            "EvoformerBlock '", path(), "' (DAP ", p, "): m rows ", m.shape().str(), ", z rows ", z.shape().str(),
            ", msa_mask ", msa_mask.shape().str());
   const ag::DropoutSpec none;
+  // Each module with its residual add is a FOLDCORE_PROFILE stage, as in the one-process forward.
+  const auto stage = [dev = z.device()](const char* name, const auto& run) {
+    const profile::Scope s(name, dev);
+    run();
+  };
   // MSA track.
-  m = stream_residual(m, row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk), row_att_dropout_.spec(),
-                      own_inputs);
+  stage("msa_row_attention", [&] {
+    m = stream_residual(m, row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk), row_att_dropout_.spec(),
+                        own_inputs);
+  });
   Variable mc = g.switch_axis(m, 0, 1);  // [S, N/P, c_m]
   m = Variable();
   const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
-  mc = stream_residual(mc, msa_column_update(mc, mask_cols, chunk), col_att_dropout_.spec(), true);
-  mc = stream_residual(mc, transition_forward(msa_transition_, mc, chunk), none, true);
+  stage("msa_column_attention", [&] {
+    mc = stream_residual(mc, msa_column_update(mc, mask_cols, chunk), col_att_dropout_.spec(), true);
+  });
+  stage("msa_transition", [&] { mc = stream_residual(mc, transition_forward(msa_transition_, mc, chunk), none, true); });
   // The MSA is final: its switch back to rows runs during the pair track (FastFold's overlap of
   // the MSA all-to-all with the pair stack); the outer product mean only reads it.
   PendingVariable m_rows = g.switch_axis_async(mc, 1, 0);
   // Pair track.
   bool z_owned = own_inputs;
   if (!cfg_.parallel) {
-    z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g), none, own_inputs);
+    stage("outer_product_mean",
+          [&] { z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g, chunk), none, own_inputs); });
     z_owned = true;
   }
-  z = stream_residual(z, tri_mul_out_.forward_dap(z, pair_mask, g), tri_mul_out_dropout_.spec(), z_owned);
-  z = stream_residual(z, tri_mul_in_.forward_dap(z, pair_mask, g), tri_mul_in_dropout_.spec(), true);
-  z = stream_residual(z, tri_att_start_.forward_dap(z, pair_mask, g, chunk), tri_att_start_dropout_.spec(), true);
-  {
-    // Ending node on z's columns, its residual add (and column-wise shared dropout) there too.
+  stage("triangle_multiplication_outgoing", [&] {
+    z = stream_residual(z, tri_mul_out_.forward_dap(z, pair_mask, g, chunk), tri_mul_out_dropout_.spec(), z_owned);
+  });
+  stage("triangle_multiplication_incoming", [&] {
+    z = stream_residual(z, tri_mul_in_.forward_dap(z, pair_mask, g, chunk), tri_mul_in_dropout_.spec(), true);
+  });
+  stage("triangle_attention_starting_node", [&] {
+    z = stream_residual(z, tri_att_start_.forward_dap(z, pair_mask, g, chunk), tri_att_start_dropout_.spec(), true);
+  });
+  stage("triangle_attention_ending_node", [&] {
+    // On z's columns, its residual add (and column-wise shared dropout) there too.
     Variable zc = g.switch_axis(z, 0, 1);  // [N, N/P, c_z]
     z = Variable();
-    zc = stream_residual(zc, tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), tri_att_end_dropout_.spec(), true);
+    zc = stream_residual(zc, tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), tri_att_end_dropout_.spec(),
+                         true);
     z = g.switch_axis(zc, 1, 0);
-  }
-  z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true);
-  if (cfg_.parallel) z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g), none, true);
+  });
+  stage("pair_transition", [&] { z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true); });
+  if (cfg_.parallel)
+    stage("outer_product_mean", [&] { z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g, chunk), none, true); });
   return {m_rows.get(), std::move(z)};
 }
 
@@ -319,13 +355,13 @@ std::pair<Variable, Variable> EvoformerStack::forward_block_dap_bp(const Evoform
     mc = stream_residual(mc, b.msa_column_update(mc, mask_cols, chunk), b.col_att_dropout_.spec(), true);
     mc = stream_residual(mc, transition_forward(b.msa_transition_, mc, chunk), none, true);
     PendingVariable m_rows = g.switch_axis_async(mc, 1, 0);  // during the outer product mean
-    opm = b.opm_.forward_dap(mc, msa_mask, g);
+    opm = b.opm_.forward_dap(mc, msa_mask, g, chunk);
     m_new = m_rows.get();
     for (const nn::Dropout* d : pair_drops) skip_dropout(*d);
   } else {  // pair branch on the pair rows (the ending node on its columns)
     for (const nn::Dropout* d : msa_drops) skip_dropout(*d);
-    z_pair = stream_residual(z, b.tri_mul_out_.forward_dap(z, pair_mask, g), b.tri_mul_out_dropout_.spec(), false);
-    z_pair = stream_residual(z_pair, b.tri_mul_in_.forward_dap(z_pair, pair_mask, g), b.tri_mul_in_dropout_.spec(), true);
+    z_pair = stream_residual(z, b.tri_mul_out_.forward_dap(z, pair_mask, g, chunk), b.tri_mul_out_dropout_.spec(), false);
+    z_pair = stream_residual(z_pair, b.tri_mul_in_.forward_dap(z_pair, pair_mask, g, chunk), b.tri_mul_in_dropout_.spec(), true);
     z_pair = stream_residual(z_pair, b.tri_att_start_.forward_dap(z_pair, pair_mask, g, chunk),
                       b.tri_att_start_dropout_.spec(), true);
     Variable zc = g.switch_axis(z_pair, 0, 1);
