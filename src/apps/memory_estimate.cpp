@@ -67,24 +67,33 @@ constexpr double kTemplateTwoPassScaleBf16 = 1.27;
 // Relative margin on the activations (the test's stated bound).
 constexpr double kActivationMargin = 1.05;
 // DAP (predict --dap P; models/alphafold/parallel/evoformer_parallel.cpp): one rank's peak in the
-// Evoformer and extra-MSA stacks is the larger of two modules', in fp32 pair units plus chunk
+// Evoformer and extra-MSA stacks is the largest of three, in fp32 pair units plus chunk
 // temporaries of c' = min(chunk, ⌈N/P⌉) rows (c' = ⌈N/P⌉ unchunked), plus the MSA streams (the
 // main one whole, waiting while the extra-MSA stack runs; the extra one whole and split):
-//   triangle multiplication  (kDapTriMulUnits + kDapTriMulUnitsPerRank / P)·pair + k_tm·c'·N
-//     the edge gathered whole ([c, N, N], 1 unit) and per-rank pieces: the stream's rows, their
-//     LayerNorm, the local edges, the update, and for the incoming one the switched copies
+//   triangle multiplication  (a + b / P)·pair + k_tm·c'·N
+//     chunked (the ring: each rank's chunk of the edge broadcast in turn): the per-rank pieces
+//     only (the stream's rows, their LayerNorm, the local edges, one or two received chunks, the
+//     update, the incoming one's switched copy); unchunked: the edge gathered whole (1 unit) too
 //   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 8·c_opm²·c'·N
 //     the stream's rows and the update, and one chunk's outer products [c', c, N, c] and their
 //     permuted copy (2 fp32 copies: 8·c_opm² bytes per chunk row and residue)
+//   the stacks' ends and after them  kDapStackEndUnits·pair, one more whole pair where N is not a
+//     multiple of P (the padded gathered pair and its cut copy)
 // Fitted to the allocator peaks of one rank at model_1 widths (1 + 1 blocks, 16 + 16 MSA rows) at
 // N = 96..256, P = 2 and 4, chunks 16 and 64 and unchunked (docs/distributed.md, "DAP prediction
 // memory"): the units are the large-N limits of the fits (the O(N) terms above over-count a
 // little at small N); tests/dist/test_dap_memory_estimate_mpi checks them.
+constexpr double kDapRingTriMulUnits = 0.3;
+constexpr double kDapRingTriMulUnitsPerRank = 7.2;
 constexpr double kDapTriMulUnits = 1.8;
 constexpr double kDapTriMulUnitsPerRank = 5.2;
 constexpr double kDapTriMulBytesPerRowResidue = 2560;  // t, its LayerNorm, projection, gate: 5·c_tm·4
 constexpr double kDapOpmUnits = 0.05;
 constexpr double kDapOpmUnitsPerRank = 3.4;
+constexpr double kDapStackEndUnits = 2.9;
+// --precision bf16 under DAP: the streams stay fp32 and the modules after the stacks read bf16
+// copies under autocast (measured: DAP-4 N = 128 chunk 16, 3.72 units against fp32's 3.32).
+constexpr double kDapStackEndUnitsBf16Extra = 0.5;
 
 double clamp_bytes(double b) { return std::min(b, 9e18); }
 
@@ -153,12 +162,19 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     const double p = static_cast<double>(dap), rows = std::ceil(n / p);
     const double c_rows = std::min(c.chunk_size > 0 ? static_cast<double>(c.chunk_size) : rows, rows);
     const double c_opm = static_cast<double>(c.evoformer.opm_channels);
-    const double tri = (kDapTriMulUnits + kDapTriMulUnitsPerRank / p) * pair + kDapTriMulBytesPerRowResidue * c_rows * n;
-    const double opm = (kDapOpmUnits + kDapOpmUnitsPerRank / p) * pair + 8 * c_opm * c_opm * c_rows * n;
-    dap_trunk_units = tri >= opm ? kDapTriMulUnits + kDapTriMulUnitsPerRank / p : kDapOpmUnits + kDapOpmUnitsPerRank / p;
-    dap_chunk_bytes = tri >= opm ? kDapTriMulBytesPerRowResidue * c_rows * n : 8 * c_opm * c_opm * c_rows * n;
+    const double tri_units = c.chunk_size > 0 ? kDapRingTriMulUnits + kDapRingTriMulUnitsPerRank / p
+                                              : kDapTriMulUnits + kDapTriMulUnitsPerRank / p;
+    const double opm_units = kDapOpmUnits + kDapOpmUnitsPerRank / p;
+    const double padded = rows * p > n ? (rows * p / n) * (rows * p / n) : 0.0;
+    const double end_units =
+        kDapStackEndUnits + padded + (c.precision == "bf16" ? kDapStackEndUnitsBf16Extra : 0.0);
+    const double tri_chunk = kDapTriMulBytesPerRowResidue * c_rows * n, opm_chunk = 8 * c_opm * c_opm * c_rows * n;
+    const double tri = tri_units * pair + tri_chunk, opm = opm_units * pair + opm_chunk, end = end_units * pair;
+    const double largest = std::max({tri, opm, end});
+    dap_trunk_units = largest == tri ? tri_units : largest == opm ? opm_units : end_units;
+    dap_chunk_bytes = largest == tri ? tri_chunk : largest == opm ? opm_chunk : 0.0;
     trunk_msa = m_stream + extra_stream * (1 + kExtraMsaCopies / p);
-    trunk = std::max(tri, opm) + recycle + trunk_msa;
+    trunk = largest + recycle + trunk_msa;
   }
   // The pair heads' results: two [N, N, bins] arrays in the stream's dtype (distogram and PAE
   // logits), on the allocator only where the device is the host and they are kept. Without them

@@ -9,7 +9,8 @@
 // of memory) and at most 25% above it: looser than the one-process 15%, because the DAP model's
 // O(N) terms over-count at these small N (its pair units are the large-N limits of the fits:
 // docs/distributed.md, "DAP prediction memory"). Before this estimate existed the preflight used
-// the one-process one, which at chunk 16 was 1.1-1.4x BELOW these peaks.
+// the one-process one, which at chunk 16 was up to 2.5x below a DAP-2 rank's peak (before the
+// chunked DAP modules; docs/distributed.md).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -68,7 +69,8 @@ std::pair<double, MemoryEstimate> measure(const Case& k) {
   return {peak, estimate_predict_memory(c, k.n, 32, 1, params.num_elements(), k.templates, true, world.size())};
 }
 
-void expect_within_margin(const Case& k) {
+// `over`: the largest estimate / peak allowed.
+void expect_within_margin(const Case& k, double over = 1.25) {
   const auto [peak, e] = measure(k);
   const double est = static_cast<double>(e.activation_bytes), pair = static_cast<double>(k.n * k.n * 128 * 4);
   if (mpi_world().rank() == 0)
@@ -77,7 +79,7 @@ void expect_within_margin(const Case& k) {
                 mpi_world().size(), static_cast<long long>(k.n), static_cast<long long>(k.chunk),
                 static_cast<long long>(k.templates), k.precision.c_str(), peak / pair, est / pair, est / peak);
   EXPECT_GE(est, peak) << "rank " << mpi_world().rank();
-  EXPECT_LE(est, 1.25 * peak) << "rank " << mpi_world().rank();
+  EXPECT_LE(est, over * peak) << "rank " << mpi_world().rank();
 }
 
 TEST(DapMemoryEstimate, ChunkedRanksPeaks) {
@@ -90,26 +92,9 @@ TEST(DapMemoryEstimate, UnchunkedRanksPeaks) { expect_within_margin({.n = 96, .c
 
 TEST(DapMemoryEstimate, WithTemplatesRanksPeaks) { expect_within_margin({.n = 128, .chunk = 16, .templates = 4}); }
 
-// --precision bf16 under DAP keeps fp32 streams: the fp32 model, an over-estimate within the margin.
-TEST(DapMemoryEstimate, Bf16RanksPeaks) { expect_within_margin({.n = 128, .chunk = 16, .precision = "bf16"}); }
-
-// The one-process estimate is below what a DAP-2 rank needs at chunk 16 (why the preflight takes
-// --dap into account): DAP gathers whole pair-sized edges that chunked inference never holds. (At
-// DAP-4 the one-process estimate happens to lie above this size's peak.)
-TEST(DapMemoryEstimate, OneProcessEstimateIsBelowADap2RanksPeak) {
-  if (mpi_world().size() != 2) GTEST_SKIP() << "the DAP-2 case";
-  const Case k{.n = 128, .chunk = 16};
-  const auto [peak, e] = measure(k);
-  af2::Af2Config c;
-  c.num_evoformer_blocks = 1;
-  c.num_extra_msa_blocks = 1;
-  c.chunk_size = 16;
-  c.max_msa_clusters = 16 + c.templates.max_templates;
-  c.max_extra_msa = 16;
-  const MemoryEstimate one = estimate_predict_memory(c, k.n, 32, 1, 0, 0, true, 1);
-  EXPECT_LT(static_cast<double>(one.activation_bytes), peak);
-  EXPECT_GE(static_cast<double>(e.activation_bytes), peak);
-}
+// --precision bf16 under DAP keeps fp32 streams: the fp32 model plus the bf16 copies read after
+// the stacks; the stacks' bf16 edges are smaller than the model's, so the bound is 50% here.
+TEST(DapMemoryEstimate, Bf16RanksPeaks) { expect_within_margin({.n = 128, .chunk = 16, .precision = "bf16"}, 1.5); }
 
 }  // namespace
 }  // namespace foldcore::apps

@@ -115,26 +115,29 @@ Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tenso
                                              int64_t chunk) const {
   // Outgoing t[c,i,j] = Σ_k a[c,i,k] b[c,j,k]: rows i here, b whole. Incoming t[c,i,j] =
   // Σ_k b[c,k,i] a[c,k,j]: columns j here (a's columns), b whole.
-  const Variable zz = outgoing_ ? z_rows : g.switch_axis(z_rows, 0, 1);  // rows [k, N, c] | columns [N, k, c]
+  Variable zz = outgoing_ ? z_rows : g.switch_axis(z_rows, 0, 1);  // rows [k, N, c] | columns [N, k, c]
   const Variable mask3(mask_chunk(pair_mask, outgoing_ ? 0 : 1, g).unsqueeze(-1));
   const Variable x = layer_norm_input_.forward(zz);
+  const Shape zz_shape = zz.shape();
+  if (!ag::grad_enabled()) zz = Variable();  // inference: x is all that is read (the incoming one's copy dies)
   // A gated, masked edge of zz, channel-major ([c, k, N] | [c, N, k]), made by chunks of zz's
   // first axis (no-grad with chunk > 0): its projections exist for one chunk at a time.
   const auto edge = [&](const nn::Linear& gate_linear, const nn::Linear& projection) {
-    return run_chunked(zz.size(0), chunk, [&](int64_t i0, int64_t len) {
+    return run_chunked(zz_shape[0], chunk, [&](int64_t i0, int64_t len) {
       const Variable xs = ag::narrow(x, 0, i0, len);
       return ag::contiguous(ag::permute(
           ag::mul(ag::sigmoid_gate(gate_linear.forward(xs), projection.forward(xs)), ag::narrow(mask3, 0, i0, len)),
           {2, 0, 1}));
     }, 1);
   };
+  if (!ag::grad_enabled() && chunk > 0) return forward_dap_ring(x, edge, g, chunk);
   // b first: gathered whole as [c, N, N] (the only pair-sized tensor here) while a is computed.
   PendingVariable b_all = g.gather_async(edge(right_gate_, right_projection_), outgoing_ ? 1 : 2);
   const Variable ac = edge(left_gate_, left_projection_);
   const Variable bc = b_all.get();
   // The update by chunks of zz's first axis (the output rows i; chunk 0: at once): t, its
   // LayerNorm, the projection and the gate exist for one chunk at a time.
-  const Variable u = run_chunked(zz.size(0), chunk, [&](int64_t i0, int64_t len) {
+  const Variable u = run_chunked(zz_shape[0], chunk, [&](int64_t i0, int64_t len) {
     const Variable t = outgoing_ ? ag::matmul(ag::narrow(ac, 1, i0, len), bc, false, true)   // [c, len, N]
                                  : ag::matmul(ag::narrow(bc, 2, i0, len), ac, true, false);  // [c, len, k]
     const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
@@ -142,6 +145,61 @@ Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tenso
     return ag::sigmoid_gate(gating_linear_.forward(ag::narrow(x, 0, i0, len)), o);
   });
   return outgoing_ ? u : g.switch_axis(u, 1, 0);
+}
+
+Variable TriangleMultiplication::forward_dap_ring(
+    const Variable& x,
+    const std::function<Variable(const nn::Linear&, const nn::Linear&)>& edge, const ParallelGroup& g,
+    int64_t chunk) const {
+  // Outgoing: this rank has rows i of a and of the output, all columns j; the output's columns j
+  // of block q need rank q's rows of b. Incoming: this rank has columns j of a and of the output,
+  // all rows i; the output's rows i of block q need rank q's columns of b. Either way block q of
+  // the output reads rank q's chunk of b only: the chunks are broadcast in turn, the next while
+  // the current one's products run, so a rank holds its own chunk and at most two received ones
+  // (one at P = 2) instead of all P.
+  const Tensor b_local = edge(right_gate_, right_projection_).value();  // [c, k, N] | [c, N, k]
+  const Tensor ac = edge(left_gate_, left_projection_).value();         // [c, k, N] | [c, N, k]
+  const int p = g.size();
+  const int64_t k = outgoing_ ? b_local.size(1) : b_local.size(2);
+  Tensor u;  // the update, x's shape: [k, N, c_z] | [N, k, c_z] (in the first chunk's dtype)
+  // Block q's buffer: this rank's own chunk is broadcast from b_local itself; the others arrive in
+  // two receive buffers used in turn (made when first needed).
+  Tensor received[2];
+  int next_buffer = 0;
+  const auto start = [&](int q, Tensor& into) {
+    if (q == g.rank()) {
+      into = b_local;
+    } else {
+      Tensor& buf = received[next_buffer++ % 2];
+      if (!buf.defined()) buf = Tensor::empty(b_local.shape(), b_local.dtype(), b_local.device());
+      into = buf;
+    }
+    return g.broadcast_async(into, q);
+  };
+  Tensor current, following;
+  std::unique_ptr<PendingReduction> pending = start(0, current);
+  for (int q = 0; q < p; ++q) {
+    pending->wait();
+    const Variable b_q(current);
+    if (q + 1 < p) pending = start(q + 1, following);
+    const int64_t rows = outgoing_ ? x.size(0) : k;  // output rows of this block, by chunks
+    for (int64_t i0 = 0; i0 < rows; i0 += chunk) {
+      const int64_t len = std::min(chunk, rows - i0);
+      // Outgoing: rows i0.. of this rank, columns of block q. Incoming: rows q·k + i0.., every
+      // column of this rank.
+      const Variable t = outgoing_ ? ag::matmul(ag::narrow(Variable(ac), 1, i0, len), b_q, false, true)  // [c, len, k]
+                                   : ag::matmul(ag::narrow(b_q, 2, i0, len), Variable(ac), true, false);  // [c, len, k]
+      const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
+      const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));
+      const Variable xs = outgoing_ ? ag::narrow(ag::narrow(x, 0, i0, len), 1, q * k, k)
+                                    : ag::narrow(x, 0, q * k + i0, len);
+      const Tensor y = ag::sigmoid_gate(gating_linear_.forward(xs), o).value();
+      if (!u.defined()) u = Tensor::empty(x.shape(), y.dtype(), y.device());
+      (outgoing_ ? u.narrow(0, i0, len).narrow(1, q * k, k) : u.narrow(0, q * k + i0, len)).copy_(y);
+    }
+    current = following;
+  }
+  return outgoing_ ? Variable(u) : g.switch_axis(Variable(u), 1, 0);
 }
 
 Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g,

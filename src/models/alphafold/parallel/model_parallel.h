@@ -43,7 +43,7 @@ class PendingVariable {
   Variable ready_;
 };
 
-// An in-place reduction in flight (ParallelGroup::all_reduce_sum_async).
+// An in-place collective in flight (ParallelGroup::all_reduce_sum_async, broadcast_async).
 class PendingReduction {
  public:
   virtual ~PendingReduction() = default;
@@ -76,6 +76,9 @@ class ParallelGroup {
   // In-place Σ over the group (parameter gradients), now or started now.
   virtual void all_reduce_sum(const Tensor& t) const = 0;
   virtual std::unique_ptr<PendingReduction> all_reduce_sum_async(const Tensor& t) const = 0;
+  // Inference (no autograd): rank `root`'s `t` into `t` on every rank, in place, started now. DAP's
+  // ring form of a gather: one rank's chunk at a time instead of the whole tensor at once.
+  virtual std::unique_ptr<PendingReduction> broadcast_async(const Tensor& t, int root) const = 0;
 };
 
 struct ModelParallel {

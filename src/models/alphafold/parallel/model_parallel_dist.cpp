@@ -38,16 +38,20 @@ class CommGroup final : public ParallelGroup {
   }
   void all_reduce_sum(const Tensor& t) const override { c_.all_reduce(t); }
   std::unique_ptr<PendingReduction> all_reduce_sum_async(const Tensor& t) const override {
-    struct Pending final : PendingReduction {
-      explicit Pending(dist::CommHandle h) : handle(std::move(h)) {}
-      bool test() override { return handle.test(); }
-      void wait() override { handle.wait(); }
-      dist::CommHandle handle;
-    };
     return std::make_unique<Pending>(c_.all_reduce_async(t));
+  }
+  std::unique_ptr<PendingReduction> broadcast_async(const Tensor& t, int root) const override {
+    return std::make_unique<Pending>(c_.broadcast_async(t, root));
   }
 
  private:
+  struct Pending final : PendingReduction {
+    explicit Pending(dist::CommHandle h) : handle(std::move(h)) {}
+    bool test() override { return handle.test(); }
+    void wait() override { handle.wait(); }
+    dist::CommHandle handle;
+  };
+
   dist::Communicator& c_;
   bool overlap_;
 };
