@@ -156,8 +156,9 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   const double template_chunk_bytes =
       chunk_bytes * static_cast<double>(c.templates.c_t) / static_cast<double>(c.c_z);
   const double templates_peak = template_stage ? template_units * pair + template_chunk_bytes + m_stream : 0.0;
-  double trunk = (trunk_units * pair + recycle) + chunk_bytes + msa_bytes;
-  double dap_trunk_units = 0, dap_chunk_bytes = 0, trunk_msa = msa_bytes;
+  // The trunk's peak: its pair units, chunk temporaries and MSA streams (one process's, or one
+  // DAP rank's below).
+  double trunk_pair_units = trunk_units, trunk_chunk = chunk_bytes, trunk_msa = msa_bytes;
   if (dap > 1) {  // one rank's stacks (the constants' comment)
     const double p = static_cast<double>(dap), rows = std::ceil(n / p);
     const double c_rows = std::min(c.chunk_size > 0 ? static_cast<double>(c.chunk_size) : rows, rows);
@@ -171,11 +172,11 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     const double tri_chunk = kDapTriMulBytesPerRowResidue * c_rows * n, opm_chunk = 8 * c_opm * c_opm * c_rows * n;
     const double tri = tri_units * pair + tri_chunk, opm = opm_units * pair + opm_chunk, end = end_units * pair;
     const double largest = std::max({tri, opm, end});
-    dap_trunk_units = largest == tri ? tri_units : largest == opm ? opm_units : end_units;
-    dap_chunk_bytes = largest == tri ? tri_chunk : largest == opm ? opm_chunk : 0.0;
+    trunk_pair_units = largest == tri ? tri_units : largest == opm ? opm_units : end_units;
+    trunk_chunk = largest == tri ? tri_chunk : largest == opm ? opm_chunk : 0.0;
     trunk_msa = m_stream + extra_stream * (1 + kExtraMsaCopies / p);
-    trunk = largest + recycle + trunk_msa;
   }
+  const double trunk = trunk_pair_units * pair + recycle + trunk_chunk + trunk_msa;
   // The pair heads' results: two [N, N, bins] arrays in the stream's dtype (distogram and PAE
   // logits), on the allocator only where the device is the host and they are kept. Without them
   // the after-trunk units lose theirs; the heads' block of rows stays in the units, as fitted at
@@ -194,12 +195,9 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   e.activation_bytes = static_cast<int64_t>(clamp_bytes(activations));
   // The breakdown of the largest of the three peaks.
   const double peak = std::max({trunk, after, templates_peak});
-  const double peak_units = peak == templates_peak ? template_units
-                            : peak == trunk        ? (dap > 1 ? dap_trunk_units : trunk_units)
-                                                   : after_units - logits_units;
-  const double peak_chunk = peak == templates_peak ? template_chunk_bytes
-                            : peak == trunk        ? (dap > 1 ? dap_chunk_bytes : chunk_bytes)
-                                                   : 0.0;
+  const double peak_units =
+      peak == templates_peak ? template_units : peak == trunk ? trunk_pair_units : after_units - logits_units;
+  const double peak_chunk = peak == templates_peak ? template_chunk_bytes : peak == trunk ? trunk_chunk : 0.0;
   e.pair_bytes = static_cast<int64_t>(
       clamp_bytes(kActivationMargin * (peak_units * pair + (peak == templates_peak ? 0.0 : recycle))));
   e.chunk_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * peak_chunk));

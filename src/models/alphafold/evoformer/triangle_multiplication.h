@@ -77,6 +77,9 @@ class TriangleMultiplication : public nn::Module {
   Variable forward_whole(const Variable& z, const Tensor& mask) const;
   // forward_dap's inference path (evoformer_parallel.cpp): x the layer-normed pair rows | columns
   // in forward_dap's layout, edge(gate, projection) the gated, masked channel-major edge of this rank.
+  // The DAP paths' update from the products t [c, rows, cols] and the layer-normed input x
+  // [rows, cols, c_z] of the same elements: sigmoid(gate(x)) ⊙ output_projection(LN(tᵀ)).
+  Variable gated_update(const Variable& t, const Variable& x) const;
   Variable forward_dap_ring(const Variable& x,
                             const std::function<Variable(const nn::Linear&, const nn::Linear&)>& edge,
                             const ParallelGroup& g, int64_t chunk) const;

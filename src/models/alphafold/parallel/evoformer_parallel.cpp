@@ -140,11 +140,14 @@ Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tenso
   const Variable u = run_chunked(zz_shape[0], chunk, [&](int64_t i0, int64_t len) {
     const Variable t = outgoing_ ? ag::matmul(ag::narrow(ac, 1, i0, len), bc, false, true)   // [c, len, N]
                                  : ag::matmul(ag::narrow(bc, 2, i0, len), ac, true, false);  // [c, len, k]
-    const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
-    const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));
-    return ag::sigmoid_gate(gating_linear_.forward(ag::narrow(x, 0, i0, len)), o);
+    return gated_update(t, ag::narrow(x, 0, i0, len));
   });
   return outgoing_ ? u : g.switch_axis(u, 1, 0);
+}
+
+Variable TriangleMultiplication::gated_update(const Variable& t, const Variable& x) const {
+  const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
+  return ag::sigmoid_gate(gating_linear_.forward(x), output_projection_.forward(center_layer_norm_.forward(t_ij)));
 }
 
 Variable TriangleMultiplication::forward_dap_ring(
@@ -189,11 +192,9 @@ Variable TriangleMultiplication::forward_dap_ring(
       // column of this rank.
       const Variable t = outgoing_ ? ag::matmul(ag::narrow(Variable(ac), 1, i0, len), b_q, false, true)  // [c, len, k]
                                    : ag::matmul(ag::narrow(b_q, 2, i0, len), Variable(ac), true, false);  // [c, len, k]
-      const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
-      const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));
       const Variable xs = outgoing_ ? ag::narrow(ag::narrow(x, 0, i0, len), 1, q * k, k)
                                     : ag::narrow(x, 0, q * k + i0, len);
-      const Tensor y = ag::sigmoid_gate(gating_linear_.forward(xs), o).value();
+      const Tensor y = gated_update(t, xs).value();
       if (!u.defined()) u = Tensor::empty(x.shape(), y.dtype(), y.device());
       (outgoing_ ? u.narrow(0, i0, len).narrow(1, q * k, k) : u.narrow(0, q * k + i0, len)).copy_(y);
     }
