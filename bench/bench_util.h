@@ -72,6 +72,15 @@ class JsonLine {
   }
   JsonLine& integer(const std::string& k, long long v) { return raw(k, std::to_string(v)); }
   JsonLine& boolean(const std::string& k, bool v) { return raw(k, v ? "true" : "false"); }
+  JsonLine& nums(const std::string& k, const std::vector<double>& v) {
+    std::string list = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", v[i]);
+      list += buf;
+    }
+    return raw(k, list + "]");
+  }
   void print() const {
     std::string s = "{";
     for (size_t i = 0; i < fields_.size(); ++i) s += (i ? ", " : "") + fields_[i];

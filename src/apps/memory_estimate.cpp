@@ -66,19 +66,26 @@ constexpr double kTemplateTwoPassScaleFp32 = 1.11;
 constexpr double kTemplateTwoPassScaleBf16 = 1.27;
 // Relative margin on the activations (the test's stated bound).
 constexpr double kActivationMargin = 1.05;
-// DAP (predict --dap P; models/alphafold/parallel/evoformer_parallel.cpp): one rank's peak in the
-// Evoformer and extra-MSA stacks is the largest of three, in fp32 pair units plus chunk
-// temporaries of c' = min(chunk, ⌈N/P⌉) rows (c' = ⌈N/P⌉ unchunked), plus the MSA streams (the
-// main one whole, waiting while the extra-MSA stack runs; the extra one whole and split):
-//   triangle multiplication  (a + b / P)·pair + k_tm·c'·N
+// DAP (predict --dap P; models/alphafold/parallel/evoformer_parallel.cpp, pair_rows.h): a rank
+// keeps its rows of the pair (1/P of it, "the shard") from the embedding to the next iteration and
+// holds the whole pair only around the templates. Its peak is the largest of, in fp32 pair units
+// plus chunk temporaries of c' = min(chunk, ⌈N/P⌉) rows (c' = ⌈N/P⌉ unchunked) plus MSA streams:
+//   triangle multiplication  (a + b / P)·pair + k_tm·c'·N, with the MSA streams (the main one
+//     whole, waiting while the extra-MSA stack runs; the extra one whole and split)
 //     chunked (the ring: each rank's chunk of the edge broadcast in turn): the per-rank pieces
 //     only (the stream's rows, their LayerNorm, the local edges, one or two received chunks, the
 //     update, the incoming one's switched copy); unchunked: the edge gathered whole (1 unit) too
 //   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 8·c_opm²·c'·N
 //     the stream's rows and the update, and one chunk's outer products [c', c, N, c] and their
 //     permuted copy (2 fp32 copies: 8·c_opm² bytes per chunk row and residue)
-//   the stacks' ends and after them  kDapStackEndUnits·pair, one more whole pair where N is not a
-//     multiple of P (the padded gathered pair and its cut copy)
+//   the templates (where the model has template slots, masked or not): the gathered whole pair,
+//     the shard and kDapTemplateGatherUnits of module pieces; one more whole pair where N is not a
+//     multiple of P (the padded gathered pair beside its cut copy); with templates computed, one
+//     process's template stage (measured the same: 2.66 units at N = 128 with 4 templates, one
+//     process and DAP-2; the shard is dropped while the pair is whole)
+//   the structure module and the heads: the shard, kDapAfterTrunkUnits (the invariant point
+//     attention's and the heads' row blocks, the distogram's transposed half logits at small N),
+//     and the kept pair logits where they are on the allocator
 // Fitted to the allocator peaks of one rank at model_1 widths (1 + 1 blocks, 16 + 16 MSA rows) at
 // N = 96..256, P = 2 and 4, chunks 16 and 64 and unchunked (docs/distributed.md, "DAP prediction
 // memory"): the units are the large-N limits of the fits (the O(N) terms above over-count a
@@ -90,10 +97,14 @@ constexpr double kDapTriMulUnitsPerRank = 5.2;
 constexpr double kDapTriMulBytesPerRowResidue = 2560;  // t, its LayerNorm, projection, gate: 5·c_tm·4
 constexpr double kDapOpmUnits = 0.05;
 constexpr double kDapOpmUnitsPerRank = 3.4;
-constexpr double kDapStackEndUnits = 2.9;
-// --precision bf16 under DAP: the streams stay fp32 and the modules after the stacks read bf16
-// copies under autocast (measured: DAP-4 N = 128 chunk 16, 3.72 units against fp32's 3.32).
-constexpr double kDapStackEndUnitsBf16Extra = 0.5;
+// --precision bf16 under DAP: the streams stay fp32, and the modules' projections come out in
+// bf16 under autocast: the ring's edges and received chunks, the triangle multiplication's chunk
+// temporaries and the outer products at half the bytes (measured: N = 128..256, chunk 16, 0.72-0.86
+// of the fp32 peaks; the ring's per-rank units refitted to them).
+constexpr double kDapRingTriMulUnitsPerRankBf16 = 5.8;
+constexpr double kDapBf16ChunkScale = 0.5;
+constexpr double kDapTemplateGatherUnits = 1.2;
+constexpr double kDapAfterTrunkUnits = 0.8;
 
 double clamp_bytes(double b) { return std::min(b, 9e18); }
 
@@ -163,17 +174,17 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     const double p = static_cast<double>(dap), rows = std::ceil(n / p);
     const double c_rows = std::min(c.chunk_size > 0 ? static_cast<double>(c.chunk_size) : rows, rows);
     const double c_opm = static_cast<double>(c.evoformer.opm_channels);
-    const double tri_units = c.chunk_size > 0 ? kDapRingTriMulUnits + kDapRingTriMulUnitsPerRank / p
+    const bool dap_bf16 = c.precision == "bf16";
+    const double ring_per_rank = dap_bf16 ? kDapRingTriMulUnitsPerRankBf16 : kDapRingTriMulUnitsPerRank;
+    const double tri_units = c.chunk_size > 0 ? kDapRingTriMulUnits + ring_per_rank / p
                                               : kDapTriMulUnits + kDapTriMulUnitsPerRank / p;
     const double opm_units = kDapOpmUnits + kDapOpmUnitsPerRank / p;
-    const double padded = rows * p > n ? (rows * p / n) * (rows * p / n) : 0.0;
-    const double end_units =
-        kDapStackEndUnits + padded + (c.precision == "bf16" ? kDapStackEndUnitsBf16Extra : 0.0);
-    const double tri_chunk = kDapTriMulBytesPerRowResidue * c_rows * n, opm_chunk = 8 * c_opm * c_opm * c_rows * n;
-    const double tri = tri_units * pair + tri_chunk, opm = opm_units * pair + opm_chunk, end = end_units * pair;
-    const double largest = std::max({tri, opm, end});
-    trunk_pair_units = largest == tri ? tri_units : largest == opm ? opm_units : end_units;
-    trunk_chunk = largest == tri ? tri_chunk : largest == opm ? opm_chunk : 0.0;
+    const double chunk_scale = dap_bf16 ? kDapBf16ChunkScale : 1.0;
+    const double tri_chunk = chunk_scale * kDapTriMulBytesPerRowResidue * c_rows * n;
+    const double opm_chunk = chunk_scale * 8 * c_opm * c_opm * c_rows * n;
+    const bool tri_largest = tri_units * pair + tri_chunk >= opm_units * pair + opm_chunk;
+    trunk_pair_units = tri_largest ? tri_units : opm_units;
+    trunk_chunk = tri_largest ? tri_chunk : opm_chunk;
     trunk_msa = m_stream + extra_stream * (1 + kExtraMsaCopies / p);
   }
   const double trunk = trunk_pair_units * pair + recycle + trunk_chunk + trunk_msa;
@@ -181,10 +192,24 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   // logits), on the allocator only where the device is the host and they are kept. Without them
   // the after-trunk units lose theirs; the heads' block of rows stays in the units, as fitted at
   // N ≤ 512 where one block is all N rows (longer N: at most kPairHeadBlockValues values, less).
-  const double logits_units =
-      logits_on_device ? 0.0 : 2.0 * static_cast<double>(c.heads.distogram_bins) * stream_bytes / (c_z * 4);
-  const double after = ((after_units - logits_units) * pair + recycle) + msa_bytes;
-  const double activations = kActivationMargin * std::max({trunk, after, templates_peak});
+  const double logits_pair_units = 2.0 * static_cast<double>(c.heads.distogram_bins) * stream_bytes / (c_z * 4);
+  const double logits_units = logits_on_device ? 0.0 : logits_pair_units;
+  double after = ((after_units - logits_units) * pair + recycle) + msa_bytes;
+  double after_pair_units = after_units - logits_units;
+  double stage_templates = templates_peak, stage_template_units = template_units;
+  if (dap > 1) {  // the shard outside the stacks (the DAP constants' comment)
+    const double p = static_cast<double>(dap), padded_n = std::ceil(n / p) * p;
+    const double shard = n > 0 ? padded_n * std::ceil(n / p) / (n * n) : 0.0;
+    after_pair_units = shard + kDapAfterTrunkUnits + (logits_on_device ? logits_pair_units : 0.0);
+    after = after_pair_units * pair + msa_bytes;
+    if (c.templates.enabled && c.templates.max_templates > 0) {
+      const double padded = padded_n > n ? (padded_n / n) * (padded_n / n) : 0.0;
+      const double gather_units = kDapTemplateGatherUnits + shard + padded;
+      stage_template_units = std::max(gather_units, template_stage ? template_units : 0.0);
+      stage_templates = stage_template_units * pair + (template_stage ? template_chunk_bytes : 0.0) + m_stream;
+    }
+  }
+  const double activations = kActivationMargin * std::max({trunk, after, stage_templates});
   // Processed features per iteration: msa_feat (49 channels) and the cluster masks/targets per
   // cluster row, extra_msa, its deletions and mask per extra row, template positions and masks
   // (37 atoms) per template, all 4 bytes.
@@ -194,14 +219,15 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   e.chunk = c.chunk_size;
   e.activation_bytes = static_cast<int64_t>(clamp_bytes(activations));
   // The breakdown of the largest of the three peaks.
-  const double peak = std::max({trunk, after, templates_peak});
+  const double peak = std::max({trunk, after, stage_templates});
   const double peak_units =
-      peak == templates_peak ? template_units : peak == trunk ? trunk_pair_units : after_units - logits_units;
-  const double peak_chunk = peak == templates_peak ? template_chunk_bytes : peak == trunk ? trunk_chunk : 0.0;
-  e.pair_bytes = static_cast<int64_t>(
-      clamp_bytes(kActivationMargin * (peak_units * pair + (peak == templates_peak ? 0.0 : recycle))));
+      peak == stage_templates ? stage_template_units : peak == trunk ? trunk_pair_units : after_pair_units;
+  const double peak_chunk =
+      peak == stage_templates ? (template_stage ? template_chunk_bytes : 0.0) : peak == trunk ? trunk_chunk : 0.0;
+  e.pair_bytes = static_cast<int64_t>(clamp_bytes(
+      kActivationMargin * (peak_units * pair + (peak == stage_templates ? 0.0 : recycle))));
   e.chunk_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * peak_chunk));
-  e.msa_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * (peak == templates_peak ? m_stream
+  e.msa_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * (peak == stage_templates ? m_stream
                                                                      : peak == trunk ? trunk_msa
                                                                                      : msa_bytes)));
   e.feature_bytes = static_cast<int64_t>(clamp_bytes(features));

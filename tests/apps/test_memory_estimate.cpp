@@ -18,30 +18,16 @@
 #include <string>
 
 #include "apps/memory_estimate.h"
-#include "autograd/param_store.h"
-#include "core/allocator.h"
-#include "core/random.h"
+#include "apps/memory_probe.h"
 #include "models/alphafold/model/alphafold.h"
-#include "models/alphafold/model/synthetic_target.h"
 
 namespace foldcore::apps {
 namespace {
 
-constexpr int64_t kClusters = 16, kExtra = 16, kRawRows = 32;
+constexpr int64_t kClusters = 16, kExtra = 16, kRawRows = kClusters + kExtra;
 
-af2::Af2Config estimate_config(const std::string& precision, int64_t chunk, int64_t clusters = kClusters,
-                               int64_t extra = kExtra) {
-  af2::Af2Config c;
-  c.num_evoformer_blocks = 1;
-  c.num_extra_msa_blocks = 1;
-  c.num_recycles = 0;
-  c.chunk_size = chunk;
-  c.precision = precision;
-  // What synthetic_target's pipeline does: kClusters clusters besides the template rows.
-  c.max_msa_clusters = clusters + c.templates.max_templates;
-  c.max_extra_msa = extra;
-  af2::validate_af2_config(c);
-  return c;
+af2::Af2Config estimate_config(const std::string& precision, int64_t chunk) {
+  return memory_probe_config({.chunk = chunk, .precision = precision});
 }
 
 struct Measured {
@@ -53,37 +39,16 @@ struct Measured {
 // pair_logits: as --result_arrays full (true) or summary (false) runs the model.
 Measured measure(int64_t n, const std::string& precision, int64_t chunk, int64_t clusters = kClusters,
                  int64_t extra = kExtra, int64_t recycles = 0, int64_t templates = 0, bool pair_logits = true) {
-  const af2::Af2Config config = estimate_config(precision, chunk, clusters, extra);
-  const int64_t raw_rows = clusters + extra;
-  autograd::ParamStore params(Device::cpu());
-  Generator init(7);
-  af2::AlphaFold model(nn::Scope{&params, &init, nullptr, ""}, config);
-  model.train(false);
-  params.finalize();
-  Allocator& alloc = default_allocator(Device::cpu());
-  std::mt19937 g(42);
-  const size_t before_features = alloc.stats().current;
-  const af2::Af2Features features =
-      af2::synthetic_target({n, raw_rows, recycles, config.templates.max_templates, clusters, extra, templates}, g);
-  Measured m;
-  alloc.reset_peak();
-  const size_t base = alloc.stats().current;
-  m.features = static_cast<double>(base - before_features);
-  {
-    // As `foldcore predict` runs it: without the recycled states (which it does not write).
-    const af2::Af2Outputs out = model.predict(features, recycles, Device::cpu(), {}, {.recycle_states = false, .representations = false, .pair_logits = pair_logits});
-    EXPECT_FALSE(out.empty());
-    m.activations = static_cast<double>(alloc.stats().peak - base);
-  }
-  m.estimate = estimate_predict_memory(config, n, raw_rows, recycles + 1, params.num_elements(), templates,
-                                       pair_logits_on_device(Device::cpu(), pair_logits ? "full" : "summary"));
-  const double pair = static_cast<double>(n * n * config.c_z * 4);
+  const MemoryProbeResult r = measure_predict_memory({.n_res = n, .chunk = chunk, .clusters = clusters, .extra = extra,
+                                                      .recycles = recycles, .templates = templates,
+                                                      .precision = precision, .pair_logits = pair_logits});
+  const Measured m{r.activation_bytes, r.feature_bytes, r.estimate};
   std::printf("%s arrays, N = %lld, %lld templates, %lld + %lld MSA rows, %lld recycles, %s, chunk %lld: activations measured %.2f MiB (%.2f fp32 pairs), estimated %.2f MiB "
               "(ratio %.3f); features measured %.2f MiB, estimated %.2f MiB\n",
               pair_logits ? "full" : "summary", static_cast<long long>(n), static_cast<long long>(templates), static_cast<long long>(clusters), static_cast<long long>(extra),
               static_cast<long long>(recycles),
               precision.c_str(), static_cast<long long>(chunk), m.activations / 1048576.0,
-              m.activations / pair, static_cast<double>(m.estimate.activation_bytes) / 1048576.0,
+              m.activations / r.pair_unit_bytes, static_cast<double>(m.estimate.activation_bytes) / 1048576.0,
               static_cast<double>(m.estimate.activation_bytes) / m.activations, m.features / 1048576.0,
               static_cast<double>(m.estimate.feature_bytes) / 1048576.0);
   return m;

@@ -110,7 +110,39 @@ void check_predict_dap_bp() {
   expect_same_outputs(par.model.predict(features, 1, Device::cpu()), want);
 }
 
+// The split pair's edges (inference under DAP keeps the pair split by rows from the embedding to
+// the next iteration: pair_rows.h): N = 5 residues, so that over 4 ranks (2 rows each) rank 3 holds
+// only padding and rank 2 one residue, and over 2 ranks 3 + 2; no template slots (the pair is never
+// gathered whole); 2 recycles (split recycled pairs); both with every output kept (the pair, the
+// recycled pairs and the pair logits gathered to the host by blocks) and with the summary only
+// (the PAE head's blocks streamed into PAE and pTM on every rank).
+void check_predict_split_edges(bool keep) {
+  SyntheticTargetOptions o;
+  o.num_res = 5;
+  o.msa_rows = 9;
+  o.recycles = 2;
+  o.max_templates = 0;
+  o.max_msa_clusters = 4;
+  o.max_extra_msa = 3;
+  std::mt19937 gen(11);
+  const Af2Features features = synthetic_target(o, gen);
+  Af2Config config = tiny(false);
+  config.chunk_size = 2;
+  const Af2PredictKeep k{.recycle_states = keep, .representations = keep, .pair_logits = keep};
+  Model ref(config, false);
+  const Af2Outputs want = ref.model.predict(features, 2, Device::cpu(), {}, k);
+  for (int p : group_sizes()) {
+    SCOPED_TRACE("DAP-" + std::to_string(p));
+    auto comm = groups_of(p, "dap");
+    Model par(config, false);
+    par.model.set_model_parallel(make_model_parallel(comm.get(), nullptr));
+    expect_same_outputs(par.model.predict(features, 2, Device::cpu(), {}, k), want);
+  }
+}
+
 TEST(Af2ModelParallel, DapPredictEqualsOneProcess) { check_predict(false, false); }
+TEST(Af2ModelParallel, DapPredictSplitPairEdgesEqualOneProcess) { check_predict_split_edges(true); }
+TEST(Af2ModelParallel, DapPredictSplitPairSummaryEqualsOneProcess) { check_predict_split_edges(false); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformer) { check_predict(true, false); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessChunked) { check_predict(false, false, 4); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformerChunked) { check_predict(true, false, 3); }

@@ -238,10 +238,21 @@ Variable RecyclingEmbedder::pair_update_rows(const Variable& prev_z, const Tenso
   const int64_t n = prev_pseudo_beta.size(0), cz = prev_pair_norm_.scale().numel();
   FC_CHECK(!prev_z.defined() || prev_z.shape() == Shape({n, n, cz}), "RecyclingEmbedder: prev_z ", shape_of(prev_z),
            " must be [", n, ", ", n, ", ", cz, "]");
+  return pair_update_of_rows(!prev_z.defined() || rows == n ? prev_z : ag::narrow(prev_z, 0, row0, rows),
+                             prev_pseudo_beta, row0, rows);
+}
+
+Variable RecyclingEmbedder::pair_update_of_rows(const Variable& prev_z_rows, const Tensor& prev_pseudo_beta,
+                                                int64_t row0, int64_t rows) const {
+  FC_CHECK(prev_pseudo_beta.defined() && prev_pseudo_beta.dim() == 2 && prev_pseudo_beta.size(1) == 3,
+           "RecyclingEmbedder: prev_pseudo_beta ", shape_of(prev_pseudo_beta), " must be [N, 3]");
+  const int64_t n = prev_pseudo_beta.size(0), cz = prev_pair_norm_.scale().numel();
+  FC_CHECK(!prev_z_rows.defined() || prev_z_rows.shape() == Shape({rows, n, cz}), "RecyclingEmbedder: prev_z rows ",
+           shape_of(prev_z_rows), " must be [", rows, ", ", n, ", ", cz, "]");
   // The rows of prev_z (zeros for the first iteration, made per chunk: LN(0) = its offset).
-  const Variable z_rows = !prev_z.defined() ? Variable(Tensor::zeros({rows, n, cz}, DType::f32, prev_pseudo_beta.device()))
-                          : rows == n       ? prev_z
-                                            : ag::narrow(prev_z, 0, row0, rows);
+  const Variable z_rows = prev_z_rows.defined()
+                              ? prev_z_rows
+                              : Variable(Tensor::zeros({rows, n, cz}, DType::f32, prev_pseudo_beta.device()));
   // Alg. 32 lines 1-3: d = one_hot(|x_i − x_j|) over 15 bins 3.25..20.75 Å; z += Linear(d) + LN(z_prev).
   const Variable dgram(dgram_from_positions(prev_pseudo_beta, min_bin_, max_bin_, num_bins_, row0, rows)
                            .to(z_rows.device())

@@ -96,6 +96,9 @@ class RecyclingEmbedder : public nn::Module {
   // made per chunk) and prev_pseudo_beta [N, 3]; and m with prev_msa_first_row_norm(prev_m1)
   // added to row 0.
   Variable pair_update_rows(const Variable& prev_z, const Tensor& prev_pseudo_beta, int64_t row0, int64_t rows) const;
+  // The same from the rows themselves: prev_z_rows [rows, N, c_z] (undefined: zeros).
+  Variable pair_update_of_rows(const Variable& prev_z_rows, const Tensor& prev_pseudo_beta, int64_t row0,
+                               int64_t rows) const;
   Variable apply_msa(const Variable& msa, const Variable& prev_m1) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 

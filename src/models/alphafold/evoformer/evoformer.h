@@ -140,6 +140,10 @@ class EvoformerStack : public nn::Module {
   // block's end; other stacks run DAP only (the same on both BP partners). Inactive: the
   // single-process path.
   void set_model_parallel(const ModelParallel& mp) { mp_ = mp; }
+  // Inference under DAP with the pair kept split (pair_rows.h): z_rows is this rank's rows of the
+  // padded pair and so is the returned pair; m comes in and goes out whole, as with forward.
+  std::pair<Variable, Variable> forward_split_pair(Variable m, Variable z_rows, const Tensor& msa_mask,
+                                                   const Tensor& pair_mask, int64_t chunk = 0) const;
   const ModelParallel& model_parallel() const { return mp_; }
   // BP 2 on a Parallel Evoformer stack: the branches run on two ranks.
   bool branch_parallel() const;
@@ -151,7 +155,7 @@ class EvoformerStack : public nn::Module {
 
  private:
   std::pair<Variable, Variable> forward_dap(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
-                                            int64_t chunk) const;
+                                            int64_t chunk, bool split_pair = false) const;
   std::pair<Variable, Variable> forward_bp(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
                                            int64_t chunk) const;
   // DAP × BP-2: block b's branch of this BP rank on this DAP rank's rows (forward_dap's layout);

@@ -5,6 +5,7 @@
 #include "autograd/functions.h"
 #include "models/alphafold/model/af2_util.h"
 #include "models/alphafold/evoformer/evoformer_util.h"
+#include "models/alphafold/parallel/pair_rows.h"
 #include "data_pipeline/structure/residue_constants.h"
 
 namespace foldcore::af2 {
@@ -57,6 +58,18 @@ Tensor DistogramHead::forward_rows(const Tensor& pair, int64_t i0, int64_t rows)
   const Tensor b = half_logits_.forward(Variable(pair.narrow(1, i0, rows).contiguous())).value();  // half[:, i0..]
   const Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
   ops::add(a, b.transpose(0, 1), out);  // b read through its strides, as forward's transposed operand
+  return out;
+}
+
+Tensor DistogramHead::forward_split(const Tensor& rows, const ParallelGroup& g) const {
+  FC_CHECK(!ag::grad_enabled(), "DistogramHead::forward_split is for inference (no autograd)");
+  check_last(Variable(rows), 3, half_logits_.in_features(), "DistogramHead");
+  FC_CHECK(rows.size(0) * g.size() == rows.size(1), "DistogramHead::forward_split: rows ", rows.shape().str(),
+           " are not one rank's rows of a pair split over ", g.size(), " ranks");
+  const Tensor half = half_logits_.forward(Variable(rows)).value();  // half[own rows, :]  [R, N, B]
+  const Tensor cols = g.switch_axis(Variable(half), 0, 1).value();   // half[:, own rows]  [N, R, B]
+  const Tensor out = Tensor::empty(half.shape(), half.dtype(), half.device());
+  ops::add(half, cols.transpose(0, 1), out);  // as forward_rows: the transposed operand through its strides
   return out;
 }
 
@@ -201,6 +214,47 @@ PairHeadOutputs Af2Heads::pair_heads_by_rows(const Tensor& pair, bool keep_logit
       out.pae->add_rows(i0, t);
     }
   }
+  return out;
+}
+
+PairHeadOutputs Af2Heads::pair_heads_split(const Tensor& rows, int64_t n, const ParallelGroup& g, bool keep_logits,
+                                           int64_t block_values) const {
+  FC_CHECK(!ag::grad_enabled(), "Af2Heads::pair_heads_split is for inference (no autograd)");
+  const PairRows pr = PairRows::of(g, n);
+  FC_CHECK(rows.defined() && rows.dim() == 3 && rows.size(0) == pr.rows() && rows.size(1) == pr.padded(),
+           "Af2Heads: pair rows ", rows.defined() ? rows.shape().str() : std::string("undefined"), " must be [",
+           pr.rows(), ", ", pr.padded(), ", c_z] (N = ", n, " over ", pr.size, " ranks)");
+  FC_CHECK(block_values >= 1, "Af2Heads::pair_heads_split: block_values must be >= 1, got ", block_values);
+  const int64_t bins = std::max(distogram_.bins(), pae_ ? pae_->bins() : int64_t{0});
+  const int64_t block = std::clamp<int64_t>(block_values / (n * bins), 1, n);
+  // This rank's rows [i0, i0 + r) of a [rows, padded N, ·] tensor, the real columns only.
+  auto own = [&](const Tensor& t, int64_t i0, int64_t r) { return t.narrow(0, i0 - pr.row0(), r).narrow(1, 0, n); };
+  PairHeadOutputs out;
+  if (pae_ && !keep_logits)
+    out.pae = std::make_shared<PaeStream>(n, pae_->bins(), pae_max_error_bin_, Tensor(), /*keep_probs=*/false);
+  if (keep_logits) {
+    const Tensor logits = distogram_.forward_split(rows, g);  // [R, padded N, bins]
+    out.distogram_logits = Tensor::empty({n, n, distogram_.bins()}, logits.dtype(), Device::cpu());
+    for_each_split_row_block(
+        g, n, block, {n, distogram_.bins()}, logits.dtype(), rows.device(),
+        [&](int64_t i0, int64_t r) { return own(logits, i0, r); },
+        [&](int64_t i0, const Tensor& b) { out.distogram_logits.narrow(0, i0, b.size(0)).copy_(b); });
+  }
+  if (!pae_) return out;
+  auto pae_rows = [&](const Tensor& z) { return pae_->forward(Variable(z)).value(); };
+  // The blocks' dtype (the head's output dtype, bf16 under bf16 autocast), which the receiving
+  // ranks need before a block arrives: every rank computes the head on one entry of its rows.
+  const DType pae_dtype = pae_rows(rows.narrow(0, 0, 1).narrow(1, 0, 1).contiguous()).dtype();
+  if (keep_logits) out.tm_logits = Tensor::empty({n, n, pae_->bins()}, pae_dtype, Device::cpu());
+  for_each_split_row_block(
+      g, n, block, {n, pae_->bins()}, pae_dtype, rows.device(),
+      [&](int64_t i0, int64_t r) { return pae_rows(own(rows, i0, r).contiguous()); },
+      [&](int64_t i0, const Tensor& b) {
+        if (keep_logits)
+          out.tm_logits.narrow(0, i0, b.size(0)).copy_(b);
+        else
+          out.pae->add_rows(i0, b);
+      });
   return out;
 }
 

@@ -13,6 +13,8 @@
 
 namespace foldcore::af2 {
 
+class ParallelGroup;
+
 using nn::Variable;
 
 // "distogram_head": half = pair·W + b; logits[i,j] = half[i,j] + half[j,i] (symmetric).
@@ -24,6 +26,10 @@ class DistogramHead : public nn::Module {
   // Inference: rows i0 .. i0 + rows − 1 of forward(pair) ([rows, N, bins]), from the pair's rows
   // and columns i0.. (half[i, :] + half[:, i]ᵀ): the same sums, without an [N, N, bins] tensor.
   Tensor forward_rows(const Tensor& pair, int64_t i0, int64_t rows) const;
+  // Inference under DAP (pair_rows.h): the logits of this rank's rows [rows, padded N, bins] from
+  // its pair rows [rows, padded N, c_z]; the transposed half comes from the other ranks (one
+  // all-to-all of the half logits). Padding columns hold the logits of the zero padding.
+  Tensor forward_split(const Tensor& rows, const ParallelGroup& g) const;
   int64_t bins() const { return half_logits_.out_features(); }
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
@@ -119,6 +125,12 @@ class Af2Heads : public nn::Module {
   static constexpr int64_t kPairHeadBlockValues = int64_t{1} << 24;
   PairHeadOutputs pair_heads_by_rows(const Tensor& pair, bool keep_logits,
                                      int64_t block_values = kPairHeadBlockValues) const;
+  // The same under DAP with the pair split (pair_rows.h): `rows` is this rank's rows of the padded
+  // pair; each rank computes the logits of its own rows (the distogram's transposed half through
+  // one all-to-all of its [rows, N, bins] half logits), and every rank receives every block, so
+  // every rank returns what one process does.
+  PairHeadOutputs pair_heads_split(const Tensor& rows, int64_t n, const ParallelGroup& g, bool keep_logits,
+                                   int64_t block_values = kPairHeadBlockValues) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "", int64_t stack_index = -1) const;
 
   const DistogramHead& distogram() const { return distogram_; }

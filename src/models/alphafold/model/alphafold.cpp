@@ -8,6 +8,7 @@
 #include "core/profile.h"
 #include "models/alphafold/heads/confidence.h"
 #include "models/alphafold/heads/heads.h"
+#include "models/alphafold/parallel/pair_rows.h"
 #include "models/alphafold/structure/structure_module.h"
 
 namespace foldcore::af2 {
@@ -70,19 +71,26 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
   const Device dev = batch.aatype.device();
   std::optional<profile::Scope> stage;
   stage.emplace("trunk", dev);
-  TrunkOutput trunk = trunk_.forward(batch, std::move(prev), trunk_.inference_stream_dtype());
+  // Inference under DAP: the pair stays split by rows through the structure module and the heads
+  // and into the next iteration (pair_rows.h); only the host outputs hold it whole.
+  const bool split = mp_.dap_size() > 1 && !ag::grad_enabled();
+  TrunkOutput trunk = trunk_.forward(batch, std::move(prev), trunk_.inference_stream_dtype(), split);
+  const int64_t n = batch.num_res();
+  const ParallelGroup* g = trunk.pair_split;
+  auto pair_to_host = [&](const Tensor& z) { return g != nullptr ? gather_split_pair_to_host(*g, z, n) : host(z); };
 
   // Alg. 20: the structure module.
   stage.reset();
   stage.emplace("structure_module", dev);
   StructureModuleInputs sin{trunk.single, trunk.pair, batch.aatype, batch.seq_mask, batch.residx_atom37_to_atom14,
-                            batch.atom37_atom_exists};
+                            batch.atom37_atom_exists, g};
   const StructureModuleOutputs sm = structure_module_->forward(sin);
   stage.reset();
   if (next != nullptr) {
     next->m1 = trunk.m1.value();
     next->z = trunk.pair.value();
     next->x = sm.final_atom_positions;
+    next->z_split = g != nullptr;
   }
   if (!outputs) {
     FC_CHECK(next != nullptr, "AlphaFold::iteration: outputs = false needs a state to hand on");
@@ -93,7 +101,8 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
   // The pair-sized heads by blocks of rows: the device holds one block of logits, whatever N.
   stage.emplace("heads", dev);
   const HeadOutputs ho = heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm.single}, false);
-  const PairHeadOutputs pho = heads_->pair_heads_by_rows(trunk.pair.value(), pair_logits);
+  const PairHeadOutputs pho = g != nullptr ? heads_->pair_heads_split(trunk.pair.value(), n, *g, pair_logits)
+                                           : heads_->pair_heads_by_rows(trunk.pair.value(), pair_logits);
   stage.reset();
   if (!representations) {  // the confidence metrics below then run without the pair alive
     trunk.msa = Variable();
@@ -114,7 +123,7 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
   out.emplace_back("experimentally_resolved_logits", host(ho.experimentally_resolved_logits));
   if (representations) {
     out.emplace_back("msa", host(trunk.msa));
-    out.emplace_back("pair", host(trunk.pair));
+    out.emplace_back("pair", pair_to_host(trunk.pair.value()));
     out.emplace_back("single", host(trunk.single));
   }
   out.emplace_back("sm_frames", host(sm.frames));
@@ -214,7 +223,7 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
                     keep.representations, keep.pair_logits);
     if (keep.recycle_states) {
       rec_m1.push_back(host(next.m1));
-      rec_z.push_back(host(next.z));
+      rec_z.push_back(next.z_split ? gather_split_pair_to_host(*mp_.dap, next.z, batch.num_res()) : host(next.z));
       rec_x.push_back(host(next.x));
     }
     state = std::move(next);  // the previous state dies here

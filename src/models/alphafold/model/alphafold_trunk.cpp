@@ -10,6 +10,7 @@
 #include "models/alphafold/evoformer/embedders.h"
 #include "models/alphafold/evoformer/evoformer.h"
 #include "models/alphafold/evoformer/template.h"
+#include "models/alphafold/parallel/pair_rows.h"
 
 namespace foldcore::af2 {
 
@@ -77,11 +78,15 @@ DType EmbeddingsAndEvoformer::inference_stream_dtype() const {
   return !parallel && !ag::grad_enabled() && ag::autocast_dtype() == DType::bf16 ? DType::bf16 : DType::f32;
 }
 
-TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleState prev,
-                                            DType stream_dtype) const {
+TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleState prev, DType stream_dtype,
+                                            bool split_pair) const {
   const Af2Config& c = config_;
   FC_CHECK(stream_dtype == DType::f32 || (stream_dtype == DType::bf16 && !ag::grad_enabled()),
            "EmbeddingsAndEvoformer: ", dtype_name(stream_dtype), " streams need f32, or bf16 in no-grad mode");
+  const ParallelGroup* split = split_pair ? evoformer_->model_parallel().dap.get() : nullptr;
+  FC_CHECK(!split_pair || (split != nullptr && split->size() > 1 && !ag::grad_enabled() && stream_dtype == DType::f32),
+           "EmbeddingsAndEvoformer: a split pair needs inference (no grad) under DAP with fp32 streams");
+  FC_CHECK(!prev.z_split || split != nullptr, "EmbeddingsAndEvoformer: a split recycled pair needs split_pair");
   const int64_t n = batch.num_res(), s = batch.num_msa();
   const Device dev = batch.aatype.device();
   FC_CHECK(batch.target_feat.size(1) == c.target_feat_dim && batch.msa_feat.size(2) == c.msa_feat_dim,
@@ -97,7 +102,34 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
   Variable m, z;
   std::optional<profile::Scope> stage;
   stage.emplace("embedding", dev);
-  if (!ag::grad_enabled() && c.chunk_size > 0) {
+  if (split != nullptr) {
+    // This rank's rows only, by chunks (all of them at once unchunked), as the chunked path below
+    // makes them, into this rank's [rows, padded N, c_z] (zeros in the padding).
+    const PairRows pr = PairRows::of(*split, n);
+    const Tensor rz = prev.z;
+    FC_CHECK(!rz.defined() || rz.shape() == (prev.z_split ? Shape({pr.rows(), pr.padded(), c.c_z})
+                                                           : Shape({n, n, c.c_z})),
+             "EmbeddingsAndEvoformer: recycled pair ", rz.shape().str(), prev.z_split ? " (split)" : "",
+             " does not match N = ", n, " over ", pr.size, " ranks");
+    const Variable tf(batch.target_feat);
+    Tensor rows = Tensor::zeros({pr.rows(), pr.padded(), c.c_z}, DType::f32, dev);
+    const int64_t step = c.chunk_size > 0 ? c.chunk_size : std::max<int64_t>(1, pr.real_rows());
+    for (int64_t k = 0; k < pr.real_rows(); k += step) {
+      const int64_t len = std::min(step, pr.real_rows() - k), r0 = pr.row0() + k;
+      Variable prev_rows;
+      if (rz.defined())
+        prev_rows = Variable(prev.z_split ? rz.narrow(0, k, len).narrow(1, 0, n).contiguous() : rz.narrow(0, r0, len));
+      const Variable zc = ag::bias_dropout_residual(input_embedder_->pair_rows(tf, batch.residue_index, r0, len),
+                                                    Variable(),
+                                                    recycling_embedder_->pair_update_of_rows(prev_rows, prev_pb, r0, len),
+                                                    {}, true);  // [len, N, c_z]
+      rows.narrow(0, k, len).narrow(1, 0, n).copy_(zc.value());
+    }
+    z = Variable(rows);
+    m = ag::cast(
+        recycling_embedder_->apply_msa(input_embedder_->msa(tf, Variable(batch.msa_feat)), Variable(prev_m1)),
+        stream_dtype);
+  } else if (!ag::grad_enabled() && c.chunk_size > 0) {
     // Chunked inference: z is built row chunk by row chunk, each chunk's embedding plus recycling
     // update (the same ops in the same order as below, so fp32 results are equal) written into
     // the one [N, N, c_z] stream. Temporaries are O(chunk·N·c_z); the whole path held the
@@ -142,9 +174,16 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
       z = ag::bias_dropout_residual(template_embedder_->forward(z, templates, mask_2d, c.chunk_size), Variable(), z,
                                     {}, false);
     } else {
+      // A split pair is gathered whole for the templates (their pair stack and pointwise attention
+      // run whole on every rank) and split again after.
+      if (split != nullptr) {
+        const Variable all = split->gather(z, 0);  // [padded N, padded N, c_z]
+        z = all.size(0) == n ? all : ag::contiguous(ag::narrow(ag::narrow(all, 0, 0, n), 1, 0, n));
+      }
       const Tensor zs = own_stream(z, true);
       template_embedder_->add_into(z, templates, mask_2d, c.chunk_size, zs,
                                    template_two_passes_requested(c) ? TemplatePasses::two : TemplatePasses::one);
+      if (split != nullptr) z = Variable(split_pair_rows(*split, z.value()));
     }
   }
 
@@ -157,7 +196,9 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
     const Variable embedded = extra_msa_embedder_->forward(
         Variable(extra_msa_feat(batch.extra_msa, batch.extra_has_deletion, batch.extra_deletion_value)));
     const Variable e = ag::grad_enabled() ? embedded : ag::cast(embedded, stream_dtype);
-    z = extra_msa_stack_->forward(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second;
+    z = split != nullptr
+            ? extra_msa_stack_->forward_split_pair(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second
+            : extra_msa_stack_->forward(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second;
   }
 
   // Alg. 2 lines 7-8: template torsion-angle features become extra MSA rows, masked by the ψ
@@ -175,13 +216,16 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
   // Alg. 6: the Evoformer; Alg. 2 line 12: the single representation from the first MSA row.
   stage.reset();
   stage.emplace("evoformer", dev);
-  std::tie(m, z) = evoformer_->forward(std::move(m), std::move(z), msa_mask, mask_2d, c.chunk_size);
+  std::tie(m, z) = split != nullptr
+                       ? evoformer_->forward_split_pair(std::move(m), std::move(z), msa_mask, mask_2d, c.chunk_size)
+                       : evoformer_->forward(std::move(m), std::move(z), msa_mask, mask_2d, c.chunk_size);
   stage.reset();
   TrunkOutput out;
   out.m1 = ag::reshape(ag::contiguous(ag::narrow(m, 0, 0, 1)), {n, c.c_m});
   out.single = single_activations_->forward(out.m1);
   out.msa = ag::contiguous(ag::narrow(m, 0, 0, s));  // without the template rows
   out.pair = std::move(z);
+  out.pair_split = split;
   return out;
 }
 

@@ -30,15 +30,17 @@ class EvoformerStack;
 // What one iteration hands to the next (AF2's prev_msa_first_row, prev_pair, prev_pos).
 struct Af2RecycleState {
   Tensor m1;  // [N, c_m]
-  Tensor z;   // [N, N, c_z]
+  Tensor z;   // [N, N, c_z]; z_split: this rank's rows of the padded pair (pair_rows.h)
   Tensor x;   // [N, 37, 3] final atom positions (Å)
+  bool z_split = false;
 };
 
 struct TrunkOutput {
   nn::Variable msa;     // [S, N, c_m] (without the template rows)
-  nn::Variable pair;    // [N, N, c_z]
+  nn::Variable pair;    // [N, N, c_z]; with pair_split this rank's rows of the padded pair (pair_rows.h)
   nn::Variable single;  // [N, c_s]
   nn::Variable m1;      // [N, c_m] the first MSA row (recycled)
+  const ParallelGroup* pair_split = nullptr;  // forward's split_pair: the DAP group
 };
 
 class EmbeddingsAndEvoformer : public nn::Module {
@@ -55,7 +57,12 @@ class EmbeddingsAndEvoformer : public nn::Module {
   // parallelism (its collectives exchange fp32 streams).
   // prev by value: the recycled state is released once the embeddings have read it (a caller
   // that moves its state in frees the previous pair before the stacks run).
-  TrunkOutput forward(const Af2Batch& batch, Af2RecycleState prev, DType stream_dtype = DType::f32) const;
+  // split_pair (inference under DAP, fp32 streams): the pair is made, kept and returned as this
+  // rank's rows of the padded pair (pair_rows.h; TrunkOutput::pair_split), from this rank's rows
+  // of the embedding and of a split recycled pair, gathered whole only around the templates (their
+  // pair stack runs whole on every rank). No rank then holds the whole pair outside the templates.
+  TrunkOutput forward(const Af2Batch& batch, Af2RecycleState prev, DType stream_dtype = DType::f32,
+                      bool split_pair = false) const;
   // The stream dtype an inference forward uses: bf16 under bf16 autocast in no-grad mode on the
   // single-process path, else f32.
   DType inference_stream_dtype() const;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "models/alphafold/evoformer/evoformer_util.h"
+#include "models/alphafold/parallel/pair_rows.h"
 #include "models/alphafold/structure/rigid.h"
 #include "models/alphafold/structure/structure_module_ops.h"
 
@@ -72,7 +73,8 @@ Variable InvariantPointAttention::forward(const Variable& s, const Variable& z, 
 }
 
 Variable InvariantPointAttention::forward(const Variable& s, const std::function<Variable(int64_t, int64_t)>& z_rows,
-                                          const Tensor& mask, const Variable& rot, const Variable& trans) const {
+                                          const Tensor& mask, const Variable& rot, const Variable& trans,
+                                          const ParallelGroup* split) const {
   const int64_t n = s.size(0), h = cfg_.num_head, cqk = cfg_.num_scalar_qk, cv = cfg_.num_scalar_v;
   const int64_t pqk = cfg_.num_point_qk, pv = cfg_.num_point_v;
   FC_CHECK(s.dim() == 2 && s.size(1) == cfg_.c_s, "InvariantPointAttention: s must be [N, ", cfg_.c_s, "], got ",
@@ -151,7 +153,17 @@ Variable InvariantPointAttention::forward(const Variable& s, const std::function
   // run_chunked runs the whole once in grad mode.
   constexpr int64_t kRowBlockValues = int64_t{1} << 22;
   const int64_t block = std::max<int64_t>(1, kRowBlockValues / std::max<int64_t>(1, std::max(h, cfg_.c_z) * n));
-  return output_projection_.forward(run_chunked(n, block, rows));
+  if (split == nullptr) return output_projection_.forward(run_chunked(n, block, rows));
+  FC_CHECK(!ag::grad_enabled(), "InvariantPointAttention: split query rows are for inference");
+  const PairRows pr = PairRows::of(*split, n);
+  const int64_t features = h * (cv + 4 * pv + cfg_.c_z);
+  Tensor mine = Tensor::zeros({pr.rows(), features}, DType::f32, s.device());  // the padding rows stay 0
+  if (pr.real_rows() > 0)
+    mine.narrow(0, 0, pr.real_rows())
+        .copy_(run_chunked(pr.real_rows(), block, [&](int64_t i0, int64_t len) { return rows(pr.row0() + i0, len); })
+                   .value());
+  const Variable all = split->gather(Variable(mine), 0);  // [padded N, F]
+  return output_projection_.forward(pr.padded() == n ? all : ag::contiguous(ag::narrow(all, 0, 0, n)));
 }
 
 void InvariantPointAttention::add_af2_params(Af2ParamTable& table, const std::string& key_prefix,

@@ -32,6 +32,7 @@
 namespace foldcore::af2 {
 
 using autograd::Variable;
+class ParallelGroup;
 
 class InvariantPointAttention : public nn::Module {
  public:
@@ -45,8 +46,11 @@ class InvariantPointAttention : public nn::Module {
   // no-grad mode the query rows run in blocks (about 4 M logits each) and each block asks for its
   // pair rows only, so a caller may compute them on demand (the structure module's LN(z), row
   // block by row block, instead of a whole normalised pair); in grad mode z_rows(0, N) once.
+  // split (inference under DAP, pair_rows.h): this rank computes only its own query rows (z_rows
+  // is asked for those only) and the group all-gathers the [N, F] features before the output
+  // projection; every rank returns the whole update.
   Variable forward(const Variable& s, const std::function<Variable(int64_t, int64_t)>& z_rows, const Tensor& mask,
-                   const Variable& rot, const Variable& trans) const;
+                   const Variable& rot, const Variable& trans, const ParallelGroup* split = nullptr) const;
 
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/grad_mode.h"
+#include "models/alphafold/parallel/pair_rows.h"
 #include "models/alphafold/structure/all_atom.h"
 #include "models/alphafold/structure/structure_module_ops.h"
 
@@ -108,8 +109,12 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
            "StructureModule: single must be [N, ", cfg_.c_s, "], got ",
            in.single.defined() ? in.single.shape().str() : std::string("undefined"));
   const int64_t n = in.single.size(0);
-  FC_CHECK(in.pair.defined() && in.pair.shape() == Shape({n, n, cfg_.c_z}), "StructureModule: pair must be [", n,
-           ", ", n, ", ", cfg_.c_z, "], got ", in.pair.defined() ? in.pair.shape().str() : std::string("undefined"));
+  const PairRows pr = in.pair_split ? PairRows::of(*in.pair_split, n) : PairRows{n, 1, 0};
+  FC_CHECK(!in.pair_split || !ag::grad_enabled(), "StructureModule: a split pair is for inference");
+  FC_CHECK(in.pair.defined() && in.pair.shape() == Shape({pr.rows(), pr.padded(), cfg_.c_z}),
+           "StructureModule: pair must be [", pr.rows(), ", ", pr.padded(), ", ", cfg_.c_z, "]",
+           in.pair_split ? " (this rank's rows)" : "", ", got ",
+           in.pair.defined() ? in.pair.shape().str() : std::string("undefined"));
   FC_CHECK(in.aatype.defined() && in.aatype.shape() == Shape({n}), "StructureModule: aatype must be [", n, "]");
   const Tensor mask = in.seq_mask.defined() ? host_f32(in.seq_mask) : Tensor::full({n}, 1.0, DType::f32);
   FC_CHECK(mask.shape() == Shape({n}), "StructureModule: seq_mask must be [", n, "], got ", mask.shape().str());
@@ -122,7 +127,9 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
   const bool rows_on_demand = !ag::grad_enabled();
   const Variable z = rows_on_demand ? Variable() : pair_layer_norm_.forward(in.pair);
   const std::function<Variable(int64_t, int64_t)> z_rows = [&](int64_t i0, int64_t len) {
-    return rows_on_demand ? pair_layer_norm_.forward(ag::narrow(in.pair, 0, i0, len)) : ag::narrow(z, 0, i0, len);
+    if (!rows_on_demand) return ag::narrow(z, 0, i0, len);
+    const Variable rows = ag::narrow(in.pair, 0, i0 - pr.row0(), len);
+    return pair_layer_norm_.forward(pr.padded() == n ? rows : ag::contiguous(ag::narrow(rows, 1, 0, n)));
   };
   // Alg. 20 line 4: identity backbone frames.
   const Device dev = s.device();
@@ -138,7 +145,7 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
     const bool stop = cfg_.stop_rotation_gradient;
     const Variable quat_in = stop ? frame.quat.detach() : frame.quat;
     const Variable rot_in = stop ? Variable(quat_to_rot(quat_in.value()).to(dev)) : quat_to_rot_var(quat_in);
-    const Variable update = ipa_.forward(s, z_rows, mask, rot_in, frame.trans);
+    const Variable update = ipa_.forward(s, z_rows, mask, rot_in, frame.trans, in.pair_split);
     s = attention_layer_norm_.forward(ipa_dropout_.forward(ag::add(s, update)));
     Variable x = s;
     for (const auto& lin : transition_) x = lin->forward(x);

@@ -39,6 +39,10 @@ struct StructureModuleInputs {
   // From the features (AF2 make_atom14_masks); undefined = derived from aatype.
   Tensor residx_atom37_to_atom14;  // [N, 37] integer
   Tensor atom37_atom_exists;       // [N, 37] f32
+  // Inference under DAP (pair_rows.h): pair holds this rank's rows of the padded pair, and the
+  // invariant point attention computes this rank's query rows from them (every rank returns the
+  // same outputs).
+  const ParallelGroup* pair_split = nullptr;
 };
 
 struct StructureModuleOutputs {

@@ -1,0 +1,62 @@
+#include "models/alphafold/parallel/pair_rows.h"
+
+#include "core/error.h"
+
+namespace foldcore::af2 {
+
+void for_each_split_row_block(const ParallelGroup& g, int64_t n, int64_t block_rows, const Shape& tail, DType dtype,
+                              Device device, const std::function<Tensor(int64_t, int64_t)>& make,
+                              const std::function<void(int64_t, const Tensor&)>& consume) {
+  FC_CHECK(block_rows >= 1, "for_each_split_row_block: block_rows must be >= 1, got ", block_rows);
+  const PairRows pr = PairRows::of(g, n);
+  for (int64_t q = 0; q < pr.size; ++q) {
+    const int64_t first = q * pr.rows(), real = pr.rows_of(q);
+    for (int64_t k = 0; k < real; k += block_rows) {
+      const int64_t i0 = first + k, r = std::min(block_rows, real - k);
+      Shape s{r};
+      for (int64_t d : tail) s.push_back(d);
+      Tensor block;
+      if (q == pr.rank) {
+        block = make(i0, r).contiguous();
+        FC_CHECK(block.shape() == s && block.dtype() == dtype, "for_each_split_row_block: block ",
+                 block.shape().str(), " ", dtype_name(block.dtype()), " made for rows ", i0, "..", i0 + r,
+                 ", expected ", s.str(), " ", dtype_name(dtype));
+        if (block.device() != device) block = block.to(device);
+      } else {
+        block = Tensor::empty(s, dtype, device);
+      }
+      g.broadcast_async(block, static_cast<int>(q))->wait();
+      consume(i0, block);
+    }
+  }
+}
+
+Tensor gather_split_pair_to_host(const ParallelGroup& g, const Tensor& rows, int64_t n) {
+  const PairRows pr = PairRows::of(g, n);
+  FC_CHECK(rows.dim() == 3 && rows.size(0) == pr.rows() && rows.size(1) == pr.padded(),
+           "gather_split_pair_to_host: rows ", rows.shape().str(), " are not [", pr.rows(), ", ", pr.padded(),
+           ", c] (N = ", n, " over ", pr.size, " ranks)");
+  const int64_t c = rows.size(2);
+  Tensor out = Tensor::empty({n, n, c}, rows.dtype(), Device::cpu());
+  // ~16 MiB blocks (at least one row).
+  const int64_t block = std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(1, n * c));
+  for_each_split_row_block(
+      g, n, block, {n, c}, rows.dtype(), rows.device(),
+      [&](int64_t i0, int64_t r) { return rows.narrow(0, i0 - pr.row0(), r).narrow(1, 0, n); },
+      [&](int64_t i0, const Tensor& b) { out.narrow(0, i0, b.size(0)).copy_(b); });
+  return out;
+}
+
+Tensor split_pair_rows(const ParallelGroup& g, const Tensor& whole) {
+  FC_CHECK(whole.dim() == 3 && whole.size(0) == whole.size(1), "split_pair_rows: pair ", whole.shape().str(),
+           " must be [N, N, c]");
+  const PairRows pr = PairRows::of(g, whole.size(0));
+  Tensor out = Tensor::zeros({pr.rows(), pr.padded(), whole.size(2)}, whole.dtype(), whole.device());
+  if (pr.real_rows() > 0)
+    out.narrow(0, 0, pr.real_rows())
+        .narrow(1, 0, pr.n)
+        .copy_(whole.narrow(0, pr.row0(), pr.real_rows()));
+  return out;
+}
+
+}  // namespace foldcore::af2

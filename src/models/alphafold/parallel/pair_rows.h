@@ -1,0 +1,45 @@
+// Inference under DAP: the pair stays split by rows from the embedding to the next recycling
+// iteration (`predict --dap P`), so no rank holds the whole [N, N, c_z] pair: the Evoformer and
+// extra-MSA stacks take and return their rows (EvoformerStack::forward_split_pair), the structure
+// module's invariant point attention computes its query rows from them and gathers the [N, F]
+// features, and the pair heads compute theirs and hand each block of logits to every rank.
+//
+// Layout (EvoformerStack::forward_dap's): N residues padded to padded() = rows()·P (the padding
+// rows and columns are zeros, and masked wherever a stack reads them); rank r holds the rows
+// [row0(), row0() + rows()) as one [rows(), padded(), c] tensor, of which real_rows() are residues.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+
+#include "models/alphafold/parallel/model_parallel.h"
+
+namespace foldcore::af2 {
+
+struct PairRows {
+  int64_t n = 0;     // residues
+  int64_t size = 1;  // ranks of the group
+  int64_t rank = 0;
+  static PairRows of(const ParallelGroup& g, int64_t n) { return {n, g.size(), g.rank()}; }
+  int64_t rows() const { return (n + size - 1) / size; }
+  int64_t padded() const { return rows() * size; }
+  int64_t row0() const { return rank * rows(); }
+  int64_t real_rows() const { return rows_of(rank); }
+  int64_t rows_of(int64_t r) const { return std::clamp<int64_t>(n - r * rows(), 0, rows()); }
+};
+
+// Rows [0, n) of a quantity split by rows as PairRows::of(g, n), in row order, block by block
+// (≤ block_rows rows): the owning rank makes each block, make(i0, r) → [r, tail…] of `dtype` on
+// `device` (i0 a global row), and every rank receives it (a broadcast from the owner) and hands it
+// to consume(i0, block). One block in flight at a time: O(block) memory on every rank.
+void for_each_split_row_block(const ParallelGroup& g, int64_t n, int64_t block_rows, const Shape& tail, DType dtype,
+                              Device device, const std::function<Tensor(int64_t i0, int64_t r)>& make,
+                              const std::function<void(int64_t i0, const Tensor& block)>& consume);
+
+// The whole [N, N, c] pair on the host of every rank, from each rank's rows [rows(), padded(), c].
+Tensor gather_split_pair_to_host(const ParallelGroup& g, const Tensor& rows, int64_t n);
+
+// This rank's rows [rows(), padded(), c] of a whole [N, N, c] pair (zeros in the padding).
+Tensor split_pair_rows(const ParallelGroup& g, const Tensor& whole);
+
+}  // namespace foldcore::af2
