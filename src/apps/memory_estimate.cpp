@@ -72,9 +72,10 @@ constexpr double kActivationMargin = 1.05;
 // plus chunk temporaries of c' = min(chunk, ⌈N/P⌉) rows (c' = ⌈N/P⌉ unchunked) plus MSA streams:
 //   triangle multiplication  (a + b / P)·pair + k_tm·c'·N, with the MSA streams (the main one
 //     whole, waiting while the extra-MSA stack runs; the extra one whole and split)
-//     chunked (the ring: each rank's chunk of the edge broadcast in turn): the per-rank pieces
-//     only (the stream's rows, their LayerNorm, the local edges, one or two received chunks, the
-//     update, the incoming one's switched copy); unchunked: the edge gathered whole (1 unit) too
+//     chunked (the ring: each rank's chunk of the edge broadcast in turn by pieces of `chunk`
+//     rows): the per-rank pieces only (the stream's rows, their LayerNorm, the two local edges,
+//     the update: 5/P; the pieces in flight are chunk temporaries), the same in bf16 (the fp32
+//     stream's pieces dominate); unchunked: the edge gathered whole (1 unit) too
 //   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 8·c_opm²·c'·N
 //     the stream's rows and the update, and one chunk's outer products [c', c, N, c] and their
 //     permuted copy (2 fp32 copies: 8·c_opm² bytes per chunk row and residue)
@@ -87,21 +88,19 @@ constexpr double kActivationMargin = 1.05;
 //     attention's and the heads' row blocks, the distogram's transposed half logits at small N),
 //     and the kept pair logits where they are on the allocator
 // Fitted to the allocator peaks of one rank at model_1 widths (1 + 1 blocks, 16 + 16 MSA rows) at
-// N = 96..256, P = 2 and 4, chunks 16 and 64 and unchunked (docs/distributed.md, "DAP prediction
+// N = 96..384, P = 2 and 4, chunks 16 and 64 and unchunked (docs/distributed.md, "DAP prediction
 // memory"): the units are the large-N limits of the fits (the O(N) terms above over-count a
 // little at small N); tests/dist/test_dap_memory_estimate_mpi checks them.
-constexpr double kDapRingTriMulUnits = 0.3;
-constexpr double kDapRingTriMulUnitsPerRank = 7.2;
+constexpr double kDapRingTriMulUnits = 0.05;
+constexpr double kDapRingTriMulUnitsPerRank = 5.1;
 constexpr double kDapTriMulUnits = 1.8;
 constexpr double kDapTriMulUnitsPerRank = 5.2;
 constexpr double kDapTriMulBytesPerRowResidue = 2560;  // t, its LayerNorm, projection, gate: 5·c_tm·4
 constexpr double kDapOpmUnits = 0.05;
 constexpr double kDapOpmUnitsPerRank = 3.4;
 // --precision bf16 under DAP: the streams stay fp32, and the modules' projections come out in
-// bf16 under autocast: the ring's edges and received chunks, the triangle multiplication's chunk
-// temporaries and the outer products at half the bytes (measured: N = 128..256, chunk 16, 0.72-0.86
-// of the fp32 peaks; the ring's per-rank units refitted to them).
-constexpr double kDapRingTriMulUnitsPerRankBf16 = 5.8;
+// bf16 under autocast: the triangle multiplication's chunk temporaries and the outer products at
+// half the bytes.
 constexpr double kDapBf16ChunkScale = 0.5;
 constexpr double kDapTemplateGatherUnits = 1.2;
 constexpr double kDapAfterTrunkUnits = 0.8;
@@ -175,8 +174,7 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     const double c_rows = std::min(c.chunk_size > 0 ? static_cast<double>(c.chunk_size) : rows, rows);
     const double c_opm = static_cast<double>(c.evoformer.opm_channels);
     const bool dap_bf16 = c.precision == "bf16";
-    const double ring_per_rank = dap_bf16 ? kDapRingTriMulUnitsPerRankBf16 : kDapRingTriMulUnitsPerRank;
-    const double tri_units = c.chunk_size > 0 ? kDapRingTriMulUnits + ring_per_rank / p
+    const double tri_units = c.chunk_size > 0 ? kDapRingTriMulUnits + kDapRingTriMulUnitsPerRank / p
                                               : kDapTriMulUnits + kDapTriMulUnitsPerRank / p;
     const double opm_units = kDapOpmUnits + kDapOpmUnitsPerRank / p;
     const double chunk_scale = dap_bf16 ? kDapBf16ChunkScale : 1.0;
@@ -200,7 +198,9 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   if (dap > 1) {  // the shard outside the stacks (the DAP constants' comment)
     const double p = static_cast<double>(dap), padded_n = std::ceil(n / p) * p;
     const double shard = n > 0 ? padded_n * std::ceil(n / p) / (n * n) : 0.0;
-    after_pair_units = shard + kDapAfterTrunkUnits + (logits_on_device ? logits_pair_units : 0.0);
+    // The kept logits are the heads' output dtype: bf16 under --precision bf16 (fp32 streams or not).
+    const double logits_scale = c.precision == "bf16" ? 2.0 / stream_bytes : 1.0;
+    after_pair_units = shard + kDapAfterTrunkUnits + (logits_on_device ? logits_scale * logits_pair_units : 0.0);
     after = after_pair_units * pair + msa_bytes;
     if (c.templates.enabled && c.templates.max_templates > 0) {
       const double padded = padded_n > n ? (padded_n / n) * (padded_n / n) : 0.0;

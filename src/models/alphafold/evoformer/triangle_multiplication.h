@@ -65,8 +65,10 @@ class TriangleMultiplication : public nn::Module {
   // ([c, N, N]: the one pair-sized temporary). chunk > 0: the update by chunks of `chunk` output
   // rows (the contraction, its LayerNorm, projection and gate one chunk at a time).
   // → the update's rows [N/P, N, c_z].
-  // Inference with chunk > 0: b is not gathered whole; each rank's chunk of it is broadcast in turn
-  // (forward_dap_ring), so a rank holds two chunks of b, not the [c, N, N] whole.
+  // Inference with chunk > 0: b is not gathered whole; each rank's chunk of it is broadcast in turn,
+  // by pieces of `chunk` rows | columns (forward_dap_ring), so a rank holds its own chunk of b and
+  // two pieces of [c, chunk, N], not the [c, N, N] whole; the edges and the normalised input die
+  // before the incoming one's update is switched back to rows.
   Variable forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
                        int64_t chunk = 0) const;
   // key_prefix e.g. "evoformer/evoformer_iteration/triangle_multiplication_outgoing".
@@ -76,13 +78,14 @@ class TriangleMultiplication : public nn::Module {
  private:
   Variable forward_whole(const Variable& z, const Tensor& mask) const;
   // forward_dap's inference path (evoformer_parallel.cpp): x the layer-normed pair rows | columns
-  // in forward_dap's layout, edge(gate, projection) the gated, masked channel-major edge of this rank.
+  // in forward_dap's layout, edge(gate, projection) the gated, masked channel-major edge of this
+  // rank → the update in x's layout (the caller switches the incoming one's back to rows).
   // The DAP paths' update from the products t [c, rows, cols] and the layer-normed input x
   // [rows, cols, c_z] of the same elements: sigmoid(gate(x)) ⊙ output_projection(LN(tᵀ)).
   Variable gated_update(const Variable& t, const Variable& x) const;
-  Variable forward_dap_ring(const Variable& x,
-                            const std::function<Variable(const nn::Linear&, const nn::Linear&)>& edge,
-                            const ParallelGroup& g, int64_t chunk) const;
+  Tensor forward_dap_ring(const Variable& x,
+                          const std::function<Variable(const nn::Linear&, const nn::Linear&)>& edge,
+                          const ParallelGroup& g, int64_t chunk) const;
   // No-grad, CPU fp32, unchunked: the whole path's arithmetic with channel-major projections and
   // in-place gating (no permute copies of a and b; 8 instead of ~17 pair-sized allocations).
   Variable forward_inference(const Variable& z, const Tensor& mask) const;

@@ -117,7 +117,7 @@ Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tenso
   // Σ_k b[c,k,i] a[c,k,j]: columns j here (a's columns), b whole.
   Variable zz = outgoing_ ? z_rows : g.switch_axis(z_rows, 0, 1);  // rows [k, N, c] | columns [N, k, c]
   const Variable mask3(mask_chunk(pair_mask, outgoing_ ? 0 : 1, g).unsqueeze(-1));
-  const Variable x = layer_norm_input_.forward(zz);
+  Variable x = layer_norm_input_.forward(zz);
   const Shape zz_shape = zz.shape();
   if (!ag::grad_enabled()) zz = Variable();  // inference: x is all that is read (the incoming one's copy dies)
   // A gated, masked edge of zz, channel-major ([c, k, N] | [c, N, k]), made by chunks of zz's
@@ -130,7 +130,11 @@ Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tenso
           {2, 0, 1}));
     }, 1);
   };
-  if (!ag::grad_enabled() && chunk > 0) return forward_dap_ring(x, edge, g, chunk);
+  if (!ag::grad_enabled() && chunk > 0) {
+    const Tensor u = forward_dap_ring(x, edge, g, chunk);  // its edges and pieces die with it
+    x = Variable();                                        // and the normalised input here
+    return outgoing_ ? Variable(u) : g.switch_axis(Variable(u), 1, 0);
+  }
   // b first: gathered whole as [c, N, N] (the only pair-sized tensor here) while a is computed.
   PendingVariable b_all = g.gather_async(edge(right_gate_, right_projection_), outgoing_ ? 1 : 2);
   const Variable ac = edge(left_gate_, left_projection_);
@@ -150,57 +154,68 @@ Variable TriangleMultiplication::gated_update(const Variable& t, const Variable&
   return ag::sigmoid_gate(gating_linear_.forward(x), output_projection_.forward(center_layer_norm_.forward(t_ij)));
 }
 
-Variable TriangleMultiplication::forward_dap_ring(
+Tensor TriangleMultiplication::forward_dap_ring(
     const Variable& x,
     const std::function<Variable(const nn::Linear&, const nn::Linear&)>& edge, const ParallelGroup& g,
     int64_t chunk) const {
   // Outgoing: this rank has rows i of a and of the output, all columns j; the output's columns j
   // of block q need rank q's rows of b. Incoming: this rank has columns j of a and of the output,
   // all rows i; the output's rows i of block q need rank q's columns of b. Either way block q of
-  // the output reads rank q's chunk of b only: the chunks are broadcast in turn, the next while
-  // the current one's products run, so a rank holds its own chunk and at most two received ones
-  // (one at P = 2) instead of all P.
+  // the output reads rank q's chunk of b only, and each piece of `chunk` rows (outgoing) or
+  // columns (incoming) of that chunk makes its own part of block q: the pieces are broadcast in
+  // turn, every rank's in rank order, the next one while the current one's products run, so a rank
+  // holds its own chunk and two pieces of [c, chunk, N] in flight instead of all P chunks (or two
+  // whole ones).
   const Tensor b_local = edge(right_gate_, right_projection_).value();  // [c, k, N] | [c, N, k]
   const Tensor ac = edge(left_gate_, left_projection_).value();         // [c, k, N] | [c, N, k]
   const int p = g.size();
-  const int64_t k = outgoing_ ? b_local.size(1) : b_local.size(2);
-  Tensor u;  // the update, x's shape: [k, N, c_z] | [N, k, c_z] (in the first chunk's dtype)
-  // Block q's buffer: this rank's own chunk is broadcast from b_local itself; the others arrive in
-  // two receive buffers used in turn (made when first needed).
-  Tensor received[2];
+  const int piece_axis = outgoing_ ? 1 : 2;
+  const int64_t k = b_local.size(piece_axis), piece = std::min(chunk, k);
+  // Outgoing: a piece's columns against this rank's rows by row blocks of chunk·⌈k / piece⌉ (the
+  // products [c, rows, piece] as large as the [c, chunk, k] of one whole chunk's row block).
+  const int64_t row_block = std::min(x.size(0), chunk * ((k + piece - 1) / piece));
+  Tensor u;  // the update, x's shape: [k, N, c_z] | [N, k, c_z] (in the first piece's dtype)
+  Tensor buffers[2];
   int next_buffer = 0;
-  const auto start = [&](int q, Tensor& into) {
-    if (q == g.rank()) {
-      into = b_local;
-    } else {
-      Tensor& buf = received[next_buffer++ % 2];
-      if (!buf.defined()) buf = Tensor::empty(b_local.shape(), b_local.dtype(), b_local.device());
-      into = buf;
-    }
+  // Piece (q, j0) into the next buffer: the owner copies it from b_local, every rank receives it.
+  const auto start = [&](int q, int64_t j0, Tensor& into) {
+    const int64_t len = std::min(piece, k - j0);
+    Tensor& buf = buffers[next_buffer++ % 2];
+    Shape shape = b_local.shape();
+    shape[piece_axis] = len;
+    if (!buf.defined() || buf.shape() != shape) buf = Tensor::empty(shape, b_local.dtype(), b_local.device());
+    if (q == g.rank()) buf.copy_(b_local.narrow(piece_axis, j0, len));
+    into = buf;
     return g.broadcast_async(into, q);
   };
+  std::vector<std::pair<int, int64_t>> pieces;
+  for (int q = 0; q < p; ++q)
+    for (int64_t j0 = 0; j0 < k; j0 += piece) pieces.emplace_back(q, j0);
   Tensor current, following;
-  std::unique_ptr<PendingReduction> pending = start(0, current);
-  for (int q = 0; q < p; ++q) {
+  std::unique_ptr<PendingReduction> pending = start(pieces[0].first, pieces[0].second, current);
+  for (size_t n = 0; n < pieces.size(); ++n) {
     pending->wait();
-    const Variable b_q(current);
-    if (q + 1 < p) pending = start(q + 1, following);
-    const int64_t rows = outgoing_ ? x.size(0) : k;  // output rows of this block, by chunks
-    for (int64_t i0 = 0; i0 < rows; i0 += chunk) {
-      const int64_t len = std::min(chunk, rows - i0);
-      // Outgoing: rows i0.. of this rank, columns of block q. Incoming: rows q·k + i0.., every
-      // column of this rank.
-      const Variable t = outgoing_ ? ag::matmul(ag::narrow(Variable(ac), 1, i0, len), b_q, false, true)  // [c, len, k]
-                                   : ag::matmul(ag::narrow(b_q, 2, i0, len), Variable(ac), true, false);  // [c, len, k]
-      const Variable xs = outgoing_ ? ag::narrow(ag::narrow(x, 0, i0, len), 1, q * k, k)
-                                    : ag::narrow(x, 0, q * k + i0, len);
-      const Tensor y = gated_update(t, xs).value();
+    const auto [q, j0] = pieces[n];
+    const Variable b_piece(current);
+    const int64_t len = current.size(piece_axis), first = q * k + j0;  // the piece's output columns | rows
+    if (n + 1 < pieces.size()) pending = start(pieces[n + 1].first, pieces[n + 1].second, following);
+    if (outgoing_) {
+      for (int64_t i0 = 0; i0 < x.size(0); i0 += row_block) {
+        const int64_t rows = std::min(row_block, x.size(0) - i0);
+        const Variable t = ag::matmul(ag::narrow(Variable(ac), 1, i0, rows), b_piece, false, true);  // [c, rows, len]
+        const Tensor y = gated_update(t, ag::narrow(ag::narrow(x, 0, i0, rows), 1, first, len)).value();
+        if (!u.defined()) u = Tensor::empty(x.shape(), y.dtype(), y.device());
+        u.narrow(0, i0, rows).narrow(1, first, len).copy_(y);
+      }
+    } else {
+      const Variable t = ag::matmul(b_piece, Variable(ac), true, false);  // [c, len, k]: output rows first..
+      const Tensor y = gated_update(t, ag::narrow(x, 0, first, len)).value();
       if (!u.defined()) u = Tensor::empty(x.shape(), y.dtype(), y.device());
-      (outgoing_ ? u.narrow(0, i0, len).narrow(1, q * k, k) : u.narrow(0, q * k + i0, len)).copy_(y);
+      u.narrow(0, first, len).copy_(y);
     }
     current = following;
   }
-  return outgoing_ ? Variable(u) : g.switch_axis(Variable(u), 1, 0);
+  return u;
 }
 
 Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g,
