@@ -79,11 +79,12 @@ constexpr double kActivationMargin = 1.05;
 //   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 8·c_opm²·c'·N
 //     the stream's rows and the update, and one chunk's outer products [c', c, N, c] and their
 //     permuted copy (2 fp32 copies: 8·c_opm² bytes per chunk row and residue)
-//   the templates (where the model has template slots, masked or not): the gathered whole pair,
-//     the shard and kDapTemplateGatherUnits of module pieces; one more whole pair where N is not a
-//     multiple of P (the padded gathered pair beside its cut copy); with templates computed, one
-//     process's template stage (measured the same: 2.66 units at N = 128 with 4 templates, one
-//     process and DAP-2; the shard is dropped while the pair is whole)
+//   the templates (where one is computed; parallel/template_parallel.cpp): each template's stack
+//     runs split by rows like the Evoformer's pair track, one template at a time: the shard, the
+//     template's rows (c_t/c_z of a shard) inside the triangle multiplication's per-rank terms at
+//     the template's widths (the units above × c_t/c_z, its chunk temporaries × its channels),
+//     and the pointwise attention's running heads (one pass) or scores (two passes) on the rank's
+//     rows; masked template slots cost nothing
 //   the structure module and the heads: the shard, kDapAfterTrunkUnits (the invariant point
 //     attention's and the heads' row blocks, the distogram's transposed half logits at small N),
 //     and the kept pair logits where they are on the allocator
@@ -102,7 +103,6 @@ constexpr double kDapOpmUnitsPerRank = 3.4;
 // bf16 under autocast: the triangle multiplication's chunk temporaries and the outer products at
 // half the bytes.
 constexpr double kDapBf16ChunkScale = 0.5;
-constexpr double kDapTemplateGatherUnits = 1.2;
 constexpr double kDapAfterTrunkUnits = 0.8;
 
 double clamp_bytes(double b) { return std::min(b, 9e18); }
@@ -195,6 +195,7 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   double after = ((after_units - logits_units) * pair + recycle) + msa_bytes;
   double after_pair_units = after_units - logits_units;
   double stage_templates = templates_peak, stage_template_units = template_units;
+  double template_chunk_dap = -1.0;  // the template stage's chunk temporaries under DAP (set below)
   if (dap > 1) {  // the shard outside the stacks (the DAP constants' comment)
     const double p = static_cast<double>(dap), padded_n = std::ceil(n / p) * p;
     const double shard = n > 0 ? padded_n * std::ceil(n / p) / (n * n) : 0.0;
@@ -202,11 +203,24 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     const double logits_scale = c.precision == "bf16" ? 2.0 / stream_bytes : 1.0;
     after_pair_units = shard + kDapAfterTrunkUnits + (logits_on_device ? logits_scale * logits_pair_units : 0.0);
     after = after_pair_units * pair + msa_bytes;
-    if (c.templates.enabled && c.templates.max_templates > 0) {
-      const double padded = padded_n > n ? (padded_n / n) * (padded_n / n) : 0.0;
-      const double gather_units = kDapTemplateGatherUnits + shard + padded;
-      stage_template_units = std::max(gather_units, template_stage ? template_units : 0.0);
-      stage_templates = stage_template_units * pair + (template_stage ? template_chunk_bytes : 0.0) + m_stream;
+    if (template_stage) {
+      const double width = static_cast<double>(c.templates.c_t) / c_z;
+      const double tri_units = c.chunk_size > 0 ? kDapRingTriMulUnits + kDapRingTriMulUnitsPerRank / p
+                                                : kDapTriMulUnits + kDapTriMulUnitsPerRank / p;
+      // Per cell of the rank's rows: the running heads (H·d channels in the stream's dtype, fp32
+      // here) or the fp32 scores of the computed templates (H per template).
+      const double attention_units = two_pass ? heads * static_cast<double>(used) / c_z : heads_units;
+      stage_template_units = shard * (1.0 + attention_units) + width * tri_units;
+      const double c_rows = std::min(c.chunk_size > 0 ? static_cast<double>(c.chunk_size) : std::ceil(n / p),
+                                     std::ceil(n / p));
+      const double tri_channels = static_cast<double>(c.templates.tri_mul_channels) /
+                                  static_cast<double>(c.evoformer.tri_mul_channels);
+      const double chunk_scale = c.precision == "bf16" ? kDapBf16ChunkScale : 1.0;
+      template_chunk_dap = chunk_scale * tri_channels * kDapTriMulBytesPerRowResidue * c_rows * n;
+      stage_templates = stage_template_units * pair + template_chunk_dap + m_stream;
+    } else {
+      stage_template_units = 0.0;
+      stage_templates = 0.0;
     }
   }
   const double activations = kActivationMargin * std::max({trunk, after, stage_templates});
@@ -222,8 +236,8 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   const double peak = std::max({trunk, after, stage_templates});
   const double peak_units =
       peak == stage_templates ? stage_template_units : peak == trunk ? trunk_pair_units : after_pair_units;
-  const double peak_chunk =
-      peak == stage_templates ? (template_stage ? template_chunk_bytes : 0.0) : peak == trunk ? trunk_chunk : 0.0;
+  const double template_chunk = !template_stage ? 0.0 : template_chunk_dap >= 0 ? template_chunk_dap : template_chunk_bytes;
+  const double peak_chunk = peak == stage_templates ? template_chunk : peak == trunk ? trunk_chunk : 0.0;
   e.pair_bytes = static_cast<int64_t>(clamp_bytes(
       kActivationMargin * (peak_units * pair + (peak == stage_templates ? 0.0 : recycle))));
   e.chunk_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * peak_chunk));

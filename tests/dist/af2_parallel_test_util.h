@@ -53,9 +53,10 @@ struct Model {
 
 #ifdef FOLDCORE_HAVE_DATA
 // 21 residues, 10 MSA rows with the template rows, 7 extra rows: sizes no group size divides
-// (the padding path), one recycle.
-inline Af2Features small_target() {
+// (the padding path), one recycle; `templates` of the 4 template slots computed (0: all masked).
+inline Af2Features small_target(int64_t templates = 0) {
   SyntheticTargetOptions o;
+  o.templates = templates;
   o.num_res = 21;
   o.msa_rows = 24;
   o.recycles = 1;

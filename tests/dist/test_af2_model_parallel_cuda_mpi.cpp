@@ -49,11 +49,12 @@ using parallel_test::tiny;
 
 #ifdef FOLDCORE_HAVE_DATA
 // chunk > 0: chunked inference, which under DAP runs the triangle multiplications' broadcast ring.
-void check_predict(bool bp, int64_t chunk = 0) {
+// templates > 0: that many template slots computed (under DAP: the template stacks split by rows).
+void check_predict(bool bp, int64_t chunk = 0, int64_t templates = 0) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   if (mpi_world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const Device dev = mpi_runtime().device(DeviceType::cuda);
-  const Af2Features features = small_target();
+  const Af2Features features = small_target(templates);
   Af2Config config = tiny(/*parallel_evoformer=*/bp);
   config.chunk_size = chunk;
   Model ref(config, false, dev);
@@ -71,7 +72,7 @@ void check_predict(bool bp, int64_t chunk = 0) {
 
 TEST(Af2ModelParallelCuda, DapPredictEqualsOneProcess) { check_predict(false); }
 TEST(Af2ModelParallelCuda, BpPredictEqualsOneProcess) { check_predict(true); }
-TEST(Af2ModelParallelCuda, DapPredictChunkedEqualsOneProcess) { check_predict(false, 4); }
+TEST(Af2ModelParallelCuda, DapPredictChunkedWithTemplatesEqualsOneProcess) { check_predict(false, 4, 3); }
 
 // Loss and the flat gradient (on the host) of one training step of `m` on the fixture batch.
 std::pair<double, Tensor> train_step(parallel_test::Model& m, const std::string& batch_path, Device dev) {

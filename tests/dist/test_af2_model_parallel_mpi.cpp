@@ -4,9 +4,10 @@
 //   DAP-P (P = 2, and 4 with 4 ranks; with 4 ranks DAP-2 runs as two groups of two): inference
 //   outputs of AlphaFold::predict (1 recycle) on a synthetic target whose sizes divide by neither
 //   group size (N = 21 residues, 10 MSA rows with the template rows, 7 extra rows: the padding
-//   path), and the training step (af2_train_step: forward over recycling, every loss term,
-//   backward, reduce_model_parallel_grads) on the training fixture batch (N = 48) with dropout off,
-//   and with every dropout on (the masks DAP draws as one process does).
+//   path; the templates masked, and 3 of them computed: the template stacks split by rows), and
+//   the training step (af2_train_step: forward over recycling, every loss term, backward,
+//   reduce_model_parallel_grads) on the training fixture batch (N = 48) with dropout off, and
+//   with every dropout on (the masks DAP draws as one process does).
 //   BP-2 of the Parallel Evoformer: the same, the training step with every dropout ON (the two
 //   ranks draw the masks one process draws).
 //   DAP-2 × BP-2 of the Parallel Evoformer (4 ranks only; grid layout as dist::ProcessGrid, BP
@@ -87,6 +88,26 @@ void check_predict(bool parallel_evoformer, bool bp, int64_t chunk = 0) {
   }
 }
 
+// Computed templates (3 of the 4 slots) under DAP: each template's pair stack runs split by rows
+// (its triangle modules' DAP forms, the ending node on columns) and the pointwise attention on the
+// rank's rows of the pair (TemplateEmbedder::add_into_split); unchunked (one pass over the
+// templates: running heads) and chunked (two passes: scores, then the weighted values), N = 21
+// (padded rows and columns).
+void check_predict_templates(int64_t chunk) {
+  const Af2Features features = small_target(3);
+  Af2Config config = tiny(false);
+  config.chunk_size = chunk;
+  Model ref(config, false);
+  const Af2Outputs want = ref.model.predict(features, 1, Device::cpu());
+  for (int p : group_sizes()) {
+    SCOPED_TRACE("DAP-" + std::to_string(p));
+    auto comm = groups_of(p, "dap");
+    Model par(config, false);
+    par.model.set_model_parallel(make_model_parallel(comm.get(), nullptr));
+    expect_same_outputs(par.model.predict(features, 1, Device::cpu()), want);
+  }
+}
+
 // The dap × bp grid of 4 ranks: BP pairs of consecutive ranks, DAP groups of ranks of equal
 // parity (dist::ProcessGrid's layout with dp = 1, bp fastest).
 struct DapBpGroups {
@@ -143,6 +164,8 @@ void check_predict_split_edges(bool keep) {
 TEST(Af2ModelParallel, DapPredictEqualsOneProcess) { check_predict(false, false); }
 TEST(Af2ModelParallel, DapPredictSplitPairEdgesEqualOneProcess) { check_predict_split_edges(true); }
 TEST(Af2ModelParallel, DapPredictSplitPairSummaryEqualsOneProcess) { check_predict_split_edges(false); }
+TEST(Af2ModelParallel, DapPredictWithTemplatesEqualsOneProcess) { check_predict_templates(0); }
+TEST(Af2ModelParallel, DapPredictWithTemplatesEqualsOneProcessChunked) { check_predict_templates(3); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformer) { check_predict(true, false); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessChunked) { check_predict(false, false, 4); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformerChunked) { check_predict(true, false, 3); }

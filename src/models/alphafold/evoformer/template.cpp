@@ -362,33 +362,33 @@ void TemplatePointwiseAttention::for_each_part(
     const std::function<void(int64_t, int64_t, const ag::AttentionPart&)>& f) const {
   const auto& o = attention_.options();
   FC_CHECK(!ag::grad_enabled(), "TemplatePointwiseAttention::", caller, ": inference only");
-  FC_CHECK(z.defined() && t_k.defined() && z.dim() == 3 && z.size(0) == z.size(1) && z.size(2) == o.c_q &&
-               t_k.dim() == 3 && t_k.size(0) == z.size(0) && t_k.size(1) == z.size(0) && t_k.size(2) == o.c_kv &&
-               template_mask > 0.f,
+  FC_CHECK(z.defined() && t_k.defined() && z.dim() == 3 && z.size(2) == o.c_q && t_k.dim() == 3 &&
+               t_k.size(0) == z.size(0) && t_k.size(1) == z.size(1) && t_k.size(2) == o.c_kv && template_mask > 0.f,
            "TemplatePointwiseAttention::", caller, ": z ", shape_of(z), ", t_k ", shape_of(t_k), ", mask ",
-           template_mask, " must be [N, N, ", o.c_q, "], [N, N, ", o.c_kv, "], > 0");
-  const int64_t n = z.size(0), c_z = z.size(2), c_t = t_k.size(2);
+           template_mask, " must be [R, C, ", o.c_q, "], [R, C, ", o.c_kv, "], > 0");
+  const int64_t rows = z.size(0), cols = z.size(1), c_z = z.size(2), c_t = t_k.size(2);
   const std::vector<Variable> biases = key_mask_bias(template_mask, z.device());
-  const int64_t step = chunk > 0 ? chunk : n;
-  for (int64_t s = 0; s < n; s += step) {
-    const int64_t len = std::min(step, n - s);
-    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * n, 1, c_z});  // one query per (i, j)
-    const Variable kv = ag::reshape(ag::narrow(t_k, 0, s, len), {len * n, 1, c_t});  // this template's key
-    f(s, len, attention_.heads_part(q, kv, biases));  // a [len·n, 1, H, d], lse [len·n, H, 1]
+  const int64_t step = chunk > 0 ? chunk : rows;
+  for (int64_t s = 0; s < rows; s += step) {
+    const int64_t len = std::min(step, rows - s);
+    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * cols, 1, c_z});     // one query per (i, j)
+    const Variable kv = ag::reshape(ag::narrow(t_k, 0, s, len), {len * cols, 1, c_t});  // this template's key
+    f(s, len, attention_.heads_part(q, kv, biases));  // a [len·C, 1, H, d], lse [len·C, H, 1]
   }
 }
 
 void TemplatePointwiseAttention::add(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk,
                                      Running& r) const {
   const auto& o = attention_.options();
-  const int64_t n = z.defined() && z.dim() == 3 ? z.size(0) : 0, h = o.num_heads, d = o.head_dim;
+  const int64_t cells = z.defined() && z.dim() == 3 ? z.size(0) * z.size(1) : 0, cols = cells > 0 ? z.size(1) : 0;
+  const int64_t h = o.num_heads, d = o.head_dim;
   const bool first = !r.heads.defined();
   for_each_part("add", z, t_k, template_mask, chunk, [&](int64_t s, int64_t len, const ag::AttentionPart& part) {
     if (first && s == 0) {
-      r.heads = Tensor::empty({n * n, 1, h, d}, part.a.dtype(), z.device());
-      r.lse = Tensor::empty({n * n, h, 1}, DType::f32, z.device());
+      r.heads = Tensor::empty({cells, 1, h, d}, part.a.dtype(), z.device());
+      r.lse = Tensor::empty({cells, h, 1}, DType::f32, z.device());
     }
-    Tensor heads = r.heads.narrow(0, s * n, len * n), lse = r.lse.narrow(0, s * n, len * n);
+    Tensor heads = r.heads.narrow(0, s * cols, len * cols), lse = r.lse.narrow(0, s * cols, len * cols);
     if (first) {
       heads.copy_(part.a);
       lse.copy_(part.lse);
@@ -400,28 +400,29 @@ void TemplatePointwiseAttention::add(const Variable& z, const Variable& t_k, flo
 
 void TemplatePointwiseAttention::finish(const Variable& z, const Running& r, int64_t chunk, const Tensor& into) const {
   const auto& o = attention_.options();
-  FC_CHECK(r.heads.defined(), "TemplatePointwiseAttention::finish: no template was added");
-  const int64_t n = z.size(0), c_z = z.size(2);
-  run_chunked(n, chunk, [&](int64_t s, int64_t len) {
-    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * n, 1, c_z});
-    const Variable heads(r.heads.narrow(0, s * n, len * n));
-    return ag::reshape(attention_.finish_heads(q, heads), {len, n, o.c_out});
+  FC_CHECK(r.heads.defined() && z.dim() == 3 && r.heads.size(0) == z.size(0) * z.size(1),
+           "TemplatePointwiseAttention::finish: no template was added for z ", shape_of(z));
+  const int64_t cols = z.size(1), c_z = z.size(2);
+  run_chunked(z.size(0), chunk, [&](int64_t s, int64_t len) {
+    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * cols, 1, c_z});
+    const Variable heads(r.heads.narrow(0, s * cols, len * cols));
+    return ag::reshape(attention_.finish_heads(q, heads), {len, cols, o.c_out});
   }, 0, into);
 }
 
 void TemplatePointwiseAttention::add_scores(const Variable& z, const Variable& t_k, float template_mask, int64_t chunk,
                                             const Tensor& scores, int64_t slot) const {
   const auto& o = attention_.options();
-  const int64_t n = z.defined() && z.dim() == 3 ? z.size(0) : 0;
+  const int64_t cells = z.defined() && z.dim() == 3 ? z.size(0) * z.size(1) : 0, cols = cells > 0 ? z.size(1) : 0;
   FC_CHECK(scores.defined() && scores.dtype() == DType::f32 &&
-               has_shape(scores, {n * n, o.num_heads, scores.dim() == 3 ? scores.size(2) : 0}) && slot >= 0 &&
+               has_shape(scores, {cells, o.num_heads, scores.dim() == 3 ? scores.size(2) : 0}) && slot >= 0 &&
                slot < scores.size(2) && scores.device() == z.device(),
            "TemplatePointwiseAttention::add_scores: scores ", shape_of(scores), " slot ", slot, " for z ",
-           shape_of(z), " must be f32 [N·N, ", o.num_heads, ", T] on z's device, 0 <= slot < T");
+           shape_of(z), " must be f32 [R·C, ", o.num_heads, ", T] on z's device, 0 <= slot < T");
   for_each_part("add_scores", z, t_k, template_mask, chunk,
                 [&](int64_t s, int64_t len, const ag::AttentionPart& part) {
                   // With one key the log-sum-exp is the score itself.
-                  Tensor dst = scores.narrow(0, s * n, len * n).narrow(2, slot, 1);
+                  Tensor dst = scores.narrow(0, s * cols, len * cols).narrow(2, slot, 1);
                   dst.copy_(part.lse);
                 });
 }
@@ -443,19 +444,19 @@ void TemplatePointwiseAttention::add_weighted(const Variable& t_k, const Tensor&
   FC_CHECK(!ag::grad_enabled(), "TemplatePointwiseAttention::add_weighted: inference only");
   FC_CHECK(two_pass_supported(), "TemplatePointwiseAttention::add_weighted: the gated attention '", path(),
            "' reads the pair (use add/finish)");
-  FC_CHECK(t_k.defined() && t_k.dim() == 3 && t_k.size(0) == t_k.size(1) && t_k.size(2) == o.c_kv &&
-               weights.defined() && weights.dtype() == DType::f32 && weights.dim() == 3 &&
-               has_shape(weights, {t_k.size(0) * t_k.size(0), o.num_heads, weights.size(2)}) && slot >= 0 &&
-               slot < weights.size(2) && into.defined() && has_shape(into, {t_k.size(0), t_k.size(0), o.c_out}),
+  FC_CHECK(t_k.defined() && t_k.dim() == 3 && t_k.size(2) == o.c_kv && weights.defined() &&
+               weights.dtype() == DType::f32 && weights.dim() == 3 &&
+               has_shape(weights, {t_k.size(0) * t_k.size(1), o.num_heads, weights.size(2)}) && slot >= 0 &&
+               slot < weights.size(2) && into.defined() && has_shape(into, {t_k.size(0), t_k.size(1), o.c_out}),
            "TemplatePointwiseAttention::add_weighted: t_k ", shape_of(t_k), ", weights ", shape_of(weights), " slot ",
-           slot, ", into ", shape_of(into), " must be [N, N, ", o.c_kv, "], f32 [N·N, ", o.num_heads,
-           ", T], 0 <= slot < T, [N, N, ", o.c_out, "]");
-  const int64_t n = t_k.size(0), c_t = t_k.size(2), h = o.num_heads, d = o.head_dim;
-  run_chunked(n, chunk, [&](int64_t s, int64_t len) {
+           slot, ", into ", shape_of(into), " must be [R, C, ", o.c_kv, "], f32 [R·C, ", o.num_heads,
+           ", T], 0 <= slot < T, [R, C, ", o.c_out, "]");
+  const int64_t cols = t_k.size(1), c_t = t_k.size(2), h = o.num_heads, d = o.head_dim;
+  run_chunked(t_k.size(0), chunk, [&](int64_t s, int64_t len) {
     // With one key per part the heads are v_k itself; its weight w_k scales every channel of a head.
-    const Variable v = attention_.values(ag::reshape(ag::narrow(t_k, 0, s, len), {len * n, 1, c_t}));
-    const Variable w(weights.narrow(0, s * n, len * n).narrow(2, slot, 1).contiguous().view({len * n, 1, h, 1}));
-    const Variable a = ag::reshape(ag::mul(v, w), {len, n, h * d});
+    const Variable v = attention_.values(ag::reshape(ag::narrow(t_k, 0, s, len), {len * cols, 1, c_t}));
+    const Variable w(weights.narrow(0, s * cols, len * cols).narrow(2, slot, 1).contiguous().view({len * cols, 1, h, 1}));
+    const Variable a = ag::reshape(ag::mul(v, w), {len, cols, h * d});
     return output_bias ? attention_.output().forward(a) : attention_.output().forward_no_bias(a);
   }, 0, into);
 }
@@ -509,20 +510,29 @@ Variable TemplateEmbedder::forward(const Variable& z, const TemplateInputs& in, 
   return attention_.forward(z, t, in.template_mask, chunk);
 }
 
-void TemplateEmbedder::add_into(const Variable& z, const TemplateInputs& in, const Tensor& pair_mask, int64_t chunk,
-                                const Tensor& into, TemplatePasses passes) const {
-  FC_CHECK(!ag::grad_enabled(), "TemplateEmbedder::add_into: inference only");
-  FC_CHECK(z.defined() && z.dim() == 3 && in.aatype.defined() && in.aatype.dim() == 2 &&
-               in.aatype.size(1) == z.size(0) && in.all_atom_positions.defined() && in.all_atom_mask.defined() &&
-               in.template_mask.defined() && in.template_mask.numel() == in.aatype.size(0) && into.defined() &&
-               into.shape() == z.shape(),
-           "TemplateEmbedder: z ", shape_of(z), " with template aatype ", shape_of(in.aatype),
-           " and template_mask ", shape_of(in.template_mask), " into ", shape_of(into),
-           ": expected [N, N, c_z], [T, N], [T], z's shape and all atom inputs");
-  const std::vector<float> mask = host_floats(in.template_mask);
+std::vector<int64_t> TemplateEmbedder::present_templates(const char* caller, const Variable& z, int64_t n,
+                                                         const TemplateInputs& in, std::vector<float>& mask) const {
+  FC_CHECK(!ag::grad_enabled(), "TemplateEmbedder::", caller, ": inference only");
+  FC_CHECK(z.defined() && z.dim() == 3 && in.aatype.defined() && in.aatype.dim() == 2 && in.aatype.size(1) == n &&
+               in.all_atom_positions.defined() && in.all_atom_mask.defined() && in.template_mask.defined() &&
+               in.template_mask.numel() == in.aatype.size(0),
+           "TemplateEmbedder::", caller, ": z ", shape_of(z), " of N = ", n, " with template aatype ",
+           shape_of(in.aatype), " and template_mask ", shape_of(in.template_mask),
+           ": expected [rows, columns, c_z], [T, N], [T] and all atom inputs");
+  mask = host_floats(in.template_mask);
   std::vector<int64_t> present;  // masked templates have weight exactly 0 in forward() (see add())
   for (int64_t k = 0; k < in.aatype.size(0); ++k)
     if (mask[static_cast<size_t>(k)] > 0.f) present.push_back(k);
+  return present;
+}
+
+void TemplateEmbedder::add_into(const Variable& z, const TemplateInputs& in, const Tensor& pair_mask, int64_t chunk,
+                                const Tensor& into, TemplatePasses passes) const {
+  FC_CHECK(z.defined() && z.dim() == 3 && z.size(0) == z.size(1) && into.defined() && into.shape() == z.shape(),
+           "TemplateEmbedder::add_into: z ", shape_of(z), " into ", shape_of(into),
+           ": expected [N, N, c_z] and z's shape");
+  std::vector<float> mask;
+  const std::vector<int64_t> present = present_templates("add_into", z, z.size(0), in, mask);
   if (present.empty()) return;
   // Template k's pair stack output t_k [N, N, c_t].
   auto stack = [&](int64_t k) {
@@ -531,18 +541,26 @@ void TemplateEmbedder::add_into(const Variable& z, const TemplateInputs& in, con
     return single_.forward_rows([&](int64_t r0, int64_t len) { return feat.rows(r0, len).to(z.dtype()); }, z.size(0),
                                 pair_mask, chunk);
   };
+  add_templates(z, present, mask, stack, chunk, into, passes);
+}
+
+void TemplateEmbedder::add_templates(const Variable& z, const std::vector<int64_t>& present,
+                                     const std::vector<float>& mask, const std::function<Variable(int64_t)>& stack,
+                                     int64_t chunk, const Tensor& into, TemplatePasses passes) const {
   const auto nk = static_cast<int64_t>(present.size());
+  const auto mask_of = [&](int64_t slot) { return mask[static_cast<size_t>(present[static_cast<size_t>(slot)])]; };
   if (passes == TemplatePasses::two && nk >= 2 && attention_.two_pass_supported()) {
-    const int64_t n = z.size(0);
-    const Tensor scores = Tensor::empty({n * n, cfg_.pointwise_att.num_head, nk}, DType::f32, z.device());
+    const int64_t cols = z.size(1);
+    const Tensor scores =
+        Tensor::empty({z.size(0) * cols, cfg_.pointwise_att.num_head, nk}, DType::f32, z.device());
     for (int64_t slot = 0; slot < nk; ++slot) {
       const Variable t = stack(present[static_cast<size_t>(slot)]);
       const profile::Scope attention("pointwise_attention", z.device());
-      attention_.add_scores(z, t, mask[static_cast<size_t>(present[static_cast<size_t>(slot)])], chunk, scores, slot);
+      attention_.add_scores(z, t, mask_of(slot), chunk, scores, slot);
     }
     {
       const profile::Scope attention("pointwise_attention", z.device());
-      TemplatePointwiseAttention::scores_to_weights(scores, chunk > 0 ? chunk * n : 0);
+      TemplatePointwiseAttention::scores_to_weights(scores, chunk > 0 ? chunk * cols : 0);
     }
     // From here on z is not read: `into` may be z's storage.
     for (int64_t slot = 0; slot < nk; ++slot) {
@@ -553,10 +571,10 @@ void TemplateEmbedder::add_into(const Variable& z, const TemplateInputs& in, con
     return;
   }
   TemplatePointwiseAttention::Running running;
-  for (const int64_t k : present) {
-    const Variable t = stack(k);
+  for (int64_t slot = 0; slot < nk; ++slot) {
+    const Variable t = stack(present[static_cast<size_t>(slot)]);
     const profile::Scope attention("pointwise_attention", z.device());
-    attention_.add(z, t, mask[static_cast<size_t>(k)], chunk, running);
+    attention_.add(z, t, mask_of(slot), chunk, running);
   }
   const profile::Scope attention("pointwise_attention", z.device());
   attention_.finish(z, running, chunk, into);

@@ -75,6 +75,12 @@ class TemplatePairBlock : public nn::Module {
  public:
   TemplatePairBlock(nn::Scope scope, const TemplateConfig& config);
   Variable forward(const Variable& t, const Tensor& pair_mask, int64_t chunk = 0) const;
+  // DAP (parallel/template_parallel.cpp; EvoformerBlock::forward_dap's pair track in this block's
+  // order): t_rows is this rank's rows [N'/P, N', c_t] of the pair padded to N' = a multiple of P
+  // (pair_rows.h), pair_mask the padded [N', N'] mask; the ending node runs on the columns.
+  // `own_input`: t_rows is the caller's to overwrite (no-grad only).
+  Variable forward_dap(Variable t_rows, const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk,
+                       bool own_input) const;
   // key_prefix ".../template_pair_stack/__layer_stack_no_state", stack_index = block index.
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
@@ -100,6 +106,11 @@ class SingleTemplateEmbedding : public nn::Module {
   // chunk <= 0): no [N, N, 88] array.
   Variable forward_rows(const std::function<Tensor(int64_t, int64_t)>& feat_rows, int64_t n, const Tensor& pair_mask,
                         int64_t chunk) const;
+  // Inference under DAP: this rank's rows [N'/P, N', c_t] of the same (pair_rows.h's layout: zeros
+  // in the padding before the stack), from feat_rows of its own residues only; the pair stack's
+  // blocks by TemplatePairBlock::forward_dap. pair_mask is the unpadded [N, N] mask.
+  Variable forward_rows_dap(const std::function<Tensor(int64_t, int64_t)>& feat_rows, int64_t n,
+                            const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk) const;
   // key_prefix ".../template_embedding/single_template_embedding".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   // Training: pair blocks per recomputation segment (as EvoformerStack::set_recompute_blocks).
@@ -123,7 +134,9 @@ class TemplatePointwiseAttention : public nn::Module {
   Variable forward(const Variable& z, const Variable& t, const Tensor& template_mask, int64_t chunk = 0) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
-  // Inference with one template at a time (no [T, N, N, c_t] stack): add() merges template t_k
+  // Inference with one template at a time (no [T, N, N, c_t] stack). z and t_k may be any slab
+  // [R, C, ·] of the pair (DAP: a rank's rows); the shapes below name the whole pair, R·C = N·N.
+  // add() merges template t_k
   // [N, N, c_t] (with its mask value, > 0) into the running heads [N·N, 1, H, d] and their
   // log-sum-exp (ops::attention_combine), finish() adds the output projection of the merged heads
   // into `into` (z's stream, any rows; z is read only row by row before each row is written).
@@ -196,6 +209,12 @@ class TemplateEmbedder : public nn::Module {
   // (TemplatePasses); nothing is added without an unmasked template. No autograd.
   void add_into(const Variable& z, const TemplateInputs& templates, const Tensor& pair_mask, int64_t chunk,
                 const Tensor& into, TemplatePasses passes = TemplatePasses::one) const;
+  // Inference under DAP (parallel/template_parallel.cpp): the same into z_rows itself, this rank's
+  // rows [N'/P, N', c_z] of the pair split as pair_rows.h lays it out; each template's pair stack
+  // runs split the same way (SingleTemplateEmbedding::forward_rows_dap), so no rank holds a whole
+  // pair-sized tensor. pair_mask [N, N] unpadded. Equals add_into up to fp32 rounding.
+  void add_into_split(const Tensor& z_rows, const TemplateInputs& templates, const Tensor& pair_mask, int64_t chunk,
+                      const ParallelGroup& g, TemplatePasses passes = TemplatePasses::one) const;
   // key_prefix "evoformer": registers "evoformer/template_embedding/...".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   const SingleTemplateEmbedding& single_template_embedding() const { return single_; }
@@ -205,6 +224,15 @@ class TemplateEmbedder : public nn::Module {
  private:
   // Template k's pair features (by row blocks) on `device`.
   TemplatePairFeatRows template_feat(const TemplateInputs& templates, int64_t k, Device device) const;
+  // The templates add_into visits (mask > 0) after checking the inputs against z [R, C, c_z] of a
+  // pair of n residues; `caller` names the function in errors.
+  std::vector<int64_t> present_templates(const char* caller, const Variable& z, int64_t n,
+                                         const TemplateInputs& templates, std::vector<float>& mask) const;
+  // add_into's template loop: stack(k) gives template k's t over z's cells; the pointwise attention
+  // adds into `into` in one or two passes.
+  void add_templates(const Variable& z, const std::vector<int64_t>& present, const std::vector<float>& mask,
+                     const std::function<Variable(int64_t)>& stack, int64_t chunk, const Tensor& into,
+                     TemplatePasses passes) const;
   TemplateConfig cfg_;
   SingleTemplateEmbedding single_;
   TemplatePointwiseAttention attention_;

@@ -3,6 +3,7 @@
 #include "kernels/elementwise.h"
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "models/alphafold/model/af2_util.h"
 #include "models/alphafold/evoformer/evoformer_util.h"
 #include "models/alphafold/parallel/pair_rows.h"
@@ -23,6 +24,22 @@ nn::LinearOptions opts(nn::Init init, ops::Activation act = ops::Activation::non
 void check_last(const Variable& x, int dims, int64_t c, const char* head) {
   FC_CHECK(x.defined() && x.dim() == dims && x.size(-1) == c, head, ": input ",
            shape_of(x), " must be ", dims, "-D with last dim ", c);
+}
+
+// Rows [i0, i0 + r) of pair logits (a block [r, N, bins]) into the [N, N, bins] host array
+// `whole`, allocated at the first block in the block's dtype.
+void take_rows(Tensor& whole, int64_t i0, const Tensor& block) {
+  if (!whole.defined())
+    whole = Tensor::empty({block.size(1), block.size(1), block.size(2)}, block.dtype(), Device::cpu());
+  whole.narrow(0, i0, block.size(0)).copy_(block);
+}
+
+// A block of the PAE head's logits rows: kept (take_rows) or streamed into PAE and pTM.
+void take_pae_rows(PairHeadOutputs& out, bool keep_logits, int64_t i0, const Tensor& block) {
+  if (keep_logits)
+    take_rows(out.tm_logits, i0, block);
+  else
+    out.pae->add_rows(i0, block);
 }
 
 }  // namespace
@@ -199,20 +216,8 @@ PairHeadOutputs Af2Heads::pair_heads_by_rows(const Tensor& pair, bool keep_logit
   if (!keep_logits && !pae_) return out;
   for (int64_t i0 = 0; i0 < n; i0 += rows) {
     const int64_t r = std::min(rows, n - i0);
-    if (keep_logits) {
-      const Tensor d = distogram_.forward_rows(pair, i0, r);
-      if (!out.distogram_logits.defined())
-        out.distogram_logits = Tensor::empty({n, n, d.size(2)}, d.dtype(), Device::cpu());
-      out.distogram_logits.narrow(0, i0, r).copy_(d);
-    }
-    if (!pae_) continue;
-    const Tensor t = pae_->forward(Variable(pair.narrow(0, i0, r))).value();  // [r, N, bins]
-    if (keep_logits) {
-      if (!out.tm_logits.defined()) out.tm_logits = Tensor::empty({n, n, t.size(2)}, t.dtype(), Device::cpu());
-      out.tm_logits.narrow(0, i0, r).copy_(t);
-    } else {
-      out.pae->add_rows(i0, t);
-    }
+    if (keep_logits) take_rows(out.distogram_logits, i0, distogram_.forward_rows(pair, i0, r));
+    if (pae_) take_pae_rows(out, keep_logits, i0, pae_->forward(Variable(pair.narrow(0, i0, r))).value());
   }
   return out;
 }
@@ -234,27 +239,19 @@ PairHeadOutputs Af2Heads::pair_heads_split(const Tensor& rows, int64_t n, const 
     out.pae = std::make_shared<PaeStream>(n, pae_->bins(), pae_max_error_bin_, Tensor(), /*keep_probs=*/false);
   if (keep_logits) {
     const Tensor logits = distogram_.forward_split(rows, g);  // [R, padded N, bins]
-    out.distogram_logits = Tensor::empty({n, n, distogram_.bins()}, logits.dtype(), Device::cpu());
     for_each_split_row_block(
         g, n, block, {n, distogram_.bins()}, logits.dtype(), rows.device(),
         [&](int64_t i0, int64_t r) { return own(logits, i0, r); },
-        [&](int64_t i0, const Tensor& b) { out.distogram_logits.narrow(0, i0, b.size(0)).copy_(b); });
+        [&](int64_t i0, const Tensor& b) { take_rows(out.distogram_logits, i0, b); });
   }
   if (!pae_) return out;
-  auto pae_rows = [&](const Tensor& z) { return pae_->forward(Variable(z)).value(); };
-  // The blocks' dtype (the head's output dtype, bf16 under bf16 autocast), which the receiving
-  // ranks need before a block arrives: every rank computes the head on one entry of its rows.
-  const DType pae_dtype = pae_rows(rows.narrow(0, 0, 1).narrow(1, 0, 1).contiguous()).dtype();
-  if (keep_logits) out.tm_logits = Tensor::empty({n, n, pae_->bins()}, pae_dtype, Device::cpu());
+  // The blocks' dtype, which the receiving ranks need before a block arrives: the head's (one
+  // linear layer's) output dtype, its GEMM's (the autocast dtype when one is set).
+  const DType pae_dtype = ag::autocast_dtype().value_or(rows.dtype());
   for_each_split_row_block(
       g, n, block, {n, pae_->bins()}, pae_dtype, rows.device(),
-      [&](int64_t i0, int64_t r) { return pae_rows(own(rows, i0, r).contiguous()); },
-      [&](int64_t i0, const Tensor& b) {
-        if (keep_logits)
-          out.tm_logits.narrow(0, i0, b.size(0)).copy_(b);
-        else
-          out.pae->add_rows(i0, b);
-      });
+      [&](int64_t i0, int64_t r) { return pae_->forward(Variable(own(rows, i0, r).contiguous())).value(); },
+      [&](int64_t i0, const Tensor& b) { take_pae_rows(out, keep_logits, i0, b); });
   return out;
 }
 

@@ -174,16 +174,14 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
       z = ag::bias_dropout_residual(template_embedder_->forward(z, templates, mask_2d, c.chunk_size), Variable(), z,
                                     {}, false);
     } else {
-      // A split pair is gathered whole for the templates (their pair stack and pointwise attention
-      // run whole on every rank) and split again after.
+      const TemplatePasses passes = template_two_passes_requested(c) ? TemplatePasses::two : TemplatePasses::one;
       if (split != nullptr) {
-        const Variable all = split->gather(z, 0);  // [padded N, padded N, c_z]
-        z = all.size(0) == n ? all : ag::contiguous(ag::narrow(ag::narrow(all, 0, 0, n), 1, 0, n));
+        // A split pair stays split: each template's stack runs split by rows too.
+        template_embedder_->add_into_split(own_stream(z, true), templates, mask_2d, c.chunk_size, *split, passes);
+      } else {
+        const Tensor zs = own_stream(z, true);
+        template_embedder_->add_into(z, templates, mask_2d, c.chunk_size, zs, passes);
       }
-      const Tensor zs = own_stream(z, true);
-      template_embedder_->add_into(z, templates, mask_2d, c.chunk_size, zs,
-                                   template_two_passes_requested(c) ? TemplatePasses::two : TemplatePasses::one);
-      if (split != nullptr) z = Variable(split_pair_rows(*split, z.value()));
     }
   }
 

@@ -34,6 +34,7 @@
 #include "models/alphafold/model/alphafold.h"
 #include "models/alphafold/model/alphafold_trunk.h"
 #include "models/alphafold/evoformer/evoformer.h"
+#include "models/alphafold/parallel/pair_rows.h"
 
 namespace foldcore::af2 {
 namespace {
@@ -68,13 +69,6 @@ Variable pad_to(const Variable& x, int axis, int64_t size) {
   Shape s = x.shape();
   s[axis] = size - x.size(axis);
   return ag::concat({x, Variable(Tensor::zeros(s, x.dtype(), x.device()))}, axis);
-}
-
-Tensor pad_mask(const Tensor& mask, int64_t rows, int64_t cols) {
-  if (mask.size(0) == rows && mask.size(1) == cols) return mask;
-  Tensor out = Tensor::zeros({rows, cols}, mask.dtype(), mask.device());
-  out.narrow(0, 0, mask.size(0)).narrow(1, 0, mask.size(1)).copy_(mask);
-  return out;
 }
 
 }  // namespace
@@ -388,7 +382,7 @@ std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z
   // masks them out of what the real positions see: attention keys, outer product and triangle
   // edges), cut off at the end. A split pair (split_pair) comes in as this rank's rows of the
   // padded pair (pair_rows.h) and goes out so.
-  const Tensor mm = pad_mask(msa_mask, sp, np), pm = pad_mask(pair_mask, np, np);
+  const Tensor mm = pad_mask_2d(msa_mask, sp, np), pm = pad_mask_2d(pair_mask, np, np);
   Variable mr = g.scatter(pad_to(pad_to(m, 0, sp), 1, np), 0);
   Variable zr = split_pair ? std::move(z) : g.scatter(pad_to(pad_to(z, 0, np), 1, np), 0);
   m = Variable();

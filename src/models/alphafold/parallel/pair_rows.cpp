@@ -47,15 +47,12 @@ Tensor gather_split_pair_to_host(const ParallelGroup& g, const Tensor& rows, int
   return out;
 }
 
-Tensor split_pair_rows(const ParallelGroup& g, const Tensor& whole) {
-  FC_CHECK(whole.dim() == 3 && whole.size(0) == whole.size(1), "split_pair_rows: pair ", whole.shape().str(),
-           " must be [N, N, c]");
-  const PairRows pr = PairRows::of(g, whole.size(0));
-  Tensor out = Tensor::zeros({pr.rows(), pr.padded(), whole.size(2)}, whole.dtype(), whole.device());
-  if (pr.real_rows() > 0)
-    out.narrow(0, 0, pr.real_rows())
-        .narrow(1, 0, pr.n)
-        .copy_(whole.narrow(0, pr.row0(), pr.real_rows()));
+Tensor pad_mask_2d(const Tensor& mask, int64_t rows, int64_t cols) {
+  FC_CHECK(mask.defined() && mask.dim() == 2 && mask.size(0) <= rows && mask.size(1) <= cols, "pad_mask_2d: mask ",
+           mask.defined() ? mask.shape().str() : "undefined", " does not fit [", rows, ", ", cols, "]");
+  if (mask.size(0) == rows && mask.size(1) == cols) return mask;
+  Tensor out = Tensor::zeros({rows, cols}, mask.dtype(), mask.device());
+  out.narrow(0, 0, mask.size(0)).narrow(1, 0, mask.size(1)).copy_(mask);
   return out;
 }
 

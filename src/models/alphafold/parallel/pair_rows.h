@@ -39,7 +39,8 @@ void for_each_split_row_block(const ParallelGroup& g, int64_t n, int64_t block_r
 // The whole [N, N, c] pair on the host of every rank, from each rank's rows [rows(), padded(), c].
 Tensor gather_split_pair_to_host(const ParallelGroup& g, const Tensor& rows, int64_t n);
 
-// This rank's rows [rows(), padded(), c] of a whole [N, N, c] pair (zeros in the padding).
-Tensor split_pair_rows(const ParallelGroup& g, const Tensor& whole);
+// A [R, C] mask padded with zeros to [rows, cols] (itself when it has that shape): the padded
+// positions of a DAP layout are masked wherever a module reads them.
+Tensor pad_mask_2d(const Tensor& mask, int64_t rows, int64_t cols);
 
 }  // namespace foldcore::af2

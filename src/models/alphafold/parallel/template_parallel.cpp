@@ -1,0 +1,103 @@
+// The template embedding under DAP (inference; model_parallel.h): with the pair split by rows
+// (pair_rows.h), each template's pair stack runs split the same way — its blocks as the Evoformer
+// block's pair track (evoformer_parallel.cpp: rows for the starting node and the triangle
+// multiplications, columns for the ending node, the edges and biases gathered), in the template
+// block's order — and the pointwise attention, which reads one pair entry at a time, runs on the
+// rank's rows as they are. No rank holds a whole pair-sized tensor: per template, its rows of t
+// [N'/P, N', c_t] and the modules' pieces.
+#include <algorithm>
+
+#include "autograd/grad_mode.h"
+#include "core/profile.h"
+#include "models/alphafold/evoformer/evoformer_util.h"
+#include "models/alphafold/evoformer/template.h"
+#include "models/alphafold/parallel/model_parallel.h"
+#include "models/alphafold/parallel/pair_rows.h"
+
+namespace foldcore::af2 {
+
+namespace ag = autograd;
+
+Variable TemplatePairBlock::forward_dap(Variable t, const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk,
+                                        bool own_input) const {
+  FC_CHECK(!ag::grad_enabled(), "TemplatePairBlock '", path(), "' (DAP): inference only (training runs the ",
+           "template stack whole)");
+  FC_CHECK(t.defined() && t.dim() == 3 && t.size(0) * g.size() == t.size(1) && pair_mask.dim() == 2 &&
+               pair_mask.size(0) == t.size(1) && pair_mask.size(1) == t.size(1),
+           "TemplatePairBlock '", path(), "' (DAP ", g.size(), "): t rows ", t.shape().str(), ", pair_mask ",
+           pair_mask.shape().str(), " (expected [N'/P, N', c_t] and the padded [N', N'])");
+  t = stream_residual(t, tri_att_start_.forward_dap(t, pair_mask, g, chunk), tri_att_start_dropout_.spec(), own_input);
+  {
+    // The ending node on t's columns, its residual add there too.
+    Variable tc = g.switch_axis(t, 0, 1);  // [N', N'/P, c_t]
+    t = Variable();
+    tc = stream_residual(tc, tri_att_end_.forward_dap_columns(tc, pair_mask, g, chunk), tri_att_end_dropout_.spec(),
+                         true);
+    t = g.switch_axis(tc, 1, 0);
+  }
+  t = stream_residual(t, tri_mul_out_.forward_dap(t, pair_mask, g, chunk), tri_mul_out_dropout_.spec(), true);
+  t = stream_residual(t, tri_mul_in_.forward_dap(t, pair_mask, g, chunk), tri_mul_in_dropout_.spec(), true);
+  return stream_residual(t, transition_forward(pair_transition_, t, chunk), {}, true);
+}
+
+Variable SingleTemplateEmbedding::forward_rows_dap(const std::function<Tensor(int64_t, int64_t)>& feat_rows,
+                                                   int64_t n, const Tensor& pair_mask, const ParallelGroup& g,
+                                                   int64_t chunk) const {
+  FC_CHECK(!ag::grad_enabled(), "SingleTemplateEmbedding::forward_rows_dap: inference only");
+  FC_CHECK(pair_mask.defined() && pair_mask.dim() == 2 && pair_mask.size(0) == n && pair_mask.size(1) == n,
+           "SingleTemplateEmbedding (DAP): pair_mask ", pair_mask.defined() ? pair_mask.shape().str() : "undefined",
+           " must be [", n, ", ", n, "]");
+  const PairRows pr = PairRows::of(g, n);
+  const int64_t c_f = embedding2d_.in_features();
+  // embedding2d of this rank's residues by row chunks into its rows of the padded pair (zeros in
+  // the padding), in embedding2d's output dtype (its GEMM's: the autocast dtype when one is set;
+  // the same on every rank, which the collectives need).
+  Tensor t = Tensor::zeros({pr.rows(), pr.padded(), embedding2d_.out_features()},
+                           ag::autocast_dtype().value_or(DType::f32), pair_mask.device());
+  const int64_t step = chunk > 0 ? chunk : std::max<int64_t>(1, pr.real_rows());
+  for (int64_t k = 0; k < pr.real_rows(); k += step) {
+    const int64_t len = std::min(step, pr.real_rows() - k);
+    const Tensor f = feat_rows(pr.row0() + k, len);
+    FC_CHECK(f.defined() && f.dim() == 3 && f.size(0) == len && f.size(1) == n && f.size(2) == c_f,
+             "SingleTemplateEmbedding (DAP): feature rows ", f.defined() ? f.shape().str() : "undefined",
+             " (expected [", len, ", ", n, ", ", c_f, "])");
+    t.narrow(0, k, len).narrow(1, 0, n).copy_(embedding2d_.forward(Variable(f)).value());
+  }
+  const Tensor pm = pad_mask_2d(pair_mask, pr.padded(), pr.padded());
+  Variable tv(std::move(t));
+  for (const auto& block : blocks_) tv = block->forward_dap(std::move(tv), pm, g, chunk, true);
+  // The output LayerNorm row chunk by row chunk, written back into the rows.
+  const Tensor ts = own_stream(tv, true);
+  const int64_t ln_step = chunk > 0 ? chunk : std::max<int64_t>(1, ts.size(0));
+  for (int64_t r0 = 0; r0 < ts.size(0); r0 += ln_step) {
+    Tensor slice = ts.narrow(0, r0, std::min(ln_step, ts.size(0) - r0));
+    slice.copy_(output_layer_norm_.forward(Variable(slice)).value());
+  }
+  return tv;
+}
+
+void TemplateEmbedder::add_into_split(const Tensor& z_rows, const TemplateInputs& in, const Tensor& pair_mask,
+                                      int64_t chunk, const ParallelGroup& g, TemplatePasses passes) const {
+  FC_CHECK(pair_mask.defined() && pair_mask.dim() == 2 && pair_mask.size(0) == pair_mask.size(1),
+           "TemplateEmbedder::add_into_split: pair_mask ", pair_mask.defined() ? pair_mask.shape().str() : "undefined",
+           " must be [N, N]");
+  const int64_t n = pair_mask.size(0);
+  const PairRows pr = PairRows::of(g, n);
+  FC_CHECK(z_rows.defined() && z_rows.dim() == 3 && z_rows.size(0) == pr.rows() && z_rows.size(1) == pr.padded(),
+           "TemplateEmbedder::add_into_split: z rows ", z_rows.defined() ? z_rows.shape().str() : "undefined",
+           " are not [", pr.rows(), ", ", pr.padded(), ", c_z] (N = ", n, " over ", pr.size, " ranks)");
+  const Variable z(z_rows);
+  std::vector<float> mask;
+  const std::vector<int64_t> present = present_templates("add_into_split", z, n, in, mask);
+  if (present.empty()) return;
+  // Template k's pair stack output, this rank's rows [N'/P, N', c_t].
+  auto stack = [&](int64_t k) {
+    const profile::Scope stage("pair_stack", z_rows.device());
+    const TemplatePairFeatRows feat = template_feat(in, k, z_rows.device());
+    return single_.forward_rows_dap([&](int64_t r0, int64_t len) { return feat.rows(r0, len).to(z_rows.dtype()); },
+                                    n, pair_mask, g, chunk);
+  };
+  add_templates(z, present, mask, stack, chunk, z_rows, passes);
+}
+
+}  // namespace foldcore::af2
