@@ -71,14 +71,18 @@ constexpr double kActivationMargin = 1.05;
 // holds the whole pair only around the templates. Its peak is the largest of, in fp32 pair units
 // plus chunk temporaries of c' = min(chunk, ⌈N/P⌉) rows (c' = ⌈N/P⌉ unchunked) plus MSA streams:
 //   triangle multiplication  (a + b / P)·pair + k_tm·c'·N, with the MSA streams (the main one
-//     whole, waiting while the extra-MSA stack runs; the extra one whole and split)
+//     whole, waiting while the extra-MSA stack runs; the extra one only split: each rank embeds
+//     its own rows, 1/P of the stream)
 //     chunked (the ring: each rank's chunk of the edge broadcast in turn by pieces of `chunk`
 //     rows): the per-rank pieces only (the stream's rows, their LayerNorm, the two local edges,
 //     the update: 5/P; the pieces in flight are chunk temporaries), the same in bf16 (the fp32
 //     stream's pieces dominate); unchunked: the edge gathered whole (1 unit) too
 //   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 8·c_opm²·c'·N
 //     the stream's rows and the update, and one chunk's outer products [c', c, N, c] and their
-//     permuted copy (2 fp32 copies: 8·c_opm² bytes per chunk row and residue)
+//     permuted copy (2 fp32 copies: 8·c_opm² bytes per chunk row and residue), with the MSA
+//     streams (the extra-MSA stack's: its columns, their LayerNorm, the left projection and the
+//     rows switching back, kDapOpmMsaCopies/P of the stream, and the right projection gathered
+//     whole, c_opm/c_e of it, beside the waiting main MSA; the Evoformer's the same of the main)
 //   the templates (where one is computed; parallel/template_parallel.cpp): each template's stack
 //     runs split by rows like the Evoformer's pair track, one template at a time: the shard, the
 //     template's rows (c_t/c_z of a shard) inside the triangle multiplication's per-rank terms at
@@ -104,6 +108,7 @@ constexpr double kDapOpmUnitsPerRank = 3.4;
 // half the bytes.
 constexpr double kDapBf16ChunkScale = 0.5;
 constexpr double kDapAfterTrunkUnits = 0.8;
+constexpr double kDapOpmMsaCopies = 3.5;
 
 double clamp_bytes(double b) { return std::min(b, 9e18); }
 
@@ -180,10 +185,20 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     const double chunk_scale = dap_bf16 ? kDapBf16ChunkScale : 1.0;
     const double tri_chunk = chunk_scale * kDapTriMulBytesPerRowResidue * c_rows * n;
     const double opm_chunk = chunk_scale * 8 * c_opm * c_opm * c_rows * n;
-    const bool tri_largest = tri_units * pair + tri_chunk >= opm_units * pair + opm_chunk;
+    // The MSA beside each: the triangle multiplications' of the extra-MSA stack see the main MSA
+    // whole (waiting) and the extra one's rows; the outer product means' see the stream's columns,
+    // their LayerNorm, the left projection and the rows coming back (kDapOpmMsaCopies / P of
+    // the stream) and the right projection gathered whole (c_opm of its channels), in the
+    // extra-MSA stack beside the waiting main MSA, in the Evoformer's for the main MSA alone.
+    const double tri_msa = m_stream + extra_stream / p;
+    const double opm_msa =
+        std::max(m_stream + extra_stream * (kDapOpmMsaCopies / p + c_opm / static_cast<double>(c.c_e)),
+                 m_stream * (kDapOpmMsaCopies / p + c_opm / static_cast<double>(c.c_m)));
+    const bool tri_largest =
+        tri_units * pair + tri_chunk + tri_msa >= opm_units * pair + opm_chunk + opm_msa;
     trunk_pair_units = tri_largest ? tri_units : opm_units;
     trunk_chunk = tri_largest ? tri_chunk : opm_chunk;
-    trunk_msa = m_stream + extra_stream * (1 + kExtraMsaCopies / p);
+    trunk_msa = tri_largest ? tri_msa : opm_msa;
   }
   const double trunk = trunk_pair_units * pair + recycle + trunk_chunk + trunk_msa;
   // The pair heads' results: two [N, N, bins] arrays in the stream's dtype (distogram and PAE
@@ -192,7 +207,8 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   // N ≤ 512 where one block is all N rows (longer N: at most kPairHeadBlockValues values, less).
   const double logits_pair_units = 2.0 * static_cast<double>(c.heads.distogram_bins) * stream_bytes / (c_z * 4);
   const double logits_units = logits_on_device ? 0.0 : logits_pair_units;
-  double after = ((after_units - logits_units) * pair + recycle) + msa_bytes;
+  double after_msa = msa_bytes;
+  double after = ((after_units - logits_units) * pair + recycle) + after_msa;
   double after_pair_units = after_units - logits_units;
   double stage_templates = templates_peak, stage_template_units = template_units;
   double template_chunk_dap = -1.0;  // the template stage's chunk temporaries under DAP (set below)
@@ -202,7 +218,8 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     // The kept logits are the heads' output dtype: bf16 under --precision bf16 (fp32 streams or not).
     const double logits_scale = c.precision == "bf16" ? 2.0 / stream_bytes : 1.0;
     after_pair_units = shard + kDapAfterTrunkUnits + (logits_on_device ? logits_scale * logits_pair_units : 0.0);
-    after = after_pair_units * pair + msa_bytes;
+    after_msa = kMsaCopies * m_stream;  // the extra MSA died in its stack
+    after = after_pair_units * pair + after_msa;
     if (template_stage) {
       const double width = static_cast<double>(c.templates.c_t) / c_z;
       const double tri_units = c.chunk_size > 0 ? kDapRingTriMulUnits + kDapRingTriMulUnitsPerRank / p
@@ -243,7 +260,7 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   e.chunk_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * peak_chunk));
   e.msa_bytes = static_cast<int64_t>(clamp_bytes(kActivationMargin * (peak == stage_templates ? m_stream
                                                                      : peak == trunk ? trunk_msa
-                                                                                     : msa_bytes)));
+                                                                                     : after_msa)));
   e.feature_bytes = static_cast<int64_t>(clamp_bytes(features));
   e.param_bytes = num_params * 4;
   e.overhead_bytes = static_cast<int64_t>(kOverheadBytes);

@@ -188,15 +188,27 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
   // 1.7.2 + Alg. 18: the extra MSA, which only updates the pair.
   stage.reset();
   stage.emplace("extra_msa", dev);
-  {
+  if (split != nullptr) {
+    // This rank's rows of the extra MSA only (PairRows's arithmetic on its E rows; zeros in the
+    // padding), embedded from their features: no rank holds the whole [E, N, c_e] stream or its
+    // features, and the stack does not gather it back (only the pair leaves it).
+    const PairRows er = PairRows::of(*split, batch.extra_msa.size(0)), pr = PairRows::of(*split, n);
+    Tensor rows = Tensor::zeros({er.rows(), pr.padded(), c.c_e}, stream_dtype, dev);
+    if (er.real_rows() > 0) {
+      const auto mine = [&er](const Tensor& t) { return t.narrow(0, er.row0(), er.real_rows()); };
+      const Variable embedded = extra_msa_embedder_->forward(Variable(
+          extra_msa_feat(mine(batch.extra_msa), mine(batch.extra_has_deletion), mine(batch.extra_deletion_value))));
+      rows.narrow(0, 0, er.real_rows()).narrow(1, 0, n).copy_(embedded.value());
+    }
+    z = extra_msa_stack_->forward_split_msa_and_pair(Variable(std::move(rows)), std::move(z), batch.extra_msa_mask,
+                                                     mask_2d, c.chunk_size);
+  } else {
     // Training keeps the embedder's dtype: under bf16 autocast a bf16 extra-MSA stream (as OpenFold's
     // autocast leaves it), the largest activations of a training step at half the bytes.
     const Variable embedded = extra_msa_embedder_->forward(
         Variable(extra_msa_feat(batch.extra_msa, batch.extra_has_deletion, batch.extra_deletion_value)));
     const Variable e = ag::grad_enabled() ? embedded : ag::cast(embedded, stream_dtype);
-    z = split != nullptr
-            ? extra_msa_stack_->forward_split_pair(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second
-            : extra_msa_stack_->forward(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second;
+    z = extra_msa_stack_->forward(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second;
   }
 
   // Alg. 2 lines 7-8: template torsion-angle features become extra MSA rows, masked by the ψ

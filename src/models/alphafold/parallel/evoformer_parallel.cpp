@@ -364,27 +364,38 @@ std::pair<Variable, Variable> EvoformerStack::forward_split_pair(Variable m, Var
   FC_CHECK(mp_.dap_size() > 1 && !ag::grad_enabled(), "EvoformerStack '", path(),
            "': forward_split_pair is for inference under DAP (a group of ", mp_.dap_size(), " ranks, grad mode ",
            ag::grad_enabled() ? "on" : "off", ")");
-  return forward_dap(std::move(m), std::move(z_rows), msa_mask, pair_mask, chunk, true);
+  return forward_dap(std::move(m), std::move(z_rows), msa_mask, pair_mask, chunk, {.pair = true});
+}
+
+Variable EvoformerStack::forward_split_msa_and_pair(Variable m_rows, Variable z_rows, const Tensor& msa_mask,
+                                                    const Tensor& pair_mask, int64_t chunk) const {
+  FC_CHECK(mp_.dap_size() > 1 && !ag::grad_enabled() && !branch_parallel(), "EvoformerStack '", path(),
+           "': forward_split_msa_and_pair is for inference under DAP without BP (a group of ", mp_.dap_size(),
+           " ranks, grad mode ", ag::grad_enabled() ? "on" : "off", ")");
+  return forward_dap(std::move(m_rows), std::move(z_rows), msa_mask, pair_mask, chunk, {.pair = true, .msa = true})
+      .second;
 }
 
 std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z, const Tensor& msa_mask,
                                                           const Tensor& pair_mask, int64_t chunk,
-                                                          bool split_pair) const {
+                                                          DapSplit split) const {
   const ParallelGroup& g = *mp_.dap;
-  const int64_t p = g.size(), s = m.size(0), n = m.size(1);
+  const int64_t p = g.size(), s = msa_mask.size(0), n = pair_mask.size(0);
   const int64_t sp = round_up(s, p), np = round_up(n, p);
-  FC_CHECK(m.dim() == 3 && z.dim() == 3 && z.size(0) == (split_pair ? np / p : n) && z.size(1) == (split_pair ? np : n) &&
-               msa_mask.dim() == 2 && msa_mask.size(0) == s && msa_mask.size(1) == n && pair_mask.dim() == 2 &&
-               pair_mask.size(0) == n && pair_mask.size(1) == n,
-           "EvoformerStack '", path(), "' (DAP", split_pair ? ", split pair" : "", "): m ", m.shape().str(), ", z ",
-           z.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", pair_mask ", pair_mask.shape().str());
+  FC_CHECK(m.dim() == 3 && z.dim() == 3 && m.size(0) == (split.msa ? sp / p : s) && m.size(1) == (split.msa ? np : n) &&
+               z.size(0) == (split.pair ? np / p : n) && z.size(1) == (split.pair ? np : n) && msa_mask.dim() == 2 &&
+               msa_mask.size(1) == n && pair_mask.dim() == 2 && pair_mask.size(1) == n,
+           "EvoformerStack '", path(), "' (DAP", split.pair ? ", split pair" : "", split.msa ? ", split MSA" : "",
+           "): m ", m.shape().str(), ", z ", z.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", pair_mask ",
+           pair_mask.shape().str());
   // Sizes not divisible by the group: padded with masked MSA rows and residues (every module
   // masks them out of what the real positions see: attention keys, outer product and triangle
-  // edges), cut off at the end. A split pair (split_pair) comes in as this rank's rows of the
-  // padded pair (pair_rows.h) and goes out so.
+  // edges), cut off at the end. A split pair (split.pair) comes in as this rank's rows of the
+  // padded pair (pair_rows.h) and goes out so; a split MSA (split.msa) comes in as its rows of
+  // the padded MSA and is dropped at the end.
   const Tensor mm = pad_mask_2d(msa_mask, sp, np), pm = pad_mask_2d(pair_mask, np, np);
-  Variable mr = g.scatter(pad_to(pad_to(m, 0, sp), 1, np), 0);
-  Variable zr = split_pair ? std::move(z) : g.scatter(pad_to(pad_to(z, 0, np), 1, np), 0);
+  Variable mr = split.msa ? std::move(m) : g.scatter(pad_to(pad_to(m, 0, sp), 1, np), 0);
+  Variable zr = split.pair ? std::move(z) : g.scatter(pad_to(pad_to(z, 0, np), 1, np), 0);
   m = Variable();
   z = Variable();
   if (branch_parallel()) {
@@ -403,9 +414,10 @@ std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z
       return blocks_[b]->forward_dap(std::move(bm), std::move(bz), mm, pm, *mp_.dap, chunk, own);
     });
   }
+  if (split.msa) return {Variable(), std::move(zr)};
   Variable m_out = g.gather_replicated(mr, 0);
   if (sp != s || np != n) m_out = ag::contiguous(ag::narrow(ag::narrow(m_out, 0, 0, s), 1, 0, n));
-  if (split_pair) return {std::move(m_out), std::move(zr)};
+  if (split.pair) return {std::move(m_out), std::move(zr)};
   Variable z_out = g.gather_replicated(zr, 0);
   if (np != n) z_out = ag::contiguous(ag::narrow(ag::narrow(z_out, 0, 0, n), 1, 0, n));
   return {std::move(m_out), std::move(z_out)};
