@@ -174,15 +174,16 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   // The trunk's peak: its pair units, chunk temporaries and MSA streams (one process's, or one
   // DAP rank's below).
   double trunk_pair_units = trunk_units, trunk_chunk = chunk_bytes, trunk_msa = msa_bytes;
-  if (dap > 1) {  // one rank's stacks (the constants' comment)
-    const double p = static_cast<double>(dap), rows = std::ceil(n / p);
-    const double c_rows = std::min(c.chunk_size > 0 ? static_cast<double>(c.chunk_size) : rows, rows);
+  // One DAP rank's (the constants' comment; read only when dap > 1): P, its chunk rows c', the
+  // triangle multiplication's pair units and the chunk temporaries' scale.
+  const double p = static_cast<double>(dap), dap_rows = std::ceil(n / p);
+  const double c_rows = std::min(c.chunk_size > 0 ? static_cast<double>(c.chunk_size) : dap_rows, dap_rows);
+  const double tri_units = c.chunk_size > 0 ? kDapRingTriMulUnits + kDapRingTriMulUnitsPerRank / p
+                                            : kDapTriMulUnits + kDapTriMulUnitsPerRank / p;
+  const double chunk_scale = c.precision == "bf16" ? kDapBf16ChunkScale : 1.0;
+  if (dap > 1) {  // one rank's stacks
     const double c_opm = static_cast<double>(c.evoformer.opm_channels);
-    const bool dap_bf16 = c.precision == "bf16";
-    const double tri_units = c.chunk_size > 0 ? kDapRingTriMulUnits + kDapRingTriMulUnitsPerRank / p
-                                              : kDapTriMulUnits + kDapTriMulUnitsPerRank / p;
     const double opm_units = kDapOpmUnits + kDapOpmUnitsPerRank / p;
-    const double chunk_scale = dap_bf16 ? kDapBf16ChunkScale : 1.0;
     const double tri_chunk = chunk_scale * kDapTriMulBytesPerRowResidue * c_rows * n;
     const double opm_chunk = chunk_scale * 8 * c_opm * c_opm * c_rows * n;
     // The MSA beside each: the triangle multiplications' of the extra-MSA stack see the main MSA
@@ -211,10 +212,9 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   double after = ((after_units - logits_units) * pair + recycle) + after_msa;
   double after_pair_units = after_units - logits_units;
   double stage_templates = templates_peak, stage_template_units = template_units;
-  double template_chunk_dap = -1.0;  // the template stage's chunk temporaries under DAP (set below)
+  double template_chunk = template_stage ? template_chunk_bytes : 0.0;
   if (dap > 1) {  // the shard outside the stacks (the DAP constants' comment)
-    const double p = static_cast<double>(dap), padded_n = std::ceil(n / p) * p;
-    const double shard = n > 0 ? padded_n * std::ceil(n / p) / (n * n) : 0.0;
+    const double shard = n > 0 ? dap_rows * p * dap_rows / (n * n) : 0.0;
     // The kept logits are the heads' output dtype: bf16 under --precision bf16 (fp32 streams or not).
     const double logits_scale = c.precision == "bf16" ? 2.0 / stream_bytes : 1.0;
     after_pair_units = shard + kDapAfterTrunkUnits + (logits_on_device ? logits_scale * logits_pair_units : 0.0);
@@ -222,19 +222,14 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     after = after_pair_units * pair + after_msa;
     if (template_stage) {
       const double width = static_cast<double>(c.templates.c_t) / c_z;
-      const double tri_units = c.chunk_size > 0 ? kDapRingTriMulUnits + kDapRingTriMulUnitsPerRank / p
-                                                : kDapTriMulUnits + kDapTriMulUnitsPerRank / p;
       // Per cell of the rank's rows: the running heads (H·d channels in the stream's dtype, fp32
       // here) or the fp32 scores of the computed templates (H per template).
       const double attention_units = two_pass ? heads * static_cast<double>(used) / c_z : heads_units;
       stage_template_units = shard * (1.0 + attention_units) + width * tri_units;
-      const double c_rows = std::min(c.chunk_size > 0 ? static_cast<double>(c.chunk_size) : std::ceil(n / p),
-                                     std::ceil(n / p));
       const double tri_channels = static_cast<double>(c.templates.tri_mul_channels) /
                                   static_cast<double>(c.evoformer.tri_mul_channels);
-      const double chunk_scale = c.precision == "bf16" ? kDapBf16ChunkScale : 1.0;
-      template_chunk_dap = chunk_scale * tri_channels * kDapTriMulBytesPerRowResidue * c_rows * n;
-      stage_templates = stage_template_units * pair + template_chunk_dap + m_stream;
+      template_chunk = chunk_scale * tri_channels * kDapTriMulBytesPerRowResidue * c_rows * n;
+      stage_templates = stage_template_units * pair + template_chunk + m_stream;
     } else {
       stage_template_units = 0.0;
       stage_templates = 0.0;
@@ -253,7 +248,6 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   const double peak = std::max({trunk, after, stage_templates});
   const double peak_units =
       peak == stage_templates ? stage_template_units : peak == trunk ? trunk_pair_units : after_pair_units;
-  const double template_chunk = !template_stage ? 0.0 : template_chunk_dap >= 0 ? template_chunk_dap : template_chunk_bytes;
   const double peak_chunk = peak == stage_templates ? template_chunk : peak == trunk ? trunk_chunk : 0.0;
   e.pair_bytes = static_cast<int64_t>(clamp_bytes(
       kActivationMargin * (peak_units * pair + (peak == stage_templates ? 0.0 : recycle))));

@@ -112,20 +112,18 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
              "EmbeddingsAndEvoformer: recycled pair ", rz.shape().str(), prev.z_split ? " (split)" : "",
              " does not match N = ", n, " over ", pr.size, " ranks");
     const Variable tf(batch.target_feat);
-    Tensor rows = Tensor::zeros({pr.rows(), pr.padded(), c.c_z}, DType::f32, dev);
-    const int64_t step = c.chunk_size > 0 ? c.chunk_size : std::max<int64_t>(1, pr.real_rows());
-    for (int64_t k = 0; k < pr.real_rows(); k += step) {
-      const int64_t len = std::min(step, pr.real_rows() - k), r0 = pr.row0() + k;
-      Variable prev_rows;
-      if (rz.defined())
-        prev_rows = Variable(prev.z_split ? rz.narrow(0, k, len).narrow(1, 0, n).contiguous() : rz.narrow(0, r0, len));
-      const Variable zc = ag::bias_dropout_residual(input_embedder_->pair_rows(tf, batch.residue_index, r0, len),
-                                                    Variable(),
-                                                    recycling_embedder_->pair_update_of_rows(prev_rows, prev_pb, r0, len),
-                                                    {}, true);  // [len, N, c_z]
-      rows.narrow(0, k, len).narrow(1, 0, n).copy_(zc.value());
-    }
-    z = Variable(rows);
+    z = Variable(make_split_rows(
+        pr, pr.padded(), c.c_z, DType::f32, dev, c.chunk_size > 0 ? c.chunk_size : std::max<int64_t>(1, pr.real_rows()),
+        [&](int64_t r0, int64_t len) {
+          Variable prev_rows;
+          if (rz.defined())
+            prev_rows = Variable(prev.z_split ? rz.narrow(0, r0 - pr.row0(), len).narrow(1, 0, n).contiguous()
+                                              : rz.narrow(0, r0, len));
+          return ag::bias_dropout_residual(input_embedder_->pair_rows(tf, batch.residue_index, r0, len), Variable(),
+                                           recycling_embedder_->pair_update_of_rows(prev_rows, prev_pb, r0, len), {},
+                                           true)
+              .value();  // [len, N, c_z]
+        }));
     m = ag::cast(
         recycling_embedder_->apply_msa(input_embedder_->msa(tf, Variable(batch.msa_feat)), Variable(prev_m1)),
         stream_dtype);
@@ -192,14 +190,16 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
     // This rank's rows of the extra MSA only (PairRows's arithmetic on its E rows; zeros in the
     // padding), embedded from their features: no rank holds the whole [E, N, c_e] stream or its
     // features, and the stack does not gather it back (only the pair leaves it).
-    const PairRows er = PairRows::of(*split, batch.extra_msa.size(0)), pr = PairRows::of(*split, n);
-    Tensor rows = Tensor::zeros({er.rows(), pr.padded(), c.c_e}, stream_dtype, dev);
-    if (er.real_rows() > 0) {
-      const auto mine = [&er](const Tensor& t) { return t.narrow(0, er.row0(), er.real_rows()); };
-      const Variable embedded = extra_msa_embedder_->forward(Variable(
-          extra_msa_feat(mine(batch.extra_msa), mine(batch.extra_has_deletion), mine(batch.extra_deletion_value))));
-      rows.narrow(0, 0, er.real_rows()).narrow(1, 0, n).copy_(embedded.value());
-    }
+    const PairRows er = PairRows::of(*split, batch.extra_msa.size(0));
+    Tensor rows = make_split_rows(er, PairRows::of(*split, n).padded(), c.c_e, stream_dtype, dev,
+                                  std::max<int64_t>(1, er.real_rows()), [&](int64_t i0, int64_t len) {
+                                    const auto mine = [&](const Tensor& t) { return t.narrow(0, i0, len); };
+                                    return extra_msa_embedder_
+                                        ->forward(Variable(extra_msa_feat(mine(batch.extra_msa),
+                                                                          mine(batch.extra_has_deletion),
+                                                                          mine(batch.extra_deletion_value))))
+                                        .value();
+                                  });
     z = extra_msa_stack_->forward_split_msa_and_pair(Variable(std::move(rows)), std::move(z), batch.extra_msa_mask,
                                                      mask_2d, c.chunk_size);
   } else {

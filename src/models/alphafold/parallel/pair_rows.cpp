@@ -47,6 +47,22 @@ Tensor gather_split_pair_to_host(const ParallelGroup& g, const Tensor& rows, int
   return out;
 }
 
+Tensor make_split_rows(const PairRows& rows, int64_t padded_cols, int64_t c, DType dtype, Device device, int64_t step,
+                       const std::function<Tensor(int64_t, int64_t)>& make) {
+  FC_CHECK(step >= 1, "make_split_rows: step must be >= 1, got ", step);
+  Tensor out = Tensor::zeros({rows.rows(), padded_cols, c}, dtype, device);
+  for (int64_t k = 0; k < rows.real_rows(); k += step) {
+    const int64_t len = std::min(step, rows.real_rows() - k);
+    const Tensor block = make(rows.row0() + k, len);
+    FC_CHECK(block.defined() && block.dim() == 3 && block.size(0) == len && block.size(1) <= padded_cols &&
+                 block.size(2) == c,
+             "make_split_rows: block ", block.defined() ? block.shape().str() : "undefined", " made for rows ",
+             rows.row0() + k, "..", rows.row0() + k + len, " (expected [", len, ", <= ", padded_cols, ", ", c, "])");
+    out.narrow(0, k, len).narrow(1, 0, block.size(1)).copy_(block);
+  }
+  return out;
+}
+
 Tensor pad_mask_2d(const Tensor& mask, int64_t rows, int64_t cols) {
   FC_CHECK(mask.defined() && mask.dim() == 2 && mask.size(0) <= rows && mask.size(1) <= cols, "pad_mask_2d: mask ",
            mask.defined() ? mask.shape().str() : "undefined", " does not fit [", rows, ", ", cols, "]");

@@ -39,6 +39,13 @@ void for_each_split_row_block(const ParallelGroup& g, int64_t n, int64_t block_r
 // The whole [N, N, c] pair on the host of every rank, from each rank's rows [rows(), padded(), c].
 Tensor gather_split_pair_to_host(const ParallelGroup& g, const Tensor& rows, int64_t n);
 
+// This rank's rows [rows.rows(), padded_cols, c] of a quantity split as `rows` lays it out, in
+// `dtype` on `device` with zeros in the padding, made by blocks of at most `step` of its real rows:
+// make(i0, len) → [len, C, c] for the global rows [i0, i0 + len) and the first C <= padded_cols
+// columns (converted to `dtype` as it is copied in). Only one block exists at a time.
+Tensor make_split_rows(const PairRows& rows, int64_t padded_cols, int64_t c, DType dtype, Device device, int64_t step,
+                       const std::function<Tensor(int64_t i0, int64_t len)>& make);
+
 // A [R, C] mask padded with zeros to [rows, cols] (itself when it has that shape): the padded
 // positions of a DAP layout are masked wherever a module reads them.
 Tensor pad_mask_2d(const Tensor& mask, int64_t rows, int64_t cols);

@@ -52,17 +52,15 @@ Variable SingleTemplateEmbedding::forward_rows_dap(const std::function<Tensor(in
   // embedding2d of this rank's residues by row chunks into its rows of the padded pair (zeros in
   // the padding), in embedding2d's output dtype (its GEMM's: the autocast dtype when one is set;
   // the same on every rank, which the collectives need).
-  Tensor t = Tensor::zeros({pr.rows(), pr.padded(), embedding2d_.out_features()},
-                           ag::autocast_dtype().value_or(DType::f32), pair_mask.device());
-  const int64_t step = chunk > 0 ? chunk : std::max<int64_t>(1, pr.real_rows());
-  for (int64_t k = 0; k < pr.real_rows(); k += step) {
-    const int64_t len = std::min(step, pr.real_rows() - k);
-    const Tensor f = feat_rows(pr.row0() + k, len);
-    FC_CHECK(f.defined() && f.dim() == 3 && f.size(0) == len && f.size(1) == n && f.size(2) == c_f,
-             "SingleTemplateEmbedding (DAP): feature rows ", f.defined() ? f.shape().str() : "undefined",
-             " (expected [", len, ", ", n, ", ", c_f, "])");
-    t.narrow(0, k, len).narrow(1, 0, n).copy_(embedding2d_.forward(Variable(f)).value());
-  }
+  Tensor t = make_split_rows(
+      pr, pr.padded(), embedding2d_.out_features(), ag::autocast_dtype().value_or(DType::f32), pair_mask.device(),
+      chunk > 0 ? chunk : std::max<int64_t>(1, pr.real_rows()), [&](int64_t i0, int64_t len) {
+        const Tensor f = feat_rows(i0, len);
+        FC_CHECK(f.defined() && f.dim() == 3 && f.size(0) == len && f.size(1) == n && f.size(2) == c_f,
+                 "SingleTemplateEmbedding (DAP): feature rows ", f.defined() ? f.shape().str() : "undefined",
+                 " (expected [", len, ", ", n, ", ", c_f, "])");
+        return embedding2d_.forward(Variable(f)).value();
+      });
   const Tensor pm = pad_mask_2d(pair_mask, pr.padded(), pr.padded());
   Variable tv(std::move(t));
   for (const auto& block : blocks_) tv = block->forward_dap(std::move(tv), pm, g, chunk, true);
