@@ -8,14 +8,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "autograd/param_store.h"
 #include "core/random.h"
+#include "data_pipeline/formats/npy.h"
 #include "dist_test_util.h"
 #include "models/alphafold/model/alphafold.h"
+#include "models/alphafold/model/alphafold_trunk.h"
+#include "models/alphafold/evoformer/template.h"
 #include "models/alphafold/model/config.h"
 #include "models/alphafold/model/synthetic_target.h"
 #include "test_util.h"
@@ -67,6 +71,54 @@ inline Af2Features small_target(int64_t templates = 0) {
   return synthetic_target(o, g);
 }
 #endif
+
+// The training batch at `npz_path` (recycling axis last, as the training fixture's) with the first
+// `computed` template slots unmasked and filled from the example's own ground truth: aatype,
+// atoms and pseudo-β, the coordinates shifted by seeded N(0, 0.5 Å) noise per slot so that the
+// templates differ. The training fixture's slots are all masked, which runs no template stack.
+// slots > 0: only the first `slots` template slots are kept (a training step runs every slot's
+// stack, masked or not).
+inline Af2Features with_computed_templates(const std::string& npz_path, int64_t computed, int64_t slots = 0) {
+  std::map<std::string, Tensor> a;
+  const data::NpzReader npz(npz_path);
+  for (const std::string& name : npz.names()) {
+    a[name] = npz.read(name).to_tensor();
+    if (slots > 0 && name.rfind("template_", 0) == 0) a[name] = a[name].narrow(0, 0, slots).contiguous();
+  }
+  std::mt19937 gen(11);
+  std::normal_distribution<float> noise(0.f, 0.5f);
+  // template_<name>[k] = <from> (+ noise) for the first `computed` slots; the rest left as they are.
+  const auto fill = [&](const std::string& name, const std::string& from, bool jitter) {
+    Tensor& dst = a.at(name);
+    const std::vector<float> src = a.at(from).to(DType::f32).to_vector();
+    std::vector<float> out = dst.to(DType::f32).to_vector();
+    EXPECT_EQ(out.size(), src.size() * static_cast<size_t>(dst.size(0))) << name << " vs " << from;
+    for (int64_t k = 0; k < computed; ++k)
+      for (size_t i = 0; i < src.size(); ++i)
+        out[static_cast<size_t>(k) * src.size() + i] = src[i] + (jitter ? noise(gen) : 0.f);
+    dst = Tensor::from_vector(out, dst.shape()).to(dst.dtype());
+  };
+  fill("template_aatype", "aatype", false);
+  fill("template_all_atom_positions", "all_atom_positions", true);
+  fill("template_all_atom_mask", "all_atom_mask", false);
+  fill("template_pseudo_beta", "pseudo_beta", true);
+  fill("template_pseudo_beta_mask", "pseudo_beta_mask", false);
+  Tensor& tm = a.at("template_mask");  // [T, R]
+  std::vector<float> mask = tm.to(DType::f32).to_vector();
+  const auto per_slot = static_cast<size_t>(tm.numel() / tm.size(0));
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = i / per_slot < static_cast<size_t>(computed) ? 1.f : 0.f;
+  tm = Tensor::from_vector(mask, tm.shape()).to(tm.dtype());
+  return Af2Features::from_arrays(a, npz_path + " (" + std::to_string(computed) + " templates computed)");
+}
+
+// The largest |gradient| of the template embedding's parameters (after a backward): > 0 when the
+// template stacks ran.
+inline double template_grad_max(const AlphaFold& model) {
+  double gmax = 0;
+  for (const auto& [name, v] : model.trunk().template_embedder()->named_parameters())
+    for (float g : v.grad().to(Device::cpu()).to_vector()) gmax = std::max(gmax, static_cast<double>(std::fabs(g)));
+  return gmax;
+}
 
 // Every output within atol 1e-4 + rtol 1e-3 of the one-process reference (which must be finite);
 // rank 0 prints the worst difference under `label`.

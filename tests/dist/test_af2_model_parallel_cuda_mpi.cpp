@@ -11,8 +11,8 @@
 // block and every dropout on, on the training fixture batch: the overlapped gathers and switches,
 // their duals in the backward and the recomputed segments' collectives, all on CUDA tensors =
 // one process on the device (loss 1e-5 relative, gradients atol 1e-4·max|g| + rtol 1e-3, as the
-// CPU test). Skips without a CUDA device or with one rank (and the training step without the
-// shared fixtures).
+// CPU test), with one template slot computed (its stack split by rows). Skips without a CUDA device or with one rank (and the training step without the shared
+// fixtures).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,8 +75,11 @@ TEST(Af2ModelParallelCuda, BpPredictEqualsOneProcess) { check_predict(true); }
 TEST(Af2ModelParallelCuda, DapPredictChunkedWithTemplatesEqualsOneProcess) { check_predict(false, 4, 3); }
 
 // Loss and the flat gradient (on the host) of one training step of `m` on the fixture batch.
-std::pair<double, Tensor> train_step(parallel_test::Model& m, const std::string& batch_path, Device dev) {
-  const Af2Features features = Af2Features::read_npz(batch_path);
+// templates > 0: that many template slots, all computed (parallel_test::with_computed_templates).
+std::pair<double, Tensor> train_step(parallel_test::Model& m, const std::string& batch_path, Device dev,
+                                     int64_t templates = 0) {
+  const Af2Features features = templates > 0 ? parallel_test::with_computed_templates(batch_path, templates, templates)
+                                             : Af2Features::read_npz(batch_path);
   std::map<std::string, Tensor> last;
   const data::NpzReader npz(batch_path);
   for (const std::string& name : npz.names())
@@ -89,7 +92,7 @@ std::pair<double, Tensor> train_step(parallel_test::Model& m, const std::string&
   return {r.loss.loss, m.params.grads().to(Device::cpu()).clone()};
 }
 
-TEST(Af2ModelParallelCuda, DapTrainStepWithRecomputeEqualsOneProcess) {
+void check_train(int64_t templates) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   if (mpi_world().size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const std::string batch = foldcore::testing::shared_dir() + "/af2/ref/train/batch.npz";
@@ -98,13 +101,16 @@ TEST(Af2ModelParallelCuda, DapTrainStepWithRecomputeEqualsOneProcess) {
   Af2Config config = tiny(false);
   config.recompute_blocks = 1;
   Model ref(config, true, dev);
-  const auto [want_loss, want_grads] = train_step(ref, batch, dev);
+  const auto [want_loss, want_grads] = train_step(ref, batch, dev, templates);
+  if (templates > 0) {
+    ASSERT_GT(parallel_test::template_grad_max(ref.model), 0);
+  }
 
   auto& w = mpi_world();
   auto group = dist::make_staged_communicator(w.split(w.rank() / 2, w.rank(), "dap"), dev);
   Model par(config, true, dev);
   par.model.set_model_parallel(make_model_parallel(group.get(), nullptr));
-  const auto [loss, grads] = train_step(par, batch, dev);
+  const auto [loss, grads] = train_step(par, batch, dev, templates);
   EXPECT_NEAR(loss, want_loss, 1e-5 * std::fabs(want_loss));
   double gmax = 0;
   for (float v : want_grads.to_vector()) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
@@ -112,9 +118,13 @@ TEST(Af2ModelParallelCuda, DapTrainStepWithRecomputeEqualsOneProcess) {
   const auto r = foldcore::testing::all_close(grads, want_grads, 1e-4 * gmax, 1e-3);
   EXPECT_TRUE(r.ok) << r.message;
   if (w.rank() == 0)
-    std::printf("  DAP-2 training step on %s: loss %.8g vs %.8g, grads max |diff| %.3g (max |g| %.3g)\n",
-                dev.str().c_str(), loss, want_loss, r.max_abs, gmax);
+    std::printf("  DAP-2 training step on %s, %lld templates: loss %.8g vs %.8g, grads max |diff| %.3g (max |g| %.3g)\n",
+                dev.str().c_str(), static_cast<long long>(templates), loss, want_loss, r.max_abs, gmax);
 }
+
+// With one template slot, computed: the template stack and the pointwise attention split by rows
+// as well (one slot: the emulation runs a training step's template stacks slowly).
+TEST(Af2ModelParallelCuda, DapTrainStepWithRecomputeAndTemplateEqualsOneProcess) { check_train(1); }
 #endif
 
 }  // namespace

@@ -204,9 +204,14 @@ StepResult step(Model& m, const TrainBatch& b) {
 // draws the masks one process draws.
 // dap_bp: the DAP-2 × BP-2 grid (4 ranks) instead of the `bp` choice.
 // recompute_blocks: recomputation segments of that many blocks (both runs).
-void check_train(bool parallel_evoformer, bool bp, bool dropout, bool dap_bp = false, int64_t recompute_blocks = 0) {
+// templates: that many of the 4 template slots computed (parallel_test::with_computed_templates;
+// under DAP each rank runs the template stacks and the pointwise attention on its rows of the pair,
+// and their parameters' gradients are summed over the group).
+void check_train(bool parallel_evoformer, bool bp, bool dropout, bool dap_bp = false, int64_t recompute_blocks = 0,
+                 int64_t templates = 0) {
   if (dap_bp && mpi_world().size() != 4) GTEST_SKIP() << "DAP-2 x BP-2 needs 4 ranks";
-  const TrainBatch batch = train_batch();
+  TrainBatch batch = train_batch();
+  if (templates > 0) batch.features = parallel_test::with_computed_templates(batch.features.path(), templates);
   Af2Config config = tiny(parallel_evoformer);
   config.recompute_blocks = recompute_blocks;
   Model ref(config, dropout);
@@ -214,6 +219,9 @@ void check_train(bool parallel_evoformer, bool bp, bool dropout, bool dap_bp = f
   double gmax = 0;
   for (float v : want.grads.to_vector()) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
   ASSERT_GT(gmax, 0);
+  if (templates > 0) {
+    ASSERT_GT(parallel_test::template_grad_max(ref.model), 1e-3 * gmax);
+  }
   const auto check = [&](const std::string& name, const ModelParallel& mp) {
     SCOPED_TRACE(name);
     Model par(config, dropout);
@@ -244,6 +252,14 @@ TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessWithDropout) { check_train(fa
 // every dropout on (the segments replay the masks).
 TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessWithRecompute) { check_train(false, false, true, false, 1); }
 TEST(Af2ModelParallel, BpTrainStepEqualsOneProcessWithDropout) { check_train(true, true, true); }
+// With 3 of 4 template slots computed: the template stacks and the pointwise attention split by
+// rows in the training step, with dropout, and with recomputation (their collectives run again in
+// the backward); and under DAP-2 x BP-2 (4 ranks: the BP partners run the same template rows).
+TEST(Af2ModelParallel, DapTrainStepWithTemplatesEqualsOneProcess) { check_train(false, false, true, false, 0, 3); }
+TEST(Af2ModelParallel, DapTrainStepWithTemplatesEqualsOneProcessWithRecompute) {
+  check_train(false, false, true, false, 1, 3);
+}
+TEST(Af2ModelParallel, DapBpTrainStepWithTemplatesEqualsOneProcess) { check_train(true, false, true, true, 1, 3); }
 
 TEST(Af2ModelParallel, DapBpTrainStepEqualsOneProcessWithDropout) { check_train(true, false, true, true); }
 TEST(Af2ModelParallel, BpTrainStepEqualsOneProcessWithRecompute) { check_train(true, true, true, false, 1); }
@@ -320,7 +336,9 @@ StepResult step_overlapped(Model& m, const TrainBatch& b, OverlapStats& stats) {
 }
 
 TEST(Af2ModelParallel, GradSumsDuringBackwardEqualSumsAfterIt) {
-  const TrainBatch batch = train_batch();
+  // 3 templates computed: under DAP the template embedding's gradients are summed too.
+  TrainBatch batch = train_batch();
+  batch.features = parallel_test::with_computed_templates(batch.features.path(), 3);
   auto& w = mpi_world();
   enum Kind { kDap, kBp, kBpNoReplica, kDapBp, kDapBpNoReplica };
   const char* names[] = {"DAP-2", "BP-2", "BP-2 without the replica group", "DAP-2 x BP-2",
@@ -361,18 +379,21 @@ TEST(Af2ModelParallel, GradSumsDuringBackwardEqualSumsAfterIt) {
       ASSERT_EQ(got.grads.shape(), want.grads.shape());
       EXPECT_EQ(std::memcmp(got.grads.data_ptr(), want.grads.data_ptr(), static_cast<size_t>(got.grads.nbytes())), 0);
     }
-    // Every parameter of the split stacks (under BP alone: the branch-parallel one) reached
-    // on_final once, and nothing reached it twice.
-    int64_t stack_params = 0;
+    // Every parameter of the split stacks (under BP alone: the branch-parallel one) and, under
+    // DAP, of the template embedding reached on_final once, and nothing reached it twice.
+    int64_t split_params = 0;
+    const auto count = [&](const nn::Module& module) {
+      for (const auto& [name, v] : module.named_parameters()) {
+        ++split_params;
+        EXPECT_EQ(stats.finals[v.impl().get()], 1) << name;
+      }
+    };
     for (const EvoformerStack* stack : during.model.trunk().stacks())
-      if (kind == kBp || kind == kBpNoReplica ? stack->branch_parallel() : true)
-        for (const auto& [name, v] : stack->named_parameters()) {
-          ++stack_params;
-          EXPECT_EQ(stats.finals[v.impl().get()], 1) << name;
-        }
+      if (kind == kBp || kind == kBpNoReplica ? stack->branch_parallel() : true) count(*stack);
+    if (kind == kDap || kind == kDapBp || kind == kDapBpNoReplica) count(*during.model.trunk().template_embedder());
     for (const auto& [leaf, n] : stats.finals) EXPECT_EQ(n, 1);
-    EXPECT_GT(stack_params, 0);
-    EXPECT_EQ(stats.buckets, stack_params);  // bucket_bytes 0: one per parameter
+    EXPECT_GT(split_params, 0);
+    EXPECT_EQ(stats.buckets, split_params);  // bucket_bytes 0: one per parameter
     if (kind == kBpNoReplica || kind == kDapBpNoReplica) {
       // The BP stack's buckets (over bp, or over dap then bp) may not start on the activations'
       // communicators (each BP rank reports only its branch): they, and every later bucket, wait
@@ -381,7 +402,7 @@ TEST(Af2ModelParallel, GradSumsDuringBackwardEqualSumsAfterIt) {
     } else {
       EXPECT_GT(stats.started, stats.buckets / 2) << "the sums should start during the backward";
       // ... and most complete during it: their parameters are handed on from inside the hook.
-      EXPECT_GT(stats.finals_in_backward - (static_cast<int64_t>(stats.finals.size()) - stack_params), stack_params / 2)
+      EXPECT_GT(stats.finals_in_backward - (static_cast<int64_t>(stats.finals.size()) - split_params), split_params / 2)
           << "the sums should complete during the backward";
     }
     if (w.rank() == 0)

@@ -269,26 +269,39 @@ Variable SingleTemplateEmbedding::forward_rows(const std::function<Tensor(int64_
   return stack(std::move(t), pair_mask, chunk);
 }
 
-Variable SingleTemplateEmbedding::stack(Variable t, const Tensor& pair_mask, int64_t chunk) const {
+Variable SingleTemplateEmbedding::blocks_with_grad(
+    Variable t, const std::function<Variable(const TemplatePairBlock&, const Variable&)>& block) const {
   const size_t k = static_cast<size_t>(recompute_blocks_);
-  if (k > 0 && ag::grad_enabled()) {
-    std::vector<Generator*> gens;
-    if (scope().rng != nullptr) gens.push_back(scope().rng);
-    for (size_t b0 = 0; b0 < blocks_.size(); b0 += k) {
-      const size_t b1 = std::min(blocks_.size(), b0 + k);
-      const ag::SegmentFn segment = [this, b0, b1, pair_mask, chunk](const std::vector<Variable>& in) {
-        Variable s = in[0];
-        for (size_t b = b0; b < b1; ++b) s = blocks_[b]->forward(s, pair_mask, chunk);
-        return std::vector<Variable>{std::move(s)};
-      };
-      t = ag::recompute(segment, {t}, gens)[0];
-    }
+  if (k == 0) {
+    for (const auto& b : blocks_) t = block(*b, t);
+    return t;
+  }
+  std::vector<Generator*> gens;
+  if (scope().rng != nullptr) gens.push_back(scope().rng);
+  for (size_t b0 = 0; b0 < blocks_.size(); b0 += k) {
+    const size_t b1 = std::min(blocks_.size(), b0 + k);
+    // The segment runs again in the backward, after this returns: it holds a copy of `block`
+    // (whose captures must be values).
+    const ag::SegmentFn segment = [this, b0, b1, block](const std::vector<Variable>& in) {
+      Variable s = in[0];
+      for (size_t b = b0; b < b1; ++b) s = block(*blocks_[b], s);
+      return std::vector<Variable>{std::move(s)};
+    };
+    t = ag::recompute(segment, {t}, gens)[0];
+  }
+  return t;
+}
+
+Variable SingleTemplateEmbedding::stack(Variable t, const Tensor& pair_mask, int64_t chunk) const {
+  if (ag::grad_enabled()) {
+    t = blocks_with_grad(std::move(t), [pair_mask, chunk](const TemplatePairBlock& b, const Variable& s) {
+      return b.forward(s, pair_mask, chunk);
+    });
     return output_layer_norm_.forward(t);
   }
-  // t is this function's own from here (embedding2d's output): the blocks update it in place in
-  // no-grad mode.
+  // t is this function's own from here (embedding2d's output): the blocks update it in place.
   for (const auto& block : blocks_) t = block->forward_impl(std::move(t), pair_mask, chunk, true);
-  if (ag::grad_enabled() || chunk <= 0) return output_layer_norm_.forward(t);
+  if (chunk <= 0) return output_layer_norm_.forward(t);
   // Chunked inference: the output LayerNorm row chunk by row chunk, written back into t.
   const Tensor ts = own_stream(t, true);
   for (int64_t r0 = 0; r0 < ts.size(0); r0 += chunk) {
@@ -328,20 +341,18 @@ TemplatePointwiseAttention::TemplatePointwiseAttention(nn::Scope scope, int64_t 
 Variable TemplatePointwiseAttention::forward(const Variable& z, const Variable& t, const Tensor& template_mask,
                                              int64_t chunk) const {
   const auto& o = attention_.options();
-  FC_CHECK(z.defined() && t.defined() && template_mask.defined() && z.dim() == 3 && z.size(0) == z.size(1) &&
-               z.size(2) == o.c_q && t.dim() == 4 && t.size(1) == z.size(0) && t.size(2) == z.size(0) &&
-               t.size(3) == o.c_kv && template_mask.numel() == t.size(0),
-           "TemplatePointwiseAttention: z ", shape_of(z), ", t ",
-           shape_of(t), ", template_mask ",
-           shape_of(template_mask), " must be [N, N, ", o.c_q,
-           "], [T, N, N, ", o.c_kv, "], [T]");
-  const int64_t n = z.size(0), nt = t.size(0), c_z = z.size(2), c_t = t.size(3);
-  const Variable tt = ag::contiguous(ag::permute(t, {1, 2, 0, 3}));  // [N, N, T, c_t]: templates as keys
+  FC_CHECK(z.defined() && t.defined() && template_mask.defined() && z.dim() == 3 && z.size(2) == o.c_q &&
+               t.dim() == 4 && t.size(1) == z.size(0) && t.size(2) == z.size(1) && t.size(3) == o.c_kv &&
+               template_mask.numel() == t.size(0),
+           "TemplatePointwiseAttention: z ", shape_of(z), ", t ", shape_of(t), ", template_mask ",
+           shape_of(template_mask), " must be [R, C, ", o.c_q, "], [T, R, C, ", o.c_kv, "], [T]");
+  const int64_t rows = z.size(0), cols = z.size(1), nt = t.size(0), c_z = z.size(2), c_t = t.size(3);
+  const Variable tt = ag::contiguous(ag::permute(t, {1, 2, 0, 3}));  // [R, C, T, c_t]: templates as keys
   const Tensor mb = mask_bias(template_mask.to(z.device()).reshape({nt})).view({1, 1, 1, nt});  // [1, 1, 1, T]
-  return run_chunked(n, chunk, [&](int64_t s, int64_t len) {
-    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * n, 1, c_z});     // one query per (i, j)
-    const Variable kv = ag::reshape(ag::narrow(tt, 0, s, len), {len * n, nt, c_t});  // T keys/values
-    return ag::reshape(attention_.forward(q, kv, {Variable(mb)}), {len, n, c_z});
+  return run_chunked(rows, chunk, [&](int64_t s, int64_t len) {
+    const Variable q = ag::reshape(ag::narrow(z, 0, s, len), {len * cols, 1, c_z});     // one query per (i, j)
+    const Variable kv = ag::reshape(ag::narrow(tt, 0, s, len), {len * cols, nt, c_t});  // T keys/values
+    return ag::reshape(attention_.forward(q, kv, {Variable(mb)}), {len, cols, c_z});
   });
 }
 

@@ -78,7 +78,8 @@ class TemplatePairBlock : public nn::Module {
   // DAP (parallel/template_parallel.cpp; EvoformerBlock::forward_dap's pair track in this block's
   // order): t_rows is this rank's rows [N'/P, N', c_t] of the pair padded to N' = a multiple of P
   // (pair_rows.h), pair_mask the padded [N', N'] mask; the ending node runs on the columns.
-  // `own_input`: t_rows is the caller's to overwrite (no-grad only).
+  // `own_input`: t_rows is the caller's to overwrite (no-grad only). Training too (the collectives'
+  // backward passes are their duals).
   Variable forward_dap(Variable t_rows, const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk,
                        bool own_input) const;
   // key_prefix ".../template_pair_stack/__layer_stack_no_state", stack_index = block index.
@@ -106,9 +107,11 @@ class SingleTemplateEmbedding : public nn::Module {
   // chunk <= 0): no [N, N, 88] array.
   Variable forward_rows(const std::function<Tensor(int64_t, int64_t)>& feat_rows, int64_t n, const Tensor& pair_mask,
                         int64_t chunk) const;
-  // Inference under DAP: this rank's rows [N'/P, N', c_t] of the same (pair_rows.h's layout: zeros
-  // in the padding before the stack), from feat_rows of its own residues only; the pair stack's
-  // blocks by TemplatePairBlock::forward_dap. pair_mask is the unpadded [N, N] mask.
+  // DAP: this rank's rows [N'/P, N', c_t] of the same (pair_rows.h's layout: zeros in the padding
+  // before the stack), from feat_rows of its own residues only; the pair stack's blocks by
+  // TemplatePairBlock::forward_dap. pair_mask is the unpadded [N, N] mask. Inference embeds by
+  // blocks of `chunk` rows; training embeds the rank's rows at once, with autograd, and runs the
+  // blocks in recomputation segments as forward() does.
   Variable forward_rows_dap(const std::function<Tensor(int64_t, int64_t)>& feat_rows, int64_t n,
                             const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk) const;
   // key_prefix ".../template_embedding/single_template_embedding".
@@ -119,6 +122,10 @@ class SingleTemplateEmbedding : public nn::Module {
  private:
   // The pair stack and the output LayerNorm on embedding2d's output t (this function's own).
   Variable stack(Variable t, const Tensor& pair_mask, int64_t chunk) const;
+  // Training: t through every pair block, block(b, t) → its output, in recomputation segments of
+  // recompute_blocks_ blocks (the dropout masks replayed; 0: no recomputation).
+  Variable blocks_with_grad(Variable t,
+                            const std::function<Variable(const TemplatePairBlock&, const Variable&)>& block) const;
   nn::Linear embedding2d_;
   std::vector<std::unique_ptr<TemplatePairBlock>> blocks_;
   int64_t recompute_blocks_ = 0;
@@ -127,7 +134,8 @@ class SingleTemplateEmbedding : public nn::Module {
 
 // Alg. 17 (TemplatePointwiseAttention): each pair entry z_ij [c_z] attends over the templates'
 // t_ij [T, c_t] (queries from the pair, keys/values from the templates, 4 heads × 16, no gating),
-// template k masked by 1e9·(template_mask_k − 1). z [N, N, c_z], t [T, N, N, c_t] → [N, N, c_z].
+// template k masked by 1e9·(template_mask_k − 1). z [N, N, c_z], t [T, N, N, c_t] → [N, N, c_z];
+// forward() takes any slab of the pair as well (z [R, C, c_z], t [T, R, C, c_t]: DAP's rows).
 class TemplatePointwiseAttention : public nn::Module {
  public:
   TemplatePointwiseAttention(nn::Scope scope, int64_t c_z, const TemplateConfig& config);
@@ -215,6 +223,15 @@ class TemplateEmbedder : public nn::Module {
   // pair-sized tensor. pair_mask [N, N] unpadded. Equals add_into up to fp32 rounding.
   void add_into_split(const Tensor& z_rows, const TemplateInputs& templates, const Tensor& pair_mask, int64_t chunk,
                       const ParallelGroup& g, TemplatePasses passes = TemplatePasses::one) const;
+  // DAP with the pair whole on every rank (training, and its recycling iterations without
+  // gradients): z + forward(z, …), with each template's stack and the pointwise attention run on
+  // this rank's rows only (as add_into_split; the rows scattered from z and the update gathered
+  // whole, each collective's backward its dual). Every rank then holds 1/P of the template
+  // activations, and the template parameters' gradients are this rank's part: their sum over the
+  // group is reduce_model_parallel_grads's. Equals z + forward(z, …) up to fp32 rounding, with the
+  // dropout masks one process draws (every template slot runs, as in forward()).
+  Variable forward_dap(const Variable& z, const TemplateInputs& templates, const Tensor& pair_mask, int64_t chunk,
+                       const ParallelGroup& g, TemplatePasses passes = TemplatePasses::one) const;
   // key_prefix "evoformer": registers "evoformer/template_embedding/...".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   const SingleTemplateEmbedding& single_template_embedding() const { return single_; }

@@ -33,6 +33,11 @@ class TriangleAttention : public nn::Module {
   // ([N, 1, c_z]) is the whole mask one process draws.
   Variable forward_dap_columns(const Variable& z_cols, const Tensor& pair_mask, const ParallelGroup& g,
                                int64_t chunk = 0) const;
+  // DAP, ending node with its residual add (the Evoformer's and the template stack's step): the
+  // pair rows z_rows (released once switched) to the columns, z + dropout(update) added there with
+  // forward_dap_columns's update, switched back → the new rows [N/P, N, c_z].
+  Variable residual_dap_columns(Variable z_rows, const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk,
+                                const autograd::DropoutSpec& dropout) const;
   // key_prefix e.g. "evoformer/evoformer_iteration/triangle_attention_starting_node".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   bool starting() const { return starting_; }

@@ -168,11 +168,16 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
                                    batch.template_pseudo_beta_mask, batch.template_mask};
     // z + t. In no-grad mode the embedding is added into z itself (z is the trunk's own here; a
     // bf16 stream stays bf16) one template at a time: no pair-sized update, no [T, N, N, c_t].
-    if (ag::grad_enabled()) {
+    // Under DAP with the pair whole (training and its recycling iterations), each rank runs the
+    // templates on its rows of the pair, and the pair is gathered back whole.
+    const ParallelGroup* dap = evoformer_->model_parallel().dap.get();
+    const TemplatePasses passes = template_two_passes_requested(c) ? TemplatePasses::two : TemplatePasses::one;
+    if (split == nullptr && dap != nullptr && dap->size() > 1) {
+      z = template_embedder_->forward_dap(z, templates, mask_2d, c.chunk_size, *dap, passes);
+    } else if (ag::grad_enabled()) {
       z = ag::bias_dropout_residual(template_embedder_->forward(z, templates, mask_2d, c.chunk_size), Variable(), z,
                                     {}, false);
     } else {
-      const TemplatePasses passes = template_two_passes_requested(c) ? TemplatePasses::two : TemplatePasses::one;
       if (split != nullptr) {
         // A split pair stays split: each template's stack runs split by rows too.
         template_embedder_->add_into_split(own_stream(z, true), templates, mask_2d, c.chunk_size, *split, passes);

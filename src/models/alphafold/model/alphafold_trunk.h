@@ -59,8 +59,10 @@ class EmbeddingsAndEvoformer : public nn::Module {
   // that moves its state in frees the previous pair before the stacks run).
   // split_pair (inference under DAP, fp32 streams): the pair is made, kept and returned as this
   // rank's rows of the padded pair (pair_rows.h; TrunkOutput::pair_split), from this rank's rows
-  // of the embedding and of a split recycled pair, gathered whole only around the templates (their
-  // pair stack runs whole on every rank). No rank then holds the whole pair outside the templates.
+  // of the embedding and of a split recycled pair; the template stacks run split by rows too. No
+  // rank then holds the whole pair. Without split_pair under DAP (training), the pair is whole on
+  // every rank between the stacks, and the templates run on each rank's rows
+  // (TemplateEmbedder::forward_dap).
   TrunkOutput forward(const Af2Batch& batch, Af2RecycleState prev, DType stream_dtype = DType::f32,
                       bool split_pair = false) const;
   // The stream dtype an inference forward uses: bf16 under bf16 autocast in no-grad mode on the
@@ -68,11 +70,13 @@ class EmbeddingsAndEvoformer : public nn::Module {
   DType inference_stream_dtype() const;
   // key_prefix "" → "evoformer/…".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "") const;
-  // Model parallelism of the Evoformer and extra-MSA stacks (model_parallel.h; the template pair
-  // stack runs whole on every rank).
+  // Model parallelism of the Evoformer and extra-MSA stacks (model_parallel.h), and DAP of the
+  // template embedding (TemplateEmbedder::forward_dap / add_into_split).
   void set_model_parallel(const ModelParallel& mp);
   // The stacks split by model parallelism: extra MSA, then the main Evoformer.
   std::vector<const EvoformerStack*> stacks() const;
+  // The template embedding (null without templates.enabled): split by DAP, not by BP.
+  const TemplateEmbedder* template_embedder() const { return template_embedder_.get(); }
   // Inference chunk (Af2Config::chunk_size) for later forward calls: `predict --chunk_size auto`
   // picks it per target from the memory estimate.
   void set_chunk_size(int64_t chunk) { config_.chunk_size = chunk; }

@@ -63,13 +63,6 @@ void skip_dropout(const nn::Dropout& d) {
 
 int64_t round_up(int64_t n, int64_t p) { return (n + p - 1) / p * p; }
 
-// x padded with zeros along `axis` to `size`.
-Variable pad_to(const Variable& x, int axis, int64_t size) {
-  if (x.size(axis) == size) return x;
-  Shape s = x.shape();
-  s[axis] = size - x.size(axis);
-  return ag::concat({x, Variable(Tensor::zeros(s, x.dtype(), x.device()))}, axis);
-}
 
 }  // namespace
 
@@ -103,6 +96,14 @@ Variable TriangleAttention::forward_dap_columns(const Variable& z_cols, const Te
   PendingVariable bias = g.gather_async(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N], during the projections
   const Variable o = row_attention(attention_, z_ln, [&bias] { return bias.get(); }, mask, chunk);
   return ag::contiguous(ag::transpose(o, 0, 1));  // [N, N/P, c]
+}
+
+Variable TriangleAttention::residual_dap_columns(Variable z_rows, const Tensor& pair_mask, const ParallelGroup& g,
+                                                int64_t chunk, const ag::DropoutSpec& dropout) const {
+  Variable zc = g.switch_axis(z_rows, 0, 1);  // [N, N/P, c]
+  z_rows = Variable();
+  zc = stream_residual(zc, forward_dap_columns(zc, pair_mask, g, chunk), dropout, true);
+  return g.switch_axis(zc, 1, 0);
 }
 
 Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
@@ -286,11 +287,7 @@ std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z
   });
   stage("triangle_attention_ending_node", [&] {
     // On z's columns, its residual add (and column-wise shared dropout) there too.
-    Variable zc = g.switch_axis(z, 0, 1);  // [N, N/P, c_z]
-    z = Variable();
-    zc = stream_residual(zc, tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), tri_att_end_dropout_.spec(),
-                         true);
-    z = g.switch_axis(zc, 1, 0);
+    z = tri_att_end_.residual_dap_columns(std::move(z), pair_mask, g, chunk, tri_att_end_dropout_.spec());
   });
   stage("pair_transition", [&] { z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true); });
   if (cfg_.parallel)
@@ -394,8 +391,8 @@ std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z
   // padded pair (pair_rows.h) and goes out so; a split MSA (split.msa) comes in as its rows of
   // the padded MSA and is dropped at the end.
   const Tensor mm = pad_mask_2d(msa_mask, sp, np), pm = pad_mask_2d(pair_mask, np, np);
-  Variable mr = split.msa ? std::move(m) : g.scatter(pad_to(pad_to(m, 0, sp), 1, np), 0);
-  Variable zr = split.pair ? std::move(z) : g.scatter(pad_to(pad_to(z, 0, np), 1, np), 0);
+  Variable mr = split.msa ? std::move(m) : g.scatter(pad_rows_cols(m, sp, np), 0);
+  Variable zr = split.pair ? std::move(z) : g.scatter(pad_rows_cols(z, np, np), 0);
   m = Variable();
   z = Variable();
   if (branch_parallel()) {
@@ -454,11 +451,7 @@ std::pair<Variable, Variable> EvoformerStack::forward_block_dap_bp(const Evoform
     z_pair = stream_residual(z_pair, b.tri_mul_in_.forward_dap(z_pair, pair_mask, g, chunk), b.tri_mul_in_dropout_.spec(), true);
     z_pair = stream_residual(z_pair, b.tri_att_start_.forward_dap(z_pair, pair_mask, g, chunk),
                       b.tri_att_start_dropout_.spec(), true);
-    Variable zc = g.switch_axis(z_pair, 0, 1);
-    z_pair = Variable();
-    zc = stream_residual(zc, b.tri_att_end_.forward_dap_columns(zc, pair_mask, g, chunk), b.tri_att_end_dropout_.spec(),
-                  true);
-    z_pair = g.switch_axis(zc, 1, 0);
+    z_pair = b.tri_att_end_.residual_dap_columns(std::move(z_pair), pair_mask, g, chunk, b.tri_att_end_dropout_.spec());
     z_pair = stream_residual(z_pair, transition_forward(b.pair_transition_, z_pair, chunk), none, true);
   }
   m = Variable();

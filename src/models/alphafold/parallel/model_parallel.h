@@ -98,10 +98,11 @@ struct ModelParallel {
 class AlphaFold;
 
 // Σ over the DAP group of the gradients of the parameters used by split computation (every block
-// of the Evoformer and extra-MSA stacks), and Σ over the BP group of those of the main stack when
-// branch parallelism is on. The other parameters (embedders, templates, structure module, heads)
-// are computed the same way on every rank of these groups, so their gradients are already whole
-// and equal there and are left alone. Call once after backward (and after gradient accumulation
+// of the Evoformer and extra-MSA stacks, and the template embedding: its stacks and pointwise
+// attention run on each rank's rows), and Σ over the BP group of those of the main stack when
+// branch parallelism is on. The other parameters (embedders, structure module, heads) are
+// computed the same way on every rank of these groups, so their gradients are already whole and
+// equal there and are left alone. Call once after backward (and after gradient accumulation
 // over micro-batches, or after each: the sum is linear), before the data-parallel reduction.
 // No-op when model.model_parallel() is inactive. With ModelParallel::replica the main stack's sum
 // under BP is one sum over the replica, and a DAP-only stack's sum (bp 1) runs over the replica,

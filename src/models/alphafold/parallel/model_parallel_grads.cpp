@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "models/alphafold/model/alphafold.h"
 #include "models/alphafold/evoformer/evoformer.h"
+#include "models/alphafold/evoformer/template.h"
 #include "models/alphafold/parallel/model_parallel.h"
 
 namespace foldcore::af2 {
@@ -36,18 +37,43 @@ std::vector<const ParallelGroup*> stack_groups(const ModelParallel& mp, const Ev
   return {mp.dap.get()};
 }
 
-// The split stacks' gradients as ranges of whole parameters, from the END of the buffer (the order
+// The modules whose gradients are partial sums: each with the groups its sum runs over and
+// whether that sum may start during the backward (GradRange::early).
+struct SplitPart {
+  const nn::Module* module;
+  std::vector<const ParallelGroup*> groups;
+  bool early;
+};
+std::vector<SplitPart> split_parts(const AlphaFold& model) {
+  const ModelParallel& mp = model.model_parallel();
+  std::vector<SplitPart> out;
+  for (const EvoformerStack* stack : model.trunk().stacks()) {
+    std::vector<const ParallelGroup*> groups = stack_groups(mp, *stack);
+    if (groups.empty()) continue;
+    const bool early = groups.size() == 1 && (groups.front() == mp.replica.get() || !stack->branch_parallel());
+    out.push_back({stack, std::move(groups), early});
+  }
+  // The template embedding runs split over DAP only (TemplateEmbedder::forward_dap): the same
+  // graph on every rank of the DAP group, whose BP partners run the same rows.
+  if (const TemplateEmbedder* t = model.trunk().template_embedder(); t != nullptr && mp.dap_size() > 1) {
+    const ParallelGroup* g =
+        mp.replica && mp.replica->size() == mp.dap_size() ? mp.replica.get() : mp.dap.get();
+    out.push_back({t, {g}, true});
+  }
+  return out;
+}
+
+// The split parts' gradients as ranges of whole parameters, from the END of the buffer (the order
 // the backward finishes them). A range is a run of adjacent parameter views (alignment gaps hold
 // zeros on every rank), cut once it holds ≥ max_bytes (0: runs are not cut).
 std::vector<GradRange> grad_ranges(const AlphaFold& model, int64_t max_bytes) {
   const ModelParallel& mp = model.model_parallel();
   std::vector<GradRange> out;
   if (!mp.active()) return out;
-  for (const EvoformerStack* stack : model.trunk().stacks()) {
-    const std::vector<const ParallelGroup*> groups = stack_groups(mp, *stack);
-    if (groups.empty()) continue;
-    const bool early = groups.size() == 1 && (groups.front() == mp.replica.get() || !stack->branch_parallel());
-    const auto params = stack->named_parameters();
+  for (const SplitPart& part : split_parts(model)) {
+    const std::vector<const ParallelGroup*>& groups = part.groups;
+    const bool early = part.early;
+    const auto params = part.module->named_parameters();
     size_t i = 0;
     while (i < params.size()) {
       const Tensor& first = params[i].second.grad();
@@ -98,7 +124,7 @@ ModelParallelGradReducer::ModelParallelGradReducer(const AlphaFold& model, int64
     for (const autograd::VariableImpl* leaf : buckets_[k].leaves) index_.emplace_back(leaf, k);
   std::sort(index_.begin(), index_.end());
   for (size_t i = 1; i < index_.size(); ++i)
-    FC_CHECK(index_[i].first != index_[i - 1].first, "model-parallel gradients: a parameter is in two stacks");
+    FC_CHECK(index_[i].first != index_[i - 1].first, "model-parallel gradients: a parameter is in two split parts");
   reported_.assign(index_.size(), false);
   // BP: the other branch's parameters are never reported here (their gradients stay zero).
   for (const EvoformerStack* stack : model.trunk().stacks())

@@ -1,5 +1,8 @@
 #include "models/alphafold/parallel/pair_rows.h"
 
+#include <utility>
+
+#include "autograd/functions.h"
 #include "core/error.h"
 
 namespace foldcore::af2 {
@@ -69,6 +72,19 @@ Tensor pad_mask_2d(const Tensor& mask, int64_t rows, int64_t cols) {
   if (mask.size(0) == rows && mask.size(1) == cols) return mask;
   Tensor out = Tensor::zeros({rows, cols}, mask.dtype(), mask.device());
   out.narrow(0, 0, mask.size(0)).narrow(1, 0, mask.size(1)).copy_(mask);
+  return out;
+}
+
+Variable pad_rows_cols(const Variable& x, int64_t rows, int64_t cols) {
+  FC_CHECK(x.defined() && x.dim() >= 2 && x.size(0) <= rows && x.size(1) <= cols, "pad_rows_cols: ",
+           x.defined() ? x.shape().str() : "undefined", " to ", rows, " x ", cols);
+  Variable out = x;
+  for (const auto& [axis, size] : {std::pair<int, int64_t>{0, rows}, {1, cols}}) {
+    if (out.size(axis) == size) continue;
+    Shape s = out.shape();
+    s[axis] = size - out.size(axis);
+    out = autograd::concat({out, Variable(Tensor::zeros(s, out.dtype(), out.device()))}, axis);
+  }
   return out;
 }
 

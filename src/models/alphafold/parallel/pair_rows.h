@@ -46,6 +46,10 @@ Tensor gather_split_pair_to_host(const ParallelGroup& g, const Tensor& rows, int
 Tensor make_split_rows(const PairRows& rows, int64_t padded_cols, int64_t c, DType dtype, Device device, int64_t step,
                        const std::function<Tensor(int64_t i0, int64_t len)>& make);
 
+// x [R, C, …] padded with zeros to [rows, cols, …] (x itself when it has that shape); autograd:
+// the padding's gradients are dropped.
+Variable pad_rows_cols(const Variable& x, int64_t rows, int64_t cols);
+
 // A [R, C] mask padded with zeros to [rows, cols] (itself when it has that shape): the padded
 // positions of a DAP layout are masked wherever a module reads them.
 Tensor pad_mask_2d(const Tensor& mask, int64_t rows, int64_t cols);

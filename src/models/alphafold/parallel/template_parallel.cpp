@@ -1,16 +1,20 @@
-// The template embedding under DAP (inference; model_parallel.h): with the pair split by rows
+// The template embedding under DAP (model_parallel.h): with the pair split by rows
 // (pair_rows.h), each template's pair stack runs split the same way — its blocks as the Evoformer
 // block's pair track (evoformer_parallel.cpp: rows for the starting node and the triangle
 // multiplications, columns for the ending node, the edges and biases gathered), in the template
 // block's order — and the pointwise attention, which reads one pair entry at a time, runs on the
 // rank's rows as they are. No rank holds a whole pair-sized tensor: per template, its rows of t
-// [N'/P, N', c_t] and the modules' pieces.
+// [N'/P, N', c_t] and the modules' pieces. Training (TemplateEmbedder::forward_dap) runs the same
+// on the rows scattered from the whole pair, with autograd (the collectives' duals backward), and
+// gathers the result back whole; the template parameters' gradients are then this rank's part.
 #include <algorithm>
 
+#include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/profile.h"
 #include "models/alphafold/evoformer/evoformer_util.h"
 #include "models/alphafold/evoformer/template.h"
+#include "models/alphafold/model/af2_util.h"
 #include "models/alphafold/parallel/model_parallel.h"
 #include "models/alphafold/parallel/pair_rows.h"
 
@@ -20,21 +24,12 @@ namespace ag = autograd;
 
 Variable TemplatePairBlock::forward_dap(Variable t, const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk,
                                         bool own_input) const {
-  FC_CHECK(!ag::grad_enabled(), "TemplatePairBlock '", path(), "' (DAP): inference only (training runs the ",
-           "template stack whole)");
   FC_CHECK(t.defined() && t.dim() == 3 && t.size(0) * g.size() == t.size(1) && pair_mask.dim() == 2 &&
                pair_mask.size(0) == t.size(1) && pair_mask.size(1) == t.size(1),
            "TemplatePairBlock '", path(), "' (DAP ", g.size(), "): t rows ", t.shape().str(), ", pair_mask ",
            pair_mask.shape().str(), " (expected [N'/P, N', c_t] and the padded [N', N'])");
   t = stream_residual(t, tri_att_start_.forward_dap(t, pair_mask, g, chunk), tri_att_start_dropout_.spec(), own_input);
-  {
-    // The ending node on t's columns, its residual add there too.
-    Variable tc = g.switch_axis(t, 0, 1);  // [N', N'/P, c_t]
-    t = Variable();
-    tc = stream_residual(tc, tri_att_end_.forward_dap_columns(tc, pair_mask, g, chunk), tri_att_end_dropout_.spec(),
-                         true);
-    t = g.switch_axis(tc, 1, 0);
-  }
+  t = tri_att_end_.residual_dap_columns(std::move(t), pair_mask, g, chunk, tri_att_end_dropout_.spec());
   t = stream_residual(t, tri_mul_out_.forward_dap(t, pair_mask, g, chunk), tri_mul_out_dropout_.spec(), true);
   t = stream_residual(t, tri_mul_in_.forward_dap(t, pair_mask, g, chunk), tri_mul_in_dropout_.spec(), true);
   return stream_residual(t, transition_forward(pair_transition_, t, chunk), {}, true);
@@ -43,25 +38,40 @@ Variable TemplatePairBlock::forward_dap(Variable t, const Tensor& pair_mask, con
 Variable SingleTemplateEmbedding::forward_rows_dap(const std::function<Tensor(int64_t, int64_t)>& feat_rows,
                                                    int64_t n, const Tensor& pair_mask, const ParallelGroup& g,
                                                    int64_t chunk) const {
-  FC_CHECK(!ag::grad_enabled(), "SingleTemplateEmbedding::forward_rows_dap: inference only");
   FC_CHECK(pair_mask.defined() && pair_mask.dim() == 2 && pair_mask.size(0) == n && pair_mask.size(1) == n,
            "SingleTemplateEmbedding (DAP): pair_mask ", pair_mask.defined() ? pair_mask.shape().str() : "undefined",
            " must be [", n, ", ", n, "]");
   const PairRows pr = PairRows::of(g, n);
   const int64_t c_f = embedding2d_.in_features();
-  // embedding2d of this rank's residues by row chunks into its rows of the padded pair (zeros in
-  // the padding), in embedding2d's output dtype (its GEMM's: the autocast dtype when one is set;
-  // the same on every rank, which the collectives need).
-  Tensor t = make_split_rows(
-      pr, pr.padded(), embedding2d_.out_features(), ag::autocast_dtype().value_or(DType::f32), pair_mask.device(),
-      chunk > 0 ? chunk : std::max<int64_t>(1, pr.real_rows()), [&](int64_t i0, int64_t len) {
-        const Tensor f = feat_rows(i0, len);
-        FC_CHECK(f.defined() && f.dim() == 3 && f.size(0) == len && f.size(1) == n && f.size(2) == c_f,
-                 "SingleTemplateEmbedding (DAP): feature rows ", f.defined() ? f.shape().str() : "undefined",
-                 " (expected [", len, ", ", n, ", ", c_f, "])");
-        return embedding2d_.forward(Variable(f)).value();
-      });
+  const auto features = [&](int64_t i0, int64_t len) {
+    const Tensor f = feat_rows(i0, len);
+    FC_CHECK(f.defined() && f.dim() == 3 && f.size(0) == len && f.size(1) == n && f.size(2) == c_f,
+             "SingleTemplateEmbedding (DAP): feature rows ", f.defined() ? f.shape().str() : "undefined",
+             " (expected [", len, ", ", n, ", ", c_f, "])");
+    return f;
+  };
   const Tensor pm = pad_mask_2d(pair_mask, pr.padded(), pr.padded());
+  if (ag::grad_enabled()) {
+    // Training: embedding2d of the rank's real rows at once, padded with zeros (whose gradients
+    // are dropped), then the blocks in forward()'s recomputation segments.
+    Variable t = pr.real_rows() > 0
+                     ? embedding2d_.forward(Variable(features(pr.row0(), pr.real_rows())))
+                     : Variable(Tensor::zeros({0, n, embedding2d_.out_features()},
+                                              ag::autocast_dtype().value_or(DType::f32), pair_mask.device()));
+    t = pad_rows_cols(t, pr.rows(), pr.padded());
+    t = blocks_with_grad(std::move(t), [pm, &g, chunk](const TemplatePairBlock& b, const Variable& s) {
+      return b.forward_dap(s, pm, g, chunk, false);
+    });
+    return output_layer_norm_.forward(t);
+  }
+  // Inference: embedding2d of this rank's residues by row chunks into its rows of the padded pair
+  // (zeros in the padding), in embedding2d's output dtype (its GEMM's: the autocast dtype when one
+  // is set; the same on every rank, which the collectives need).
+  Tensor t = make_split_rows(pr, pr.padded(), embedding2d_.out_features(), ag::autocast_dtype().value_or(DType::f32),
+                             pair_mask.device(), chunk > 0 ? chunk : std::max<int64_t>(1, pr.real_rows()),
+                             [&](int64_t i0, int64_t len) {
+                               return embedding2d_.forward(Variable(features(i0, len))).value();
+                             });
   Variable tv(std::move(t));
   for (const auto& block : blocks_) tv = block->forward_dap(std::move(tv), pm, g, chunk, true);
   // The output LayerNorm row chunk by row chunk, written back into the rows.
@@ -96,6 +106,54 @@ void TemplateEmbedder::add_into_split(const Tensor& z_rows, const TemplateInputs
                                     n, pair_mask, g, chunk);
   };
   add_templates(z, present, mask, stack, chunk, z_rows, passes);
+}
+
+Variable TemplateEmbedder::forward_dap(const Variable& z, const TemplateInputs& in, const Tensor& pair_mask,
+                                      int64_t chunk, const ParallelGroup& g, TemplatePasses passes) const {
+  FC_CHECK(z.defined() && z.dim() == 3 && z.size(0) == z.size(1) && pair_mask.defined() &&
+               pair_mask.shape() == Shape({z.size(0), z.size(0)}),
+           "TemplateEmbedder::forward_dap: z ", z.defined() ? z.shape().str() : "undefined", " and pair_mask ",
+           pair_mask.defined() ? pair_mask.shape().str() : "undefined", " must be [N, N, c_z] and [N, N]");
+  const int64_t n = z.size(0);
+  const PairRows pr = PairRows::of(g, n);
+  // This rank's rows of the padded pair (its rows of z: the scatter's backward gathers their
+  // gradients whole, as every rank holds z whole).
+  Variable z_rows = g.scatter(pad_rows_cols(z, pr.padded(), pr.padded()), 0);
+  Variable rows_out;
+  if (!ag::grad_enabled()) {
+    add_into_split(own_stream(z_rows, true), in, pair_mask, chunk, g, passes);
+    rows_out = z_rows;
+  } else {
+    FC_CHECK(in.aatype.defined() && in.aatype.dim() == 2 && in.aatype.size(1) == n && in.template_mask.defined() &&
+                 in.template_mask.numel() == in.aatype.size(0) && in.all_atom_positions.defined() &&
+                 in.all_atom_mask.defined(),
+             "TemplateEmbedder::forward_dap: template aatype ", in.aatype.defined() ? in.aatype.shape().str() : "undefined",
+             " and template_mask ", in.template_mask.defined() ? in.template_mask.shape().str() : "undefined",
+             " for N = ", n, ": expected [T, N], [T] and all atom inputs");
+    double mask_sum = 0;
+    for (float v : host_floats(in.template_mask)) mask_sum += v;
+    // No (unmasked) template: forward()'s zero update (no stack runs, no dropout is drawn).
+    if (in.aatype.size(0) == 0 || mask_sum <= 0) return z;
+    // As forward(): every template slot's stack (a masked one has weight exactly 0 but draws its
+    // dropout masks), on this rank's rows.
+    std::vector<Variable> per_template;
+    for (int64_t k = 0; k < in.aatype.size(0); ++k) {
+      const profile::Scope stage("pair_stack", z.device());
+      const TemplatePairFeatRows feat = template_feat(in, k, z.device());
+      per_template.push_back(ag::unsqueeze(
+          single_.forward_rows_dap([&](int64_t r0, int64_t len) { return feat.rows(r0, len).to(z.dtype()); }, n,
+                                   pair_mask, g, chunk),
+          0));  // [1, N'/P, N', c_t]
+    }
+    const Variable t = per_template.size() == 1 ? per_template[0] : ag::concat(per_template, 0);
+    const profile::Scope attention("pointwise_attention", z.device());
+    rows_out = ag::bias_dropout_residual(attention_.forward(z_rows, t, in.template_mask, chunk), Variable(), z_rows,
+                                         {}, false);
+  }
+  z_rows = Variable();
+  Variable whole = g.gather_replicated(rows_out, 0);  // backward: this rank's rows of the gradient
+  if (pr.padded() != n) whole = ag::contiguous(ag::narrow(ag::narrow(whole, 0, 0, n), 1, 0, n));
+  return whole;
 }
 
 }  // namespace foldcore::af2
