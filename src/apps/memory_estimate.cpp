@@ -77,12 +77,16 @@ constexpr double kActivationMargin = 1.05;
 //     rows): the per-rank pieces only (the stream's rows, their LayerNorm, the two local edges,
 //     the update: 5/P; the pieces in flight are chunk temporaries), the same in bf16 (the fp32
 //     stream's pieces dominate); unchunked: the edge gathered whole (1 unit) too
-//   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 8·c_opm²·c'·N
-//     the stream's rows and the update, and one chunk's outer products [c', c, N, c] and their
-//     permuted copy (2 fp32 copies: 8·c_opm² bytes per chunk row and residue), with the MSA
+//   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 8·c_opm²·cells
+//     the stream's rows and the update, and one block's outer products and their permuted copy
+//     (2 fp32 copies: 8·c_opm² bytes per cell): unchunked [c', c, N, c] (cells c'·N); chunked
+//     (the ring) [r, c, c', c] for a piece of c' columns, r = min(⌈N/P⌉, chunk·⌈N/c'⌉) rows
+//     (cells r·c', at most the rank's rows by one piece), with the MSA
 //     streams (the extra-MSA stack's: its columns, their LayerNorm, the left projection and the
-//     rows switching back, kDapOpmMsaCopies/P of the stream, and the right projection gathered
-//     whole, c_opm/c_e of it, beside the waiting main MSA; the Evoformer's the same of the main)
+//     rows switching back, kDapOpmMsaCopies/P of the stream, and the right projection, c_opm/c_e
+//     of it: gathered whole unchunked; chunked (the ring: pieces of `chunk` columns broadcast in
+//     turn) the rank's own 1/P and two pieces; beside the waiting main MSA; the Evoformer's the
+//     same of the main)
 //   the templates (where one is computed; parallel/template_parallel.cpp): each template's stack
 //     runs split by rows like the Evoformer's pair track, one template at a time: the shard, the
 //     template's rows (c_t/c_z of a shard) inside the triangle multiplication's per-rank terms at
@@ -185,16 +189,24 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     const double c_opm = static_cast<double>(c.evoformer.opm_channels);
     const double opm_units = kDapOpmUnits + kDapOpmUnitsPerRank / p;
     const double tri_chunk = chunk_scale * kDapTriMulBytesPerRowResidue * c_rows * n;
-    const double opm_chunk = chunk_scale * 8 * c_opm * c_opm * c_rows * n;
+    // Chunked (the ring), the outer products are [r, c, c', c] for a piece of c' columns and row
+    // blocks of r = min(⌈N/P⌉, chunk·⌈N / c'⌉) rows; unchunked [c', c, N, c].
+    const double opm_cells = c.chunk_size > 0
+                                 ? std::min(dap_rows, static_cast<double>(c.chunk_size) * std::ceil(n / c_rows)) * c_rows
+                                 : c_rows * n;
+    const double opm_chunk = chunk_scale * 8 * c_opm * c_opm * opm_cells;
     // The MSA beside each: the triangle multiplications' of the extra-MSA stack see the main MSA
     // whole (waiting) and the extra one's rows; the outer product means' see the stream's columns,
     // their LayerNorm, the left projection and the rows coming back (kDapOpmMsaCopies / P of
     // the stream) and the right projection gathered whole (c_opm of its channels), in the
     // extra-MSA stack beside the waiting main MSA, in the Evoformer's for the main MSA alone.
+    // Chunked, the right projection is not gathered: the rank's own (1/P of it) and two pieces
+    // of c' columns in flight (the ring).
+    const double right_share = c.chunk_size > 0 ? 1.0 / p + 2.0 * c_rows / n : 1.0;
     const double tri_msa = m_stream + extra_stream / p;
-    const double opm_msa =
-        std::max(m_stream + extra_stream * (kDapOpmMsaCopies / p + c_opm / static_cast<double>(c.c_e)),
-                 m_stream * (kDapOpmMsaCopies / p + c_opm / static_cast<double>(c.c_m)));
+    const double opm_msa = std::max(
+        m_stream + extra_stream * (kDapOpmMsaCopies / p + right_share * c_opm / static_cast<double>(c.c_e)),
+        m_stream * (kDapOpmMsaCopies / p + right_share * c_opm / static_cast<double>(c.c_m)));
     const bool tri_largest =
         tri_units * pair + tri_chunk + tri_msa >= opm_units * pair + opm_chunk + opm_msa;
     trunk_pair_units = tri_largest ? tri_units : opm_units;

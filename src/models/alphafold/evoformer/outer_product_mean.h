@@ -22,7 +22,9 @@ class OuterProductMean : public nn::Module {
   Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
   // DAP (evoformer_parallel.cpp): m_cols [S, N/P, c_m] this rank's MSA columns, msa_mask [S, N]
   // whole; the right projection is gathered whole. → the update's pair rows [N/P, N, c_z], computed
-  // by chunks of `chunk` rows when chunk > 0 (the outer products of one chunk at a time).
+  // by chunks of `chunk` rows when chunk > 0 (the outer products of one chunk at a time). Chunked
+  // inference gathers no right projection: its pieces of `chunk` columns are broadcast in turn
+  // (pair_rows.h's for_each_ring_piece), each making its columns of the update.
   Variable forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g,
                        int64_t chunk = 0) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;

@@ -163,37 +163,15 @@ Tensor TriangleMultiplication::forward_dap_ring(
   // whole ones).
   const Tensor b_local = edge(right_gate_, right_projection_).value();  // [c, k, N] | [c, N, k]
   const Tensor ac = edge(left_gate_, left_projection_).value();         // [c, k, N] | [c, N, k]
-  const int p = g.size();
   const int piece_axis = outgoing_ ? 1 : 2;
   const int64_t k = b_local.size(piece_axis), piece = std::min(chunk, k);
   // Outgoing: a piece's columns against this rank's rows by row blocks of chunk·⌈k / piece⌉ (the
   // products [c, rows, piece] as large as the [c, chunk, k] of one whole chunk's row block).
   const int64_t row_block = std::min(x.size(0), chunk * ((k + piece - 1) / piece));
   Tensor u;  // the update, x's shape: [k, N, c_z] | [N, k, c_z] (in the first piece's dtype)
-  Tensor buffers[2];
-  int next_buffer = 0;
-  // Piece (q, j0) into the next buffer: the owner copies it from b_local, every rank receives it.
-  const auto start = [&](int q, int64_t j0, Tensor& into) {
-    const int64_t len = std::min(piece, k - j0);
-    Tensor& buf = buffers[next_buffer++ % 2];
-    Shape shape = b_local.shape();
-    shape[piece_axis] = len;
-    if (!buf.defined() || buf.shape() != shape) buf = Tensor::empty(shape, b_local.dtype(), b_local.device());
-    if (q == g.rank()) buf.copy_(b_local.narrow(piece_axis, j0, len));
-    into = buf;
-    return g.broadcast_async(into, q);
-  };
-  std::vector<std::pair<int, int64_t>> pieces;
-  for (int q = 0; q < p; ++q)
-    for (int64_t j0 = 0; j0 < k; j0 += piece) pieces.emplace_back(q, j0);
-  Tensor current, following;
-  std::unique_ptr<PendingReduction> pending = start(pieces[0].first, pieces[0].second, current);
-  for (size_t n = 0; n < pieces.size(); ++n) {
-    pending->wait();
-    const auto [q, j0] = pieces[n];
+  for_each_ring_piece(g, b_local, piece_axis, piece, [&](int q, int64_t j0, const Tensor& current) {
     const Variable b_piece(current);
     const int64_t len = current.size(piece_axis), first = q * k + j0;  // the piece's output columns | rows
-    if (n + 1 < pieces.size()) pending = start(pieces[n + 1].first, pieces[n + 1].second, following);
     if (outgoing_) {
       for (int64_t i0 = 0; i0 < x.size(0); i0 += row_block) {
         const int64_t rows = std::min(row_block, x.size(0) - i0);
@@ -208,8 +186,7 @@ Tensor TriangleMultiplication::forward_dap_ring(
       if (!u.defined()) u = Tensor::empty(x.shape(), y.dtype(), y.device());
       u.narrow(0, first, len).copy_(y);
     }
-    current = following;
-  }
+  });
   return u;
 }
 
@@ -221,12 +198,44 @@ Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa
   const Tensor mask_cols = mask_chunk(msa_mask, 1, g), mask = msa_mask.to(DType::f32).contiguous();
   const Variable mask3(mask_cols.unsqueeze(-1));
   const Variable x = layer_norm_input_.forward(m_cols);
+  const auto inverse_norm = [&] {  // 1 / (1e-3 + Σ_s mask_si mask_sj) for this rank's rows i: [k, N, 1]
+    std::vector<float> norm = ag::matmul(Variable(mask_cols), Variable(mask), true, false).value().to_vector();
+    for (float& v : norm) v = 1.f / (1e-3f + v);
+    return Tensor::from_vector(norm, {k, n, 1}, DType::f32, m_cols.device());
+  };
+  if (!ag::grad_enabled() && chunk > 0) {
+    // Inference by pieces (the triangle multiplication's ring): the update's columns j of block q
+    // read rank q's columns of the right projection only, so its pieces of `chunk` columns are
+    // broadcast in turn and each makes its columns of the update, by row blocks as large as one
+    // whole row chunk's outer products: a rank holds its own right projection and two pieces
+    // [S, chunk, c] instead of the gathered [S, N, c] (with a deep extra MSA, more than the
+    // rank's pair rows).
+    const Tensor b_local = ag::mul(right_.forward(x), mask3).value();  // [S, k, c]
+    const Variable a = ag::mul(left_.forward(x), mask3);               // [S, k, c]
+    const Tensor inv_norm = inverse_norm();
+    const int64_t piece = std::min(chunk, k), row_block = std::min(k, chunk * ((n + piece - 1) / piece));
+    Tensor u;  // [k, N, c_z], in the output projection's dtype
+    for_each_ring_piece(g, b_local, 1, piece, [&](int q, int64_t j0, const Tensor& current) {
+      const int64_t len = current.size(1), first = q * k + j0;  // the piece's columns of the update
+      const Variable b2 = ag::reshape(Variable(current), {s, len * c});
+      for (int64_t i0 = 0; i0 < k; i0 += row_block) {
+        const int64_t rows = std::min(row_block, k - i0);
+        const Variable a2 = ag::reshape(ag::contiguous(ag::narrow(a, 1, i0, rows)), {s, rows * c});
+        const Variable outer = ag::reshape(ag::matmul(a2, b2, true, false), {rows, c, len, c});  // [i,c,j,e]
+        const Variable flat = ag::reshape(ag::contiguous(ag::permute(outer, {0, 2, 1, 3})), {rows, len, c * c});
+        const Tensor y =
+            ag::mul(output_.forward(flat), Variable(inv_norm.narrow(0, i0, rows).narrow(1, first, len).contiguous()))
+                .value();  // [rows, len, c_z]
+        if (!u.defined()) u = Tensor::empty({k, n, y.size(2)}, y.dtype(), y.device());
+        u.narrow(0, i0, rows).narrow(1, first, len).copy_(y);
+      }
+    });
+    return Variable(u);
+  }
   // The right projection is gathered whole while the left one and the normalisation are computed.
   PendingVariable b_all = g.gather_async(ag::mul(right_.forward(x), mask3), 1);          // [S, N, c]
   const Variable a = ag::mul(left_.forward(x), mask3);                                   // [S, k, c]
-  std::vector<float> norm = ag::matmul(Variable(mask_cols), Variable(mask), true, false).value().to_vector();
-  for (float& v : norm) v = 1.f / (1e-3f + v);
-  const Tensor inv_norm = Tensor::from_vector(norm, {k, n, 1}, DType::f32, m_cols.device());
+  const Tensor inv_norm = inverse_norm();
   const Variable b2 = ag::reshape(b_all.get(), {s, n * c});
   // The update's rows by chunks (chunk 0: at once): the [len, c, N, c] outer products and their
   // permuted copy exist for one chunk at a time.

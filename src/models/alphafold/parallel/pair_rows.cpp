@@ -1,6 +1,8 @@
 #include "models/alphafold/parallel/pair_rows.h"
 
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "core/error.h"
@@ -73,6 +75,38 @@ Tensor pad_mask_2d(const Tensor& mask, int64_t rows, int64_t cols) {
   Tensor out = Tensor::zeros({rows, cols}, mask.dtype(), mask.device());
   out.narrow(0, 0, mask.size(0)).narrow(1, 0, mask.size(1)).copy_(mask);
   return out;
+}
+
+void for_each_ring_piece(const ParallelGroup& g, const Tensor& local, int axis, int64_t piece,
+                         const std::function<void(int, int64_t, const Tensor&)>& f) {
+  FC_CHECK(local.defined() && axis >= 0 && axis < local.dim() && piece >= 1 && local.size(axis) >= 1,
+           "for_each_ring_piece: ", local.defined() ? local.shape().str() : "undefined", " along axis ", axis,
+           " in pieces of ", piece);
+  const int64_t k = local.size(axis);
+  Tensor buffers[2];
+  int next_buffer = 0;
+  // Piece (q, j0) into the next buffer: the owner copies it from `local`, every rank receives it.
+  const auto start = [&](int q, int64_t j0, Tensor& into) {
+    const int64_t len = std::min(piece, k - j0);
+    Tensor& buf = buffers[next_buffer++ % 2];
+    Shape shape = local.shape();
+    shape[axis] = len;
+    if (!buf.defined() || buf.shape() != shape) buf = Tensor::empty(shape, local.dtype(), local.device());
+    if (q == g.rank()) buf.copy_(local.narrow(axis, j0, len));
+    into = buf;
+    return g.broadcast_async(into, q);
+  };
+  std::vector<std::pair<int, int64_t>> pieces;
+  for (int q = 0; q < g.size(); ++q)
+    for (int64_t j0 = 0; j0 < k; j0 += piece) pieces.emplace_back(q, j0);
+  Tensor current, following;
+  std::unique_ptr<PendingReduction> pending = start(pieces[0].first, pieces[0].second, current);
+  for (size_t n = 0; n < pieces.size(); ++n) {
+    pending->wait();
+    if (n + 1 < pieces.size()) pending = start(pieces[n + 1].first, pieces[n + 1].second, following);
+    f(pieces[n].first, pieces[n].second, current);
+    current = following;
+  }
 }
 
 Variable pad_rows_cols(const Variable& x, int64_t rows, int64_t cols) {

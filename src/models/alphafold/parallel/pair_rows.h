@@ -46,6 +46,15 @@ Tensor gather_split_pair_to_host(const ParallelGroup& g, const Tensor& rows, int
 Tensor make_split_rows(const PairRows& rows, int64_t padded_cols, int64_t c, DType dtype, Device device, int64_t step,
                        const std::function<Tensor(int64_t i0, int64_t len)>& make);
 
+// DAP's ring form of a gather (inference, no autograd): every rank's `local` (the same shape on
+// every rank, k = its extent along `axis`) visited in pieces of at most `piece` slices along
+// `axis`, rank 0's first, each broadcast from its owner, the next one in flight while
+// f(q, j0, piece) runs on the current one: q is the owner, j0 the piece's first index in the
+// owner's tensor (global q·k + j0). A rank holds its own tensor and two pieces instead of the
+// gathered whole. f must not keep the piece (its buffer is reused two pieces later).
+void for_each_ring_piece(const ParallelGroup& g, const Tensor& local, int axis, int64_t piece,
+                         const std::function<void(int q, int64_t j0, const Tensor& piece)>& f);
+
 // x [R, C, …] padded with zeros to [rows, cols, …] (x itself when it has that shape); autograd:
 // the padding's gradients are dropped.
 Variable pad_rows_cols(const Variable& x, int64_t rows, int64_t cols);
