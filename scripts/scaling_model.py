@@ -17,6 +17,7 @@ C_M, C_Z, C_E, C_T = 256, 128, 64, 64
 H_MSA, H_PAIR, D_HEAD = 8, 4, 32
 C_TRI, C_OPM = 128, 32
 EVO_BLOCKS, EXTRA_BLOCKS, TEMPLATE_BLOCKS, TEMPLATES = 48, 4, 2, 4
+C_TRI_T, H_T, D_T = 64, 4, 16  # the template pair stack's triangle update channels and attention heads
 PARAMS = 93_237_338  # scalars in params_model_1_ptm.npz (../shared/af2/params_manifest_model_1_ptm.txt)
 PRESETS = {  # crop, MSA clusters, extra MSA rows (Suppl. Table 4)
     "initial (crop 256)": (256, 128, 1024),
@@ -90,6 +91,22 @@ def dap_block(n_res, n_seq, c_m, n):
     return b, 2 + 1 + 1 + 4 + 2 + 2, overlapped
 
 
+def dap_template_block(n_res, n):
+    """(bytes, collectives, overlapped) one rank receives in one template pair block's forward under
+    DAP-n (TemplatePairBlock::forward_dap: the Evoformer's pair track at C_T): 4 all-to-alls of the
+    template pair (the incoming update's and the ending node's switches), each triangle update
+    gathers one C_TRI_T edge, each triangle attention its bias; overlapped as the Evoformer's."""
+    if n == 1:
+        return 0.0, 0, []
+    t = n_res * n_res * C_T
+    b = 4 * a2a(t, n) + 2 * gather(n_res * n_res * C_TRI_T, n) + 2 * gather(n_res * n_res * H_T, n)
+    overlapped = 2 * [
+        (gather(n_res * n_res * C_TRI_T, n), 3 * 2 * t * C_TRI_T / n),
+        (gather(n_res * n_res * H_T, n), 4 * 2 * t * H_T * D_T / n),
+    ]
+    return b, 4 + 2 + 2, overlapped
+
+
 def step(preset, n_dap, n_bp, rate, bw, lat):
     n_res, n_seq, n_extra = PRESETS[preset]
     blocks = [(EVO_BLOCKS, n_seq, C_M, H_MSA, False), (EXTRA_BLOCKS, n_extra, C_E, H_MSA, True)]
@@ -115,10 +132,18 @@ def step(preset, n_dap, n_bp, rate, bw, lat):
         comm_bytes += count * PASSES * b
         comm_time += count * PASSES * (b / bw + colls * lat)
         t_compute += count * PASSES * branch / n_dap / rate
-    # Template pair stack (pair-only blocks at C_T for every template) runs on all ranks of DAP too.
+    # The template embedding (pair-only blocks at C_T for every template) runs split by rows over
+    # DAP too (TemplateEmbedder::forward_dap), with its blocks' collectives, and gathers its update
+    # [N, N, C_Z] whole once per pass.
     f_t = TEMPLATES * TEMPLATE_BLOCKS * block_flops(n_res, 0, 0, 0, True)[1] * (C_T / C_Z)
     flops += PASSES * f_t
     t_compute += PASSES * f_t / n_dap / rate
+    if n_dap > 1:
+        b, colls, overlapped = dap_template_block(n_res, n_dap)
+        per_pass = TEMPLATES * TEMPLATE_BLOCKS * b + gather(n_res * n_res * C_Z, n_dap)
+        comm_bytes += PASSES * per_pass
+        comm_time += PASSES * (per_pass / bw + (TEMPLATES * TEMPLATE_BLOCKS * colls + 1) * lat)
+        hidden += TEMPLATES * TEMPLATE_BLOCKS * PASSES * sum(min(ob / bw, of / rate) for ob, of in overlapped)
     return flops, comm_bytes, comm_time, t_compute, hidden
 
 

@@ -27,6 +27,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 #include <map>
 #include <memory>
 #include <random>
@@ -42,6 +44,7 @@
 #include "models/alphafold/model/alphafold_trunk.h"
 #include "models/alphafold/evoformer/evoformer.h"
 #include "models/alphafold/parallel/model_parallel_dist.h"
+#include "models/alphafold/parallel/pair_rows.h"
 #include "models/alphafold/model/synthetic_target.h"
 #include "models/alphafold/training/train_step.h"
 #include "test_util.h"
@@ -410,6 +413,51 @@ TEST(Af2ModelParallel, GradSumsDuringBackwardEqualSumsAfterIt) {
                   "parameters handed on during it\n",
                   names[kind], static_cast<long long>(stats.started), static_cast<long long>(stats.buckets),
                   static_cast<long long>(stats.finals_in_backward), static_cast<long long>(stats.finals.size()));
+  }
+}
+
+// The ring of pieces (pair_rows.h for_each_ring_piece, which the chunked DAP triangle
+// multiplications and outer product means run on): every rank's tensor, rank by rank, in pieces of
+// at most `piece` slices along the axis (a shorter last piece when k does not divide; one piece
+// when piece >= k), each piece exactly the owner's slices; along axis 0 and 1.
+TEST(Af2ModelParallel, RingPiecesVisitEveryRanksTensorInOrder) {
+  const auto value = [](int rank, int64_t i, int64_t j, int64_t l) {
+    return static_cast<float>(1000 * rank + 100 * i + 10 * j + l);
+  };
+  for (int p : group_sizes()) {
+    auto comm = groups_of(p, "dap");
+    const ModelParallel mp = make_model_parallel(comm.get(), nullptr);
+    const ParallelGroup& g = *mp.dap;
+    for (int axis : {0, 1}) {
+      Shape shape{3, 5, 2};
+      const int64_t k = shape[axis];
+      std::vector<float> v;
+      for (int64_t i = 0; i < shape[0]; ++i)
+        for (int64_t j = 0; j < shape[1]; ++j)
+          for (int64_t l = 0; l < shape[2]; ++l) v.push_back(value(g.rank(), i, j, l));
+      const Tensor local = Tensor::from_vector(v, shape);
+      for (int64_t piece : {int64_t{2}, k, k + 2}) {
+        SCOPED_TRACE("DAP-" + std::to_string(p) + ", axis " + std::to_string(axis) + ", piece " +
+                     std::to_string(piece));
+        std::vector<std::pair<int, int64_t>> seen;
+        for_each_ring_piece(g, local, axis, piece, [&](int q, int64_t j0, const Tensor& got) {
+          seen.emplace_back(q, j0);
+          Shape want_shape = shape;
+          want_shape[axis] = std::min(piece, k - j0);
+          ASSERT_EQ(got.shape(), want_shape);
+          const std::vector<float> gv = got.contiguous().to_vector();
+          size_t e = 0;
+          for (int64_t i = 0; i < want_shape[0]; ++i)
+            for (int64_t j = 0; j < want_shape[1]; ++j)
+              for (int64_t l = 0; l < want_shape[2]; ++l, ++e)
+                ASSERT_EQ(gv[e], value(q, axis == 0 ? j0 + i : i, axis == 1 ? j0 + j : j, l));
+        });
+        std::vector<std::pair<int, int64_t>> want;
+        for (int q = 0; q < p; ++q)
+          for (int64_t j0 = 0; j0 < k; j0 += piece) want.emplace_back(q, j0);
+        EXPECT_EQ(seen, want);
+      }
+    }
   }
 }
 
