@@ -115,6 +115,17 @@ Variable TemplateEmbedder::forward_dap(const Variable& z, const TemplateInputs& 
            "TemplateEmbedder::forward_dap: z ", z.defined() ? z.shape().str() : "undefined", " and pair_mask ",
            pair_mask.defined() ? pair_mask.shape().str() : "undefined", " must be [N, N, c_z] and [N, N]");
   const int64_t n = z.size(0);
+  FC_CHECK(in.aatype.defined() && in.aatype.dim() == 2 && in.aatype.size(1) == n && in.template_mask.defined() &&
+               in.template_mask.numel() == in.aatype.size(0) && in.all_atom_positions.defined() &&
+               in.all_atom_mask.defined(),
+           "TemplateEmbedder::forward_dap: template aatype ", in.aatype.defined() ? in.aatype.shape().str() : "undefined",
+           " and template_mask ", in.template_mask.defined() ? in.template_mask.shape().str() : "undefined",
+           " for N = ", n, ": expected [T, N], [T] and all atom inputs");
+  double mask_sum = 0;
+  for (float v : host_floats(in.template_mask)) mask_sum += v;
+  // No (unmasked) template: forward()'s zero update (no stack runs, no dropout is drawn), and
+  // nothing to scatter or gather.
+  if (in.aatype.size(0) == 0 || mask_sum <= 0) return z;
   const PairRows pr = PairRows::of(g, n);
   // This rank's rows of the padded pair (its rows of z: the scatter's backward gathers their
   // gradients whole, as every rank holds z whole).
@@ -124,16 +135,6 @@ Variable TemplateEmbedder::forward_dap(const Variable& z, const TemplateInputs& 
     add_into_split(own_stream(z_rows, true), in, pair_mask, chunk, g, passes);
     rows_out = z_rows;
   } else {
-    FC_CHECK(in.aatype.defined() && in.aatype.dim() == 2 && in.aatype.size(1) == n && in.template_mask.defined() &&
-                 in.template_mask.numel() == in.aatype.size(0) && in.all_atom_positions.defined() &&
-                 in.all_atom_mask.defined(),
-             "TemplateEmbedder::forward_dap: template aatype ", in.aatype.defined() ? in.aatype.shape().str() : "undefined",
-             " and template_mask ", in.template_mask.defined() ? in.template_mask.shape().str() : "undefined",
-             " for N = ", n, ": expected [T, N], [T] and all atom inputs");
-    double mask_sum = 0;
-    for (float v : host_floats(in.template_mask)) mask_sum += v;
-    // No (unmasked) template: forward()'s zero update (no stack runs, no dropout is drawn).
-    if (in.aatype.size(0) == 0 || mask_sum <= 0) return z;
     // As forward(): every template slot's stack (a masked one has weight exactly 0 but draws its
     // dropout masks), on this rank's rows.
     std::vector<Variable> per_template;
