@@ -512,12 +512,21 @@ Variable TemplateEmbedder::forward(const Variable& z, const TemplateInputs& in, 
   for (float v : host_floats(in.template_mask)) mask_sum += v;
   // No (unmasked) templates: AlphaFold multiplies the embedding by 1[Σ mask > 0] = 0.
   if (nt == 0 || mask_sum <= 0) return Variable(Tensor::zeros(z.shape(), z.dtype(), z.device()));
+  return embed_all_slots(z, in, chunk, [&](int64_t k) {
+    return single_.forward(Variable(template_feat(in, k, z.device()).rows(0, z.size(0)).to(z.dtype())), pair_mask,
+                           chunk);
+  });
+}
+
+Variable TemplateEmbedder::embed_all_slots(const Variable& z, const TemplateInputs& in, int64_t chunk,
+                                           const std::function<Variable(int64_t)>& stack) const {
   std::vector<Variable> per_template;
-  for (int64_t k = 0; k < nt; ++k)
-    per_template.push_back(ag::unsqueeze(
-        single_.forward(Variable(template_feat(in, k, z.device()).rows(0, z.size(0)).to(z.dtype())), pair_mask, chunk),
-        0));  // [1, N, N, c_t]
-  const Variable t = per_template.size() == 1 ? per_template[0] : ag::concat(per_template, 0);  // [T, N, N, c_t]
+  for (int64_t k = 0; k < in.aatype.size(0); ++k) {
+    const profile::Scope stage("pair_stack", z.device());
+    per_template.push_back(ag::unsqueeze(stack(k), 0));  // [1, R, C, c_t]
+  }
+  const Variable t = per_template.size() == 1 ? per_template[0] : ag::concat(per_template, 0);  // [T, R, C, c_t]
+  const profile::Scope attention("pointwise_attention", z.device());
   return attention_.forward(z, t, in.template_mask, chunk);
 }
 

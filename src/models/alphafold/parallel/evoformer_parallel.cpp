@@ -421,12 +421,9 @@ std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z
     });
   }
   if (split.msa) return {Variable(), std::move(zr)};
-  Variable m_out = g.gather_replicated(mr, 0);
-  if (sp != s || np != n) m_out = ag::contiguous(ag::narrow(ag::narrow(m_out, 0, 0, s), 1, 0, n));
+  Variable m_out = gather_rows_whole(g, mr, s, n);
   if (split.pair) return {std::move(m_out), std::move(zr)};
-  Variable z_out = g.gather_replicated(zr, 0);
-  if (np != n) z_out = ag::contiguous(ag::narrow(ag::narrow(z_out, 0, 0, n), 1, 0, n));
-  return {std::move(m_out), std::move(z_out)};
+  return {std::move(m_out), gather_rows_whole(g, zr, n, n)};
 }
 
 std::pair<Variable, Variable> EvoformerStack::forward_block_dap_bp(const EvoformerBlock& b, Variable m, Variable z,

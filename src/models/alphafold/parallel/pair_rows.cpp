@@ -122,4 +122,14 @@ Variable pad_rows_cols(const Variable& x, int64_t rows, int64_t cols) {
   return out;
 }
 
+Variable gather_rows_whole(const ParallelGroup& g, const Variable& rows, int64_t n_rows, int64_t n_cols) {
+  FC_CHECK(rows.defined() && rows.dim() >= 2 && rows.size(0) * g.size() >= n_rows && rows.size(1) >= n_cols,
+           "gather_rows_whole: rows ", rows.defined() ? rows.shape().str() : "undefined", " over ", g.size(),
+           " ranks do not cover ", n_rows, " x ", n_cols);
+  Variable whole = g.gather_replicated(rows, 0);
+  if (whole.size(0) != n_rows || whole.size(1) != n_cols)
+    whole = autograd::contiguous(autograd::narrow(autograd::narrow(whole, 0, 0, n_rows), 1, 0, n_cols));
+  return whole;
+}
+
 }  // namespace foldcore::af2

@@ -59,6 +59,11 @@ void for_each_ring_piece(const ParallelGroup& g, const Tensor& local, int axis, 
 // the padding's gradients are dropped.
 Variable pad_rows_cols(const Variable& x, int64_t rows, int64_t cols);
 
+// The whole [rows, cols, …] of a quantity split by rows over g (each rank's [R', C', …] of the
+// padded layout, R'·P >= rows, C' >= cols), gathered on every rank and the padding cut off;
+// autograd: the backward hands each rank its own rows of the gradient.
+Variable gather_rows_whole(const ParallelGroup& g, const Variable& rows, int64_t n_rows, int64_t n_cols);
+
 // A [R, C] mask padded with zeros to [rows, cols] (itself when it has that shape): the padded
 // positions of a DAP layout are masked wherever a module reads them.
 Tensor pad_mask_2d(const Tensor& mask, int64_t rows, int64_t cols);

@@ -135,26 +135,16 @@ Variable TemplateEmbedder::forward_dap(const Variable& z, const TemplateInputs& 
     add_into_split(own_stream(z_rows, true), in, pair_mask, chunk, g, passes);
     rows_out = z_rows;
   } else {
-    // As forward(): every template slot's stack (a masked one has weight exactly 0 but draws its
-    // dropout masks), on this rank's rows.
-    std::vector<Variable> per_template;
-    for (int64_t k = 0; k < in.aatype.size(0); ++k) {
-      const profile::Scope stage("pair_stack", z.device());
+    // As forward(): every template slot's stack on this rank's rows, and the pointwise attention.
+    const Variable update = embed_all_slots(z_rows, in, chunk, [&](int64_t k) {
       const TemplatePairFeatRows feat = template_feat(in, k, z.device());
-      per_template.push_back(ag::unsqueeze(
-          single_.forward_rows_dap([&](int64_t r0, int64_t len) { return feat.rows(r0, len).to(z.dtype()); }, n,
-                                   pair_mask, g, chunk),
-          0));  // [1, N'/P, N', c_t]
-    }
-    const Variable t = per_template.size() == 1 ? per_template[0] : ag::concat(per_template, 0);
-    const profile::Scope attention("pointwise_attention", z.device());
-    rows_out = ag::bias_dropout_residual(attention_.forward(z_rows, t, in.template_mask, chunk), Variable(), z_rows,
-                                         {}, false);
+      return single_.forward_rows_dap([&](int64_t r0, int64_t len) { return feat.rows(r0, len).to(z.dtype()); }, n,
+                                      pair_mask, g, chunk);
+    });
+    rows_out = ag::bias_dropout_residual(update, Variable(), z_rows, {}, false);
   }
   z_rows = Variable();
-  Variable whole = g.gather_replicated(rows_out, 0);  // backward: this rank's rows of the gradient
-  if (pr.padded() != n) whole = ag::contiguous(ag::narrow(ag::narrow(whole, 0, 0, n), 1, 0, n));
-  return whole;
+  return gather_rows_whole(g, rows_out, n, n);  // backward: this rank's rows of the gradient
 }
 
 }  // namespace foldcore::af2
