@@ -1,9 +1,10 @@
 // Memory of one rank of `predict --dap P` against the preflight's estimate for it
 // (apps/memory_estimate.h, its `dap` argument), and against one process:
 //   mpirun -np P build/bench/bench_dap_predict_memory [--n-res 192] [--chunk 16] [--precision fp32|bf16]
-//                                                     [--templates 0] [--extra 16] [--one-process]
+//                                                     [--templates 0] [--clusters 16] [--extra 16]
+//                                                     [--one-process]
 // model_1_ptm widths with 1 Evoformer + 1 extra-MSA block (a block's activations die before the
-// next one starts), no recycling, a synthetic target with 16 MSA clusters, 16 extra rows (--extra E)
+// next one starts), no recycling, a synthetic target with 16 MSA clusters (--clusters S), 16 extra rows (--extra E)
 // and 4 template slots (--templates T of them computed), the pair logits kept (on the CPU they are on the allocator),
 // CPU tensors. --one-process: the same prediction without DAP on every rank (run it with -np 1).
 // One JSON line from rank 0: every rank's allocator peak above parameters and features, in fp32
@@ -29,7 +30,7 @@ using namespace foldcore;
 namespace {
 
 struct Args {
-  int64_t n_res = 192, chunk = 16, templates = 0, extra = 16;
+  int64_t n_res = 192, chunk = 16, templates = 0, clusters = 16, extra = 16;
   std::string precision = "fp32";
   bool one_process = false;
 };
@@ -46,12 +47,14 @@ Args parse(int argc, char** argv) {
     else if (k == "--chunk") a.chunk = std::stoll(value());
     else if (k == "--templates") a.templates = std::stoll(value());
     else if (k == "--extra") a.extra = std::stoll(value());
+    else if (k == "--clusters") a.clusters = std::stoll(value());
     else if (k == "--precision") a.precision = value();
     else if (k == "--one-process") a.one_process = true;
     else FC_THROW("bench_dap_predict_memory: unknown argument ", k);
   }
-  FC_CHECK(a.n_res > 0 && a.chunk >= 0 && a.templates >= 0 && a.templates <= 4 && a.extra >= 1,
-           "bench_dap_predict_memory: --n-res > 0, --chunk >= 0, --templates 0..4, --extra >= 1");
+  FC_CHECK(a.n_res > 0 && a.chunk >= 0 && a.templates >= 0 && a.templates <= 4 && a.extra >= 1 &&
+               a.clusters >= 1,
+           "bench_dap_predict_memory: --n-res > 0, --chunk >= 0, --templates 0..4, --clusters >= 1, --extra >= 1");
   FC_CHECK(a.precision == "fp32" || a.precision == "bf16", "bench_dap_predict_memory: --precision fp32|bf16");
   return a;
 }
@@ -66,7 +69,7 @@ int main(int argc, char** argv) {
     const int p = a.one_process ? 1 : world->size();
     profile::reset();
     const apps::MemoryProbeResult m = apps::measure_predict_memory(
-        {.n_res = a.n_res, .chunk = a.chunk, .extra = a.extra, .templates = a.templates, .precision = a.precision},
+        {.n_res = a.n_res, .chunk = a.chunk, .clusters = a.clusters, .extra = a.extra, .templates = a.templates, .precision = a.precision},
         p > 1 ? af2::make_model_parallel(world.get(), nullptr) : af2::ModelParallel{});
     const double pair = m.pair_unit_bytes;
     // Every rank's peak in MiB (f32 holds them to well under 0.1 MiB at these sizes).
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
           .integer("dap", p)
           .integer("chunk", a.chunk)
           .integer("templates", a.templates)
+          .integer("clusters", a.clusters)
           .integer("extra", a.extra)
           .str("precision", a.precision)
           .nums("rank_peak_pair_units", units)

@@ -42,11 +42,19 @@ constexpr double kChunkBytesPerRowResidueFp32 = 7100;
 constexpr double kUnchunkedBytesPerRowResidueFp32 = 8900;
 constexpr double kChunkBytesPerRowResidueBf16 = 4100;
 constexpr double kUnchunkedBytesPerRowResidueBf16 = 5200;
-// MSA-stream-sized copies at the peak (in the stream's dtype: 2 bytes in bf16): kMsaCopies of the
-// MSA stream m, or m plus kExtraMsaCopies of the extra stream in the extra-MSA stack (fitted with
-// 256 and 512 extra rows at N = 48 and 64).
-constexpr double kMsaCopies = 1.5;
-constexpr double kExtraMsaCopies = 3.0;
+// MSA-stream-sized copies beside the pair-bound modules (in the stream's dtype: 2 bytes in bf16):
+// the MSA stream m itself (made by row blocks into its own storage, its modules layer-norm it by
+// chunks, the heads read its rows without a copy), plus kExtraMsaCopies of the extra stream in the
+// extra-MSA stack (fitted with 256 and 512 extra rows at N = 48 and 64, chunk 16).
+constexpr double kExtraMsaCopies = 2.3;
+// The MSA modules' own peak (a deep MSA's: with S rows, m is S·c_m/(N·c_z) pair units, 8 at
+// N = 128 with 512 rows): beside the pair stream and m, the column attention's chunk of c' columns
+// over all S rows (its layer-normed rows, q, k, v, gate and output: kMsaColumnCopies · c'·S·c_m in
+// the stream's dtype; 3 MiB per column at N = 64 with 512 rows, chunks 8-32, fp32), or the outer
+// product mean's projections (2·c_opm channels of every MSA cell, fp32: the mask's product
+// promotes them under bf16 autocast), one chunk's outer products and their permuted
+// copy (2 · c'·N·c_opm² in the stream's dtype) and update rows (2 · c'·N·c_z fp32).
+constexpr double kMsaColumnCopies = 6.0;
 // Recycling: the previous iteration's pair dies after the embeddings (the trunk takes the state
 // by value), so it adds nothing at the peak (measured with 2 recycles at N = 96).
 constexpr double kRecyclePairUnits = 0.0;
@@ -67,12 +75,12 @@ constexpr double kTemplateTwoPassScaleBf16 = 1.27;
 // Relative margin on the activations (the test's stated bound).
 constexpr double kActivationMargin = 1.05;
 // DAP (predict --dap P; models/alphafold/parallel/evoformer_parallel.cpp, pair_rows.h): a rank
-// keeps its rows of the pair (1/P of it, "the shard") from the embedding to the next iteration and
-// holds the whole pair only around the templates. Its peak is the largest of, in fp32 pair units
+// keeps its rows of the pair (1/P of it, "the shard") and of the MSA from the embedding to the
+// heads (the pair to the next iteration). Its peak is the largest of, in fp32 pair units
 // plus chunk temporaries of c' = min(chunk, ⌈N/P⌉) rows (c' = ⌈N/P⌉ unchunked) plus MSA streams:
-//   triangle multiplication  (a + b / P)·pair + k_tm·c'·N, with the MSA streams (the main one
-//     whole, waiting while the extra-MSA stack runs; the extra one only split: each rank embeds
-//     its own rows, 1/P of the stream)
+//   triangle multiplication  (a + b / P)·pair + k_tm·c'·N, with the MSA streams (the main one's
+//     rows, waiting while the extra-MSA stack runs; the extra one's rows: each rank embeds its
+//     own rows, 1/P of each stream)
 //     chunked (the ring: each rank's chunk of the edge broadcast in turn by pieces of `chunk`
 //     rows): the per-rank pieces only (the stream's rows, their LayerNorm, the two local edges,
 //     the update: 5/P; the pieces in flight are chunk temporaries), the same in bf16 (the fp32
@@ -82,11 +90,12 @@ constexpr double kActivationMargin = 1.05;
 //     (2 fp32 copies: 8·c_opm² bytes per cell): unchunked [c', c, N, c] (cells c'·N); chunked
 //     (the ring) [r, c, c', c] for a piece of c' columns, r = min(⌈N/P⌉, chunk·⌈N/c'⌉) rows
 //     (cells r·c', at most the rank's rows by one piece), with the MSA
-//     streams (the extra-MSA stack's: its columns, their LayerNorm, the left projection and the
-//     rows switching back, kDapOpmMsaCopies/P of the stream, and the right projection, c_opm/c_e
-//     of it: gathered whole unchunked; chunked (the ring: pieces of `chunk` columns broadcast in
-//     turn) the rank's own 1/P and two pieces; beside the waiting main MSA; the Evoformer's the
-//     same of the main)
+//     streams (the extra-MSA stack's: its rows, its columns and the rows switching back,
+//     kDapOpmMsaCopies/P of the stream, and the right projection, c_opm/c_e of it: gathered whole
+//     unchunked; chunked (the ring: pieces of `chunk` columns broadcast in turn) the rank's own
+//     1/P and two pieces; beside the waiting main MSA's rows; the Evoformer's the same of the main)
+//   MSA column attention     the shard, 2/P of the main MSA (its rows and columns) and one chunk
+//     of c' of its columns over all S rows (kMsaColumnCopies·c'·S·c_m·4, as one process)
 //   the templates (where one is computed; parallel/template_parallel.cpp): each template's stack
 //     runs split by rows like the Evoformer's pair track, one template at a time: the shard, the
 //     template's rows (c_t/c_z of a shard) inside the triangle multiplication's per-rank terms at
@@ -112,7 +121,7 @@ constexpr double kDapOpmUnitsPerRank = 3.4;
 // half the bytes.
 constexpr double kDapBf16ChunkScale = 0.5;
 constexpr double kDapAfterTrunkUnits = 0.8;
-constexpr double kDapOpmMsaCopies = 3.5;
+constexpr double kDapOpmMsaCopies = 2.5;
 
 double clamp_bytes(double b) { return std::min(b, 9e18); }
 
@@ -143,7 +152,17 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   const double stream_bytes = bf16 ? 2 : 4;
   const double m_stream = n * stream_bytes * msa_rows_m * static_cast<double>(c.c_m);
   const double extra_stream = n * stream_bytes * extra * static_cast<double>(c.c_e);
-  const double msa_bytes = std::max(kMsaCopies * m_stream, m_stream + kExtraMsaCopies * extra_stream);
+  const double msa_bytes = m_stream + kExtraMsaCopies * extra_stream;
+  // The MSA stage (the constants' comment): one process's, c' = the chunk (N unchunked).
+  const double c_opm = static_cast<double>(c.evoformer.opm_channels), c_m = static_cast<double>(c.c_m);
+  const auto msa_stage_temps = [&](double cols, double rows_m) {
+    const double column = kMsaColumnCopies * cols * rows_m * c_m * stream_bytes;
+    const double opm = 2 * stream_bytes * c_opm * c_opm * cols * n + 2 * 4 * cols * n * static_cast<double>(c.c_z);
+    return std::pair{column, opm};
+  };
+  const auto [column_temps, opm_temps] = msa_stage_temps(chunk, msa_rows_m);
+  double msa_stage_units = stream_bytes / 4;
+  double msa_stage_msa = m_stream + std::max(column_temps, 2 * 4 * c_opm * msa_rows_m * n + opm_temps);
   const double after_units = bf16 ? kAfterTrunkPairUnitsBf16 : kAfterTrunkPairUnitsFp32;
   const double recycle = iters > 1 ? kRecyclePairUnits * pair : 0.0;
   const double trunk_units = bf16 ? kTrunkPairUnitsBf16 : kTrunkPairUnitsFp32;
@@ -186,7 +205,6 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
                                             : kDapTriMulUnits + kDapTriMulUnitsPerRank / p;
   const double chunk_scale = c.precision == "bf16" ? kDapBf16ChunkScale : 1.0;
   if (dap > 1) {  // one rank's stacks
-    const double c_opm = static_cast<double>(c.evoformer.opm_channels);
     const double opm_units = kDapOpmUnits + kDapOpmUnitsPerRank / p;
     const double tri_chunk = chunk_scale * kDapTriMulBytesPerRowResidue * c_rows * n;
     // Chunked (the ring), the outer products are [r, c, c', c] for a piece of c' columns and row
@@ -195,32 +213,43 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
                                  ? std::min(dap_rows, static_cast<double>(c.chunk_size) * std::ceil(n / c_rows)) * c_rows
                                  : c_rows * n;
     const double opm_chunk = chunk_scale * 8 * c_opm * c_opm * opm_cells;
-    // The MSA beside each: the triangle multiplications' of the extra-MSA stack see the main MSA
-    // whole (waiting) and the extra one's rows; the outer product means' see the stream's columns,
-    // their LayerNorm, the left projection and the rows coming back (kDapOpmMsaCopies / P of
-    // the stream) and the right projection gathered whole (c_opm of its channels), in the
-    // extra-MSA stack beside the waiting main MSA, in the Evoformer's for the main MSA alone.
+    // The MSA beside each (a rank holds its rows of the main MSA, 1/P, from the embedding to the
+    // heads): the triangle multiplications' see the main MSA's rows (waiting) and the extra one's;
+    // the outer product means' see the stream's columns, their LayerNorm, the left projection and
+    // the rows coming back (kDapOpmMsaCopies / P of the stream) and the right projection gathered
+    // whole (c_opm of its channels), in the extra-MSA stack beside the waiting main MSA's rows.
     // Chunked, the right projection is not gathered: the rank's own (1/P of it) and two pieces
     // of c' columns in flight (the ring).
     const double right_share = c.chunk_size > 0 ? 1.0 / p + 2.0 * c_rows / n : 1.0;
-    const double tri_msa = m_stream + extra_stream / p;
+    const double tri_msa = (m_stream + extra_stream) / p;
     const double opm_msa = std::max(
-        m_stream + extra_stream * (kDapOpmMsaCopies / p + right_share * c_opm / static_cast<double>(c.c_e)),
-        m_stream * (kDapOpmMsaCopies / p + right_share * c_opm / static_cast<double>(c.c_m)));
+        m_stream / p + extra_stream * (kDapOpmMsaCopies / p + right_share * c_opm / static_cast<double>(c.c_e)),
+        m_stream * (kDapOpmMsaCopies / p + right_share * c_opm / c_m));
     const bool tri_largest =
         tri_units * pair + tri_chunk + tri_msa >= opm_units * pair + opm_chunk + opm_msa;
     trunk_pair_units = tri_largest ? tri_units : opm_units;
     trunk_chunk = tri_largest ? tri_chunk : opm_chunk;
     trunk_msa = tri_largest ? tri_msa : opm_msa;
+    // The column attention on the rank's columns of all S rows (its rows switched to columns, and
+    // the switch's buffers: 2/P of m), one chunk of c' of its columns at a time, beside its pair rows.
+    msa_stage_units = std::ceil(n / p) * p * std::ceil(n / p) / (n * n);
+    msa_stage_msa = 2 * m_stream / p + msa_stage_temps(c_rows, msa_rows_m).first;
   }
-  const double trunk = trunk_pair_units * pair + recycle + trunk_chunk + trunk_msa;
+  const double trunk_pair_bound = trunk_pair_units * pair + recycle + trunk_chunk + trunk_msa;
+  const double msa_stage = msa_stage_units * pair + recycle + msa_stage_msa;
+  if (msa_stage > trunk_pair_bound) {
+    trunk_pair_units = msa_stage_units;
+    trunk_chunk = 0.0;
+    trunk_msa = msa_stage_msa;
+  }
+  const double trunk = std::max(trunk_pair_bound, msa_stage);
   // The pair heads' results: two [N, N, bins] arrays in the stream's dtype (distogram and PAE
   // logits), on the allocator only where the device is the host and they are kept. Without them
   // the after-trunk units lose theirs; the heads' block of rows stays in the units, as fitted at
   // N ≤ 512 where one block is all N rows (longer N: at most kPairHeadBlockValues values, less).
   const double logits_pair_units = 2.0 * static_cast<double>(c.heads.distogram_bins) * stream_bytes / (c_z * 4);
   const double logits_units = logits_on_device ? 0.0 : logits_pair_units;
-  double after_msa = msa_bytes;
+  double after_msa = m_stream;  // the heads read m's rows (no copy); the extra MSA died in its stack
   double after = ((after_units - logits_units) * pair + recycle) + after_msa;
   double after_pair_units = after_units - logits_units;
   double stage_templates = templates_peak, stage_template_units = template_units;
@@ -230,7 +259,7 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     // The kept logits are the heads' output dtype: bf16 under --precision bf16 (fp32 streams or not).
     const double logits_scale = c.precision == "bf16" ? 2.0 / stream_bytes : 1.0;
     after_pair_units = shard + kDapAfterTrunkUnits + (logits_on_device ? logits_scale * logits_pair_units : 0.0);
-    after_msa = kMsaCopies * m_stream;  // the extra MSA died in its stack
+    after_msa = m_stream / p;  // the rank's rows
     after = after_pair_units * pair + after_msa;
     if (template_stage) {
       const double width = static_cast<double>(c.templates.c_t) / c_z;
@@ -241,7 +270,7 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
       const double tri_channels = static_cast<double>(c.templates.tri_mul_channels) /
                                   static_cast<double>(c.evoformer.tri_mul_channels);
       template_chunk = chunk_scale * tri_channels * kDapTriMulBytesPerRowResidue * c_rows * n;
-      stage_templates = stage_template_units * pair + template_chunk + m_stream;
+      stage_templates = stage_template_units * pair + template_chunk + m_stream / p;
     } else {
       stage_template_units = 0.0;
       stage_templates = 0.0;

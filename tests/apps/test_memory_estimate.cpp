@@ -74,6 +74,16 @@ TEST(MemoryEstimate, MatchesMeasuredPeakDeepMsa) {
   expect_within_margin(measure(64, "fp32", 16, 28, 512));
 }
 
+// 512 rows of the main MSA (AlphaFold2's clusters; m is 32 fp32 pair units at N = 64 and 8 at
+// N = 128): the MSA modules' own peak, the column attention's chunk of columns over all rows
+// (N = 64) or the outer product mean's projections and outer products (N = 128, bf16). Before the
+// MSA stream was made by row blocks and layer-normed by chunks, the peak had ~3 copies of m and
+// the estimate (1.5) was 0.67-0.76 of it: a preflight that let through what then ran out.
+TEST(MemoryEstimate, MatchesMeasuredPeakDeepMainMsa) {
+  expect_within_margin(measure(64, "fp32", 16, 508, 16));
+  expect_within_margin(measure(128, "bf16", 16, 508, 16));
+}
+
 // Recycling: the previous iteration's pair and the recycling embedding (the peak is per
 // iteration; the features of every iteration are counted).
 TEST(MemoryEstimate, MatchesMeasuredPeakWithRecycles) { expect_within_margin(measure(96, "fp32", 16, kClusters, kExtra, 2)); }

@@ -26,7 +26,7 @@ namespace {
 using testing::mpi_world;
 
 struct Case {
-  int64_t n = 0, chunk = 0, templates = 0, extra = 16;
+  int64_t n = 0, chunk = 0, templates = 0, clusters = 16, extra = 16;
   std::string precision = "fp32";
 };
 
@@ -34,7 +34,7 @@ struct Case {
 MemoryProbeResult measure(const Case& k) {
   dist::Communicator& world = mpi_world();
   return measure_predict_memory(
-      {.n_res = k.n, .chunk = k.chunk, .extra = k.extra, .templates = k.templates, .precision = k.precision},
+      {.n_res = k.n, .chunk = k.chunk, .clusters = k.clusters, .extra = k.extra, .templates = k.templates, .precision = k.precision},
       af2::make_model_parallel(&world, nullptr));
 }
 
@@ -44,10 +44,11 @@ void expect_within_margin(const Case& k, double over = 1.25) {
   const double peak = m.activation_bytes, est = static_cast<double>(m.estimate.activation_bytes);
   const double pair = m.pair_unit_bytes;
   if (mpi_world().rank() == 0)
-    std::printf("DAP-%d N = %lld, chunk %lld, %lld templates, %lld extra rows, %s: rank 0 peak %.3f fp32 pairs, "
-                "estimate %.3f (ratio %.3f)\n",
+    std::printf("DAP-%d N = %lld, chunk %lld, %lld templates, %lld + %lld MSA rows, %s: rank 0 peak %.3f fp32 "
+                "pairs, estimate %.3f (ratio %.3f)\n",
                 mpi_world().size(), static_cast<long long>(k.n), static_cast<long long>(k.chunk),
-                static_cast<long long>(k.templates), static_cast<long long>(k.extra), k.precision.c_str(), peak / pair,
+                static_cast<long long>(k.templates), static_cast<long long>(k.clusters),
+                static_cast<long long>(k.extra), k.precision.c_str(), peak / pair,
                 est / pair, est / peak);
   EXPECT_GE(est, peak) << "rank " << mpi_world().rank();
   EXPECT_LE(est, over * peak) << "rank " << mpi_world().rank();
@@ -64,6 +65,11 @@ TEST(DapMemoryEstimate, UnchunkedRanksPeaks) { expect_within_margin({.n = 96, .c
 // A deep extra MSA (512 rows: its [E, N, c_e] stream is 2 fp32 pair units at N = 128), which each
 // rank embeds and runs by its own rows only.
 TEST(DapMemoryEstimate, DeepExtraMsaRanksPeaks) { expect_within_margin({.n = 128, .chunk = 16, .extra = 512}); }
+
+// 512 rows of the main MSA (8 fp32 pair units at N = 128), which each rank embeds, runs and hands
+// to the heads by its own rows only; the column attention's chunk of columns over all rows is the
+// peak.
+TEST(DapMemoryEstimate, DeepMainMsaRanksPeaks) { expect_within_margin({.n = 128, .chunk = 16, .clusters = 508}); }
 
 TEST(DapMemoryEstimate, WithTemplatesRanksPeaks) { expect_within_margin({.n = 128, .chunk = 16, .templates = 4}); }
 

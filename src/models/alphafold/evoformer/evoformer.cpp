@@ -171,7 +171,7 @@ EvoformerStack::EvoformerStack(nn::Scope scope, const EvoformerBlockConfig& conf
 
 std::pair<Variable, Variable> EvoformerStack::forward(Variable m, Variable z, const Tensor& msa_mask,
                                                       const Tensor& pair_mask, int64_t chunk) const {
-  if (mp_.dap_size() > 1) return forward_dap(std::move(m), std::move(z), msa_mask, pair_mask, chunk, DapSplit{});
+  if (mp_.dap_size() > 1) return forward_dap(std::move(m), std::move(z), msa_mask, pair_mask, chunk, false);
   if (branch_parallel()) return forward_bp(std::move(m), std::move(z), msa_mask, pair_mask, chunk);
   // (m, z) are the stack's own: moved in by the caller or copies of the caller's handles. Every
   // residual add may try to work in place (in no-grad mode); autograd's owner check refuses it

@@ -140,15 +140,13 @@ class EvoformerStack : public nn::Module {
   // block's end; other stacks run DAP only (the same on both BP partners). Inactive: the
   // single-process path.
   void set_model_parallel(const ModelParallel& mp) { mp_ = mp; }
-  // Inference under DAP with the pair kept split (pair_rows.h): z_rows is this rank's rows of the
-  // padded pair and so is the returned pair; m comes in and goes out whole, as with forward.
-  std::pair<Variable, Variable> forward_split_pair(Variable m, Variable z_rows, const Tensor& msa_mask,
-                                                   const Tensor& pair_mask, int64_t chunk = 0) const;
-  // The same with the MSA split too and not returned (the extra-MSA stack, whose MSA only updates
-  // the pair): m_rows is this rank's rows [S'/P, N', c] of the MSA padded with zeros to S' and N'
-  // (multiples of P; PairRows's arithmetic on S and N), so no rank embeds or gathers it whole.
-  Variable forward_split_msa_and_pair(Variable m_rows, Variable z_rows, const Tensor& msa_mask,
-                                      const Tensor& pair_mask, int64_t chunk = 0) const;
+  // Inference under DAP with the MSA and the pair kept split (pair_rows.h): m_rows is this rank's
+  // rows [S'/P, N', c] of the MSA padded with zeros to S' and N' (multiples of P; PairRows's
+  // arithmetic on S and N), z_rows its rows [N'/P, N', c_z] of the padded pair, and so are the
+  // returned (m, z): no rank embeds, holds or gathers either whole (the extra-MSA stack's caller
+  // drops its MSA; the Evoformer's hands its rows to the heads).
+  std::pair<Variable, Variable> forward_split(Variable m_rows, Variable z_rows, const Tensor& msa_mask,
+                                              const Tensor& pair_mask, int64_t chunk = 0) const;
   const ModelParallel& model_parallel() const { return mp_; }
   // BP 2 on a Parallel Evoformer stack: the branches run on two ranks.
   bool branch_parallel() const;
@@ -159,14 +157,10 @@ class EvoformerStack : public nn::Module {
   std::vector<Variable> other_branch_parameters() const;
 
  private:
-  // What forward_dap takes and returns split (this rank's rows of the padded tensor) instead of
-  // whole: the pair (in and out), the MSA (in; then it is not returned).
-  struct DapSplit {
-    bool pair = false;
-    bool msa = false;
-  };
+  // split: m and z come in and go out as this rank's rows of the padded tensors (forward_split);
+  // else whole (training: scattered at the entry, gathered at the exit).
   std::pair<Variable, Variable> forward_dap(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
-                                            int64_t chunk, DapSplit split) const;
+                                            int64_t chunk, bool split) const;
   std::pair<Variable, Variable> forward_bp(Variable m, Variable z, const Tensor& msa_mask, const Tensor& pair_mask,
                                            int64_t chunk) const;
   // DAP × BP-2: block b's branch of this BP rank on this DAP rank's rows (forward_dap's layout);

@@ -140,13 +140,13 @@ Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int6
 }
 
 Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
-                       int64_t chunk, const Tensor& into) {
-  if (!pair_bias.defined()) return row_attention(att, x, std::function<Variable()>(), mask, chunk, into);
-  return row_attention(att, x, [&pair_bias] { return pair_bias; }, mask, chunk, into);
+                       int64_t chunk, const Tensor& into, const nn::LayerNorm* norm) {
+  if (!pair_bias.defined()) return row_attention(att, x, std::function<Variable()>(), mask, chunk, into, norm);
+  return row_attention(att, x, [&pair_bias] { return pair_bias; }, mask, chunk, into, norm);
 }
 
 Variable row_attention(const nn::Attention& att, const Variable& x, const std::function<Variable()>& pair_bias,
-                       const Tensor& mask, int64_t chunk, const Tensor& into) {
+                       const Tensor& mask, int64_t chunk, const Tensor& into, const nn::LayerNorm* norm) {
   FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(1),
            "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
            " (expected [B, L, c] and [B, L])");
@@ -158,7 +158,8 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const std::f
     return bias;
   };
   return run_chunked(b, chunk, [&](int64_t s, int64_t len) {
-    const Variable xs = autograd::narrow(x, 0, s, len);  // [len, L, c]
+    const Variable xs = norm != nullptr ? norm->forward(autograd::narrow(x, 0, s, len))
+                                        : autograd::narrow(x, 0, s, len);  // [len, L, c]
     const std::vector<Variable> biases{Variable(mb.narrow(0, s, len))};
     return pair_bias ? att.forward(xs, xs, biases, late) : att.forward(xs, xs, biases);
   }, 0, into);

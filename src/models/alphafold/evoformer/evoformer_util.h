@@ -78,13 +78,17 @@ Tensor own_stream(Variable& v, bool own);
 // layer-normed) attends over its L entries, with the key mask bias 1e9·(mask[b] − 1) ([B, 1, 1, L])
 // and, when defined, a pair bias [1, H, L, L] shared by all rows. Chunked over rows (inference).
 // Returns [B, L, c_out] (with the output bias).
-// `into`: as run_chunked's ([B, L, c_out], the rows' stream).
+// `into`: as run_chunked's ([B, L, c_out], the rows' stream). `norm`: x is the raw stream and
+// each row chunk is layer-normed as it is read (no whole LN(x) beside the stream: in chunked
+// inference the MSA attentions held one more MSA-sized copy; LN is per row, so the values are
+// the same).
 Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
-                       int64_t chunk, const Tensor& into = Tensor());
+                       int64_t chunk, const Tensor& into = Tensor(), const nn::LayerNorm* norm = nullptr);
 // The same with the pair bias made by `pair_bias` (once) only after the first row chunk's
 // projections (nn::Attention's late bias): DAP's gathered bias arrives while they run.
 Variable row_attention(const nn::Attention& att, const Variable& x, const std::function<Variable()>& pair_bias,
-                       const Tensor& mask, int64_t chunk, const Tensor& into = Tensor());
+                       const Tensor& mask, int64_t chunk, const Tensor& into = Tensor(),
+                       const nn::LayerNorm* norm = nullptr);
 // The pair bias of Alg. 7 line 3 / Alg. 13 line 3: b[h, i, j] = Σ_c z[i, j, c] w[c, h] (no bias),
 // z [L, L, c_z] layer-normed → [1, H, L, L].
 Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln);

@@ -40,7 +40,6 @@ Variable MsaRowAttentionWithPairBias::forward(const Variable& m, const Variable&
   FC_CHECK(z.dim() == 3 && z.size(0) == m.size(1) && z.size(1) == m.size(1) &&
                z.size(2) == feat_2d_norm_.scale().numel(),
            "MsaRowAttentionWithPairBias: z ", z.shape().str(), " for m ", m.shape().str());
-  const Variable m_ln = query_norm_.forward(m);                              // [S, N, c_m]
   // Chunked inference: LN(z) per row chunk for the bias (no pair-sized LN(z), which under bf16
   // autocast also had a bf16 copy for its GEMM: the block's peak at long N).
   const int64_t n = z.size(0);
@@ -52,7 +51,7 @@ Variable MsaRowAttentionWithPairBias::forward(const Variable& m, const Variable&
                                     return feat_2d_norm_.forward(autograd::narrow(z, 0, s, len));
                                   },
                                   n, chunk));
-  return row_attention(attention_, m_ln, bias, msa_mask, chunk, into);       // [S, N, c_m]
+  return row_attention(attention_, m, bias, msa_mask, chunk, into, &query_norm_);  // [S, N, c_m]
 }
 
 void MsaRowAttentionWithPairBias::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {
@@ -74,11 +73,11 @@ MsaColumnAttention::MsaColumnAttention(nn::Scope scope, int64_t c_m, const Atten
 Variable MsaColumnAttention::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk,
                                      const Tensor& into) const {
   check_msa("MsaColumnAttention", m, query_norm_.scale().numel(), msa_mask);
-  // Columns become rows: [N, S, c_m], mask [N, S].
-  const Variable mt = query_norm_.forward(autograd::transpose(m, 0, 1));
-  // `into` (m's stream): the column chunks are added into its columns (strided slices).
-  const Variable o = row_attention(attention_, mt, Variable(), msa_mask.transpose(0, 1).contiguous(), chunk,
-                                   into.defined() ? into.transpose(0, 1) : Tensor());
+  // Columns become rows: [N, S, c_m] (a view; each column chunk layer-normed as it is read), mask
+  // [N, S]. `into` (m's stream): the column chunks are added into its columns (strided slices).
+  const Variable o = row_attention(attention_, autograd::transpose(m, 0, 1), Variable(),
+                                   msa_mask.transpose(0, 1).contiguous(), chunk,
+                                   into.defined() ? into.transpose(0, 1) : Tensor(), &query_norm_);
   return into.defined() ? Variable(into) : autograd::transpose(o, 0, 1);  // [S, N, c_m] (a view)
 }
 
@@ -100,10 +99,11 @@ MsaColumnGlobalAttention::MsaColumnGlobalAttention(nn::Scope scope, int64_t c_m,
 Variable MsaColumnGlobalAttention::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk,
                                            const Tensor& into) const {
   check_msa("MsaColumnGlobalAttention", m, query_norm_.scale().numel(), msa_mask);
-  const Variable mt = query_norm_.forward(autograd::transpose(m, 0, 1));  // [N, S, c_m]
-  const Tensor mask_t = msa_mask.transpose(0, 1).contiguous();            // [N, S]
+  const Variable mt = autograd::transpose(m, 0, 1);             // [N, S, c_m] (a view)
+  const Tensor mask_t = msa_mask.transpose(0, 1).contiguous();  // [N, S]
   const Variable o = run_chunked(mt.size(0), chunk, [&](int64_t s, int64_t len) {
-    return attention_.forward(autograd::narrow(mt, 0, s, len), mask_t.narrow(0, s, len));
+    // Each column chunk layer-normed as it is read (no whole LN of the extra MSA beside it).
+    return attention_.forward(query_norm_.forward(autograd::narrow(mt, 0, s, len)), mask_t.narrow(0, s, len));
   }, 0, into.defined() ? into.transpose(0, 1) : Tensor());
   return into.defined() ? Variable(into) : autograd::transpose(o, 0, 1);  // [S, N, c_m]
 }

@@ -24,10 +24,8 @@ Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, in
            " (expected [S, N, ", c_m, "] and [S, N])");
   const int64_t s = m.size(0), n = m.size(1);
   const Tensor mask = msa_mask.to(DType::f32).contiguous();
-  const Variable mask3(mask.unsqueeze(-1));                         // [S, N, 1]
-  const Variable x = layer_norm_input_.forward(m);                  // [S, N, c_m]
-  const Variable a = autograd::mul(left_.forward(x), mask3);        // [S, N, c]
-  const Variable b2 = autograd::reshape(autograd::mul(right_.forward(x), mask3), {s, n * c});  // [S, N·c]
+  const auto [a, b] = projections(m, mask, chunk);   // [S, N, c] each
+  const Variable b2 = autograd::reshape(b, {s, n * c});  // [S, N·c]
   // Normaliser 1 / (1e-3 + Σ_s mask_si mask_sj): a GEMM on the mask's device, the reciprocal on the
   // host (N² values; there is no division kernel). Not differentiable (mask).
   const Variable mv(mask);
@@ -41,6 +39,29 @@ Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, in
                                             {len, n, c * c});                                      // [i,j,c·e]
     return autograd::mul(output_.forward(flat), Variable(inv_norm.narrow(0, i0, len)));           // [i,j,c_z]
   }, 0, into);
+}
+
+std::pair<Variable, Variable> OuterProductMean::projections(const Variable& m, const Tensor& mask,
+                                                            int64_t chunk) const {
+  const auto project = [&](const Variable& rows, const Tensor& rows_mask) {
+    const Variable x = layer_norm_input_.forward(rows);
+    const Variable mask3(rows_mask.unsqueeze(-1));
+    return std::pair{autograd::mul(left_.forward(x), mask3), autograd::mul(right_.forward(x), mask3)};
+  };
+  const int64_t s = m.size(0);
+  if (autograd::grad_enabled() || chunk <= 0 || chunk >= s) return project(m, mask);
+  Tensor a, b;
+  for (int64_t r0 = 0; r0 < s; r0 += chunk) {
+    const int64_t len = std::min(chunk, s - r0);
+    const auto [ar, br] = project(autograd::narrow(m, 0, r0, len), mask.narrow(0, r0, len));
+    if (!a.defined()) {
+      a = Tensor::empty({s, ar.size(1), ar.size(2)}, ar.dtype(), ar.device());
+      b = Tensor::empty({s, br.size(1), br.size(2)}, br.dtype(), br.device());
+    }
+    a.narrow(0, r0, len).copy_(ar.value());
+    b.narrow(0, r0, len).copy_(br.value());
+  }
+  return {Variable(a), Variable(b)};
 }
 
 void OuterProductMean::add_af2_params(Af2ParamTable& t, const std::string& key, int64_t idx) const {

@@ -30,6 +30,9 @@ class OuterProductMean : public nn::Module {
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:
+  // a = mask·left(LN(m)), b = mask·right(LN(m)) [S, K, c] for m [S, K, c_m], mask [S, K] (f32).
+  // Chunked inference: by chunks of MSA rows, so no whole LN(m) (MSA-sized) exists beside m.
+  std::pair<Variable, Variable> projections(const Variable& m, const Tensor& mask, int64_t chunk) const;
   int64_t c_hidden_;
   nn::LayerNorm layer_norm_input_;
   nn::Linear left_, right_, output_;

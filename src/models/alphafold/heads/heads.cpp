@@ -195,7 +195,7 @@ Af2Heads::Af2Heads(nn::Scope scope, const Af2Config& config)
 HeadOutputs Af2Heads::forward(const HeadInputs& in, bool pair_heads) const {
   HeadOutputs out;
   if (pair_heads) out.distogram_logits = distogram_.forward(in.pair);
-  out.masked_msa_logits = masked_msa_.forward(in.msa);
+  if (in.msa.defined()) out.masked_msa_logits = masked_msa_.forward(in.msa);
   out.lddt_logits = predicted_lddt_.forward(in.sm_single);
   out.experimentally_resolved_logits = experimentally_resolved_.forward(in.single);
   if (pae_ && pair_heads) out.tm_logits = pae_->forward(in.pair);

@@ -87,7 +87,7 @@ class PredictedAlignedErrorHead : public nn::Module {
 
 // What the heads read (AF2's `representations`).
 struct HeadInputs {
-  Variable msa;        // [S, N, c_m] Evoformer MSA, without the template rows
+  Variable msa;        // [S, N, c_m] Evoformer MSA, without the template rows (undefined: no masked-MSA logits)
   Variable pair;       // [N, N, c_z] Evoformer pair
   Variable single;     // [N, c_s] Evoformer single (single_activations)
   Variable sm_single;  // [N, c_s] structure module final state

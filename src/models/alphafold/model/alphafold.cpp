@@ -77,7 +77,7 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
   TrunkOutput trunk = trunk_.forward(batch, std::move(prev), trunk_.inference_stream_dtype(), split);
   const int64_t n = batch.num_res();
   const ParallelGroup* g = trunk.pair_split;
-  auto pair_to_host = [&](const Tensor& z) { return g != nullptr ? gather_split_pair_to_host(*g, z, n) : host(z); };
+  auto pair_to_host = [&](const Tensor& z) { return g != nullptr ? gather_split_rows_to_host(*g, z, n, n) : host(z); };
 
   // Alg. 20: the structure module.
   stage.reset();
@@ -100,7 +100,14 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
   // Heads and confidence.
   // The pair-sized heads by blocks of rows: the device holds one block of logits, whatever N.
   stage.emplace("heads", dev);
-  const HeadOutputs ho = heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm.single}, false);
+  // Split (DAP), the masked-MSA head runs on this rank's MSA rows below.
+  const HeadOutputs ho =
+      heads_->forward(HeadInputs{g != nullptr ? Variable() : trunk.msa, trunk.pair, trunk.single, sm.single}, false);
+  const auto msa_to_host = [&](const Tensor& rows) {  // [S, N, c] of the split MSA's (or its logits') rows
+    return gather_split_rows_to_host(*g, rows, trunk.msa_rows, n).narrow(0, 0, batch.num_msa()).contiguous();
+  };
+  const Tensor masked_msa_logits = g != nullptr ? msa_to_host(heads_->masked_msa().forward(trunk.msa).value())
+                                                : host(ho.masked_msa_logits);
   const PairHeadOutputs pho = g != nullptr ? heads_->pair_heads_split(trunk.pair.value(), n, *g, pair_logits)
                                            : heads_->pair_heads_by_rows(trunk.pair.value(), pair_logits);
   stage.reset();
@@ -119,10 +126,10 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
   out.emplace_back("plddt", compute_plddt(lddt_logits));
   out.emplace_back("lddt_logits", lddt_logits);
   if (pair_logits) out.emplace_back("distogram_logits", pho.distogram_logits);
-  out.emplace_back("masked_msa_logits", host(ho.masked_msa_logits));
+  out.emplace_back("masked_msa_logits", masked_msa_logits);
   out.emplace_back("experimentally_resolved_logits", host(ho.experimentally_resolved_logits));
   if (representations) {
-    out.emplace_back("msa", host(trunk.msa));
+    out.emplace_back("msa", g != nullptr ? msa_to_host(trunk.msa.value()) : host(trunk.msa));
     out.emplace_back("pair", pair_to_host(trunk.pair.value()));
     out.emplace_back("single", host(trunk.single));
   }
@@ -223,7 +230,7 @@ Af2Outputs AlphaFold::predict(const Af2Features& features, int64_t num_recycles,
                     keep.representations, keep.pair_logits);
     if (keep.recycle_states) {
       rec_m1.push_back(host(next.m1));
-      rec_z.push_back(next.z_split ? gather_split_pair_to_host(*mp_.dap, next.z, batch.num_res()) : host(next.z));
+      rec_z.push_back(next.z_split ? gather_split_rows_to_host(*mp_.dap, next.z, batch.num_res(), batch.num_res()) : host(next.z));
       rec_x.push_back(host(next.x));
     }
     state = std::move(next);  // the previous state dies here

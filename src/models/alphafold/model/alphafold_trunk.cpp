@@ -102,6 +102,36 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
   Variable m, z;
   std::optional<profile::Scope> stage;
   stage.emplace("embedding", dev);
+  // Alg. 2 lines 7-8: template torsion-angle features become MSA rows below the S clusters, masked
+  // by the ψ torsion mask (whether that template residue's backbone exists).
+  Tensor msa_mask = batch.msa_mask;
+  Variable angle_rows;  // [T, N, c_m]
+  if (template_angle_embedder_ && batch.has_templates()) {
+    angle_rows = template_angle_embedder_->forward(Variable(
+        template_angle_feat(batch.template_aatype, batch.template_torsion_angles_sin_cos,
+                            batch.template_alt_torsion_angles_sin_cos, batch.template_torsion_angles_mask)));
+    msa_mask = ag::concat({Variable(msa_mask), Variable(template_msa_mask(batch.template_torsion_angles_mask))}, 0)
+                   .value();
+  }
+  // Inference: the MSA stream's rows [i0, i0 + len) of the S clusters and the T template rows
+  // ([len, N, c_m]): the embedding of those clusters' features (with the recycled first row on
+  // row 0) and the template rows, so the stream is made by row blocks into its own storage (one
+  // process) or this rank's rows (DAP): no whole embedding beside it, no concatenated copy.
+  const auto msa_stream_rows = [&](int64_t i0, int64_t len) {
+    Tensor out = Tensor::empty({len, n, c.c_m}, stream_dtype, dev);
+    if (i0 < s) {
+      const int64_t rows = std::min(len, s - i0);
+      Variable e = input_embedder_->msa(Variable(batch.target_feat), Variable(batch.msa_feat.narrow(0, i0, rows)));
+      if (i0 == 0) e = recycling_embedder_->apply_msa(e, Variable(prev_m1));
+      out.narrow(0, 0, rows).copy_(e.value());
+    }
+    if (i0 + len > s) {
+      const int64_t t0 = std::max(i0, s);
+      out.narrow(0, t0 - i0, i0 + len - t0).copy_(angle_rows.value().narrow(0, t0 - s, i0 + len - t0));
+    }
+    return out;
+  };
+  const int64_t msa_rows_all = msa_mask.size(0), msa_step = c.chunk_size > 0 ? c.chunk_size : msa_rows_all;
   if (split != nullptr) {
     // This rank's rows only, by chunks (all of them at once unchunked), as the chunked path below
     // makes them, into this rank's [rows, padded N, c_z] (zeros in the padding).
@@ -124,9 +154,10 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
                                            true)
               .value();  // [len, N, c_z]
         }));
-    m = ag::cast(
-        recycling_embedder_->apply_msa(input_embedder_->msa(tf, Variable(batch.msa_feat)), Variable(prev_m1)),
-        stream_dtype);
+    // This rank's rows of the MSA stream, padded as the pair (pair_rows.h on S + T rows).
+    m = Variable(make_split_rows(PairRows::of(*split, msa_rows_all), pr.padded(), c.c_m, stream_dtype, dev,
+                                 std::max<int64_t>(1, std::min(msa_step, PairRows::of(*split, msa_rows_all).rows())),
+                                 msa_stream_rows));
   } else if (!ag::grad_enabled() && c.chunk_size > 0) {
     // Chunked inference: z is built row chunk by row chunk, each chunk's embedding plus recycling
     // update (the same ops in the same order as below, so fp32 results are equal) written into
@@ -145,9 +176,7 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
       stream.narrow(0, r0, rows).copy_(zc.value());
     }
     z = Variable(stream);
-    m = ag::cast(
-        recycling_embedder_->apply_msa(input_embedder_->msa(tf, Variable(batch.msa_feat)), Variable(prev_m1)),
-        stream_dtype);
+    m = Variable(make_split_rows(PairRows{msa_rows_all, 1, 0}, n, c.c_m, stream_dtype, dev, msa_step, msa_stream_rows));
   } else {  // scoped: the zero state of the first iteration (pair-sized) dies before the stacks run
     MsaPair mz =
         input_embedder_->forward(Variable(batch.target_feat), Variable(batch.msa_feat), batch.residue_index);
@@ -155,7 +184,9 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
     mz = recycling_embedder_->apply(mz, Variable(prev_m1), Variable(prev_z), prev_pb);
     m = ag::cast(mz.msa, stream_dtype);
     z = ag::cast(mz.pair, stream_dtype);
+    if (angle_rows.defined()) m = ag::concat({m, ag::cast(angle_rows, m.dtype())}, 0);  // bf16 autocast: m f32
   }
+  angle_rows = Variable();
 
   prev = {};  // read: the previous pair (a caller's moved-in state) dies here
 
@@ -205,8 +236,9 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
                                                                           mine(batch.extra_deletion_value))))
                                         .value();
                                   });
-    z = extra_msa_stack_->forward_split_msa_and_pair(Variable(std::move(rows)), std::move(z), batch.extra_msa_mask,
-                                                     mask_2d, c.chunk_size);
+    z = extra_msa_stack_
+            ->forward_split(Variable(std::move(rows)), std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size)
+            .second;
   } else {
     // Training keeps the embedder's dtype: under bf16 autocast a bf16 extra-MSA stream (as OpenFold's
     // autocast leaves it), the largest activations of a training step at half the bytes.
@@ -216,31 +248,31 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
     z = extra_msa_stack_->forward(e, std::move(z), batch.extra_msa_mask, mask_2d, c.chunk_size).second;
   }
 
-  // Alg. 2 lines 7-8: template torsion-angle features become extra MSA rows, masked by the ψ
-  // torsion mask (whether that template residue's backbone exists).
-  Tensor msa_mask = batch.msa_mask;
-  if (template_angle_embedder_ && batch.has_templates()) {
-    const Variable t = template_angle_embedder_->forward(Variable(
-        template_angle_feat(batch.template_aatype, batch.template_torsion_angles_sin_cos,
-                            batch.template_alt_torsion_angles_sin_cos, batch.template_torsion_angles_mask)));
-    m = ag::concat({m, ag::cast(t, m.dtype())}, 0);  // bf16 autocast: t is bf16, m f32
-    msa_mask = ag::concat({Variable(msa_mask), Variable(template_msa_mask(batch.template_torsion_angles_mask))}, 0)
-                   .value();
-  }
-
   // Alg. 6: the Evoformer; Alg. 2 line 12: the single representation from the first MSA row.
   stage.reset();
   stage.emplace("evoformer", dev);
   std::tie(m, z) = split != nullptr
-                       ? evoformer_->forward_split_pair(std::move(m), std::move(z), msa_mask, mask_2d, c.chunk_size)
+                       ? evoformer_->forward_split(std::move(m), std::move(z), msa_mask, mask_2d, c.chunk_size)
                        : evoformer_->forward(std::move(m), std::move(z), msa_mask, mask_2d, c.chunk_size);
   stage.reset();
   TrunkOutput out;
-  out.m1 = ag::reshape(ag::contiguous(ag::narrow(m, 0, 0, 1)), {n, c.c_m});
+  if (split != nullptr) {
+    // The first MSA row is the first row of rank 0's rows: broadcast over the group.
+    Tensor m1 = split->rank() == 0 ? m.value().narrow(0, 0, 1).narrow(1, 0, n).reshape({n, c.c_m}).contiguous()
+                                   : Tensor::empty({n, c.c_m}, m.dtype(), dev);
+    split->broadcast_async(m1, 0)->wait();
+    out.m1 = Variable(std::move(m1));
+    out.msa = std::move(m);  // this rank's rows, the template rows included (TrunkOutput)
+  } else {
+    out.m1 = ag::reshape(ag::contiguous(ag::narrow(m, 0, 0, 1)), {n, c.c_m});
+    // Without the template rows (a view in inference: no MSA-sized copy; a copy with autograd).
+    out.msa = m.size(0) == s ? std::move(m) : ag::grad_enabled() ? ag::contiguous(ag::narrow(m, 0, 0, s))
+                                                                 : ag::narrow(m, 0, 0, s);
+  }
   out.single = single_activations_->forward(out.m1);
-  out.msa = ag::contiguous(ag::narrow(m, 0, 0, s));  // without the template rows
   out.pair = std::move(z);
   out.pair_split = split;
+  out.msa_rows = msa_rows_all;
   return out;
 }
 

@@ -36,11 +36,13 @@ struct Af2RecycleState {
 };
 
 struct TrunkOutput {
-  nn::Variable msa;     // [S, N, c_m] (without the template rows)
+  nn::Variable msa;     // [S, N, c_m] (without the template rows); with pair_split this rank's rows of the
+                        // padded MSA of msa_rows rows (pair_rows.h; the template rows included)
   nn::Variable pair;    // [N, N, c_z]; with pair_split this rank's rows of the padded pair (pair_rows.h)
   nn::Variable single;  // [N, c_s]
   nn::Variable m1;      // [N, c_m] the first MSA row (recycled)
-  const ParallelGroup* pair_split = nullptr;  // forward's split_pair: the DAP group
+  const ParallelGroup* pair_split = nullptr;  // forward's split_pair: the DAP group (the pair and MSA split)
+  int64_t msa_rows = 0;                       // the MSA's rows: S clusters + T template rows
 };
 
 class EmbeddingsAndEvoformer : public nn::Module {

@@ -73,8 +73,8 @@ Variable MsaRowAttentionWithPairBias::forward_dap(const Variable& m_rows, const 
                                                   int64_t chunk) const {
   // The bias rows are gathered while the query norm and the q, k, v, gate projections run.
   PendingVariable bias = g.gather_async(bias_rows(feat_2d_, feat_2d_norm_.forward(z_rows)), 2);  // [1, H, N, N]
-  const Variable m_ln = query_norm_.forward(m_rows);
-  return row_attention(attention_, m_ln, [&bias] { return bias.get(); }, msa_mask_rows, chunk);
+  return row_attention(attention_, m_rows, [&bias] { return bias.get(); }, msa_mask_rows, chunk, Tensor(),
+                       &query_norm_);
 }
 
 Variable TriangleAttention::forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
@@ -196,8 +196,6 @@ Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa
   FC_CHECK(msa_mask.size(0) == s && k * g.size() == n, "OuterProductMean '", path(), "' (DAP): m columns ",
            m_cols.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", ", g.size(), " ranks");
   const Tensor mask_cols = mask_chunk(msa_mask, 1, g), mask = msa_mask.to(DType::f32).contiguous();
-  const Variable mask3(mask_cols.unsqueeze(-1));
-  const Variable x = layer_norm_input_.forward(m_cols);
   const auto inverse_norm = [&] {  // 1 / (1e-3 + Σ_s mask_si mask_sj) for this rank's rows i: [k, N, 1]
     std::vector<float> norm = ag::matmul(Variable(mask_cols), Variable(mask), true, false).value().to_vector();
     for (float& v : norm) v = 1.f / (1e-3f + v);
@@ -210,8 +208,8 @@ Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa
     // whole row chunk's outer products: a rank holds its own right projection and two pieces
     // [S, chunk, c] instead of the gathered [S, N, c] (with a deep extra MSA, more than the
     // rank's pair rows).
-    const Tensor b_local = ag::mul(right_.forward(x), mask3).value();  // [S, k, c]
-    const Variable a = ag::mul(left_.forward(x), mask3);               // [S, k, c]
+    const auto [a, b_rows] = projections(m_cols, mask_cols, chunk);  // [S, k, c] each
+    const Tensor b_local = b_rows.value();
     const Tensor inv_norm = inverse_norm();
     const int64_t piece = std::min(chunk, k), row_block = std::min(k, chunk * ((n + piece - 1) / piece));
     Tensor u;  // [k, N, c_z], in the output projection's dtype
@@ -233,6 +231,8 @@ Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa
     return Variable(u);
   }
   // The right projection is gathered whole while the left one and the normalisation are computed.
+  const Variable mask3(mask_cols.unsqueeze(-1));
+  const Variable x = layer_norm_input_.forward(m_cols);
   PendingVariable b_all = g.gather_async(ag::mul(right_.forward(x), mask3), 1);          // [S, N, c]
   const Variable a = ag::mul(left_.forward(x), mask3);                                   // [S, k, c]
   const Tensor inv_norm = inverse_norm();
@@ -365,43 +365,32 @@ std::vector<Variable> EvoformerStack::other_branch_parameters() const {
   return out;
 }
 
-std::pair<Variable, Variable> EvoformerStack::forward_split_pair(Variable m, Variable z_rows, const Tensor& msa_mask,
-                                                                 const Tensor& pair_mask, int64_t chunk) const {
+std::pair<Variable, Variable> EvoformerStack::forward_split(Variable m_rows, Variable z_rows, const Tensor& msa_mask,
+                                                            const Tensor& pair_mask, int64_t chunk) const {
   FC_CHECK(mp_.dap_size() > 1 && !ag::grad_enabled(), "EvoformerStack '", path(),
-           "': forward_split_pair is for inference under DAP (a group of ", mp_.dap_size(), " ranks, grad mode ",
+           "': forward_split is for inference under DAP (a group of ", mp_.dap_size(), " ranks, grad mode ",
            ag::grad_enabled() ? "on" : "off", ")");
-  return forward_dap(std::move(m), std::move(z_rows), msa_mask, pair_mask, chunk, {.pair = true});
-}
-
-Variable EvoformerStack::forward_split_msa_and_pair(Variable m_rows, Variable z_rows, const Tensor& msa_mask,
-                                                    const Tensor& pair_mask, int64_t chunk) const {
-  FC_CHECK(mp_.dap_size() > 1 && !ag::grad_enabled() && !branch_parallel(), "EvoformerStack '", path(),
-           "': forward_split_msa_and_pair is for inference under DAP without BP (a group of ", mp_.dap_size(),
-           " ranks, grad mode ", ag::grad_enabled() ? "on" : "off", ")");
-  return forward_dap(std::move(m_rows), std::move(z_rows), msa_mask, pair_mask, chunk, {.pair = true, .msa = true})
-      .second;
+  return forward_dap(std::move(m_rows), std::move(z_rows), msa_mask, pair_mask, chunk, true);
 }
 
 std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z, const Tensor& msa_mask,
                                                           const Tensor& pair_mask, int64_t chunk,
-                                                          DapSplit split) const {
+                                                          bool split) const {
   const ParallelGroup& g = *mp_.dap;
   const int64_t p = g.size(), s = msa_mask.size(0), n = pair_mask.size(0);
   const int64_t sp = round_up(s, p), np = round_up(n, p);
-  FC_CHECK(m.dim() == 3 && z.dim() == 3 && m.size(0) == (split.msa ? sp / p : s) && m.size(1) == (split.msa ? np : n) &&
-               z.size(0) == (split.pair ? np / p : n) && z.size(1) == (split.pair ? np : n) && msa_mask.dim() == 2 &&
+  FC_CHECK(m.dim() == 3 && z.dim() == 3 && m.size(0) == (split ? sp / p : s) && m.size(1) == (split ? np : n) &&
+               z.size(0) == (split ? np / p : n) && z.size(1) == (split ? np : n) && msa_mask.dim() == 2 &&
                msa_mask.size(1) == n && pair_mask.dim() == 2 && pair_mask.size(1) == n,
-           "EvoformerStack '", path(), "' (DAP", split.pair ? ", split pair" : "", split.msa ? ", split MSA" : "",
-           "): m ", m.shape().str(), ", z ", z.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", pair_mask ",
-           pair_mask.shape().str());
+           "EvoformerStack '", path(), "' (DAP", split ? ", split" : "", "): m ", m.shape().str(), ", z ",
+           z.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", pair_mask ", pair_mask.shape().str());
   // Sizes not divisible by the group: padded with masked MSA rows and residues (every module
   // masks them out of what the real positions see: attention keys, outer product and triangle
-  // edges), cut off at the end. A split pair (split.pair) comes in as this rank's rows of the
-  // padded pair (pair_rows.h) and goes out so; a split MSA (split.msa) comes in as its rows of
-  // the padded MSA and is dropped at the end.
+  // edges), cut off at the end. Split (inference), the MSA and the pair come in as this rank's
+  // rows of the padded tensors (pair_rows.h) and go out so.
   const Tensor mm = pad_mask_2d(msa_mask, sp, np), pm = pad_mask_2d(pair_mask, np, np);
-  Variable mr = split.msa ? std::move(m) : g.scatter(pad_rows_cols(m, sp, np), 0);
-  Variable zr = split.pair ? std::move(z) : g.scatter(pad_rows_cols(z, np, np), 0);
+  Variable mr = split ? std::move(m) : g.scatter(pad_rows_cols(m, sp, np), 0);
+  Variable zr = split ? std::move(z) : g.scatter(pad_rows_cols(z, np, np), 0);
   m = Variable();
   z = Variable();
   if (branch_parallel()) {
@@ -420,10 +409,8 @@ std::pair<Variable, Variable> EvoformerStack::forward_dap(Variable m, Variable z
       return blocks_[b]->forward_dap(std::move(bm), std::move(bz), mm, pm, *mp_.dap, chunk, own);
     });
   }
-  if (split.msa) return {Variable(), std::move(zr)};
-  Variable m_out = gather_rows_whole(g, mr, s, n);
-  if (split.pair) return {std::move(m_out), std::move(zr)};
-  return {std::move(m_out), gather_rows_whole(g, zr, n, n)};
+  if (split) return {std::move(mr), std::move(zr)};
+  return {gather_rows_whole(g, mr, s, n), gather_rows_whole(g, zr, n, n)};
 }
 
 std::pair<Variable, Variable> EvoformerStack::forward_block_dap_bp(const EvoformerBlock& b, Variable m, Variable z,

@@ -36,18 +36,18 @@ void for_each_split_row_block(const ParallelGroup& g, int64_t n, int64_t block_r
   }
 }
 
-Tensor gather_split_pair_to_host(const ParallelGroup& g, const Tensor& rows, int64_t n) {
-  const PairRows pr = PairRows::of(g, n);
-  FC_CHECK(rows.dim() == 3 && rows.size(0) == pr.rows() && rows.size(1) == pr.padded(),
-           "gather_split_pair_to_host: rows ", rows.shape().str(), " are not [", pr.rows(), ", ", pr.padded(),
-           ", c] (N = ", n, " over ", pr.size, " ranks)");
+Tensor gather_split_rows_to_host(const ParallelGroup& g, const Tensor& rows, int64_t n_rows, int64_t n_cols) {
+  const PairRows pr = PairRows::of(g, n_rows);
+  FC_CHECK(rows.dim() == 3 && rows.size(0) == pr.rows() && rows.size(1) >= n_cols, "gather_split_rows_to_host: rows ",
+           rows.shape().str(), " are not [", pr.rows(), ", >= ", n_cols, ", c] (", n_rows, " rows over ", pr.size,
+           " ranks)");
   const int64_t c = rows.size(2);
-  Tensor out = Tensor::empty({n, n, c}, rows.dtype(), Device::cpu());
+  Tensor out = Tensor::empty({n_rows, n_cols, c}, rows.dtype(), Device::cpu());
   // ~16 MiB blocks (at least one row).
-  const int64_t block = std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(1, n * c));
+  const int64_t block = std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(1, n_cols * c));
   for_each_split_row_block(
-      g, n, block, {n, c}, rows.dtype(), rows.device(),
-      [&](int64_t i0, int64_t r) { return rows.narrow(0, i0 - pr.row0(), r).narrow(1, 0, n); },
+      g, n_rows, block, {n_cols, c}, rows.dtype(), rows.device(),
+      [&](int64_t i0, int64_t r) { return rows.narrow(0, i0 - pr.row0(), r).narrow(1, 0, n_cols); },
       [&](int64_t i0, const Tensor& b) { out.narrow(0, i0, b.size(0)).copy_(b); });
   return out;
 }

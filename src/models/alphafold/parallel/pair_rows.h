@@ -1,6 +1,6 @@
 // Inference under DAP: the pair stays split by rows from the embedding to the next recycling
 // iteration (`predict --dap P`), so no rank holds the whole [N, N, c_z] pair: the Evoformer and
-// extra-MSA stacks take and return their rows (EvoformerStack::forward_split_pair), the structure
+// extra-MSA stacks take and return their rows (EvoformerStack::forward_split), the structure
 // module's invariant point attention computes its query rows from them and gathers the [N, F]
 // features, and the pair heads compute theirs and hand each block of logits to every rank.
 //
@@ -36,8 +36,9 @@ void for_each_split_row_block(const ParallelGroup& g, int64_t n, int64_t block_r
                               Device device, const std::function<Tensor(int64_t i0, int64_t r)>& make,
                               const std::function<void(int64_t i0, const Tensor& block)>& consume);
 
-// The whole [N, N, c] pair on the host of every rank, from each rank's rows [rows(), padded(), c].
-Tensor gather_split_pair_to_host(const ParallelGroup& g, const Tensor& rows, int64_t n);
+// The whole [n_rows, n_cols, c] of a quantity split by rows as PairRows::of(g, n_rows) (the pair,
+// the MSA, their logits) on the host of every rank, from each rank's rows [rows(), C' >= n_cols, c].
+Tensor gather_split_rows_to_host(const ParallelGroup& g, const Tensor& rows, int64_t n_rows, int64_t n_cols);
 
 // This rank's rows [rows.rows(), padded_cols, c] of a quantity split as `rows` lays it out, in
 // `dtype` on `device` with zeros in the padding, made by blocks of at most `step` of its real rows:
