@@ -3,7 +3,11 @@
 // gathers and all-to-alls overlapped with the work that does not need them (FastFold's duality
 // async operations) and completed where they are issued, the two modes interleaved in one run:
 //   mpirun -np 2 build/bench/bench_dap [--device cpu|cuda] [--n-res 64] [--n-seq 64] [--blocks 2]
-//                                      [--recompute 1] [--iters 5] [--templates T]
+//                                      [--recompute 1] [--iters 5] [--templates T] [--precision fp32|bf16]
+// --precision bf16: the forwards under bf16 autocast, as `foldcore train --precision bf16` runs them.
+// A third line ("dap_train_traffic") gives what one rank received in the DAP collectives of one
+// step (forward, recomputation and backward) by collective and element type (dist/dap.h's
+// traffic()), to set beside scripts/scaling_model.py --dap-block.
 // --templates T (> 0): the template embedding instead (model_1 widths: 2 pair blocks, T synthetic
 // templates, all computed), forward + backward as a training step runs it, whole on every rank
 // (what DAP training did before) against split by rows (TemplateEmbedder::forward_dap, with the
@@ -20,16 +24,20 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <tuple>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/grad_mode.h"
 #include "autograd/param_store.h"
 #include "bench/bench_util.h"
 #include "core/error.h"
 #include "core/random.h"
 #include "core/timer.h"
+#include "dist/dap.h"
 #include "dist/runtime.h"
 #include "models/alphafold/model/config.h"
 #include "models/alphafold/evoformer/evoformer.h"
@@ -46,6 +54,7 @@ struct Args {
   std::string device = "cpu";
   int64_t n_res = 64, n_seq = 64, blocks = 2, recompute = 1, templates = 0;
   int iters = 5;
+  std::string precision = "fp32";
 };
 
 Args parse(int argc, char** argv) {
@@ -63,10 +72,12 @@ Args parse(int argc, char** argv) {
     else if (k == "--recompute") a.recompute = std::stoll(value());
     else if (k == "--iters") a.iters = std::stoi(value());
     else if (k == "--templates") a.templates = std::stoll(value());
+    else if (k == "--precision") a.precision = value();
     else FC_THROW("bench_dap: unknown argument ", k);
   }
   FC_CHECK(a.n_res > 0 && a.n_seq > 0 && a.blocks > 0 && a.recompute >= 0 && a.iters > 0 && a.templates >= 0,
            "bench_dap: sizes, blocks and iters must be positive");
+  FC_CHECK(a.precision == "fp32" || a.precision == "bf16", "bench_dap: --precision fp32|bf16, got ", a.precision);
   return a;
 }
 
@@ -194,7 +205,12 @@ int main(int argc, char** argv) {
       synchronize(dev);
       world->barrier();
       const WallTimer t;
-      auto [mo, zo] = stack.forward(m, z, msa_mask, pair_mask, 0);
+      autograd::Variable mo, zo;
+      {
+        std::optional<autograd::AutocastGuard> autocast;
+        if (a.precision == "bf16") autocast.emplace(DType::bf16);
+        std::tie(mo, zo) = stack.forward(m, z, msa_mask, pair_mask, 0);
+      }
       autograd::backward({mo, zo}, {gm, gz});
       synchronize(dev);
       Tensor secs = Tensor::full({1}, t.seconds(), DType::f32, dev);
@@ -212,6 +228,9 @@ int main(int argc, char** argv) {
       t_off.push_back(step(plain));
     }
     Tensor peak = Tensor::full({1}, static_cast<double>(bench::peak_bytes(dev) - base) / (1 << 20), DType::f32, dev);
+    dist::dap::reset_traffic();
+    step(overlapped);
+    const std::vector<dist::dap::TrafficEntry> traffic = dist::dap::traffic();
     world->all_reduce(peak, dist::ReduceOp::max);
     const double peak_mb = static_cast<double>(peak.to(Device::cpu()).to_vector()[0]);
     if (world->rank() == 0) {
@@ -226,12 +245,29 @@ int main(int argc, char** argv) {
             .integer("n_seq", s)
             .integer("blocks", a.blocks)
             .integer("recompute_blocks", a.recompute)
+            .str("precision", a.precision)
             .str("comm", ov ? "overlapped" : "in place")
             .num("step_s", ov ? on : off)
             .num("peak_mb", peak_mb);
         if (ov) j.num("speedup_vs_in_place", off / on);
         j.print();
       }
+      // One step's traffic of rank 0 (every rank's is the same): MB per collective and dtype.
+      bench::JsonLine j;
+      j.str("bench", "dap_train_traffic")
+          .integer("dap", p)
+          .integer("n_res", n)
+          .integer("n_seq", s)
+          .integer("blocks", a.blocks)
+          .integer("recompute_blocks", a.recompute)
+          .str("precision", a.precision);
+      double total = 0;
+      for (const dist::dap::TrafficEntry& e : traffic) {
+        j.num(e.collective + "_" + e.dtype + "_mb", e.bytes / 1e6).integer(e.collective + "_" + e.dtype + "_calls", e.calls);
+        total += e.bytes;
+      }
+      j.num("total_mb_per_step", total / 1e6).num("mb_per_block_per_step", total / 1e6 / static_cast<double>(a.blocks));
+      j.print();
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_dap: %s\n", e.what());

@@ -23,7 +23,15 @@ PRESETS = {  # crop, MSA clusters, extra MSA rows (Suppl. Table 4)
     "initial (crop 256)": (256, 128, 1024),
     "finetune (crop 384)": (384, 512, 5120),
 }
-ACT_BYTES = 2   # bf16 activations on the wire
+# Bytes per value on the wire in bf16 training, as the code sends them (measured: bench_dap
+# --precision bf16's dap_train_traffic line): the all-to-alls move the residual streams, which stay
+# fp32 under autocast; the gathered triangle-update edges and outer-product projections are fp32
+# too (their mask product promotes the bf16 projection); the attention biases come out of a bf16
+# GEMM. --bf16_wire: every activation in bf16 (what casting the streams' switches and the edges to
+# bf16 would give; not what the code does).
+STREAM_BYTES = 4
+EDGE_BYTES = 4
+BIAS_BYTES = 2
 GRAD_BYTES = 4  # fp32 gradients
 # Passes over the trunk per step: on average 1.5 recycling iterations without gradients
 # (num_recycles uniform in 0..3), the forward with gradients, its recomputation in the backward
@@ -32,14 +40,19 @@ GRAD_BYTES = 4  # fp32 gradients
 PASSES = 1.5 + 1 + 1 + 1
 
 
-def a2a(total_elems, n):
-    """Bytes one rank receives in an all-to-all that re-splits a tensor of total_elems."""
-    return total_elems / n * (n - 1) / n * ACT_BYTES
+def a2a(total_elems, n, bytes_per=None):
+    """Bytes one rank receives in an all-to-all that re-splits a tensor of total_elems (a stream)."""
+    return total_elems / n * (n - 1) / n * (STREAM_BYTES if bytes_per is None else bytes_per)
 
 
-def gather(total_elems, n):
-    """Bytes one rank receives in an all-gather that assembles a tensor of total_elems."""
-    return total_elems * (n - 1) / n * ACT_BYTES
+def gather(total_elems, n, bytes_per=None):
+    """Bytes one rank receives in an all-gather that assembles a tensor of total_elems (an edge)."""
+    return total_elems * (n - 1) / n * (EDGE_BYTES if bytes_per is None else bytes_per)
+
+
+def bias_gather(total_elems, n):
+    """The same for an attention's pair bias."""
+    return gather(total_elems, n, BIAS_BYTES)
 
 
 def block_flops(n_res, n_seq, c_m, msa_heads, global_col):
@@ -76,17 +89,17 @@ def dap_block(n_res, n_seq, c_m, n):
     if n == 1:
         return 0.0, 0, []
     m, z = n_seq * n_res * c_m, n_res * n_res * C_Z
-    b = 2 * a2a(m, n) + gather(n_seq * n_res * C_OPM, n) + gather(n_res * n_res * H_MSA, n)
-    b += 4 * a2a(z, n) + 2 * gather(n_res * n_res * C_TRI, n) + 2 * gather(n_res * n_res * H_PAIR, n)
+    b = 2 * a2a(m, n) + gather(n_seq * n_res * C_OPM, n) + bias_gather(n_res * n_res * H_MSA, n)
+    b += 4 * a2a(z, n) + 2 * gather(n_res * n_res * C_TRI, n) + 2 * bias_gather(n_res * n_res * H_PAIR, n)
     f_msa, f_pair = block_flops(n_res, n_seq, c_m, H_MSA, False)
     opm = 2 * n_seq * n_res * c_m * 2 * C_OPM + 2 * n_res * n_res * n_seq * C_OPM * C_OPM + 2 * n_res * n_res * C_OPM * C_OPM * C_Z
     overlapped = [
-        (gather(n_res * n_res * H_MSA, n), 2 * m * 4 * H_MSA * D_HEAD / n),
+        (bias_gather(n_res * n_res * H_MSA, n), 2 * m * 4 * H_MSA * D_HEAD / n),
         (gather(n_seq * n_res * C_OPM, n), 2 * n_seq * n_res * c_m * C_OPM / n),
         (a2a(m, n), (opm + f_pair) / n),
     ] + 2 * [
         (gather(n_res * n_res * C_TRI, n), 3 * 2 * z * C_TRI / n),
-        (gather(n_res * n_res * H_PAIR, n), 4 * 2 * z * H_PAIR * D_HEAD / n),
+        (bias_gather(n_res * n_res * H_PAIR, n), 4 * 2 * z * H_PAIR * D_HEAD / n),
     ]
     return b, 2 + 1 + 1 + 4 + 2 + 2, overlapped
 
@@ -99,10 +112,10 @@ def dap_template_block(n_res, n):
     if n == 1:
         return 0.0, 0, []
     t = n_res * n_res * C_T
-    b = 4 * a2a(t, n) + 2 * gather(n_res * n_res * C_TRI_T, n) + 2 * gather(n_res * n_res * H_T, n)
+    b = 4 * a2a(t, n) + 2 * gather(n_res * n_res * C_TRI_T, n) + 2 * bias_gather(n_res * n_res * H_T, n)
     overlapped = 2 * [
         (gather(n_res * n_res * C_TRI_T, n), 3 * 2 * t * C_TRI_T / n),
-        (gather(n_res * n_res * H_T, n), 4 * 2 * t * H_T * D_T / n),
+        (bias_gather(n_res * n_res * H_T, n), 4 * 2 * t * H_T * D_T / n),
     ]
     return b, 4 + 2 + 2, overlapped
 
@@ -123,7 +136,7 @@ def step(preset, n_dap, n_bp, rate, bw, lat):
         # pair branch on the other; they swap results: the pair rank receives the new MSA and the
         # outer-product update, the MSA rank the new pair (the larger of the two bounds the time).
         if n_bp == 2:
-            bp_bytes = max(s * n_res * c + n_res * n_res * C_Z, n_res * n_res * C_Z) * ACT_BYTES / n_dap
+            bp_bytes = max(s * n_res * c + n_res * n_res * C_Z, n_res * n_res * C_Z) * STREAM_BYTES / n_dap
             b += bp_bytes
             colls += 1
             branch = max(f_msa, f_pair)
@@ -140,7 +153,7 @@ def step(preset, n_dap, n_bp, rate, bw, lat):
     t_compute += PASSES * f_t / n_dap / rate
     if n_dap > 1:
         b, colls, overlapped = dap_template_block(n_res, n_dap)
-        per_pass = TEMPLATES * TEMPLATE_BLOCKS * b + gather(n_res * n_res * C_Z, n_dap)
+        per_pass = TEMPLATES * TEMPLATE_BLOCKS * b + gather(n_res * n_res * C_Z, n_dap, STREAM_BYTES)
         comm_bytes += PASSES * per_pass
         comm_time += PASSES * (per_pass / bw + (TEMPLATES * TEMPLATE_BLOCKS * colls + 1) * lat)
         hidden += TEMPLATES * TEMPLATE_BLOCKS * PASSES * sum(min(ob / bw, of / rate) for ob, of in overlapped)
@@ -161,12 +174,29 @@ def main():
     ap.add_argument("--nvlink_lat_us", type=float, default=15.0, help="latency per collective inside a node, µs")
     ap.add_argument("--ib_gbs", type=float, default=40.0, help="per-GPU bandwidth between nodes (one 400 Gb/s NIC per GPU), GB/s")
     ap.add_argument("--ib_lat_us", type=float, default=30.0, help="latency per collective step between nodes, µs")
+    ap.add_argument("--bf16_wire", action="store_true",
+                    help="every activation on the wire in bf16 (streams and edges too): what the code does not do yet")
+    ap.add_argument("--dap-block", nargs=3, type=int, metavar=("N_RES", "N_SEQ", "P"),
+                    help="only print the MB one rank receives per Evoformer block in one training step (forward, "
+                         "recomputation, backward: 3 passes) under DAP-P, to set beside bench_dap --precision "
+                         "bf16's dap_train_traffic line")
     a = ap.parse_args()
+    global STREAM_BYTES, EDGE_BYTES
+    if a.bf16_wire:
+        STREAM_BYTES = EDGE_BYTES = 2
+    if a.dap_block:
+        n_res, n_seq, p = a.dap_block
+        b = dap_block(n_res, n_seq, C_M, p)[0]
+        print(f"DAP-{p}, N = {n_res}, S = {n_seq}, streams {STREAM_BYTES} / edges {EDGE_BYTES} / biases {BIAS_BYTES} "
+              f"bytes per value: {3 * b / 1e6:.3f} MB per block per step")
+        return
     rate, bw, lat = a.rate_tflops * 1e12, a.nvlink_gbs * 1e9, a.nvlink_lat_us * 1e-6
 
     print(f"Assumptions: achieved rate {a.rate_tflops:g} TFLOP/s per GPU; inside a node {a.nvlink_gbs:g} GB/s and "
           f"{a.nvlink_lat_us:g} µs per collective; between nodes {a.ib_gbs:g} GB/s and {a.ib_lat_us:g} µs; "
-          f"{PASSES:g} trunk passes per step; bf16 activations, fp32 gradients.\n")
+          f"{PASSES:g} trunk passes per step; on the wire {STREAM_BYTES} bytes per stream value (the all-to-alls, "
+          f"the BP exchange), {EDGE_BYTES} per gathered edge or projection value, {BIAS_BYTES} per attention-bias "
+          f"value, fp32 gradients.\n")
     print("| preset | layout | TFLOP/step | compute s | received GB/GPU/step | comm s | step s, no overlap | efficiency, no overlap | comm s hidden by this code's overlap | efficiency, this code's overlap | efficiency, full overlap |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for preset in PRESETS:

@@ -16,6 +16,26 @@
 namespace foldcore::dist::dap {
 namespace {
 
+std::vector<TrafficEntry>& traffic_log() {
+  static std::vector<TrafficEntry> log;
+  return log;
+}
+
+// This rank receives (P − 1)/P of `t` (see dap.h's traffic()).
+void count(const char* collective, const Tensor& t, int p) {
+  if (p <= 1) return;
+  const std::string dtype(dtype_name(t.dtype()));
+  const double bytes = static_cast<double>(t.numel()) * static_cast<double>(dtype_size(t.dtype())) *
+                       static_cast<double>(p - 1) / static_cast<double>(p);
+  for (TrafficEntry& e : traffic_log())
+    if (e.collective == collective && e.dtype == dtype) {
+      ++e.calls;
+      e.bytes += bytes;
+      return;
+    }
+  traffic_log().push_back({collective, dtype, 1, bytes});
+}
+
 int norm_axis(int axis, int dim, const char* op) {
   const int a = axis < 0 ? axis + dim : axis;
   FC_CHECK(a >= 0 && a < dim, "dap::", op, ": axis ", axis, " out of range for a ", dim, "-d tensor");
@@ -127,9 +147,11 @@ struct AsyncFinishFn final : autograd::Function {
     d.send = blocks_to_front(g, d.axis, p);  // [P, the start's input shape (switch: `to` split)]
     if (d.is_switch) {
       d.recv = Tensor::empty(d.send.shape(), d.send.dtype(), d.send.device());
+      count("all_to_all", d.send, p);
       d.handle = d.comm->all_to_all_async(flat(d.send), flat(d.recv));
     } else {
       d.recv = Tensor::empty(with_axis(g.shape(), d.axis, g.size(d.axis) / p), g.dtype(), g.device());
+      count("reduce_scatter", d.send, p);
       d.handle = d.comm->reduce_scatter_async(flat(d.send), flat(d.recv));
     }
     // The start node's output (the forward's receive buffer) has the send blocks' shape; its
@@ -181,11 +203,13 @@ AsyncVariable start_async(Communicator& comm, const autograd::Variable& x, bool 
   s->send = std::move(send);
   if (is_switch) {
     s->recv = Tensor::empty(s->send.shape(), s->send.dtype(), s->send.device());
+    count("all_to_all", s->send, comm.size());
     s->handle = comm.all_to_all_async(flat(s->send), flat(s->recv));
   } else {
     Shape bs{comm.size()};
     for (int64_t d : s->send.shape()) bs.push_back(d);
     s->recv = Tensor::empty(bs, s->send.dtype(), s->send.device());
+    count("all_gather", s->recv, comm.size());
     s->handle = comm.all_gather_async(flat(s->send), flat(s->recv));
   }
   if (autograd::any_requires_grad({x})) {
@@ -219,6 +243,7 @@ Tensor gather_tensor(Communicator& comm, const Tensor& x, int axis) {
   Shape bs{p};
   for (int64_t d : in.shape()) bs.push_back(d);
   Tensor out = Tensor::empty(bs, in.dtype(), in.device());
+  count("all_gather", out, p);
   comm.all_gather(in.view({in.numel()}), out.view({out.numel()}));
   return blocks_from_front(out, axis);
 }
@@ -230,6 +255,7 @@ Tensor reduce_scatter_tensor(Communicator& comm, const Tensor& x, int axis) {
   check_divisible(x, axis, p, "reduce_scatter");
   const Tensor in = blocks_to_front(x, axis, p);
   Tensor out = Tensor::empty(with_axis(x.shape(), axis, x.size(axis) / p), x.dtype(), x.device());
+  count("reduce_scatter", in, p);
   comm.reduce_scatter(in.view({in.numel()}), out.view({out.numel()}));
   return out;
 }
@@ -245,9 +271,14 @@ Tensor switch_tensor(Communicator& comm, const Tensor& x, int from, int to) {
   // (chunk i of `from`) of my `to` chunk.
   const Tensor in = blocks_to_front(x, to, p);
   Tensor out = Tensor::empty(in.shape(), in.dtype(), in.device());
+  count("all_to_all", in, p);
   comm.all_to_all(in.view({in.numel()}), out.view({out.numel()}));
   return blocks_from_front(out, from);
 }
+
+void reset_traffic() { traffic_log().clear(); }
+
+std::vector<TrafficEntry> traffic() { return traffic_log(); }
 
 autograd::Variable scatter(Communicator& comm, const autograd::Variable& x, int axis) {
   axis = norm_axis(axis, x.dim(), "scatter");

@@ -22,6 +22,9 @@
 // already the whole one, and summing would count it P times.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "autograd/variable.h"
 #include "core/tensor.h"
 #include "dist/communicator.h"
@@ -68,5 +71,19 @@ class AsyncVariable {
 
 AsyncVariable gather_async(Communicator& comm, const autograd::Variable& x, int axis);
 AsyncVariable switch_axis_async(Communicator& comm, const autograd::Variable& x, int from, int to);
+
+// What this process received in the collectives above (forward and backward) since the last
+// reset_traffic(), by collective ("all_to_all", "all_gather", "reduce_scatter") and element type:
+// an all-to-all of a [.., P·k, ..] tensor receives (P − 1)/P of it, an all-gather (P − 1)/P of
+// the gathered whole, a reduce-scatter (P − 1)/P of its input (a ring's). The bytes the scaling
+// model (scripts/scaling_model.py) counts per rank, so a run can check its wire dtypes and volumes.
+struct TrafficEntry {
+  std::string collective;
+  std::string dtype;
+  int64_t calls = 0;
+  double bytes = 0;
+};
+void reset_traffic();
+std::vector<TrafficEntry> traffic();
 
 }  // namespace foldcore::dist::dap

@@ -108,6 +108,42 @@ TEST(Dap, SwitchBackwardIsTheInverseSwitch) {
   expect_equal(xl.grad(), dap::chunk(Tensor::from_vector(g, s), 0, r, p));
 }
 
+// traffic(): what this rank received, by collective and element type, forward and backward.
+TEST(Dap, TrafficCountsWhatARankReceives) {
+  auto& c = mpi_world();
+  const int p = c.size(), r = c.rank();
+  const Tensor x = whole(31, p);  // [4P, 3, 2P] f32: 24·P² values
+  const double total = static_cast<double>(x.numel()), share = static_cast<double>(p - 1) / p;
+  const auto find = [](const std::string& coll, const std::string& dtype) {
+    for (const dap::TrafficEntry& e : dap::traffic())
+      if (e.collective == coll && e.dtype == dtype) return e;
+    return dap::TrafficEntry{coll, dtype, 0, 0};
+  };
+  dap::reset_traffic();
+  EXPECT_TRUE(dap::traffic().empty());
+  // A switch of this rank's rows (1/P of x) receives (P − 1)/P of them; its backward the same.
+  const Variable rows(dap::chunk(x, 0, r, p).contiguous(), true);
+  const Variable cols = dap::switch_axis(c, rows, 0, 2);
+  autograd::backward({cols}, {Tensor::full(cols.shape(), 1.0, DType::f32)});
+  EXPECT_EQ(find("all_to_all", "f32").calls, 2);
+  EXPECT_DOUBLE_EQ(find("all_to_all", "f32").bytes, 2 * total / p * share * 4);
+  // A gather of a bf16 chunk receives (P − 1)/P of the whole; an async one counts the same.
+  const Tensor xb = dap::chunk(x, 2, r, p).contiguous().to(DType::bf16);
+  dap::gather_tensor(c, xb, 2);
+  dap::gather_async(c, Variable(xb), 2).wait();
+  EXPECT_EQ(find("all_gather", "bf16").calls, 2);
+  EXPECT_DOUBLE_EQ(find("all_gather", "bf16").bytes, 2 * total * share * 2);
+  // A gather's backward: a reduce-scatter of the whole gradient.
+  const Variable part(dap::chunk(x, 0, r, p).contiguous(), true);
+  const Variable all = dap::gather(c, part, 0);
+  autograd::backward({all}, {Tensor::full(all.shape(), 1.0, DType::f32)});
+  EXPECT_EQ(find("reduce_scatter", "f32").calls, 1);
+  EXPECT_DOUBLE_EQ(find("reduce_scatter", "f32").bytes, total * share * 4);
+  EXPECT_DOUBLE_EQ(find("all_gather", "f32").bytes, total * share * 4);
+  dap::reset_traffic();
+  EXPECT_TRUE(dap::traffic().empty());
+}
+
 TEST(Dap, GroupOfOneIsTheIdentity) {
   auto& c = mpi_world();
   auto self = c.split(c.rank(), 0, "dap-self");
