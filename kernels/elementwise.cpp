@@ -94,6 +94,12 @@ void scale(const Tensor& x, float s, const Tensor& out) {
   FC_POINTWISE_DISPATCH(x.device(), scale(x, s, out));
 }
 
+void reciprocal_shift(const Tensor& x, float eps, const Tensor& out) {
+  check_unary("reciprocal_shift", x, out);
+  if (x.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(x.device(), reciprocal_shift(x, eps, out));
+}
+
 #define FC_EW_FWD(NAME)                                 \
   void NAME(const Tensor& x, const Tensor& y) {         \
     check_unary(#NAME, x, y);                           \

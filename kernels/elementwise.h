@@ -18,6 +18,10 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out);
 void mul(const Tensor& a, const Tensor& b, const Tensor& out);
 void axpby(float alpha, const Tensor& a, float beta, const Tensor& b, const Tensor& out);
 void scale(const Tensor& x, float s, const Tensor& out);
+// out = 1 / (x + eps) (IEEE division in fp32): normalisers made on the tensors' device (the outer
+// product mean's 1/(ε + Σ_s mask_si mask_sj), the global attention's 1/(Σ mask + ε)) without a
+// copy to the host, which would wait for the device's queue.
+void reciprocal_shift(const Tensor& x, float eps, const Tensor& out);
 
 // Activations. gelu is the exact form 0.5·x·(1 + erf(x/√2)) (BERT, MLPerf).
 //   relu'(x) = [x > 0];  gelu'(x) = Φ(x) + x·φ(x).

@@ -77,6 +77,14 @@ void scale(const Tensor& x, float s, const Tensor& out) {
   });
 }
 
+void reciprocal_shift(const Tensor& x, float eps, const Tensor& out) {
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.data_ptr());
+    fill_map<T>(out, [&](int64_t i) { return 1.f / (ld(px, i) + eps); });
+  });
+}
+
 // Unary/binary activation bodies: each reads its inputs (same dtype T) at i and writes out[i].
 #define FC_EW_UNARY(NAME, IN, OUT, EXPR)                                  \
   void NAME(const Tensor& IN, const Tensor& OUT) {                        \

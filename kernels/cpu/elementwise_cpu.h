@@ -11,6 +11,7 @@ namespace foldcore::ops::cpu {
 // a, out contiguous; b has a's shape with any strides (broadcast = stride 0).
 void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out);
 void scale(const Tensor& x, float s, const Tensor& out);
+void reciprocal_shift(const Tensor& x, float eps, const Tensor& out);
 
 void relu_forward(const Tensor& x, const Tensor& y);
 void relu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx);

@@ -84,6 +84,10 @@ struct Scale {
   float s;
   __device__ float operator()(const float* x, int64_t) const { return s * x[0]; }
 };
+struct ReciprocalShift {  // IEEE division (no fast-math): the host's 1 / (x + eps) bit for bit
+  float eps;
+  __device__ float operator()(const float* x, int64_t) const { return 1.0f / (x[0] + eps); }
+};
 __device__ __forceinline__ float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
 __device__ __forceinline__ float gelu_cdf(float v) { return 0.5f * (1.0f + erff(v * 0.70710678118654752f)); }
 struct ReluFwd {
@@ -217,6 +221,7 @@ void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gam
 }
 
 void scale(const Tensor& x, float s, const Tensor& out) { unary(x, out, Scale{s}); }
+void reciprocal_shift(const Tensor& x, float eps, const Tensor& out) { unary(x, out, ReciprocalShift{eps}); }
 void relu_forward(const Tensor& x, const Tensor& y) { unary(x, y, ReluFwd{}); }
 void relu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx) { binary_map(x, dy, dx, ReluBwd{}); }
 void gelu_forward(const Tensor& x, const Tensor& y) { unary(x, y, GeluFwd{}); }

@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+
 namespace foldcore::nn {
 namespace {
 
@@ -156,20 +159,16 @@ Variable GlobalAttention::forward(const Variable& m, const Tensor& mask) const {
   const int64_t s = m.size(-2), b = m.numel() / (s * c_in_);
   const Variable m3 = autograd::reshape(m, {b, s, c_in_});
   // Masked mean over the sequences (Alg. 19 line 2) as a batched [1, S]·[S, c] product with
-  // weights mask/(Σ mask + 1e-10), and the mask bias 1e9·(mask − 1); both from the (small) mask.
-  const std::vector<float> mv = mask.to_vector();
-  std::vector<float> w(mv.size()), bias(mv.size());
-  for (int64_t i = 0; i < b; ++i) {
-    double total = 0;
-    for (int64_t j = 0; j < s; ++j) total += mv[static_cast<size_t>(i * s + j)];
-    for (int64_t j = 0; j < s; ++j) {
-      const size_t k = static_cast<size_t>(i * s + j);
-      w[k] = static_cast<float>(mv[k] / (total + 1e-10));
-      bias[k] = 1e9f * (mv[k] - 1.f);
-    }
-  }
-  const Variable wv(Tensor::from_vector(w, {b, 1, s}, DType::f32, m.device()));
-  const Tensor bias_t = Tensor::from_vector(bias, {b, s}, DType::f32, m.device());
+  // weights mask/(Σ mask + 1e-10), and the mask bias 1e9·(mask − 1); both made from the (small)
+  // mask on its device (no copy to the host, which waited for the device's queue per call).
+  const Tensor mk = mask.to(DType::f32).contiguous().view({b, s});
+  Tensor inv_total = Tensor::empty({b, 1}, DType::f32, mk.device());
+  ops::sum(mk, {1}, inv_total);
+  ops::reciprocal_shift(inv_total, 1e-10f, inv_total);
+  Tensor w = Tensor::empty({b, s}, DType::f32, mk.device()), bias_t = Tensor::empty({b, s}, DType::f32, mk.device());
+  ops::mul(mk, inv_total, w);
+  ops::axpby(1e9f, mk, -1e9f, Tensor::full({1}, 1.0, DType::f32, mk.device()), bias_t);
+  const Variable wv(w.view({b, 1, s}));
   const Variable q_avg = autograd::reshape(autograd::matmul(wv, m3), {b, c_in_});
   const Variable q = autograd::reshape(q_.forward(q_avg), {b, heads_, dim_});
   const Variable k = k_.forward(m3), v = v_.forward(m3);

@@ -55,6 +55,9 @@ TEST(Elementwise, AddMulAxpbyScaleMatchNaive) {
     ops::scale(a, 3.f, out);
     for (size_t i = 0; i < e.size(); ++i) e[i] = 3.f * av[i];
     FC_EXPECT_CLOSE(out, Tensor::from_vector(e, s), 0, 0);
+    ops::reciprocal_shift(a, 1e-3f, out);
+    for (size_t i = 0; i < e.size(); ++i) e[i] = 1.f / (av[i] + 1e-3f);
+    FC_EXPECT_CLOSE(out, Tensor::from_vector(e, s), 0, 0);
   }
 }
 

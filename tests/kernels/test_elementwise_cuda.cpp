@@ -40,6 +40,12 @@ TEST(ElementwiseCuda, BinaryAndScaleMatchCpu) {
       FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
       ops::scale(a, 2.5f, c), ops::scale(ga, 2.5f, g);
       FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+      // The normalisers' 1 / (x + eps) on counts (the outer product mean's, ≥ 0): bit for bit in fp32.
+      std::vector<float> cv(static_cast<size_t>(s.product()));
+      for (size_t i = 0; i < cv.size(); ++i) cv[i] = static_cast<float>(i % 7);  // 0 (a masked pair) .. 6
+      const Tensor counts = Tensor::from_vector(cv, s).to(t);
+      ops::reciprocal_shift(counts, 1e-3f, c), ops::reciprocal_shift(counts.to(kGpu), 1e-3f, g);
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, t == DType::f32 ? 0.0 : atol_for(t), t == DType::f32 ? 0.0 : rtol_for(t));
     }
     // Broadcast and strided b, and a misaligned (offset 1) contiguous a for the scalar path.
     const Shape s{4, 9, 33};

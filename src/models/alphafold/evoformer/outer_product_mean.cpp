@@ -1,5 +1,8 @@
 #include "models/alphafold/evoformer/outer_product_mean.h"
 
+#include "autograd/grad_mode.h"
+#include "kernels/elementwise.h"
+
 namespace foldcore::af2 {
 
 OuterProductMean::OuterProductMean(nn::Scope scope, int64_t c_m, int64_t c_hidden, int64_t c_z)
@@ -26,12 +29,7 @@ Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, in
   const Tensor mask = msa_mask.to(DType::f32).contiguous();
   const auto [a, b] = projections(m, mask, chunk);   // [S, N, c] each
   const Variable b2 = autograd::reshape(b, {s, n * c});  // [S, N·c]
-  // Normaliser 1 / (1e-3 + Σ_s mask_si mask_sj): a GEMM on the mask's device, the reciprocal on the
-  // host (N² values; there is no division kernel). Not differentiable (mask).
-  const Variable mv(mask);
-  std::vector<float> norm = autograd::matmul(mv, mv, true, false).value().to_vector();  // [N, N]
-  for (float& v : norm) v = 1.f / (1e-3f + v);
-  const Tensor inv_norm = Tensor::from_vector(norm, {n, n, 1}, DType::f32, m.device());
+  const Tensor inv_norm = inverse_norm(mask, mask).view({n, n, 1});
   return run_chunked(n, chunk, [&](int64_t i0, int64_t len) {
     const Variable a2 = autograd::reshape(autograd::contiguous(autograd::narrow(a, 1, i0, len)), {s, len * c});
     const Variable outer = autograd::reshape(autograd::matmul(a2, b2, true, false), {len, c, n, c});  // [i,c,j,e]
@@ -39,6 +37,17 @@ Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, in
                                             {len, n, c * c});                                      // [i,j,c·e]
     return autograd::mul(output_.forward(flat), Variable(inv_norm.narrow(0, i0, len)));           // [i,j,c_z]
   }, 0, into);
+}
+
+Tensor OuterProductMean::inverse_norm(const Tensor& rows_mask, const Tensor& mask) {
+  // A GEMM and a reciprocal on the masks' device: no copy to the host (which waited for the
+  // device's queue in every block). Not differentiable (masks). fp32 as before: (x + 1e-3) is
+  // 1e-3 + x exactly, and the device's IEEE division gives the host's bits.
+  const Variable r(rows_mask), all(mask);
+  const autograd::NoGradGuard no_grad;
+  Tensor norm = autograd::matmul(r, all, true, false).value().contiguous();  // [K, N]
+  ops::reciprocal_shift(norm, 1e-3f, norm);
+  return norm;
 }
 
 std::pair<Variable, Variable> OuterProductMean::projections(const Variable& m, const Tensor& mask,

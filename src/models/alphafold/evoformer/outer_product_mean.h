@@ -33,6 +33,8 @@ class OuterProductMean : public nn::Module {
   // a = mask·left(LN(m)), b = mask·right(LN(m)) [S, K, c] for m [S, K, c_m], mask [S, K] (f32).
   // Chunked inference: by chunks of MSA rows, so no whole LN(m) (MSA-sized) exists beside m.
   std::pair<Variable, Variable> projections(const Variable& m, const Tensor& mask, int64_t chunk) const;
+  // 1 / (1e-3 + Σ_s rows_mask_si mask_sj) [K, N] for rows_mask [S, K] and mask [S, N] (f32).
+  static Tensor inverse_norm(const Tensor& rows_mask, const Tensor& mask);
   int64_t c_hidden_;
   nn::LayerNorm layer_norm_input_;
   nn::Linear left_, right_, output_;

@@ -196,11 +196,8 @@ Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa
   FC_CHECK(msa_mask.size(0) == s && k * g.size() == n, "OuterProductMean '", path(), "' (DAP): m columns ",
            m_cols.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", ", g.size(), " ranks");
   const Tensor mask_cols = mask_chunk(msa_mask, 1, g), mask = msa_mask.to(DType::f32).contiguous();
-  const auto inverse_norm = [&] {  // 1 / (1e-3 + Σ_s mask_si mask_sj) for this rank's rows i: [k, N, 1]
-    std::vector<float> norm = ag::matmul(Variable(mask_cols), Variable(mask), true, false).value().to_vector();
-    for (float& v : norm) v = 1.f / (1e-3f + v);
-    return Tensor::from_vector(norm, {k, n, 1}, DType::f32, m_cols.device());
-  };
+  // 1 / (1e-3 + Σ_s mask_si mask_sj) for this rank's rows i: [k, N, 1].
+  const auto inverse_norm = [&] { return OuterProductMean::inverse_norm(mask_cols.contiguous(), mask).view({k, n, 1}); };
   if (!ag::grad_enabled() && chunk > 0) {
     // Inference by pieces (the triangle multiplication's ring): the update's columns j of block q
     // read rank q's columns of the right projection only, so its pieces of `chunk` columns are
