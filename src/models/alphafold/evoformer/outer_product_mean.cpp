@@ -41,11 +41,14 @@ Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, in
 
 Tensor OuterProductMean::inverse_norm(const Tensor& rows_mask, const Tensor& mask) {
   // A GEMM and a reciprocal on the masks' device: no copy to the host (which waited for the
-  // device's queue in every block). Not differentiable (masks). fp32 as before: (x + 1e-3) is
-  // 1e-3 + x exactly, and the device's IEEE division gives the host's bits.
-  const Variable r(rows_mask), all(mask);
+  // device's queue in every block). Not differentiable (masks). fp32 whatever the autocast (the
+  // counts exact beyond bf16's 256, the normaliser as wide as the fp32 path's, so the update's
+  // product with it stays fp32): (x + 1e-3) is 1e-3 + x exactly, and the device's IEEE division
+  // gives the host's bits.
+  const Variable r(rows_mask.to(DType::f32)), all(mask.to(DType::f32));
   const autograd::NoGradGuard no_grad;
-  Tensor norm = autograd::matmul(r, all, true, false).value().contiguous();  // [K, N]
+  const autograd::AutocastGuard fp32(DType::f32);
+  Tensor norm = autograd::matmul(r, all, true, false).value().to(DType::f32).contiguous();  // [K, N]
   ops::reciprocal_shift(norm, 1e-3f, norm);
   return norm;
 }
