@@ -7,7 +7,9 @@
 // shared axis of size 1), or 0 for a shared axis. So idx' is the flat index of i's element in that
 // mask and the mask is constant along the shared axes; with no shared axes idx' = i. A slab of the
 // tensor cut along a shared axis therefore draws the same mask as the whole tensor (DAP relies on
-// it: evoformer_parallel.cpp).
+// it: evoformer_parallel.cpp). `index_base` is added to idx': a slab cut along the mask's leading
+// unshared axis draws its part of the whole tensor's mask when index_base is the slab's first
+// mask index (a DAP rank's rows of a mask drawn for all rows: r·k·Π of the mask's later sizes).
 #pragma once
 
 #include <cstdint>
@@ -21,13 +23,14 @@ namespace foldcore::ops {
 
 struct DropoutMaskDesc {
   int ndim = 0;
-  bool shared = false;  // any shared axis; when false idx' = i
+  bool shared = false;  // any shared axis or an index base; when false idx' = i
   int64_t shape[kMaxDims] = {};
   int64_t mstride[kMaxDims] = {};
+  int64_t index_base = 0;
 
   FOLDCORE_HD int64_t mask_index(int64_t i) const {
     if (!shared) return i;
-    int64_t idx = 0;
+    int64_t idx = index_base;
     for (int a = ndim - 1; a >= 0; --a) {
       idx += (i % shape[a]) * mstride[a];
       i /= shape[a];
@@ -37,7 +40,9 @@ struct DropoutMaskDesc {
 };
 
 // `shared_dims` may hold negative axes and repeats; they are normalised against shape.size().
-DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int>& shared_dims);
+// index_base ≥ 0 (a non-zero base takes the per-element path, `shared`).
+DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int>& shared_dims,
+                                       int64_t index_base = 0);
 
 // 1/(1−p) applied to kept elements (p in [0,1)).
 FOLDCORE_HD float dropout_scale(float p) { return 1.0f / (1.0f - p); }

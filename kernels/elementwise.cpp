@@ -13,9 +13,13 @@ using detail::check_contiguous;
 using detail::check_float;
 using detail::check_like;
 
-DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int>& shared_dims) {
+DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int>& shared_dims,
+                                       int64_t index_base) {
+  FC_CHECK(index_base >= 0, "dropout: negative mask index base ", index_base);
   DropoutMaskDesc d;
   d.ndim = shape.size();
+  d.index_base = index_base;
+  d.shared = index_base != 0;
   bool shared[kMaxDims] = {};
   for (int a : shared_dims) {
     FC_CHECK(a >= -d.ndim && a < d.ndim, "dropout: shared axis ", a, " out of range for shape ", shape.str());
@@ -157,7 +161,7 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
     check_like(op, "x", x, "residual", residual);
     check_contiguous(op, "residual", residual);
   }
-  const DropoutMaskDesc mask = make_dropout_mask_desc(x.shape(), d.shared_dims);
+  const DropoutMaskDesc mask = make_dropout_mask_desc(x.shape(), d.shared_dims, d.index_base);
   if (x.numel() == 0) return;
   FC_POINTWISE_DISPATCH(x.device(),
                         bias_dropout_residual_forward(x, bias, residual, d.p, d.seed, d.offset, mask, out));
@@ -175,7 +179,7 @@ void bias_dropout_residual_backward(const Tensor& dout, const DropoutArgs& d, co
              op, ": dbias ", dbias.str(), " must be contiguous f32 [", dout.size(-1), "] on the device of dout ",
              dout.str());
   }
-  const DropoutMaskDesc mask = make_dropout_mask_desc(dout.shape(), d.shared_dims);
+  const DropoutMaskDesc mask = make_dropout_mask_desc(dout.shape(), d.shared_dims, d.index_base);
   if (dout.numel() == 0) return;
   FC_POINTWISE_DISPATCH(dout.device(), dropout_backward(dout, d.p, d.seed, d.offset, mask, dx));
   if (dbias.defined()) sum_rows_accumulate(dx, dbias);

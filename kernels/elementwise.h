@@ -46,6 +46,7 @@ struct DropoutArgs {
   uint64_t seed = 0;
   uint64_t offset = 0;
   std::vector<int> shared_dims;
+  int64_t index_base = 0;  // added to every mask index (kernels/dropout_mask.h): a slab's part of a larger mask
 };
 
 // out = residual + dropout(x + bias).  bias (optional [C]) and residual (optional) may be

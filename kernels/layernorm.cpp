@@ -94,7 +94,7 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
                  bias.is_contiguous(),
              op, ": bias ", bias.str(), " must be contiguous [", c, "] with the dtype/device of x ", x.str());
   check_dropout(op, d);
-  const DropoutMaskDesc mask = make_dropout_mask_desc(x.shape(), d.shared_dims);
+  const DropoutMaskDesc mask = make_dropout_mask_desc(x.shape(), d.shared_dims, d.index_base);
   if (rows == 0) return;
   FC_POINTWISE_DISPATCH(x.device(),
                  bias_dropout_residual_layernorm_forward(x, bias, residual, d, mask, gamma, beta, eps, h, y, mean,
@@ -117,7 +117,7 @@ void bias_dropout_residual_layernorm_backward(const Tensor& dy, const Tensor& h,
   check_param(op, "dgamma", dgamma, gamma);
   check_param(op, "dbeta", dbeta, gamma);
   check_dropout(op, d);
-  const DropoutMaskDesc mask = make_dropout_mask_desc(h.shape(), d.shared_dims);
+  const DropoutMaskDesc mask = make_dropout_mask_desc(h.shape(), d.shared_dims, d.index_base);
   if (rows == 0) return;
   FC_POINTWISE_DISPATCH(h.device(),
                  layernorm_backward(dy, h, gamma, mean, rstd, dresidual, dx, dbias, d, mask, dgamma, dbeta, rows, c));

@@ -19,16 +19,19 @@ DropoutKeep::DropoutKeep(uint64_t seed, uint64_t offset, float p, const DropoutM
   int64_t m = 1;
   for (int a = 0; a < mask_.ndim; ++a)
     if (mask_.mstride[a] != 0) m *= mask_.shape[a];
-  compact_.resize(static_cast<size_t>((m + 3) / 4 * 4));
-  const int64_t blocks = (m + 3) / 4;
+  // Mask indexes index_base .. index_base + m − 1, from the Philox block holding the first.
+  compact_first_ = mask_.index_base / 4 * 4;
+  const int64_t blocks = (mask_.index_base + m - compact_first_ + 3) / 4, first_block = compact_first_ / 4;
+  compact_.resize(static_cast<size_t>(blocks * 4));
 #pragma omp parallel for schedule(static) if (blocks > 4096)
-  for (int64_t b = 0; b < blocks; ++b) keep_block(seed_, offset_, p_, static_cast<uint64_t>(b), compact_.data() + 4 * b);
+  for (int64_t b = 0; b < blocks; ++b)
+    keep_block(seed_, offset_, p_, static_cast<uint64_t>(first_block + b), compact_.data() + 4 * b);
 }
 
 void DropoutKeep::row(int64_t r, unsigned char* keep) const {
   const int64_t i0 = r * c_;
   if (mask_.shared) {
-    const int64_t m0 = mask_.mask_index(i0), s = mask_.mstride[mask_.ndim - 1];
+    const int64_t m0 = mask_.mask_index(i0) - compact_first_, s = mask_.mstride[mask_.ndim - 1];
     for (int64_t k = 0; k < c_; ++k) keep[k] = compact_[static_cast<size_t>(m0 + k * s)];
     return;
   }

@@ -30,7 +30,8 @@ class DropoutKeep {
   float p_;
   DropoutMaskDesc mask_;
   int64_t c_;
-  std::vector<unsigned char> compact_;  // shared masks: keep decision per mask index
+  std::vector<unsigned char> compact_;  // shared masks: keep decision per mask index from compact_first_
+  int64_t compact_first_ = 0;
 };
 
 }  // namespace foldcore::ops::cpu

@@ -32,6 +32,7 @@ ops::DropoutArgs dropout_args(const DropoutSpec& d) {
     args.seed = d.gen->seed();
     args.offset = d.gen->reserve();  // recompute replays this by rewinding the generator
     args.shared_dims = d.shared_dims;
+    args.index_base = d.index_base;
   }
   return args;
 }

@@ -77,6 +77,9 @@ struct DropoutSpec {
   float p = 0.f;
   Generator* gen = nullptr;
   std::vector<int> shared_dims;
+  // Added to every mask index (kernels/dropout_mask.h): the mask of a slab cut along the mask's
+  // leading unshared axis, as part of the whole tensor's (a DAP rank's rows).
+  int64_t index_base = 0;
 };
 Variable dropout(const Variable& x, const DropoutSpec& d);
 // out = residual + dropout(x + bias); bias [C] and residual optional. With `in_place`, out is

@@ -1,4 +1,5 @@
 // CPU reference of kernels/elementwise.h against naive math and finite differences.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -237,6 +238,35 @@ TEST(Dropout, SlabAlongASharedAxisDrawsTheWholeMask) {
       Tensor slab = Tensor::empty(slab_in.shape(), DType::f32);
       ops::bias_dropout_residual_forward(slab_in, Tensor(), Tensor(), d, slab);
       FC_EXPECT_CLOSE(slab, whole.narrow(axis, start, 2).contiguous(), 0, 0);
+    }
+  }
+}
+
+// A slab of rows (the leading axis, not shared) with the index base of its first mask element
+// draws its rows of the whole tensor's mask: a DAP rank's rows of a mask one process draws for all
+// rows (evoformer_parallel.cpp). Shared middle axis (AlphaFold's column-wise dropout), shared last
+// axis, none; bases off the 4-element Philox blocks; forward and backward.
+TEST(Dropout, RowsWithTheirIndexBaseDrawTheirRowsOfTheWholeMask) {
+  const Shape s{6, 8, 5};
+  for (const auto& shared : std::vector<std::vector<int>>{{1}, {-1}, {}}) {
+    const ops::DropoutArgs d{0.4f, 7, 3, shared};
+    const Tensor ones = Tensor::full(s, 1.0, DType::f32);
+    Tensor whole = Tensor::empty(s, DType::f32);
+    ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), d, whole);
+    int64_t row_mask = 1;  // mask elements per row: the unshared later axes
+    for (int a = 1; a < 3; ++a)
+      if (std::find(shared.begin(), shared.end(), a) == shared.end() &&
+          std::find(shared.begin(), shared.end(), a - 3) == shared.end())
+        row_mask *= s[a];
+    for (int64_t start : {0, 1, 3, 4}) {
+      ops::DropoutArgs slab_args = d;
+      slab_args.index_base = start * row_mask;
+      const Tensor slab_in = ones.narrow(0, start, 2).contiguous();
+      Tensor slab = Tensor::empty(slab_in.shape(), DType::f32), dx = Tensor::empty(slab_in.shape(), DType::f32);
+      ops::bias_dropout_residual_forward(slab_in, Tensor(), Tensor(), slab_args, slab);
+      ops::bias_dropout_residual_backward(slab_in, slab_args, dx, Tensor());
+      FC_EXPECT_CLOSE(slab, whole.narrow(0, start, 2).contiguous(), 0, 0);
+      FC_EXPECT_CLOSE(dx, whole.narrow(0, start, 2).contiguous(), 0, 0);
     }
   }
 }

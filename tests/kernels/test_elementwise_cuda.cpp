@@ -114,6 +114,28 @@ TEST(DropoutCuda, MasksAreBitIdenticalToCpu) {
   }
 }
 
+// A mask index base (a DAP rank's rows of a whole tensor's mask): the GPU draws the CPU's mask,
+// shared or not, from bases off the 4-element Philox blocks.
+TEST(DropoutCuda, IndexBaseMasksAreBitIdenticalToCpu) {
+  FC_REQUIRE_CUDA();
+  const Shape s{3, 7, 37};
+  for (const auto& shared : std::vector<std::vector<int>>{{}, {-2}}) {
+    for (int64_t base : {int64_t{1}, int64_t{37 * 5}, int64_t{4099}}) {
+      ops::DropoutArgs d{0.3f, 0x9e3779b9ULL, 5, shared};
+      d.index_base = base;
+      Tensor ones = Tensor::full(s, 1.0, DType::f32);
+      Tensor c = like(ones, Device::cpu()), g = like(ones, kGpu);
+      ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), d, c);
+      ops::bias_dropout_residual_forward(ones.to(kGpu), Tensor(), Tensor(), d, g);
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 0, 0);
+      Tensor cdx = like(ones, Device::cpu()), gdx = like(ones, kGpu);
+      ops::bias_dropout_residual_backward(ones, d, cdx, Tensor());
+      ops::bias_dropout_residual_backward(ones.to(kGpu), d, gdx, Tensor());
+      FC_EXPECT_CLOSE(gdx.to(Device::cpu()), cdx, 0, 0);
+    }
+  }
+}
+
 TEST(DropoutCuda, ForwardBackwardMatchCpuAndInPlace) {
   FC_REQUIRE_CUDA();
   Generator gen(103);
