@@ -24,35 +24,46 @@ PRESETS = {  # crop, MSA clusters, extra MSA rows (Suppl. Table 4)
     "finetune (crop 384)": (384, 512, 5120),
 }
 # Bytes per value on the wire in bf16 training, as the code sends them (measured: bench_dap
-# --precision bf16's dap_train_traffic line): the all-to-alls move the residual streams, which stay
-# fp32 under autocast; the gathered triangle-update edges and outer-product projections are fp32
-# too (their mask product promotes the bf16 projection); the attention biases come out of a bf16
-# GEMM. --bf16_wire: every activation in bf16 (what casting the streams' switches and the edges to
-# bf16 would give; not what the code does).
-STREAM_BYTES = 4
-EDGE_BYTES = 4
-BIAS_BYTES = 2
+# --precision bf16's dap_train_traffic line; dist/dap.h, "The wire dtype"): the residual streams
+# never move under DAP; what a module needs in another layout is its LayerNorm output (read only by
+# GEMMs) or its gated, masked projections, sent in bf16 (the values its GEMMs round to anyway), and
+# its bf16 update comes back. The backward's duals carry the gradients in the dtype of what the
+# forward delivered: fp32 for the LayerNorm outputs, edges and projections (delivered in fp32 for
+# one process's fp32 gradient sums), bf16 for the updates and the attention biases.
+# --fp32_wire: every value in fp32 (fp32 training).
+WIRE_BYTES = 2       # LayerNorm outputs, edges, projections: forward
+GRAD_WIRE_BYTES = 4  # their gradients: backward
+UPDATE_BYTES = 2     # the updates switched back, both ways
+BIAS_BYTES = 2       # the attention biases, both ways
+STREAM_BYTES = 4     # fp32 streams: the BP exchange, the template embedding's update gathered whole
 GRAD_BYTES = 4  # fp32 gradients
 # Passes over the trunk per step: on average 1.5 recycling iterations without gradients
-# (num_recycles uniform in 0..3), the forward with gradients, its recomputation in the backward
-# (one checkpoint per block), and the backward, whose collectives are the duals of the forward's
-# with the same bytes.
-PASSES = 1.5 + 1 + 1 + 1
+# (num_recycles uniform in 0..3), the forward with gradients and its recomputation in the backward
+# (one checkpoint per block): FORWARD_PASSES with the forward's collectives; and the backward, whose
+# collectives are their duals (the same elements, in the gradients' dtypes).
+FORWARD_PASSES = 1.5 + 1 + 1
+PASSES = FORWARD_PASSES + 1
 
 
-def a2a(total_elems, n, bytes_per=None):
-    """Bytes one rank receives in an all-to-all that re-splits a tensor of total_elems (a stream)."""
-    return total_elems / n * (n - 1) / n * (STREAM_BYTES if bytes_per is None else bytes_per)
+def a2a(total_elems, n, bytes_per):
+    """Bytes one rank receives in an all-to-all that re-splits a tensor of total_elems."""
+    return total_elems / n * (n - 1) / n * bytes_per
 
 
-def gather(total_elems, n, bytes_per=None):
-    """Bytes one rank receives in an all-gather that assembles a tensor of total_elems (an edge)."""
-    return total_elems * (n - 1) / n * (EDGE_BYTES if bytes_per is None else bytes_per)
+def gather(total_elems, n, bytes_per):
+    """Bytes one rank receives in an all-gather that assembles a tensor of total_elems (an edge);
+    the same for the reduce-scatter of its backward."""
+    return total_elems * (n - 1) / n * bytes_per
 
 
 def bias_gather(total_elems, n):
     """The same for an attention's pair bias."""
     return gather(total_elems, n, BIAS_BYTES)
+
+
+def step_bytes(fwd, bwd):
+    """A block's bytes per training step from its forward's and backward's."""
+    return FORWARD_PASSES * fwd + bwd
 
 
 def block_flops(n_res, n_seq, c_m, msa_heads, global_col):
@@ -70,54 +81,59 @@ def block_flops(n_res, n_seq, c_m, msa_heads, global_col):
 
 
 def dap_block(n_res, n_seq, c_m, n):
-    """(bytes, collectives, overlapped) one rank receives in one block's forward under DAP-n.
-
-    MSA: seq-split for row attention, residue-split for column attention and the outer product
-    mean: 2 all-to-alls of the MSA; the outer product mean gathers its right projection; row
-    attention gathers its pair bias. Pair: row-split for the outgoing triangle update and the
-    starting-node attention, column-split for the incoming update and the ending-node attention:
-    4 all-to-alls of the pair; each triangle update gathers one C_TRI projection; each triangle
+    """(forward bytes, backward bytes, collectives, overlapped) one rank receives in one block under
+    DAP-n (evoformer_parallel.cpp). The streams stay split by rows. MSA: the column attention's
+    LayerNorm output goes to the columns and its update comes back (2 all-to-alls of the MSA), the
+    outer product mean's left projection goes to the columns (an all-to-all of C_OPM channels) and
+    its right one is gathered whole; row attention gathers its pair bias. Pair: the incoming
+    update's and the ending node's LayerNorm outputs go to the columns and their updates come back
+    (4 all-to-alls of the pair); each triangle update gathers one C_TRI edge; each triangle
     attention gathers its bias.
 
     overlapped: (bytes, FLOPs of one rank's work that runs while they move) for each collective the
-    code overlaps (evoformer_parallel.cpp, ParallelGroup::gather_async): each gathered pair bias
-    with the q, k, v and gate projections of its attention, the outer product mean's right
-    projection with its left one, each triangle update's right edge with its left edge, left gate
-    and output gate, and the MSA's switch back to rows at the block's end with the outer product
-    mean and the whole pair stack. The backward mirrors them (its windows are about twice as long;
-    counted as the forward's)."""
+    code overlaps (ParallelGroup::gather_async): each gathered pair bias with the q, k, v and gate
+    projections of its attention, the outer product mean's right projection with its left one,
+    each triangle update's right edge with its left edge, left gate and output gate. The backward
+    mirrors them (its windows are about twice as long; counted as the forward's)."""
     if n == 1:
-        return 0.0, 0, []
+        return 0.0, 0.0, 0, []
     m, z = n_seq * n_res * c_m, n_res * n_res * C_Z
-    b = 2 * a2a(m, n) + gather(n_seq * n_res * C_OPM, n) + bias_gather(n_res * n_res * H_MSA, n)
-    b += 4 * a2a(z, n) + 2 * gather(n_res * n_res * C_TRI, n) + 2 * bias_gather(n_res * n_res * H_PAIR, n)
-    f_msa, f_pair = block_flops(n_res, n_seq, c_m, H_MSA, False)
-    opm = 2 * n_seq * n_res * c_m * 2 * C_OPM + 2 * n_res * n_res * n_seq * C_OPM * C_OPM + 2 * n_res * n_res * C_OPM * C_OPM * C_Z
+    proj = n_seq * n_res * C_OPM
+    fwd = a2a(m, n, WIRE_BYTES) + a2a(m, n, UPDATE_BYTES) + a2a(proj, n, WIRE_BYTES) + gather(proj, n, WIRE_BYTES)
+    bwd = a2a(m, n, GRAD_WIRE_BYTES) + a2a(m, n, UPDATE_BYTES) + a2a(proj, n, GRAD_WIRE_BYTES) + gather(proj, n, GRAD_WIRE_BYTES)
+    fwd += 2 * (a2a(z, n, WIRE_BYTES) + a2a(z, n, UPDATE_BYTES)) + 2 * gather(n_res * n_res * C_TRI, n, WIRE_BYTES)
+    bwd += 2 * (a2a(z, n, GRAD_WIRE_BYTES) + a2a(z, n, UPDATE_BYTES)) + 2 * gather(n_res * n_res * C_TRI, n, GRAD_WIRE_BYTES)
+    biases = bias_gather(n_res * n_res * H_MSA, n) + 2 * bias_gather(n_res * n_res * H_PAIR, n)
+    fwd += biases
+    bwd += biases
     overlapped = [
         (bias_gather(n_res * n_res * H_MSA, n), 2 * m * 4 * H_MSA * D_HEAD / n),
-        (gather(n_seq * n_res * C_OPM, n), 2 * n_seq * n_res * c_m * C_OPM / n),
-        (a2a(m, n), (opm + f_pair) / n),
+        (gather(proj, n, WIRE_BYTES), 2 * n_seq * n_res * c_m * C_OPM / n),
     ] + 2 * [
-        (gather(n_res * n_res * C_TRI, n), 3 * 2 * z * C_TRI / n),
+        (gather(n_res * n_res * C_TRI, n, WIRE_BYTES), 3 * 2 * z * C_TRI / n),
         (bias_gather(n_res * n_res * H_PAIR, n), 4 * 2 * z * H_PAIR * D_HEAD / n),
     ]
-    return b, 2 + 1 + 1 + 4 + 2 + 2, overlapped
+    return fwd, bwd, 3 + 1 + 4 + 2 + 2, overlapped
 
 
 def dap_template_block(n_res, n):
-    """(bytes, collectives, overlapped) one rank receives in one template pair block's forward under
-    DAP-n (TemplatePairBlock::forward_dap: the Evoformer's pair track at C_T): 4 all-to-alls of the
-    template pair (the incoming update's and the ending node's switches), each triangle update
-    gathers one C_TRI_T edge, each triangle attention its bias; overlapped as the Evoformer's."""
+    """(forward bytes, backward bytes, collectives, overlapped) one rank receives in one template
+    pair block under DAP-n (TemplatePairBlock::forward_dap: the Evoformer's pair track at C_T): 4
+    all-to-alls of the template pair (the incoming update's and the ending node's LayerNorm outputs
+    and updates), each triangle update gathers one C_TRI_T edge, each triangle attention its bias;
+    overlapped as the Evoformer's."""
     if n == 1:
-        return 0.0, 0, []
+        return 0.0, 0.0, 0, []
     t = n_res * n_res * C_T
-    b = 4 * a2a(t, n) + 2 * gather(n_res * n_res * C_TRI_T, n) + 2 * bias_gather(n_res * n_res * H_T, n)
+    edge = n_res * n_res * C_TRI_T
+    fwd = 2 * (a2a(t, n, WIRE_BYTES) + a2a(t, n, UPDATE_BYTES)) + 2 * gather(edge, n, WIRE_BYTES)
+    bwd = 2 * (a2a(t, n, GRAD_WIRE_BYTES) + a2a(t, n, UPDATE_BYTES)) + 2 * gather(edge, n, GRAD_WIRE_BYTES)
+    biases = 2 * bias_gather(n_res * n_res * H_T, n)
     overlapped = 2 * [
-        (gather(n_res * n_res * C_TRI_T, n), 3 * 2 * t * C_TRI_T / n),
+        (gather(edge, n, WIRE_BYTES), 3 * 2 * t * C_TRI_T / n),
         (bias_gather(n_res * n_res * H_T, n), 4 * 2 * t * H_T * D_T / n),
     ]
-    return b, 4 + 2 + 2, overlapped
+    return fwd + biases, bwd + biases, 4 + 2 + 2, overlapped
 
 
 def step(preset, n_dap, n_bp, rate, bw, lat):
@@ -129,7 +145,8 @@ def step(preset, n_dap, n_bp, rate, bw, lat):
         f_msa, f_pair = block_flops(n_res, s, c, h, glob)
         f = f_msa + f_pair
         flops += count * PASSES * f
-        b, colls, overlapped = dap_block(n_res, s, c, n_dap)
+        fwd, bwd, colls, overlapped = dap_block(n_res, s, c, n_dap)
+        b = step_bytes(fwd, bwd) / PASSES  # per pass, on average
         # What the code's overlap hides: each overlapped collective up to the length of its window.
         hidden += count * PASSES * sum(min(ob / bw, of / rate) for ob, of in overlapped)
         # BP-2: the MSA branch (with the outer product mean at the block's end) on one rank, the
@@ -152,8 +169,8 @@ def step(preset, n_dap, n_bp, rate, bw, lat):
     flops += PASSES * f_t
     t_compute += PASSES * f_t / n_dap / rate
     if n_dap > 1:
-        b, colls, overlapped = dap_template_block(n_res, n_dap)
-        per_pass = TEMPLATES * TEMPLATE_BLOCKS * b + gather(n_res * n_res * C_Z, n_dap, STREAM_BYTES)
+        fwd, bwd, colls, overlapped = dap_template_block(n_res, n_dap)
+        per_pass = TEMPLATES * TEMPLATE_BLOCKS * step_bytes(fwd, bwd) / PASSES + gather(n_res * n_res * C_Z, n_dap, STREAM_BYTES)
         comm_bytes += PASSES * per_pass
         comm_time += PASSES * (per_pass / bw + (TEMPLATES * TEMPLATE_BLOCKS * colls + 1) * lat)
         hidden += TEMPLATES * TEMPLATE_BLOCKS * PASSES * sum(min(ob / bw, of / rate) for ob, of in overlapped)
@@ -174,29 +191,30 @@ def main():
     ap.add_argument("--nvlink_lat_us", type=float, default=15.0, help="latency per collective inside a node, µs")
     ap.add_argument("--ib_gbs", type=float, default=40.0, help="per-GPU bandwidth between nodes (one 400 Gb/s NIC per GPU), GB/s")
     ap.add_argument("--ib_lat_us", type=float, default=30.0, help="latency per collective step between nodes, µs")
-    ap.add_argument("--bf16_wire", action="store_true",
-                    help="every activation on the wire in bf16 (streams and edges too): what the code does not do yet")
+    ap.add_argument("--fp32_wire", action="store_true",
+                    help="every value on the wire in fp32: fp32 training (and bf16 training before the bf16 wire)")
     ap.add_argument("--dap-block", nargs=3, type=int, metavar=("N_RES", "N_SEQ", "P"),
                     help="only print the MB one rank receives per Evoformer block in one training step (forward, "
                          "recomputation, backward: 3 passes) under DAP-P, to set beside bench_dap --precision "
                          "bf16's dap_train_traffic line")
     a = ap.parse_args()
-    global STREAM_BYTES, EDGE_BYTES
-    if a.bf16_wire:
-        STREAM_BYTES = EDGE_BYTES = 2
+    global WIRE_BYTES, UPDATE_BYTES, BIAS_BYTES
+    if a.fp32_wire:
+        WIRE_BYTES = UPDATE_BYTES = BIAS_BYTES = 4
     if a.dap_block:
         n_res, n_seq, p = a.dap_block
-        b = dap_block(n_res, n_seq, C_M, p)[0]
-        print(f"DAP-{p}, N = {n_res}, S = {n_seq}, streams {STREAM_BYTES} / edges {EDGE_BYTES} / biases {BIAS_BYTES} "
-              f"bytes per value: {3 * b / 1e6:.3f} MB per block per step")
+        fwd, bwd = dap_block(n_res, n_seq, C_M, p)[:2]
+        print(f"DAP-{p}, N = {n_res}, S = {n_seq}, forward {WIRE_BYTES} / updates {UPDATE_BYTES} / biases {BIAS_BYTES} "
+              f"bytes per value, gradients {GRAD_WIRE_BYTES}: {(2 * fwd + bwd) / 1e6:.3f} MB per block per step")
         return
     rate, bw, lat = a.rate_tflops * 1e12, a.nvlink_gbs * 1e9, a.nvlink_lat_us * 1e-6
 
     print(f"Assumptions: achieved rate {a.rate_tflops:g} TFLOP/s per GPU; inside a node {a.nvlink_gbs:g} GB/s and "
           f"{a.nvlink_lat_us:g} µs per collective; between nodes {a.ib_gbs:g} GB/s and {a.ib_lat_us:g} µs; "
-          f"{PASSES:g} trunk passes per step; on the wire {STREAM_BYTES} bytes per stream value (the all-to-alls, "
-          f"the BP exchange), {EDGE_BYTES} per gathered edge or projection value, {BIAS_BYTES} per attention-bias "
-          f"value, fp32 gradients.\n")
+          f"{PASSES:g} trunk passes per step; on the wire {WIRE_BYTES} bytes per LayerNorm-output, edge or projection "
+          f"value in the forward ({GRAD_WIRE_BYTES} for its gradient), {UPDATE_BYTES} per update value and "
+          f"{BIAS_BYTES} per attention-bias value both ways, {STREAM_BYTES} per stream value (the BP exchange, the "
+          f"template update), fp32 gradients.\n")
     print("| preset | layout | TFLOP/step | compute s | received GB/GPU/step | comm s | step s, no overlap | efficiency, no overlap | comm s hidden by this code's overlap | efficiency, this code's overlap | efficiency, full overlap |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for preset in PRESETS:

@@ -89,13 +89,13 @@ constexpr double kActivationMargin = 1.05;
 //     the stream's rows and the update, and one block's outer products and their permuted copy
 //     (2 fp32 copies: 8·c_opm² bytes per cell): unchunked [c', c, N, c] (cells c'·N); chunked
 //     (the ring) [r, c, c', c] for a piece of c' columns, r = min(⌈N/P⌉, chunk·⌈N/c'⌉) rows
-//     (cells r·c', at most the rank's rows by one piece), with the MSA
-//     streams (the extra-MSA stack's: its rows, its columns and the rows switching back,
-//     kDapOpmMsaCopies/P of the stream, and the right projection, c_opm/c_e of it: gathered whole
-//     unchunked; chunked (the ring: pieces of `chunk` columns broadcast in turn) the rank's own
-//     1/P and two pieces; beside the waiting main MSA's rows; the Evoformer's the same of the main)
-//   MSA column attention     the shard, 2/P of the main MSA (its rows and columns) and one chunk
-//     of c' of its columns over all S rows (kMsaColumnCopies·c'·S·c_m·4, as one process)
+//     (cells r·c', at most the rank's rows by one piece), with the MSA streams (the extra-MSA
+//     stack's: its rows, 1/P, and its projections made on them and switched to the columns,
+//     kDapOpmProjectionCopies of c_opm/c_e of them, beside the waiting main MSA's rows; the
+//     Evoformer's the same of the main)
+//   MSA column attention     the shard, the main MSA's rows (1/P) and one piece of c' of the rank's
+//     columns over all S rows: gathered, layer-normed and switched there, the attention's
+//     temporaries, its update and the switch back (kDapMsaColumnCopies·c'·S·c_m·4)
 //   the templates (where one is computed; parallel/template_parallel.cpp): each template's stack
 //     runs split by rows like the Evoformer's pair track, one template at a time: the shard, the
 //     template's rows (c_t/c_z of a shard) inside the triangle multiplication's per-rank terms at
@@ -110,7 +110,7 @@ constexpr double kActivationMargin = 1.05;
 // memory"): the units are the large-N limits of the fits (the O(N) terms above over-count a
 // little at small N); tests/dist/test_dap_memory_estimate_mpi checks them.
 constexpr double kDapRingTriMulUnits = 0.05;
-constexpr double kDapRingTriMulUnitsPerRank = 5.1;
+constexpr double kDapRingTriMulUnitsPerRank = 4.9;
 constexpr double kDapTriMulUnits = 1.8;
 constexpr double kDapTriMulUnitsPerRank = 5.2;
 constexpr double kDapTriMulBytesPerRowResidue = 2560;  // t, its LayerNorm, projection, gate: 5·c_tm·4
@@ -121,7 +121,8 @@ constexpr double kDapOpmUnitsPerRank = 3.4;
 // half the bytes.
 constexpr double kDapBf16ChunkScale = 0.5;
 constexpr double kDapAfterTrunkUnits = 0.8;
-constexpr double kDapOpmMsaCopies = 2.5;
+constexpr double kDapOpmProjectionCopies = 2.2;
+constexpr double kDapMsaColumnCopies = 6.5;
 
 double clamp_bytes(double b) { return std::min(b, 9e18); }
 
@@ -215,25 +216,22 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     const double opm_chunk = chunk_scale * 8 * c_opm * c_opm * opm_cells;
     // The MSA beside each (a rank holds its rows of the main MSA, 1/P, from the embedding to the
     // heads): the triangle multiplications' see the main MSA's rows (waiting) and the extra one's;
-    // the outer product means' see the stream's columns, their LayerNorm, the left projection and
-    // the rows coming back (kDapOpmMsaCopies / P of the stream) and the right projection gathered
-    // whole (c_opm of its channels), in the extra-MSA stack beside the waiting main MSA's rows.
-    // Chunked, the right projection is not gathered: the rank's own (1/P of it) and two pieces
-    // of c' columns in flight (the ring).
-    const double right_share = c.chunk_size > 0 ? 1.0 / p + 2.0 * c_rows / n : 1.0;
+    // the outer product means' see the stream's rows and its projections (c_opm of its channels,
+    // on the rows and switched to the columns: kDapOpmProjectionCopies of them), in the extra-MSA
+    // stack beside the waiting main MSA's rows.
     const double tri_msa = (m_stream + extra_stream) / p;
     const double opm_msa = std::max(
-        m_stream / p + extra_stream * (kDapOpmMsaCopies / p + right_share * c_opm / static_cast<double>(c.c_e)),
-        m_stream * (kDapOpmMsaCopies / p + right_share * c_opm / c_m));
+        m_stream / p + extra_stream * (1 + kDapOpmProjectionCopies * c_opm / static_cast<double>(c.c_e)) / p,
+        m_stream * (1 + kDapOpmProjectionCopies * c_opm / c_m) / p);
     const bool tri_largest =
         tri_units * pair + tri_chunk + tri_msa >= opm_units * pair + opm_chunk + opm_msa;
     trunk_pair_units = tri_largest ? tri_units : opm_units;
     trunk_chunk = tri_largest ? tri_chunk : opm_chunk;
     trunk_msa = tri_largest ? tri_msa : opm_msa;
-    // The column attention on the rank's columns of all S rows (its rows switched to columns, and
-    // the switch's buffers: 2/P of m), one chunk of c' of its columns at a time, beside its pair rows.
+    // The column attention by pieces of c' of the rank's columns over all S rows, beside its rows
+    // of m and of the pair.
     msa_stage_units = std::ceil(n / p) * p * std::ceil(n / p) / (n * n);
-    msa_stage_msa = 2 * m_stream / p + msa_stage_temps(c_rows, msa_rows_m).first;
+    msa_stage_msa = m_stream / p + kDapMsaColumnCopies / kMsaColumnCopies * msa_stage_temps(c_rows, msa_rows_m).first;
   }
   const double trunk_pair_bound = trunk_pair_units * pair + recycle + trunk_chunk + trunk_msa;
   const double msa_stage = msa_stage_units * pair + recycle + msa_stage_msa;

@@ -47,8 +47,9 @@ void check_divisible(const Tensor& x, int axis, int n, const char* op) {
            ", not divisible by the DAP group size ", n);
 }
 
-// x with `axis` (size P·k) split into [P, k] and P moved to the front, contiguous: P send blocks.
-Tensor blocks_to_front(const Tensor& x, int axis, int p) {
+// x with `axis` (size P·k) split into [P, k] and P moved to the front, contiguous, in `dtype` (the
+// wire's; x's by default): P send blocks.
+Tensor blocks_to_front(const Tensor& x, int axis, int p, std::optional<DType> dtype = std::nullopt) {
   Shape s;
   for (int i = 0; i < x.dim(); ++i) {
     if (i == axis) {
@@ -61,12 +62,16 @@ Tensor blocks_to_front(const Tensor& x, int axis, int p) {
   std::vector<int> order{axis};
   for (int i = 0; i < x.dim() + 1; ++i)
     if (i != axis) order.push_back(i);
-  return x.reshape(s).permute(order).contiguous();
+  const Tensor blocks = x.reshape(s).permute(order);
+  if (!dtype || *dtype == x.dtype()) return blocks.contiguous();
+  Tensor out = Tensor::empty(blocks.shape(), *dtype, x.device());
+  out.copy_(blocks);  // the cast and the permutation in one copy
+  return out;
 }
 
 // The inverse: `b` is [P, shape with `axis` of size k] (block j from rank j); the result has the
-// blocks concatenated along `axis` (size P·k), contiguous.
-Tensor blocks_from_front(const Tensor& b, int axis) {
+// blocks concatenated along `axis` (size P·k), contiguous, in `dtype` (b's by default).
+Tensor blocks_from_front(const Tensor& b, int axis, std::optional<DType> dtype = std::nullopt) {
   const int dim = b.dim() - 1;
   std::vector<int> order;
   for (int i = 1; i <= dim; ++i) {
@@ -75,7 +80,16 @@ Tensor blocks_from_front(const Tensor& b, int axis) {
   }
   Shape s;
   for (int i = 0; i < dim; ++i) s.push_back(i == axis ? b.size(0) * b.size(i + 1) : b.size(i + 1));
-  return b.permute(order).contiguous().view(s);
+  const Tensor moved = b.permute(order);
+  if (!dtype || *dtype == b.dtype()) return moved.contiguous().view(s);
+  Tensor out = Tensor::empty(moved.shape(), *dtype, b.device());
+  out.copy_(moved);  // back to the sender's dtype in the same copy
+  return out.view(s);
+}
+
+// The dtype x travels in: `wire` when it is narrower than x's (dap.h), else x's own.
+DType wire_dtype(const Tensor& x, std::optional<DType> wire) {
+  return wire && dtype_size(*wire) < dtype_size(x.dtype()) ? *wire : x.dtype();
 }
 
 Shape with_axis(const Shape& s, int axis, int64_t size) {
@@ -164,6 +178,7 @@ struct AsyncFinishFn final : autograd::Function {
 
 struct AsyncVariable::State {
   bool is_switch = false;
+  DType dtype = DType::f32;  // x's: the result's (the send and receive buffers may be the wire's)
   int axis = 0;  // gather: the gathered axis; switch: `from`
   Tensor send, recv;
   CommHandle handle;              // after its buffers: completed before they are freed
@@ -179,7 +194,7 @@ autograd::Variable AsyncVariable::wait() {
   State& s = *state_;
   if (s.result.defined()) return s.result;
   s.handle.wait();
-  const Tensor out = blocks_from_front(s.recv, s.axis);
+  const Tensor out = blocks_from_front(s.recv, s.axis, s.dtype);
   if (s.token.defined()) {
     auto fn = std::make_unique<AsyncFinishFn>();
     fn->dual = s.dual;
@@ -199,6 +214,7 @@ AsyncVariable start_async(Communicator& comm, const autograd::Variable& x, bool 
                           Tensor send) {
   auto s = std::make_shared<AsyncVariable::State>();
   s->is_switch = is_switch;
+  s->dtype = x.dtype();
   s->axis = axis;
   s->send = std::move(send);
   if (is_switch) {
@@ -221,7 +237,10 @@ AsyncVariable start_async(Communicator& comm, const autograd::Variable& x, bool 
     auto fn = std::make_unique<AsyncStartFn>();
     fn->dual = dual;
     s->dual = std::move(dual);
-    s->token = autograd::record1(is_switch ? "dap_switch_axis_start" : "dap_gather_start", std::move(fn), {x}, s->recv);
+    // The token stands for the receive buffer in x's dtype (the dual's send buffer, its gradient,
+    // has that dtype; the buffer itself may be the wire's): a broadcast element, no storage.
+    const Tensor token = Tensor::empty({1}, x.dtype(), x.device()).expand(s->recv.shape());
+    s->token = autograd::record1(is_switch ? "dap_switch_axis_start" : "dap_gather_start", std::move(fn), {x}, token);
   }
   AsyncVariable a;
   a.state_ = std::move(s);
@@ -235,17 +254,17 @@ Tensor chunk(const Tensor& x, int axis, int rank, int n) {
   return x.narrow(axis, rank * k, k);
 }
 
-Tensor gather_tensor(Communicator& comm, const Tensor& x, int axis) {
+Tensor gather_tensor(Communicator& comm, const Tensor& x, int axis, std::optional<DType> wire) {
   axis = norm_axis(axis, x.dim(), "gather");
   const int p = comm.size();
-  const Tensor in = x.contiguous();
-  if (p == 1) return in;
+  if (p == 1) return x.contiguous();
+  const Tensor in = x.contiguous().to(wire_dtype(x, wire));
   Shape bs{p};
   for (int64_t d : in.shape()) bs.push_back(d);
   Tensor out = Tensor::empty(bs, in.dtype(), in.device());
   count("all_gather", out, p);
   comm.all_gather(in.view({in.numel()}), out.view({out.numel()}));
-  return blocks_from_front(out, axis);
+  return blocks_from_front(out, axis, x.dtype());
 }
 
 Tensor reduce_scatter_tensor(Communicator& comm, const Tensor& x, int axis) {
@@ -260,7 +279,7 @@ Tensor reduce_scatter_tensor(Communicator& comm, const Tensor& x, int axis) {
   return out;
 }
 
-Tensor switch_tensor(Communicator& comm, const Tensor& x, int from, int to) {
+Tensor switch_tensor(Communicator& comm, const Tensor& x, int from, int to, std::optional<DType> wire) {
   from = norm_axis(from, x.dim(), "switch_axis");
   to = norm_axis(to, x.dim(), "switch_axis");
   FC_CHECK(from != to, "dap::switch_axis: the two axes are the same (", from, ")");
@@ -269,11 +288,11 @@ Tensor switch_tensor(Communicator& comm, const Tensor& x, int from, int to) {
   check_divisible(x, to, p, "switch_axis");
   // Block j: my rows, the j-th chunk of the `to` axis, for rank j. Block i received: rank i's rows
   // (chunk i of `from`) of my `to` chunk.
-  const Tensor in = blocks_to_front(x, to, p);
+  const Tensor in = blocks_to_front(x, to, p, wire_dtype(x, wire));
   Tensor out = Tensor::empty(in.shape(), in.dtype(), in.device());
   count("all_to_all", in, p);
   comm.all_to_all(in.view({in.numel()}), out.view({out.numel()}));
-  return blocks_from_front(out, from);
+  return blocks_from_front(out, from, x.dtype());
 }
 
 void reset_traffic() { traffic_log().clear(); }
@@ -291,13 +310,13 @@ autograd::Variable scatter(Communicator& comm, const autograd::Variable& x, int 
   return autograd::record1("dap_scatter", std::move(fn), {x}, chunk(x.value(), axis, comm.rank(), comm.size()).clone());
 }
 
-autograd::Variable gather(Communicator& comm, const autograd::Variable& x, int axis) {
+autograd::Variable gather(Communicator& comm, const autograd::Variable& x, int axis, std::optional<DType> wire) {
   axis = norm_axis(axis, x.dim(), "gather");
   if (comm.size() == 1) return x;
   auto fn = std::make_unique<GatherFn>();
   fn->comm = &comm;
   fn->axis = axis;
-  return autograd::record1("dap_gather", std::move(fn), {x}, gather_tensor(comm, x.value(), axis));
+  return autograd::record1("dap_gather", std::move(fn), {x}, gather_tensor(comm, x.value(), axis, wire));
 }
 
 autograd::Variable gather_replicated(Communicator& comm, const autograd::Variable& x, int axis) {
@@ -310,7 +329,8 @@ autograd::Variable gather_replicated(Communicator& comm, const autograd::Variabl
   return autograd::record1("dap_gather_replicated", std::move(fn), {x}, gather_tensor(comm, x.value(), axis));
 }
 
-autograd::Variable switch_axis(Communicator& comm, const autograd::Variable& x, int from, int to) {
+autograd::Variable switch_axis(Communicator& comm, const autograd::Variable& x, int from, int to,
+                               std::optional<DType> wire) {
   from = norm_axis(from, x.dim(), "switch_axis");
   to = norm_axis(to, x.dim(), "switch_axis");
   if (comm.size() == 1) return x;
@@ -318,22 +338,23 @@ autograd::Variable switch_axis(Communicator& comm, const autograd::Variable& x, 
   fn->comm = &comm;
   fn->from = from;
   fn->to = to;
-  return autograd::record1("dap_switch_axis", std::move(fn), {x}, switch_tensor(comm, x.value(), from, to));
+  return autograd::record1("dap_switch_axis", std::move(fn), {x}, switch_tensor(comm, x.value(), from, to, wire));
 }
 
-AsyncVariable gather_async(Communicator& comm, const autograd::Variable& x, int axis) {
+AsyncVariable gather_async(Communicator& comm, const autograd::Variable& x, int axis, std::optional<DType> wire) {
   axis = norm_axis(axis, x.dim(), "gather");
   if (comm.size() == 1) return AsyncVariable(x);
-  return start_async(comm, x, false, axis, 0, x.value().contiguous());
+  return start_async(comm, x, false, axis, 0, x.value().contiguous().to(wire_dtype(x.value(), wire)));
 }
 
-AsyncVariable switch_axis_async(Communicator& comm, const autograd::Variable& x, int from, int to) {
+AsyncVariable switch_axis_async(Communicator& comm, const autograd::Variable& x, int from, int to,
+                                std::optional<DType> wire) {
   from = norm_axis(from, x.dim(), "switch_axis");
   to = norm_axis(to, x.dim(), "switch_axis");
   FC_CHECK(from != to, "dap::switch_axis: the two axes are the same (", from, ")");
   if (comm.size() == 1) return AsyncVariable(x);
   check_divisible(x.value(), to, comm.size(), "switch_axis");
-  return start_async(comm, x, true, from, to, blocks_to_front(x.value(), to, comm.size()));
+  return start_async(comm, x, true, from, to, blocks_to_front(x.value(), to, comm.size(), wire_dtype(x.value(), wire)));
 }
 
 }  // namespace foldcore::dist::dap

@@ -13,6 +13,13 @@
 //   gather_async(x, a)      gather and switch_axis started now and finished by wait(): the work
 //   switch_axis_async(…)    between the two overlaps the communication (below)
 //
+// The wire dtype (gather, switch_axis and their async forms): a `wire` narrower than x's dtype
+// (bf16 under autocast, for an fp32 x) sends x rounded to it and returns the result in x's dtype.
+// That halves the bytes of an fp32 activation whose every consumer rounds it to bf16 anyway (a
+// LayerNorm output read only by autocast GEMMs, a bf16 update times a 0/1 mask), without changing
+// what the consumers compute. The backward's dual carries the gradient in its own (x's) dtype, as
+// one process's autocast casts keep it. No wire, or one not narrower: sent as it is.
+//
 // Rank r holds chunk r: elements [r·k, (r+1)·k) of the split axis, k = size / n. A group of one
 // rank is the identity (no copy, no communication), so a model written with these calls runs
 // unchanged in one process. The gather's dual is a reduce-scatter because each rank uses the whole
@@ -22,6 +29,7 @@
 // already the whole one, and summing would count it P times.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,14 +43,17 @@ namespace foldcore::dist::dap {
 Tensor chunk(const Tensor& x, int axis, int rank, int n);
 
 // The collectives on plain tensors (contiguous results; also used by the backward passes).
-Tensor gather_tensor(Communicator& comm, const Tensor& x, int axis);
+// A wire dtype as above: sent in it, returned in x's dtype.
+Tensor gather_tensor(Communicator& comm, const Tensor& x, int axis, std::optional<DType> wire = std::nullopt);
 Tensor reduce_scatter_tensor(Communicator& comm, const Tensor& x, int axis);
-Tensor switch_tensor(Communicator& comm, const Tensor& x, int from, int to);
+Tensor switch_tensor(Communicator& comm, const Tensor& x, int from, int to, std::optional<DType> wire = std::nullopt);
 
 autograd::Variable scatter(Communicator& comm, const autograd::Variable& x, int axis);
-autograd::Variable gather(Communicator& comm, const autograd::Variable& x, int axis);
+autograd::Variable gather(Communicator& comm, const autograd::Variable& x, int axis,
+                          std::optional<DType> wire = std::nullopt);
 autograd::Variable gather_replicated(Communicator& comm, const autograd::Variable& x, int axis);
-autograd::Variable switch_axis(Communicator& comm, const autograd::Variable& x, int from, int to);
+autograd::Variable switch_axis(Communicator& comm, const autograd::Variable& x, int from, int to,
+                               std::optional<DType> wire = std::nullopt);
 
 // A gather or axis switch in flight (FastFold's duality async operations). The forward starts the
 // collective at gather_async / switch_axis_async and completes it at wait(), so whatever the caller
@@ -64,13 +75,15 @@ class AsyncVariable {
   struct State;
 
  private:
-  friend AsyncVariable start_async(Communicator&, const autograd::Variable&, bool, int, int, Tensor);
+  friend AsyncVariable start_async(Communicator&, const autograd::Variable&, bool, int, int, Tensor);  // dap.cpp
   std::shared_ptr<State> state_;
   autograd::Variable ready_;
 };
 
-AsyncVariable gather_async(Communicator& comm, const autograd::Variable& x, int axis);
-AsyncVariable switch_axis_async(Communicator& comm, const autograd::Variable& x, int from, int to);
+AsyncVariable gather_async(Communicator& comm, const autograd::Variable& x, int axis,
+                           std::optional<DType> wire = std::nullopt);
+AsyncVariable switch_axis_async(Communicator& comm, const autograd::Variable& x, int from, int to,
+                                std::optional<DType> wire = std::nullopt);
 
 // What this process received in the collectives above (forward and backward) since the last
 // reset_traffic(), by collective ("all_to_all", "all_gather", "reduce_scatter") and element type:

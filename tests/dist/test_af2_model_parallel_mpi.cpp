@@ -39,6 +39,7 @@
 #include "core/random.h"
 #include "data_pipeline/formats/npy.h"
 #include "af2_parallel_test_util.h"
+#include "dist/dap.h"
 #include "dist_test_util.h"
 #include "models/alphafold/model/alphafold.h"
 #include "models/alphafold/model/alphafold_trunk.h"
@@ -193,46 +194,91 @@ struct StepResult {
   double loss;
   Tensor grads;
 };
-StepResult step(Model& m, const TrainBatch& b) {
+StepResult step(Model& m, const TrainBatch& b, DType precision = DType::f32) {
   Af2LossConfig lc;
   lc.weights = LossWeights::stage("finetune", true);
   Af2ParamTable table;
   m.model.add_af2_params(table);
-  const TrainStepResult r = af2_train_step(m.model, m.params, table, {}, b.features, b.last_slice, lc, Device::cpu());
+  const TrainStepResult r =
+      af2_train_step(m.model, m.params, table, {}, b.features, b.last_slice, lc, Device::cpu(), precision);
   return {r.loss.loss, m.params.grads().clone()};
 }
 
-// dropout: none, or AlphaFold's (tiny preset rates), every one on: DAP applies each mask where its
-// shared axis is the split one (the ending node's column-wise mask on the pair's columns), so it
-// draws the masks one process draws.
+// bf16 bounds. The parallel run rounds the same values to bf16 as one process (the bf16 wire
+// carries only values the consumers round anyway), so it differs by the fp32 groupings above, made
+// visible where a changed fp32 sum rounds to another bf16 value. Measured (np 2 and 4): the loss
+// equal to 8 digits, gradients max |diff| 0.030-0.038 (4.6e-4 of max |g|) against 5.2-11 between
+// one process's bf16 and fp32 steps; DAP's bytes 0.61-0.67 of the fp32 step's (the forward's LN
+// outputs, edges and projections halved; the gradients, the stacks' exit gathers of the fp32
+// streams and the embeddings' scatter duals stay fp32). The bounds sit ~10× above.
+constexpr double kBf16LossRel = 2e-5, kBf16GradAtol = 5e-3, kBf16GradRtol = 5e-2, kBf16GapShare = 0.05,
+                 kBf16WireBytes = 0.75;
+
+// dropout: none, or AlphaFold's (tiny preset rates), every one on: DAP adds every update on the
+// rows, a row-wise mask whole on each rank and a column-wise one (column attention, ending node)
+// cut to the rank's rows by its index base, so it draws the masks one process draws.
 // dap_bp: the DAP-2 × BP-2 grid (4 ranks) instead of the `bp` choice.
 // recompute_blocks: recomputation segments of that many blocks (both runs).
 // templates: that many of the 4 template slots computed (parallel_test::with_computed_templates;
 // under DAP each rank runs the template stacks and the pointwise attention on its rows of the pair,
 // and their parameters' gradients are summed over the group).
+// precision bf16: autocast in both runs; DAP sends the LayerNorm outputs, edges and projections in
+// bf16 (dap_wire_dtype), so its bytes are those of the values one process rounds. The bounds are
+// bf16's (kBf16LossRel, kBf16GradRtol below).
 void check_train(bool parallel_evoformer, bool bp, bool dropout, bool dap_bp = false, int64_t recompute_blocks = 0,
-                 int64_t templates = 0) {
+                 int64_t templates = 0, DType precision = DType::f32) {
   if (dap_bp && mpi_world().size() != 4) GTEST_SKIP() << "DAP-2 x BP-2 needs 4 ranks";
   TrainBatch batch = train_batch();
   if (templates > 0) batch.features = parallel_test::with_computed_templates(batch.features.path(), templates);
   Af2Config config = tiny(parallel_evoformer);
   config.recompute_blocks = recompute_blocks;
   Model ref(config, dropout);
-  const StepResult want = step(ref, batch);
+  const StepResult want = step(ref, batch, precision);
+  const bool bf16 = precision == DType::bf16;
   double gmax = 0;
   for (float v : want.grads.to_vector()) gmax = std::max(gmax, static_cast<double>(std::fabs(v)));
   ASSERT_GT(gmax, 0);
   if (templates > 0) {
     ASSERT_GT(parallel_test::template_grad_max(ref.model), 1e-3 * gmax);
   }
+  // bf16: how far one process's bf16 step is from its fp32 step, the scale the parallel run's
+  // difference is measured against.
+  double bf16_gap = 0, bf16_loss_gap = 0;
+  if (bf16) {
+    Model ref32(config, dropout);
+    const StepResult want32 = step(ref32, batch);
+    bf16_gap = foldcore::testing::all_close(want.grads, want32.grads, 0, 0).max_abs;
+    bf16_loss_gap = std::fabs(want.loss - want32.loss);
+    ASSERT_GT(bf16_gap, 0);
+  }
   const auto check = [&](const std::string& name, const ModelParallel& mp) {
     SCOPED_TRACE(name);
     Model par(config, dropout);
     par.model.set_model_parallel(mp);
-    const StepResult got = step(par, batch);
-    EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::fabs(want.loss));
-    const auto r = foldcore::testing::all_close(got.grads, want.grads, 1e-4 * gmax, 1e-3);
+    dist::dap::reset_traffic();
+    const StepResult got = step(par, batch, precision);
+    if (bf16) {
+      // The bf16 wire: the same step in fp32 moves the fp32 bytes; bf16 sends the forward's
+      // LayerNorm outputs, edges and projections in bf16 (the backward's gradients stay fp32).
+      double bytes16 = 0, bytes32 = 0;
+      for (const auto& e : dist::dap::traffic()) bytes16 += e.bytes;
+      Model par32(config, dropout);
+      par32.model.set_model_parallel(mp);
+      dist::dap::reset_traffic();
+      step(par32, batch);
+      for (const auto& e : dist::dap::traffic()) bytes32 += e.bytes;
+      if (mpi_world().rank() == 0)
+        std::printf("  %s: DAP bytes per rank, bf16 %.0f vs fp32 %.0f (%.3f); one process's bf16 vs fp32: loss %.3g, "
+                    "grads max |diff| %.3g\n", name.c_str(), bytes16, bytes32, bytes16 / bytes32, bf16_loss_gap, bf16_gap);
+      EXPECT_LT(bytes16, kBf16WireBytes * bytes32);
+    }
+    EXPECT_NEAR(got.loss, want.loss, (bf16 ? kBf16LossRel : 1e-5) * std::fabs(want.loss));
+    const auto r = foldcore::testing::all_close(got.grads, want.grads, (bf16 ? kBf16GradAtol : 1e-4) * gmax,
+                                                bf16 ? kBf16GradRtol : 1e-3);
     EXPECT_TRUE(r.ok) << r.message;
+    if (bf16) {
+      EXPECT_LT(r.max_abs, kBf16GapShare * bf16_gap);
+    }
     if (mpi_world().rank() == 0)
       std::printf("  %s: loss %.8g vs %.8g, grads: max |diff| %.3g (max |g| %.3g), max rel %.3g\n", name.c_str(),
                   got.loss, want.loss, r.max_abs, gmax, r.max_rel);
@@ -250,6 +296,9 @@ void check_train(bool parallel_evoformer, bool bp, bool dropout, bool dap_bp = f
 }
 
 TEST(Af2ModelParallel, DapTrainStepEqualsOneProcess) { check_train(false, false, false); }
+// bf16 autocast, every dropout on, with templates and recomputation: the bf16 wire.
+TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessBf16) { check_train(false, false, true, false, 1, 3, DType::bf16); }
+TEST(Af2ModelParallel, DapBpTrainStepEqualsOneProcessBf16) { check_train(true, false, true, true, 1, 0, DType::bf16); }
 TEST(Af2ModelParallel, DapTrainStepEqualsOneProcessWithDropout) { check_train(false, false, true); }
 // DAP with recomputation (segments of one block, the collectives run again in the backward) and
 // every dropout on (the segments replay the masks).

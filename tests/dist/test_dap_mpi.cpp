@@ -4,7 +4,8 @@
 // of a gather's backward sums P fp32 terms (1e-6 relative). The async forms (gather_async,
 // switch_axis_async) give the sync forms' values and gradients bit for bit, and a logging
 // communicator shows that their collectives are in flight around the work recorded in between,
-// in the forward and in the backward.
+// in the forward and in the backward. A bf16 wire rounds the forward values and leaves the fp32
+// gradients unrounded.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -142,6 +143,57 @@ TEST(Dap, TrafficCountsWhatARankReceives) {
   EXPECT_DOUBLE_EQ(find("all_gather", "f32").bytes, total * share * 4);
   dap::reset_traffic();
   EXPECT_TRUE(dap::traffic().empty());
+}
+
+// A bf16 wire (dap.h, "The wire dtype"): the forward moves x rounded to bf16 and returns fp32 (the
+// exact copy of the rounded values), in bf16 bytes; the backward's dual carries the fp32 gradient
+// unrounded (its values are not bf16-representable). Sync and async forms alike.
+TEST(Dap, Bf16WireRoundsTheForwardAndNotTheGradient) {
+  auto& c = mpi_world();
+  const int p = c.size(), r = c.rank();
+  const Tensor x0 = whole(41, p), rounded = x0.to(DType::bf16).to(DType::f32);
+  const auto find = [](const std::string& coll, const std::string& dtype) {
+    for (const dap::TrafficEntry& e : dap::traffic())
+      if (e.collective == coll && e.dtype == dtype) return e;
+    return dap::TrafficEntry{coll, dtype, 0, 0};
+  };
+  for (bool async : {false, true}) {
+    dap::reset_traffic();
+    // Switch rows → columns.
+    const Variable rows(dap::chunk(x0, 0, r, p).contiguous(), true);
+    const Variable cols = async ? dap::switch_axis_async(c, rows, 0, 2, DType::bf16).wait()
+                                : dap::switch_axis(c, rows, 0, 2, DType::bf16);
+    ASSERT_EQ(cols.dtype(), DType::f32);
+    expect_equal(cols.value(), dap::chunk(rounded, 2, r, p));
+    autograd::backward({cols}, {mine(42, r, cols.shape())});
+    // The unrounded weights of every rank's columns, this rank's rows of them (as the fp32 switch).
+    const Variable rows_ref(dap::chunk(x0, 0, r, p).contiguous(), true);
+    autograd::backward({dap::switch_axis(c, rows_ref, 0, 2)}, {mine(42, r, cols.shape())});
+    expect_equal(rows.grad(), rows_ref.grad());
+    EXPECT_EQ(find("all_to_all", "bf16").calls, 1);
+    EXPECT_EQ(find("all_to_all", "f32").calls, 3);  // the dual, and the reference's switch and dual
+    // Gather along axis 0.
+    const Variable part(dap::chunk(x0, 0, r, p).contiguous(), true);
+    const Variable all = async ? dap::gather_async(c, part, 0, DType::bf16).wait() : dap::gather(c, part, 0, DType::bf16);
+    ASSERT_EQ(all.dtype(), DType::f32);
+    expect_equal(all.value(), rounded);
+    autograd::backward({all}, {mine(43, r, x0.shape())});
+    const Variable part_ref(dap::chunk(x0, 0, r, p).contiguous(), true);
+    autograd::backward({dap::gather(c, part_ref, 0)}, {mine(43, r, x0.shape())});
+    expect_equal(part.grad(), part_ref.grad());
+    EXPECT_EQ(find("all_gather", "bf16").calls, 1);
+    EXPECT_EQ(find("reduce_scatter", "f32").calls, 2);
+    EXPECT_EQ(find("reduce_scatter", "bf16").calls, 0);
+  }
+  // A wire not narrower than x (bf16 x, f32 wire): sent as it is.
+  dap::reset_traffic();
+  const Tensor xb = dap::chunk(x0, 0, r, p).contiguous().to(DType::bf16);
+  const Tensor yb = dap::switch_tensor(c, xb, 0, 2, DType::f32);
+  EXPECT_EQ(yb.dtype(), DType::bf16);
+  expect_equal(yb, dap::chunk(rounded, 2, r, p));
+  EXPECT_EQ(find("all_to_all", "bf16").calls, 1);
+  EXPECT_EQ(find("all_to_all", "f32").calls, 0);
+  dap::reset_traffic();
 }
 
 TEST(Dap, GroupOfOneIsTheIdentity) {

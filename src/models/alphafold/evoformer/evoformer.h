@@ -59,6 +59,14 @@ class EvoformerBlock : public nn::Module {
   // The column update of either kind: [S, N, c_m]; `into` as run_chunked's (added into m's stream).
   Variable msa_column_update(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0,
                              const Tensor& into = Tensor()) const;
+  // DAP (evoformer_parallel.cpp): this rank's MSA rows m_rows [S/P, N, c_m] (msa_mask [S, N]
+  // whole, padded) plus (dropout of) their column update: the LayerNorm on the rows, switched to
+  // the columns in the wire dtype, the attention there, its update switched back and added on the
+  // rows. Inference with chunk > 0 (and no dropout): by pieces of `chunk` of the rank's columns,
+  // each switched there and its update back into m_rows (written in place when it owns them), so
+  // no whole LN(m) or update exists beside m.
+  Variable msa_column_residual_dap(Variable m_rows, const Tensor& msa_mask, const ParallelGroup& g,
+                                   int64_t chunk) const;
   const nn::Transition& msa_transition() const { return msa_transition_; }
   const OuterProductMean& outer_product_mean() const { return opm_; }
   const TriangleMultiplication& triangle_multiplication_outgoing() const { return tri_mul_out_; }

@@ -72,12 +72,21 @@ MsaColumnAttention::MsaColumnAttention(nn::Scope scope, int64_t c_m, const Atten
 
 Variable MsaColumnAttention::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk,
                                      const Tensor& into) const {
+  return forward_impl(m, msa_mask, chunk, into, &query_norm_);
+}
+
+Variable MsaColumnAttention::forward_normalized(const Variable& x, const Tensor& msa_mask, int64_t chunk) const {
+  return forward_impl(x, msa_mask, chunk, Tensor(), nullptr);
+}
+
+Variable MsaColumnAttention::forward_impl(const Variable& m, const Tensor& msa_mask, int64_t chunk,
+                                          const Tensor& into, const nn::LayerNorm* norm) const {
   check_msa("MsaColumnAttention", m, query_norm_.scale().numel(), msa_mask);
   // Columns become rows: [N, S, c_m] (a view; each column chunk layer-normed as it is read), mask
   // [N, S]. `into` (m's stream): the column chunks are added into its columns (strided slices).
   const Variable o = row_attention(attention_, autograd::transpose(m, 0, 1), Variable(),
                                    msa_mask.transpose(0, 1).contiguous(), chunk,
-                                   into.defined() ? into.transpose(0, 1) : Tensor(), &query_norm_);
+                                   into.defined() ? into.transpose(0, 1) : Tensor(), norm);
   return into.defined() ? Variable(into) : autograd::transpose(o, 0, 1);  // [S, N, c_m] (a view)
 }
 
@@ -98,12 +107,23 @@ MsaColumnGlobalAttention::MsaColumnGlobalAttention(nn::Scope scope, int64_t c_m,
 
 Variable MsaColumnGlobalAttention::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk,
                                            const Tensor& into) const {
+  return forward_impl(m, msa_mask, chunk, into, &query_norm_);
+}
+
+Variable MsaColumnGlobalAttention::forward_normalized(const Variable& x, const Tensor& msa_mask,
+                                                      int64_t chunk) const {
+  return forward_impl(x, msa_mask, chunk, Tensor(), nullptr);
+}
+
+Variable MsaColumnGlobalAttention::forward_impl(const Variable& m, const Tensor& msa_mask, int64_t chunk,
+                                                const Tensor& into, const nn::LayerNorm* norm) const {
   check_msa("MsaColumnGlobalAttention", m, query_norm_.scale().numel(), msa_mask);
   const Variable mt = autograd::transpose(m, 0, 1);             // [N, S, c_m] (a view)
   const Tensor mask_t = msa_mask.transpose(0, 1).contiguous();  // [N, S]
   const Variable o = run_chunked(mt.size(0), chunk, [&](int64_t s, int64_t len) {
     // Each column chunk layer-normed as it is read (no whole LN of the extra MSA beside it).
-    return attention_.forward(query_norm_.forward(autograd::narrow(mt, 0, s, len)), mask_t.narrow(0, s, len));
+    const Variable cols = autograd::narrow(mt, 0, s, len);
+    return attention_.forward(norm != nullptr ? norm->forward(cols) : autograd::contiguous(cols), mask_t.narrow(0, s, len));
   }, 0, into.defined() ? into.transpose(0, 1) : Tensor());
   return into.defined() ? Variable(into) : autograd::transpose(o, 0, 1);  // [S, N, c_m]
 }

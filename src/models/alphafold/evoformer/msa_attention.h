@@ -46,9 +46,15 @@ class MsaColumnAttention : public nn::Module {
   MsaColumnAttention(nn::Scope scope, int64_t c_m, const AttentionConfig& att);
   Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0,
                    const Tensor& into = Tensor()) const;  // → [S, N, c_m]
+  // DAP (evoformer_parallel.cpp): x = query_norm()(m) of a rank's columns [S, N/P, c_m] (made on
+  // its rows and switched) → the update in x's layout.
+  Variable forward_normalized(const Variable& x, const Tensor& msa_mask, int64_t chunk = 0) const;
+  const nn::LayerNorm& query_norm() const { return query_norm_; }
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:
+  Variable forward_impl(const Variable& m, const Tensor& msa_mask, int64_t chunk, const Tensor& into,
+                        const nn::LayerNorm* norm) const;
   nn::LayerNorm query_norm_;
   nn::Attention attention_;
 };
@@ -61,9 +67,14 @@ class MsaColumnGlobalAttention : public nn::Module {
   MsaColumnGlobalAttention(nn::Scope scope, int64_t c_m, const AttentionConfig& att);
   Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0,
                    const Tensor& into = Tensor()) const;  // → [S, N, c_m]
+  // DAP: as MsaColumnAttention::forward_normalized.
+  Variable forward_normalized(const Variable& x, const Tensor& msa_mask, int64_t chunk = 0) const;
+  const nn::LayerNorm& query_norm() const { return query_norm_; }
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 
  private:
+  Variable forward_impl(const Variable& m, const Tensor& msa_mask, int64_t chunk, const Tensor& into,
+                        const nn::LayerNorm* norm) const;
   nn::LayerNorm query_norm_;
   nn::GlobalAttention attention_;
 };

@@ -20,12 +20,14 @@ class OuterProductMean : public nn::Module {
   // `into` (no-grad only; the pair stream [N, N, c_z]): the update is added into it row chunk by
   // row chunk (run_chunked) and `into` is returned.
   Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
-  // DAP (evoformer_parallel.cpp): m_cols [S, N/P, c_m] this rank's MSA columns, msa_mask [S, N]
-  // whole; the right projection is gathered whole. → the update's pair rows [N/P, N, c_z], computed
-  // by chunks of `chunk` rows when chunk > 0 (the outer products of one chunk at a time). Chunked
-  // inference gathers no right projection: its pieces of `chunk` columns are broadcast in turn
-  // (pair_rows.h's for_each_ring_piece), each making its columns of the update.
-  Variable forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g,
+  // DAP (evoformer_parallel.cpp): m_rows [S/P, N, c_m] this rank's MSA rows, msa_mask [S, N]
+  // whole. The projections are made on the rows; the left one switched to this rank's columns and
+  // the right one gathered whole (both in the wire dtype: bf16 products times a 0/1 mask) → the
+  // update's pair rows [N/P, N, c_z], computed by chunks of `chunk` rows when chunk > 0 (the outer
+  // products of one chunk at a time). Chunked inference gathers no right projection: it is switched
+  // to the columns too and its pieces of `chunk` columns are broadcast in turn (pair_rows.h's
+  // for_each_ring_piece), each making its columns of the update.
+  Variable forward_dap(const Variable& m_rows, const Tensor& msa_mask, const ParallelGroup& g,
                        int64_t chunk = 0) const;
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
 

@@ -24,20 +24,12 @@ class TriangleAttention : public nn::Module {
   // the first write, and a row (column) chunk of the update reads only the same rows (columns) of z.
   Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
   // DAP (evoformer_parallel.cpp): z_rows [N/P, N, c_z] this rank's pair rows, pair_mask [N, N]
-  // whole; the pair bias is gathered whole (the ending node works on the columns, switched there
-  // and back). → the update's rows [N/P, N, c_z].
+  // whole; the pair bias is gathered whole. The ending node works on the columns: its LayerNorm
+  // runs on the rows and is switched there in the wire dtype, the update switched back (the block
+  // adds it on the rows, its column-wise shared dropout mask [N, 1, c_z] cut to the rank's rows
+  // with DropoutSpec::index_base). → the update's rows [N/P, N, c_z].
   Variable forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
                        int64_t chunk = 0) const;
-  // DAP, ending node only: z_cols [N, N/P, c_z] this rank's pair columns (z[:, j-chunk, :]) → the
-  // update in the same layout. The block adds it there, where the column-wise shared dropout mask
-  // ([N, 1, c_z]) is the whole mask one process draws.
-  Variable forward_dap_columns(const Variable& z_cols, const Tensor& pair_mask, const ParallelGroup& g,
-                               int64_t chunk = 0) const;
-  // DAP, ending node with its residual add (the Evoformer's and the template stack's step): the
-  // pair rows z_rows (released once switched) to the columns, z + dropout(update) added there with
-  // forward_dap_columns's update, switched back → the new rows [N/P, N, c_z].
-  Variable residual_dap_columns(Variable z_rows, const Tensor& pair_mask, const ParallelGroup& g, int64_t chunk,
-                                const autograd::DropoutSpec& dropout) const;
   // key_prefix e.g. "evoformer/evoformer_iteration/triangle_attention_starting_node".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix, int64_t stack_index = -1) const;
   bool starting() const { return starting_; }

@@ -61,8 +61,9 @@ class TriangleMultiplication : public nn::Module {
   Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
   // DAP (evoformer_parallel.cpp): z_rows [N/P, N, c_z] this rank's pair rows, pair_mask [N, N]
   // whole. Outgoing works on rows and gathers the right edge whole; incoming works on columns
-  // (switched there and back) and gathers the edge indexed by the output row whole, channel-major
-  // ([c, N, N]: the one pair-sized temporary). chunk > 0: the update by chunks of `chunk` output
+  // (the input LayerNorm made on the rows and switched there in the wire dtype, the update switched
+  // back) and gathers the edge indexed by the output row whole, channel-major ([c, N, N]: the one
+  // pair-sized temporary; the edges in the wire dtype too: bf16 products times a 0/1 mask). chunk > 0: the update by chunks of `chunk` output
   // rows (the contraction, its LayerNorm, projection and gate one chunk at a time).
   // → the update's rows [N/P, N, c_z].
   // Inference with chunk > 0: b is not gathered whole; each rank's chunk of it is broadcast in turn,

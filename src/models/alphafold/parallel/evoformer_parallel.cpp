@@ -2,26 +2,32 @@
 // blocks and stacks, and of the modules' DAP forms. The backward passes come from autograd: every
 // communication is an autograd function whose backward is its dual collective.
 //
-// DAP layout (P ranks, rank r; FastFold): between modules the MSA m [S, N, c_m] is split along its
-// rows (S) and the pair z [N, N, c_z] along its rows (i); each rank holds chunk r. Per block:
+// DAP layout (P ranks, rank r; FastFold): the MSA m [S, N, c_m] stays split along its rows (S) and
+// the pair z [N, N, c_z] along its rows (i); each rank holds chunk r. What a module needs in
+// another layout is switched there and its update switched back, so the residual streams never
+// move: the LayerNorm that starts such a module runs on the rows and its output (read only by
+// GEMMs) is what moves, in the wire dtype (dap_wire_dtype: bf16 under autocast, which every
+// consumer rounds it to anyway). Per block:
 //   row attention        m rows; the pair bias [1, H, N, N] is computed from the local pair rows
 //                        and gathered whole (all-gather)
-//   m: rows → columns    all-to-all
-//   column attention,    m columns (each column is independent)
-//   MSA transition
-//   outer product mean   m columns; the right projection gathered whole → the update's pair rows
-//   m: columns → rows    all-to-all
+//   column attention     LN(m) rows → columns (all-to-all), the attention on the columns, its
+//                        update columns → rows (all-to-all), added on the rows
+//   MSA transition       m rows
+//   outer product mean   projections on the rows; the left one rows → columns (all-to-all), the
+//                        right one gathered whole (all-gather) → the update's pair rows
 //   tri. mult. outgoing  pair rows; the right edge gathered whole
-//   tri. mult. incoming  pair columns (z switched there, the update switched back); the edge
+//   tri. mult. incoming  pair columns (LN(z) switched there, the update switched back); the edge
 //                        indexed by the output row gathered whole
 //   tri. att. starting   pair rows; the pair bias gathered whole
-//   tri. att. ending     pair columns (switched there, residual added there, switched back); the
-//                        pair bias gathered whole
+//   tri. att. ending     pair columns (LN(z) switched there, the update switched back); the pair
+//                        bias gathered whole
 //   pair transition      pair rows
-// Every residual add happens where the dropout mask's shared axis is the split one, so each rank's
-// mask is the one process's whole mask: the row-wise shared masks on rows, the ending node's
-// column-wise one on columns. Communication per block: 2 MSA-sized and 4 pair-sized
-// all-to-alls, and all-gathers of 3 pair biases (H channels) and of 3 projections (c channels).
+// Every residual add happens on the rows. Where the dropout mask's shared axis is the split one
+// (the row-wise masks), each rank's mask is the one process's whole mask; the column-wise masks
+// (column attention, ending node) are cut to the rank's rows by their index base (rows_dropout),
+// so each rank draws its rows of the one process's mask. Communication per block: 4 MSA-sized
+// all-to-alls (2 of c_m channels, 2 of the projections' c) and 4 pair-sized ones, all-gathers of
+// 3 pair biases (H channels) and of 3 projections (c channels).
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
@@ -63,6 +69,13 @@ void skip_dropout(const nn::Dropout& d) {
 
 int64_t round_up(int64_t n, int64_t p) { return (n + p - 1) / p * p; }
 
+// t in the wire dtype when that is narrower (inference's pieces of a ring: what the switch
+// returned in t's dtype goes round in the dtype its GEMMs read).
+Tensor to_wire(const Tensor& t) {
+  const std::optional<DType> w = dap_wire_dtype();
+  return w && dtype_size(*w) < dtype_size(t.dtype()) ? t.to(*w) : t;
+}
+
 
 }  // namespace
 
@@ -79,42 +92,32 @@ Variable MsaRowAttentionWithPairBias::forward_dap(const Variable& m_rows, const 
 
 Variable TriangleAttention::forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
                                         int64_t chunk) const {
-  if (!starting_) return g.switch_axis(forward_dap_columns(g.switch_axis(z_rows, 0, 1), pair_mask, g, chunk), 1, 0);
-  const Tensor mask = mask_chunk(pair_mask, 0, g);
-  const Variable z_ln = query_norm_.forward(z_rows);
-  PendingVariable bias = g.gather_async(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N], during the projections
-  return row_attention(attention_, z_ln, [&bias] { return bias.get(); }, mask, chunk);
-}
-
-Variable TriangleAttention::forward_dap_columns(const Variable& z_cols, const Tensor& pair_mask,
-                                                const ParallelGroup& g, int64_t chunk) const {
-  FC_CHECK(!starting_, "TriangleAttention '", path(), "': forward_dap_columns is for the ending node");
-  // The rows of zᵀ, i.e. the columns of z: [N/P, N, c].
-  const Variable zz = ag::transpose(z_cols, 0, 1);
+  if (starting_) {
+    const Variable z_ln = query_norm_.forward(z_rows);
+    const Tensor mask = mask_chunk(pair_mask, 0, g);
+    PendingVariable bias = g.gather_async(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N], during the projections
+    return row_attention(attention_, z_ln, [&bias] { return bias.get(); }, mask, chunk);
+  }
+  // Ending node: the rows of zᵀ, i.e. the columns of LN(z), [N/P, N, c] (switched there).
+  Variable zz = ag::transpose(g.switch_axis(query_norm_.forward(z_rows), 0, 1, dap_wire_dtype()), 0, 1);
   const Tensor mask = mask_chunk(pair_mask.transpose(0, 1), 0, g);
-  const Variable z_ln = query_norm_.forward(zz);
-  PendingVariable bias = g.gather_async(bias_rows(feat_2d_, z_ln), 2);  // [1, H, N, N], during the projections
-  const Variable o = row_attention(attention_, z_ln, [&bias] { return bias.get(); }, mask, chunk);
-  return ag::contiguous(ag::transpose(o, 0, 1));  // [N, N/P, c]
-}
-
-Variable TriangleAttention::residual_dap_columns(Variable z_rows, const Tensor& pair_mask, const ParallelGroup& g,
-                                                int64_t chunk, const ag::DropoutSpec& dropout) const {
-  Variable zc = g.switch_axis(z_rows, 0, 1);  // [N, N/P, c]
-  z_rows = Variable();
-  zc = stream_residual(zc, forward_dap_columns(zc, pair_mask, g, chunk), dropout, true);
-  return g.switch_axis(zc, 1, 0);
+  PendingVariable bias = g.gather_async(bias_rows(feat_2d_, zz), 2);  // [1, H, N, N], during the projections
+  Variable o = row_attention(attention_, zz, [&bias] { return bias.get(); }, mask, chunk);
+  zz = Variable();  // inference: the input and the attention's output die before the switch back
+  const Variable oc = ag::contiguous(ag::transpose(o, 0, 1));  // [N, N/P, c]
+  o = Variable();
+  return g.switch_axis(oc, 1, 0);  // the rows [N/P, N, c]
 }
 
 Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tensor& pair_mask, const ParallelGroup& g,
                                              int64_t chunk) const {
   // Outgoing t[c,i,j] = Σ_k a[c,i,k] b[c,j,k]: rows i here, b whole. Incoming t[c,i,j] =
   // Σ_k b[c,k,i] a[c,k,j]: columns j here (a's columns), b whole.
-  Variable zz = outgoing_ ? z_rows : g.switch_axis(z_rows, 0, 1);  // rows [k, N, c] | columns [N, k, c]
+  // The normalised input: rows [k, N, c] | columns [N, k, c] (made on the rows, switched there).
+  Variable x = layer_norm_input_.forward(z_rows);
+  if (!outgoing_) x = g.switch_axis(x, 0, 1, dap_wire_dtype());
   const Variable mask3(mask_chunk(pair_mask, outgoing_ ? 0 : 1, g).unsqueeze(-1));
-  Variable x = layer_norm_input_.forward(zz);
-  const Shape zz_shape = zz.shape();
-  if (!ag::grad_enabled()) zz = Variable();  // inference: x is all that is read (the incoming one's copy dies)
+  const Shape zz_shape = x.shape();
   // A gated, masked edge of zz, channel-major ([c, k, N] | [c, N, k]), made by chunks of zz's
   // first axis (no-grad with chunk > 0): its projections exist for one chunk at a time.
   const auto edge = [&](const nn::Linear& gate_linear, const nn::Linear& projection) {
@@ -131,7 +134,7 @@ Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tenso
     return outgoing_ ? Variable(u) : g.switch_axis(Variable(u), 1, 0);
   }
   // b first: gathered whole as [c, N, N] (the only pair-sized tensor here) while a is computed.
-  PendingVariable b_all = g.gather_async(edge(right_gate_, right_projection_), outgoing_ ? 1 : 2);
+  PendingVariable b_all = g.gather_async(edge(right_gate_, right_projection_), outgoing_ ? 1 : 2, dap_wire_dtype());
   const Variable ac = edge(left_gate_, left_projection_);
   const Variable bc = b_all.get();
   // The update by chunks of zz's first axis (the output rows i; chunk 0: at once): t, its
@@ -161,7 +164,7 @@ Tensor TriangleMultiplication::forward_dap_ring(
   // turn, every rank's in rank order, the next one while the current one's products run, so a rank
   // holds its own chunk and two pieces of [c, chunk, N] in flight instead of all P chunks (or two
   // whole ones).
-  const Tensor b_local = edge(right_gate_, right_projection_).value();  // [c, k, N] | [c, N, k]
+  const Tensor b_local = to_wire(edge(right_gate_, right_projection_).value());  // [c, k, N] | [c, N, k]
   const Tensor ac = edge(left_gate_, left_projection_).value();         // [c, k, N] | [c, N, k]
   const int piece_axis = outgoing_ ? 1 : 2;
   const int64_t k = b_local.size(piece_axis), piece = std::min(chunk, k);
@@ -190,12 +193,14 @@ Tensor TriangleMultiplication::forward_dap_ring(
   return u;
 }
 
-Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa_mask, const ParallelGroup& g,
+Variable OuterProductMean::forward_dap(const Variable& m_rows, const Tensor& msa_mask, const ParallelGroup& g,
                                        int64_t chunk) const {
-  const int64_t c = c_hidden_, s = m_cols.size(0), k = m_cols.size(1), n = msa_mask.size(1);
-  FC_CHECK(msa_mask.size(0) == s && k * g.size() == n, "OuterProductMean '", path(), "' (DAP): m columns ",
-           m_cols.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", ", g.size(), " ranks");
-  const Tensor mask_cols = mask_chunk(msa_mask, 1, g), mask = msa_mask.to(DType::f32).contiguous();
+  const int64_t c = c_hidden_, s = msa_mask.size(0), n = msa_mask.size(1), p = g.size();
+  FC_CHECK(m_rows.dim() == 3 && m_rows.size(0) * p == s && m_rows.size(1) == n && n % p == 0, "OuterProductMean '",
+           path(), "' (DAP): m rows ", m_rows.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", ", p, " ranks");
+  const int64_t k = n / p;
+  const Tensor mask_rows = mask_chunk(msa_mask, 0, g), mask_cols = mask_chunk(msa_mask, 1, g);
+  const Tensor mask = msa_mask.to(DType::f32).contiguous();
   // 1 / (1e-3 + Σ_s mask_si mask_sj) for this rank's rows i: [k, N, 1].
   const auto inverse_norm = [&] { return OuterProductMean::inverse_norm(mask_cols.contiguous(), mask).view({k, n, 1}); };
   if (!ag::grad_enabled() && chunk > 0) {
@@ -205,8 +210,12 @@ Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa
     // whole row chunk's outer products: a rank holds its own right projection and two pieces
     // [S, chunk, c] instead of the gathered [S, N, c] (with a deep extra MSA, more than the
     // rank's pair rows).
-    const auto [a, b_rows] = projections(m_cols, mask_cols, chunk);  // [S, k, c] each
-    const Tensor b_local = b_rows.value();
+    // The projections of this rank's rows [S/P, N, c], switched to its columns [S, k, c].
+    auto [a_rows, b_rows] = projections(m_rows, mask_rows, chunk);
+    const Variable a = g.switch_axis(a_rows, 0, 1, dap_wire_dtype());
+    a_rows = Variable();
+    const Tensor b_local = to_wire(g.switch_axis(b_rows, 0, 1, dap_wire_dtype()).value());
+    b_rows = Variable();
     const Tensor inv_norm = inverse_norm();
     const int64_t piece = std::min(chunk, k), row_block = std::min(k, chunk * ((n + piece - 1) / piece));
     Tensor u;  // [k, N, c_z], in the output projection's dtype
@@ -227,11 +236,12 @@ Variable OuterProductMean::forward_dap(const Variable& m_cols, const Tensor& msa
     });
     return Variable(u);
   }
-  // The right projection is gathered whole while the left one and the normalisation are computed.
-  const Variable mask3(mask_cols.unsqueeze(-1));
-  const Variable x = layer_norm_input_.forward(m_cols);
-  PendingVariable b_all = g.gather_async(ag::mul(right_.forward(x), mask3), 1);          // [S, N, c]
-  const Variable a = ag::mul(left_.forward(x), mask3);                                   // [S, k, c]
+  // The projections on the rows; the right one gathered whole while the left one is switched to
+  // the columns and the normalisation computed.
+  const Variable mask3(mask_rows.unsqueeze(-1));
+  const Variable x = layer_norm_input_.forward(m_rows);
+  PendingVariable b_all = g.gather_async(ag::mul(right_.forward(x), mask3), 0, dap_wire_dtype());  // [S, N, c]
+  const Variable a = g.switch_axis(ag::mul(left_.forward(x), mask3), 0, 1, dap_wire_dtype());      // [S, k, c]
   const Tensor inv_norm = inverse_norm();
   const Variable b2 = ag::reshape(b_all.get(), {s, n * c});
   // The update's rows by chunks (chunk 0: at once): the [len, c, N, c] outer products and their
@@ -265,21 +275,13 @@ std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z
     m = stream_residual(m, row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk), row_att_dropout_.spec(),
                         own_inputs);
   });
-  Variable mc = g.switch_axis(m, 0, 1);  // [S, N/P, c_m]
-  m = Variable();
-  const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
-  stage("msa_column_attention", [&] {
-    mc = stream_residual(mc, msa_column_update(mc, mask_cols, chunk), col_att_dropout_.spec(), true);
-  });
-  stage("msa_transition", [&] { mc = stream_residual(mc, transition_forward(msa_transition_, mc, chunk), none, true); });
-  // The MSA is final: its switch back to rows runs during the pair track (FastFold's overlap of
-  // the MSA all-to-all with the pair stack); the outer product mean only reads it.
-  PendingVariable m_rows = g.switch_axis_async(mc, 1, 0);
+  stage("msa_column_attention", [&] { m = msa_column_residual_dap(std::move(m), msa_mask, g, chunk); });
+  stage("msa_transition", [&] { m = stream_residual(m, transition_forward(msa_transition_, m, chunk), none, true); });
   // Pair track.
   bool z_owned = own_inputs;
   if (!cfg_.parallel) {
     stage("outer_product_mean",
-          [&] { z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g, chunk), none, own_inputs); });
+          [&] { z = stream_residual(z, opm_.forward_dap(m, msa_mask, g, chunk), none, own_inputs); });
     z_owned = true;
   }
   stage("triangle_multiplication_outgoing", [&] {
@@ -292,13 +294,44 @@ std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z
     z = stream_residual(z, tri_att_start_.forward_dap(z, pair_mask, g, chunk), tri_att_start_dropout_.spec(), true);
   });
   stage("triangle_attention_ending_node", [&] {
-    // On z's columns, its residual add (and column-wise shared dropout) there too.
-    z = tri_att_end_.residual_dap_columns(std::move(z), pair_mask, g, chunk, tri_att_end_dropout_.spec());
+    z = stream_residual(z, tri_att_end_.forward_dap(z, pair_mask, g, chunk),
+                        rows_dropout(tri_att_end_dropout_.spec(), g, z.shape()), true);
   });
   stage("pair_transition", [&] { z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true); });
   if (cfg_.parallel)
-    stage("outer_product_mean", [&] { z = stream_residual(z, opm_.forward_dap(mc, msa_mask, g, chunk), none, true); });
-  return {m_rows.get(), std::move(z)};
+    stage("outer_product_mean", [&] { z = stream_residual(z, opm_.forward_dap(m, msa_mask, g, chunk), none, true); });
+  return {std::move(m), std::move(z)};
+}
+
+Variable EvoformerBlock::msa_column_residual_dap(Variable m, const Tensor& msa_mask, const ParallelGroup& g,
+                                                int64_t chunk) const {
+  const nn::LayerNorm& norm = col_att_ ? col_att_->query_norm() : col_glob_->query_norm();
+  const auto update = [&](const Variable& x, const Tensor& mask) {
+    return col_att_ ? col_att_->forward_normalized(x, mask, 0) : col_glob_->forward_normalized(x, mask, 0);
+  };
+  const ag::DropoutSpec d = rows_dropout(col_att_dropout_.spec(), g, m.shape());
+  const Tensor mask_cols = mask_chunk(msa_mask, 1, g);  // [S, N/P]
+  if (ag::grad_enabled() || chunk <= 0 || (d.p > 0.f && d.gen != nullptr)) {
+    const Variable x = g.switch_axis(norm.forward(m), 0, 1, dap_wire_dtype());  // LN(m) columns [S, N/P, c_m]
+    const Variable u = col_att_ ? col_att_->forward_normalized(x, mask_cols, chunk)
+                                : col_glob_->forward_normalized(x, mask_cols, chunk);
+    return stream_residual(m, g.switch_axis(ag::contiguous(u), 1, 0), d, true);  // the update's rows
+  }
+  // Inference by pieces of `chunk` of this rank's columns: every rank's columns j0.. of its chunk
+  // leave this rank's rows as [S/P, P·len, c] (rank-major) and arrive as this rank's [S, len, c].
+  const Tensor mt = own_stream(m, true);
+  const int p = g.size();
+  const int64_t rows = mt.size(0), k = mt.size(1) / p, c = mt.size(2);
+  for (int64_t j0 = 0; j0 < k; j0 += chunk) {
+    const int64_t len = std::min(chunk, k - j0);
+    Tensor t = Tensor::empty({rows, p * len, c}, mt.dtype(), mt.device());
+    for (int q = 0; q < p; ++q) t.narrow(1, q * len, len).copy_(mt.narrow(1, q * k + j0, len));
+    const Variable x = g.switch_axis(norm.forward(Variable(t)), 0, 1, dap_wire_dtype());
+    t = Tensor();
+    const Tensor back = g.switch_axis(ag::contiguous(update(x, mask_cols.narrow(1, j0, len))), 1, 0).value();
+    for (int q = 0; q < p; ++q) add_into(mt.narrow(1, q * k + j0, len), back.narrow(1, q * len, len));
+  }
+  return m;
 }
 
 std::pair<Variable, Variable> EvoformerBlock::forward_bp(const Variable& m, const Variable& z, const Tensor& msa_mask,
@@ -426,14 +459,9 @@ std::pair<Variable, Variable> EvoformerStack::forward_block_dap_bp(const Evoform
   if (bpg.rank() == 0) {  // MSA branch (rows → columns → rows) and the outer product mean (pair rows)
     m_new = stream_residual(m, b.row_att_.forward_dap(m, z, mask_chunk(msa_mask, 0, g), g, chunk),
                      b.row_att_dropout_.spec(), false);
-    Variable mc = g.switch_axis(m_new, 0, 1);
-    m_new = Variable();
-    const Tensor mask_cols = mask_chunk(msa_mask, 1, g);
-    mc = stream_residual(mc, b.msa_column_update(mc, mask_cols, chunk), b.col_att_dropout_.spec(), true);
-    mc = stream_residual(mc, transition_forward(b.msa_transition_, mc, chunk), none, true);
-    PendingVariable m_rows = g.switch_axis_async(mc, 1, 0);  // during the outer product mean
-    opm = b.opm_.forward_dap(mc, msa_mask, g, chunk);
-    m_new = m_rows.get();
+    m_new = b.msa_column_residual_dap(std::move(m_new), msa_mask, g, chunk);
+    m_new = stream_residual(m_new, transition_forward(b.msa_transition_, m_new, chunk), none, true);
+    opm = b.opm_.forward_dap(m_new, msa_mask, g, chunk);
     for (const nn::Dropout* d : pair_drops) skip_dropout(*d);
   } else {  // pair branch on the pair rows (the ending node on its columns)
     for (const nn::Dropout* d : msa_drops) skip_dropout(*d);
@@ -441,7 +469,8 @@ std::pair<Variable, Variable> EvoformerStack::forward_block_dap_bp(const Evoform
     z_pair = stream_residual(z_pair, b.tri_mul_in_.forward_dap(z_pair, pair_mask, g, chunk), b.tri_mul_in_dropout_.spec(), true);
     z_pair = stream_residual(z_pair, b.tri_att_start_.forward_dap(z_pair, pair_mask, g, chunk),
                       b.tri_att_start_dropout_.spec(), true);
-    z_pair = b.tri_att_end_.residual_dap_columns(std::move(z_pair), pair_mask, g, chunk, b.tri_att_end_dropout_.spec());
+    z_pair = stream_residual(z_pair, b.tri_att_end_.forward_dap(z_pair, pair_mask, g, chunk),
+                             rows_dropout(b.tri_att_end_dropout_.spec(), g, z_pair.shape()), true);
     z_pair = stream_residual(z_pair, transition_forward(b.pair_transition_, z_pair, chunk), none, true);
   }
   m = Variable();

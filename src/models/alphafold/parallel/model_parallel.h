@@ -15,13 +15,20 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "autograd/variable.h"
 
 namespace foldcore::af2 {
 
 using autograd::Variable;
+
+// The wire dtype of the DAP collectives that move values every consumer rounds to the autocast
+// dtype anyway (LayerNorm outputs read only by GEMMs, gated projections times a 0/1 mask): the
+// autocast dtype (bf16 training and inference send them in bf16), none without autocast.
+inline std::optional<DType> dap_wire_dtype() { return autograd::autocast_dtype(); }
 
 // A collective in flight (ParallelGroup::gather_async / switch_axis_async): get() completes it
 // (the first call; later calls return the same Variable).
@@ -58,17 +65,22 @@ class ParallelGroup {
   virtual ~ParallelGroup() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // DAP (dist/dap.h): chunk r of `size()` along an axis.
-  virtual Variable scatter(const Variable& x, int axis) const = 0;            // backward: all-gather
-  virtual Variable gather(const Variable& x, int axis) const = 0;             // backward: reduce-scatter
+  // DAP (dist/dap.h): chunk r of `size()` along an axis. `wire`: the dtype gather and switch_axis
+  // send x in when it is narrower than x's (bf16 under autocast), the result in x's dtype and the
+  // backward's dual in the gradient's (dist/dap.h, "The wire dtype"); for values every consumer
+  // rounds to it anyway (dap_wire_dtype above).
+  virtual Variable scatter(const Variable& x, int axis) const = 0;  // backward: all-gather
+  virtual Variable gather(const Variable& x, int axis,              // backward: reduce-scatter
+                          std::optional<DType> wire = std::nullopt) const = 0;
   virtual Variable gather_replicated(const Variable& x, int axis) const = 0;  // backward: own chunk
-  virtual Variable switch_axis(const Variable& x, int from, int to) const = 0;
+  virtual Variable switch_axis(const Variable& x, int from, int to, std::optional<DType> wire = std::nullopt) const = 0;
   // gather and switch_axis started now and completed by get() (dist/dap.h's async forms, FastFold's
   // duality async operations): the work in between overlaps the communication, in the forward and,
   // mirrored, in the backward. The same results bit for bit. A group made with overlap off runs
   // them to completion at the call.
-  virtual PendingVariable gather_async(const Variable& x, int axis) const = 0;
-  virtual PendingVariable switch_axis_async(const Variable& x, int from, int to) const = 0;
+  virtual PendingVariable gather_async(const Variable& x, int axis, std::optional<DType> wire = std::nullopt) const = 0;
+  virtual PendingVariable switch_axis_async(const Variable& x, int from, int to,
+                                            std::optional<DType> wire = std::nullopt) const = 0;
   // BP (dist/bp.h).
   virtual std::vector<Variable> exchange(const std::vector<Variable>& local, const std::vector<int>& owner,
                                          const std::vector<Shape>& shapes, bool sum_grads) const = 0;

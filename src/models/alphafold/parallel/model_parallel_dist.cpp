@@ -14,20 +14,22 @@ class CommGroup final : public ParallelGroup {
   int rank() const override { return c_.rank(); }
   int size() const override { return c_.size(); }
   Variable scatter(const Variable& x, int axis) const override { return dist::dap::scatter(c_, x, axis); }
-  Variable gather(const Variable& x, int axis) const override { return dist::dap::gather(c_, x, axis); }
+  Variable gather(const Variable& x, int axis, std::optional<DType> wire) const override {
+    return dist::dap::gather(c_, x, axis, wire);
+  }
   Variable gather_replicated(const Variable& x, int axis) const override {
     return dist::dap::gather_replicated(c_, x, axis);
   }
-  Variable switch_axis(const Variable& x, int from, int to) const override {
-    return dist::dap::switch_axis(c_, x, from, to);
+  Variable switch_axis(const Variable& x, int from, int to, std::optional<DType> wire) const override {
+    return dist::dap::switch_axis(c_, x, from, to, wire);
   }
-  PendingVariable gather_async(const Variable& x, int axis) const override {
-    if (!overlap_) return PendingVariable(gather(x, axis));
-    return PendingVariable([a = dist::dap::gather_async(c_, x, axis)]() mutable { return a.wait(); });
+  PendingVariable gather_async(const Variable& x, int axis, std::optional<DType> wire) const override {
+    if (!overlap_) return PendingVariable(gather(x, axis, wire));
+    return PendingVariable([a = dist::dap::gather_async(c_, x, axis, wire)]() mutable { return a.wait(); });
   }
-  PendingVariable switch_axis_async(const Variable& x, int from, int to) const override {
-    if (!overlap_) return PendingVariable(switch_axis(x, from, to));
-    return PendingVariable([a = dist::dap::switch_axis_async(c_, x, from, to)]() mutable { return a.wait(); });
+  PendingVariable switch_axis_async(const Variable& x, int from, int to, std::optional<DType> wire) const override {
+    if (!overlap_) return PendingVariable(switch_axis(x, from, to, wire));
+    return PendingVariable([a = dist::dap::switch_axis_async(c_, x, from, to, wire)]() mutable { return a.wait(); });
   }
   std::vector<Variable> exchange(const std::vector<Variable>& local, const std::vector<int>& owner,
                                  const std::vector<Shape>& shapes, bool sum_grads) const override {

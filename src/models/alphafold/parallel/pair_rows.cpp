@@ -132,4 +132,17 @@ Variable gather_rows_whole(const ParallelGroup& g, const Variable& rows, int64_t
   return whole;
 }
 
+autograd::DropoutSpec rows_dropout(autograd::DropoutSpec d, const ParallelGroup& g, const Shape& local) {
+  if (d.p == 0.f || d.gen == nullptr || g.size() == 1) return d;
+  const int dim = local.size();
+  std::vector<bool> shared(static_cast<size_t>(dim), false);
+  for (int a : d.shared_dims) shared[static_cast<size_t>(a < 0 ? a + dim : a)] = true;
+  if (shared[0]) return d;
+  int64_t per_row = 1;  // mask elements per row: the unshared later axes
+  for (int a = 1; a < dim; ++a)
+    if (!shared[static_cast<size_t>(a)]) per_row *= local[a];
+  d.index_base = g.rank() * local[0] * per_row;
+  return d;
+}
+
 }  // namespace foldcore::af2

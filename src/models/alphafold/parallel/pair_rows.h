@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "autograd/functions.h"
 #include "models/alphafold/parallel/model_parallel.h"
 
 namespace foldcore::af2 {
@@ -68,5 +69,11 @@ Variable gather_rows_whole(const ParallelGroup& g, const Variable& rows, int64_t
 // A [R, C] mask padded with zeros to [rows, cols] (itself when it has that shape): the padded
 // positions of a DAP layout are masked wherever a module reads them.
 Tensor pad_mask_2d(const Tensor& mask, int64_t rows, int64_t cols);
+
+// The dropout of a residual add on this rank's rows ([k, …], split along axis 0) of a stream whose
+// mask one process draws for all rows: a mask shared along the rows is the whole mask on every
+// rank; any other (the column-wise masks) is cut to the rank's rows by its index base
+// (DropoutSpec::index_base), so each rank draws its rows of the one process's mask.
+autograd::DropoutSpec rows_dropout(autograd::DropoutSpec d, const ParallelGroup& g, const Shape& local);
 
 }  // namespace foldcore::af2

@@ -29,7 +29,8 @@ Variable TemplatePairBlock::forward_dap(Variable t, const Tensor& pair_mask, con
            "TemplatePairBlock '", path(), "' (DAP ", g.size(), "): t rows ", t.shape().str(), ", pair_mask ",
            pair_mask.shape().str(), " (expected [N'/P, N', c_t] and the padded [N', N'])");
   t = stream_residual(t, tri_att_start_.forward_dap(t, pair_mask, g, chunk), tri_att_start_dropout_.spec(), own_input);
-  t = tri_att_end_.residual_dap_columns(std::move(t), pair_mask, g, chunk, tri_att_end_dropout_.spec());
+  t = stream_residual(t, tri_att_end_.forward_dap(t, pair_mask, g, chunk),
+                      rows_dropout(tri_att_end_dropout_.spec(), g, t.shape()), true);
   t = stream_residual(t, tri_mul_out_.forward_dap(t, pair_mask, g, chunk), tri_mul_out_dropout_.spec(), true);
   t = stream_residual(t, tri_mul_in_.forward_dap(t, pair_mask, g, chunk), tri_mul_in_dropout_.spec(), true);
   return stream_residual(t, transition_forward(pair_transition_, t, chunk), {}, true);
