@@ -25,9 +25,10 @@
 // Every residual add happens on the rows. Where the dropout mask's shared axis is the split one
 // (the row-wise masks), each rank's mask is the one process's whole mask; the column-wise masks
 // (column attention, ending node) are cut to the rank's rows by their index base (rows_dropout),
-// so each rank draws its rows of the one process's mask. Communication per block: 4 MSA-sized
-// all-to-alls (2 of c_m channels, 2 of the projections' c) and 4 pair-sized ones, all-gathers of
-// 3 pair biases (H channels) and of 3 projections (c channels).
+// so each rank draws its rows of the one process's mask. Communication per block: 2 MSA-sized
+// all-to-alls of c_m channels and 1 of the outer product mean's c (chunked inference: 2, its right
+// projection switched too instead of gathered), 4 pair-sized ones, all-gathers of 3 pair biases
+// (H channels) and of 3 projections (c channels).
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
@@ -306,15 +307,14 @@ std::pair<Variable, Variable> EvoformerBlock::forward_dap(Variable m, Variable z
 Variable EvoformerBlock::msa_column_residual_dap(Variable m, const Tensor& msa_mask, const ParallelGroup& g,
                                                 int64_t chunk) const {
   const nn::LayerNorm& norm = col_att_ ? col_att_->query_norm() : col_glob_->query_norm();
-  const auto update = [&](const Variable& x, const Tensor& mask) {
-    return col_att_ ? col_att_->forward_normalized(x, mask, 0) : col_glob_->forward_normalized(x, mask, 0);
+  const auto update = [&](const Variable& x, const Tensor& mask, int64_t c) {
+    return col_att_ ? col_att_->forward_normalized(x, mask, c) : col_glob_->forward_normalized(x, mask, c);
   };
   const ag::DropoutSpec d = rows_dropout(col_att_dropout_.spec(), g, m.shape());
   const Tensor mask_cols = mask_chunk(msa_mask, 1, g);  // [S, N/P]
   if (ag::grad_enabled() || chunk <= 0 || (d.p > 0.f && d.gen != nullptr)) {
     const Variable x = g.switch_axis(norm.forward(m), 0, 1, dap_wire_dtype());  // LN(m) columns [S, N/P, c_m]
-    const Variable u = col_att_ ? col_att_->forward_normalized(x, mask_cols, chunk)
-                                : col_glob_->forward_normalized(x, mask_cols, chunk);
+    const Variable u = update(x, mask_cols, chunk);
     return stream_residual(m, g.switch_axis(ag::contiguous(u), 1, 0), d, true);  // the update's rows
   }
   // Inference by pieces of `chunk` of this rank's columns: every rank's columns j0.. of its chunk
@@ -328,7 +328,7 @@ Variable EvoformerBlock::msa_column_residual_dap(Variable m, const Tensor& msa_m
     for (int q = 0; q < p; ++q) t.narrow(1, q * len, len).copy_(mt.narrow(1, q * k + j0, len));
     const Variable x = g.switch_axis(norm.forward(Variable(t)), 0, 1, dap_wire_dtype());
     t = Tensor();
-    const Tensor back = g.switch_axis(ag::contiguous(update(x, mask_cols.narrow(1, j0, len))), 1, 0).value();
+    const Tensor back = g.switch_axis(ag::contiguous(update(x, mask_cols.narrow(1, j0, len), 0)), 1, 0).value();
     for (int q = 0; q < p; ++q) add_into(mt.narrow(1, q * k + j0, len), back.narrow(1, q * len, len));
   }
   return m;
