@@ -512,22 +512,31 @@ Variable TemplateEmbedder::forward(const Variable& z, const TemplateInputs& in, 
   for (float v : host_floats(in.template_mask)) mask_sum += v;
   // No (unmasked) templates: AlphaFold multiplies the embedding by 1[Σ mask > 0] = 0.
   if (nt == 0 || mask_sum <= 0) return Variable(Tensor::zeros(z.shape(), z.dtype(), z.device()));
-  return embed_all_slots(z, in, chunk, [&](int64_t k) {
+  return embed_present_slots(z, in, chunk, [&](int64_t k) {
     return single_.forward(Variable(template_feat(in, k, z.device()).rows(0, z.size(0)).to(z.dtype())), pair_mask,
                            chunk);
   });
 }
 
-Variable TemplateEmbedder::embed_all_slots(const Variable& z, const TemplateInputs& in, int64_t chunk,
-                                           const std::function<Variable(int64_t)>& stack) const {
+Variable TemplateEmbedder::embed_present_slots(const Variable& z, const TemplateInputs& in, int64_t chunk,
+                                               const std::function<Variable(int64_t)>& stack) const {
+  // A masked slot's key bias is 1e9·(mask − 1) ≤ −1e9 beside a present one's scores: its softmax
+  // weight is exactly 0 in fp32, so it adds nothing to the update and receives a zero gradient.
+  // Its stack is not run (nor are its features read, nor its dropout masks drawn).
+  const std::vector<float> mask = host_floats(in.template_mask);
   std::vector<Variable> per_template;
+  std::vector<float> present_mask;
   for (int64_t k = 0; k < in.aatype.size(0); ++k) {
+    if (!(mask[static_cast<size_t>(k)] > 0.f)) continue;
     const profile::Scope stage("pair_stack", z.device());
     per_template.push_back(ag::unsqueeze(stack(k), 0));  // [1, R, C, c_t]
+    present_mask.push_back(mask[static_cast<size_t>(k)]);
   }
-  const Variable t = per_template.size() == 1 ? per_template[0] : ag::concat(per_template, 0);  // [T, R, C, c_t]
+  FC_CHECK(!per_template.empty(), "TemplateEmbedder '", path(), "': no template with mask > 0");
+  const Variable t = per_template.size() == 1 ? per_template[0] : ag::concat(per_template, 0);  // [T', R, C, c_t]
+  const Tensor m = Tensor::from_vector(present_mask, {static_cast<int64_t>(present_mask.size())}, DType::f32);
   const profile::Scope attention("pointwise_attention", z.device());
-  return attention_.forward(z, t, in.template_mask, chunk);
+  return attention_.forward(z, t, m, chunk);
 }
 
 std::vector<int64_t> TemplateEmbedder::present_templates(const char* caller, const Variable& z, int64_t n,

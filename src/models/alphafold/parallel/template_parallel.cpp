@@ -136,8 +136,8 @@ Variable TemplateEmbedder::forward_dap(const Variable& z, const TemplateInputs& 
     add_into_split(own_stream(z_rows, true), in, pair_mask, chunk, g, passes);
     rows_out = z_rows;
   } else {
-    // As forward(): every template slot's stack on this rank's rows, and the pointwise attention.
-    const Variable update = embed_all_slots(z_rows, in, chunk, [&](int64_t k) {
+    // As forward(): every present template's stack on this rank's rows, and the pointwise attention.
+    const Variable update = embed_present_slots(z_rows, in, chunk, [&](int64_t k) {
       const TemplatePairFeatRows feat = template_feat(in, k, z.device());
       return single_.forward_rows_dap([&](int64_t r0, int64_t len) { return feat.rows(r0, len).to(z.dtype()); }, n,
                                       pair_mask, g, chunk);
