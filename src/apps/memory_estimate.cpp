@@ -102,9 +102,11 @@ constexpr double kActivationMargin = 1.05;
 //     the template's widths (the units above × c_t/c_z, its chunk temporaries × its channels),
 //     and the pointwise attention's running heads (one pass) or scores (two passes) on the rank's
 //     rows; masked template slots cost nothing
-//   the structure module and the heads: the shard, kDapAfterTrunkUnits (the invariant point
-//     attention's and the heads' row blocks, the distogram's transposed half logits at small N),
-//     and the kept pair logits where they are on the allocator
+//   the structure module and the heads: the shard, kDapAfterTrunkUnits (the heads' row blocks:
+//     the rank's distogram logits and the block in flight, in the heads' dtype) plus kDapAfterTrunkBytesPerResidue·N
+//     (the structure module's and the heads' per-residue tensors, a term that falls as 1/N in
+//     pair units: 0.97 units at N = 96 to 0.44 at 384 above the shard and logits, DAP-4), and the
+//     kept pair logits where they are on the allocator
 // Fitted to the allocator peaks of one rank at model_1 widths (1 + 1 blocks, 16 + 16 MSA rows) at
 // N = 96..384, P = 2 and 4, chunks 16 and 64 and unchunked (docs/distributed.md, "DAP prediction
 // memory"): the units are the large-N limits of the fits (the O(N) terms above over-count a
@@ -120,7 +122,8 @@ constexpr double kDapOpmUnitsPerRank = 3.4;
 // bf16 under autocast: the triangle multiplication's chunk temporaries and the outer products at
 // half the bytes.
 constexpr double kDapBf16ChunkScale = 0.5;
-constexpr double kDapAfterTrunkUnits = 0.8;
+constexpr double kDapAfterTrunkUnits = 0.3;
+constexpr double kDapAfterTrunkBytesPerResidue = 40960;
 constexpr double kDapOpmProjectionCopies = 2.2;
 constexpr double kDapMsaColumnCopies = 6.5;
 
@@ -256,7 +259,8 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     const double shard = n > 0 ? dap_rows * p * dap_rows / (n * n) : 0.0;
     // The kept logits are the heads' output dtype: bf16 under --precision bf16 (fp32 streams or not).
     const double logits_scale = c.precision == "bf16" ? 2.0 / stream_bytes : 1.0;
-    after_pair_units = shard + kDapAfterTrunkUnits + (logits_on_device ? logits_scale * logits_pair_units : 0.0);
+    after_pair_units = shard + logits_scale * kDapAfterTrunkUnits + (n > 0 ? kDapAfterTrunkBytesPerResidue * n / pair : 0.0) +
+                       (logits_on_device ? logits_scale * logits_pair_units : 0.0);
     after_msa = m_stream / p;  // the rank's rows
     after = after_pair_units * pair + after_msa;
     if (template_stage) {
