@@ -34,6 +34,9 @@
 // CUDA two steps per case, the faster reported. FOLDCORE_PROFILE=1 adds "train_profile" lines:
 // seconds per stage of the case's last step (forward, loss, backward; core/profile.h). The step is
 // the trainer's: no per-key gradient report on the host (af2_train_step report_grads = false).
+// host_waits: where the step made the host wait for the device (copies to the host, synchronous
+// copies to it, synchronizes; core/host_waits.h), copies_to_host of them, and the small copies to
+// the device that were queued without a wait (staged_copies_to_device); 0 on the CPU.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -46,6 +49,7 @@
 #include "bench/af2_flops.h"
 #include "bench/bench_util.h"
 #include "kernels/attention.h"
+#include "core/host_waits.h"
 #include "core/philox.h"
 #include "core/timer.h"
 #include "data_pipeline/formats/mmcif_parser.h"
@@ -126,6 +130,7 @@ Sample make_sample(const data::TrainingChain& chain, int64_t crop, int64_t itera
 struct Result {
   double seconds = 0, loss = 0;
   size_t step_peak = 0, peak = 0;
+  HostWaits waits;  // inside the step (the bench's own synchronizes excluded)
 };
 
 Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& precision, int64_t recompute,
@@ -147,12 +152,15 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& 
   synchronize(device);
   const size_t before = alloc.stats().current;
   alloc.reset_peak();
+  reset_host_waits();
   WallTimer timer;
   const af2::TrainStepResult r =
       af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
                           af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
+  const HostWaits waits = host_waits();
   synchronize(device);
   Result out;
+  out.waits = waits;
   out.seconds = timer.seconds();
   out.peak = alloc.stats().peak;
   out.step_peak = out.peak - before;
@@ -283,6 +291,9 @@ int main(int argc, char** argv) {
             .num("gflops", model_flops / r.seconds / 1e9)
             .num("fraction_of_gemm_peak", model_flops / r.seconds / peak)
             .num("loss", r.loss)
+            .integer("host_waits", r.waits.waits())
+            .integer("copies_to_host", r.waits.copies_to_host)
+            .integer("staged_copies_to_device", r.waits.staged_copies_to_device)
             .print();
         bench::print_profile("train_profile", precision + ":" + std::to_string(recompute), crop);
       }

@@ -115,6 +115,7 @@ inline void print_profile(const std::string& bench_name, const std::string& case
         .num("seconds", s.seconds)
         .num("peak_end_mib", static_cast<double>(s.peak_end_bytes) / (1024.0 * 1024.0))
         .num("peak_raised_mib", static_cast<double>(s.peak_raised_bytes) / (1024.0 * 1024.0))
+        .integer("host_waits", s.waits.waits())
         .print();
   profile::reset();
 }

@@ -2,6 +2,7 @@
 
 #include "core/cuda_backend.h"
 #include "core/error.h"
+#include "core/host_waits.h"
 
 namespace foldcore {
 
@@ -43,7 +44,9 @@ size_t cuda_free_memory(Device d) {
 }
 
 void synchronize(Device d) {
-  if (d.is_cuda()) detail::cuda_device_synchronize(d.index);
+  if (!d.is_cuda()) return;
+  detail::count_synchronize();
+  detail::cuda_device_synchronize(d.index);
 }
 
 }  // namespace foldcore

@@ -8,13 +8,15 @@
 // count and total seconds, and where the memory peak lies: `peak_end_bytes` is the device
 // allocator's running peak when the stage last ended, `peak_raised_bytes` how much the stage's runs
 // raised it in all (> 0: the stage holds a new peak; among nested stages, the innermost one
-// that raised it is where it happened).
+// that raised it is where it happened). `waits` counts where the host waited for the device inside
+// the stage (core/host_waits.h; the profiler's own waits at the stage borders excluded).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "core/device.h"
+#include "core/host_waits.h"
 
 namespace foldcore::profile {
 
@@ -32,6 +34,7 @@ class Scope {
   Device device_;
   double start_ = 0;
   int64_t peak_start_ = 0;
+  HostWaits waits_start_;
 };
 
 struct Stage {
@@ -40,8 +43,12 @@ struct Stage {
   double seconds = 0;
   int64_t peak_end_bytes = 0;
   int64_t peak_raised_bytes = 0;
+  HostWaits waits;  // summed over the stage's runs (staged copies included, they do not wait)
 };
 std::vector<Stage> report();  // all stages since the last reset
 void reset();
+// The calling thread's enclosing stages ("forward/trunk/evoformer"; empty outside any, or when
+// profiling is off).
+const std::string& current_stage();
 
 }  // namespace foldcore::profile

@@ -5,6 +5,7 @@
 
 #include "core/cuda_backend.h"
 #include "core/error.h"
+#include "core/host_waits.h"
 
 namespace foldcore {
 
@@ -35,7 +36,9 @@ Stream Stream::default_stream(Device d) {
 }
 
 void Stream::synchronize() const {
-  if (device_.is_cuda()) detail::cuda_stream_synchronize(native());
+  if (!device_.is_cuda()) return;
+  detail::count_synchronize();
+  detail::cuda_stream_synchronize(native());
 }
 
 Stream current_stream(Device d) {
@@ -70,7 +73,9 @@ void Event::record(const Stream& s) {
 }
 
 void Event::synchronize() const {
-  if (device_.is_cuda()) detail::cuda_event_synchronize(handle_.get());
+  if (!device_.is_cuda()) return;
+  detail::count_synchronize();
+  detail::cuda_event_synchronize(handle_.get());
 }
 
 void Event::block(const Stream& s) const {
@@ -79,7 +84,10 @@ void Event::block(const Stream& s) const {
 
 float Event::elapsed_ms(const Event& end) const {
   FC_CHECK(device_ == end.device_, "elapsed_ms between events of different devices");
-  if (device_.is_cuda()) return detail::cuda_event_elapsed_ms(handle_.get(), end.handle_.get());
+  if (device_.is_cuda()) {
+    detail::count_synchronize();  // it waits for both events
+    return detail::cuda_event_elapsed_ms(handle_.get(), end.handle_.get());
+  }
   return static_cast<float>(end.host_time_ms_ - host_time_ms_);
 }
 

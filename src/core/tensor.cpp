@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/cuda_backend.h"
+#include "core/host_waits.h"
 
 namespace foldcore {
 
@@ -386,13 +387,24 @@ void copy_tensor(const Tensor& dst, const Tensor& src) {
     return;
   }
   // Across devices: move a contiguous image of `src`, then convert/scatter on the destination.
+  // A small host → device image is queued without a wait (host_waits.h); everything else waits,
+  // and is counted.
   const Tensor s = src.contiguous();
+  const auto move = [&](void* to) {
+    const size_t bytes = static_cast<size_t>(s.nbytes());
+    if (sd.is_cpu() && detail::staged_copy_to_device(to, dd, s.data_ptr(), bytes)) return;
+    if (dd.is_cpu())
+      detail::count_copy_to_host(bytes);
+    else
+      detail::count_sync_copy_to_device(bytes);
+    detail::cuda_memcpy(to, dd, s.data_ptr(), sd, bytes);
+  };
   if (dst.is_contiguous() && dst.dtype() == s.dtype()) {
-    detail::cuda_memcpy(dst.data_ptr(), dd, s.data_ptr(), sd, s.nbytes());
+    move(dst.data_ptr());
     return;
   }
   Tensor staged = Tensor::empty(s.shape(), s.dtype(), dd);
-  detail::cuda_memcpy(staged.data_ptr(), dd, s.data_ptr(), sd, s.nbytes());
+  move(staged.data_ptr());
   copy_tensor(dst, staged);
 }
 

@@ -1,0 +1,59 @@
+// Where the host waits for a CUDA device. Kernels are queued: while the host runs ahead, the
+// device goes from one kernel to the next without a gap. A copy to the host, a synchronous copy to
+// the device or a synchronize drains that queue: the device idles until the host has issued the
+// next kernels, a launch latency per kernel that a model of many small kernels (an Evoformer step
+// at crop 256) pays in full. These counters tell how often a piece of code makes the host wait;
+// tests hold the training step's stacks to none (tests/models/test_af2_host_waits).
+//
+// Small copies from host memory to a device (masks, biases, indices made on the host: up to
+// kStagedCopyMaxBytes) do not wait: copy_tensor stages them through a page-locked ring and queues
+// an asynchronous copy on the device's current stream. A slot of the ring is reused only after the
+// event recorded behind its copy has completed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace foldcore {
+
+struct HostWaits {
+  int64_t copies_to_host = 0;         // device → host copies (the host waits for the queue)
+  int64_t bytes_to_host = 0;
+  int64_t sync_copies_to_device = 0;  // host → device copies that waited (large, or no pinned memory)
+  int64_t staged_copies_to_device = 0;  // host → device copies queued without a wait
+  int64_t synchronizes = 0;           // stream, event and device synchronizations
+  // The waits: everything above except the staged copies.
+  int64_t waits() const { return copies_to_host + sync_copies_to_device + synchronizes; }
+};
+
+// This process's totals since the last reset (every thread).
+HostWaits host_waits();
+void reset_host_waits();
+
+// The largest host → device copy that copy_tensor stages instead of waiting for.
+constexpr size_t kStagedCopyMaxBytes = size_t{1} << 20;
+
+namespace detail {
+// While one lives, the calling thread's waits are not counted (the profiler's own, at its stage
+// borders).
+class UncountedWaits {
+ public:
+  UncountedWaits();
+  ~UncountedWaits();
+  UncountedWaits(const UncountedWaits&) = delete;
+  UncountedWaits& operator=(const UncountedWaits&) = delete;
+};
+// FOLDCORE_TRACE_HOST_WAITS=1: each counted wait is also printed to stderr with its kind, its
+// bytes and the profile stage it is in (core/profile.h; run with FOLDCORE_PROFILE=1 for stages).
+void count_copy_to_host(size_t bytes);
+void count_sync_copy_to_device(size_t bytes);
+void count_synchronize();
+// Copies `bytes` of host memory `src` to `dst` on CUDA device `d` through the page-locked staging
+// ring, queued on d's current stream; false (nothing done) when it cannot (too large, no pinned
+// memory), and the caller copies synchronously.
+bool staged_copy_to_device(void* dst, Device d, const void* src, size_t bytes);
+}  // namespace detail
+
+}  // namespace foldcore
