@@ -14,7 +14,7 @@
 #       scripts/gpu_build_portable.sh (build-gpu-portable-mpi/prebuilt.tar.xz, linked to the
 #       machine's Open MPI libmpi.so.40) under mpirun with 1 and 2 ranks, after the tests.
 # parts: --tests (GPU tests), --sanitize (compute-sanitizer memcheck and racecheck over the op
-# tests, tests/kernels_*_cuda), --bench (gemm, layernorm, attention with --device cuda --full;
+# tests, tests/kernels_*_cuda), --bench (gemm, layernorm, copy, attention with --device cuda --full;
 # evoformer with --device cuda; predict of the full-depth model at 256 and 1,000 residues, bf16,
 # 3 recycles), --bert (scripts/bench_bert_gpu.sh with this bench_bert), --train (bench_train: one
 # training step of the full model, bf16 with recomputation, crops 256 and 384), --long (the bf16
@@ -399,6 +399,8 @@ fi
 # 5f. The remaining op benchmarks.
 if want bench; then
   run_bench 40 bench_layernorm --device cuda --full
+  # layout copies at crop 256: runs by vectors vs element by element, side by side
+  run_bench 30 bench_copy --device cuda --full
   run_bench 40 bench_evoformer --device cuda
 fi
 

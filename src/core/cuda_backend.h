@@ -37,6 +37,9 @@ float cuda_event_elapsed_ms(void* start, void* end);
 void cuda_memcpy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 // Elementwise strided copy with dtype conversion, both tensors on the same CUDA device.
 void cuda_strided_copy(const Tensor& dst, const Tensor& src);
+// Whether cuda_strided_copy copies unit-stride runs by vectors (default on); off: element by
+// element, as before the run path (bench_copy times both side by side). Not thread-local.
+void cuda_set_copy_runs(bool on);
 void cuda_fill(const Tensor& dst, double value);
 }  // namespace detail
 }  // namespace foldcore

@@ -28,6 +28,7 @@ void cuda_event_synchronize(void*) { no_cuda(); }
 void cuda_stream_wait_event(void*, void*) { no_cuda(); }
 float cuda_event_elapsed_ms(void*, void*) { no_cuda(); }
 void cuda_memcpy(void*, Device, const void*, Device, size_t) { no_cuda(); }
+void cuda_set_copy_runs(bool) {}
 void cuda_strided_copy(const Tensor&, const Tensor&) { no_cuda(); }
 void cuda_fill(const Tensor&, double) { no_cuda(); }
 }  // namespace detail

@@ -65,7 +65,10 @@ TEST(CudaTensor, PlannedCopiesMatchCpu) {
   const std::vector<Case> cases = {
       {Shape{6, 40, 37}, {0, 2, 1}},      // transpose with a batch dim, partial tiles
       {Shape{20, 20, 24}, {2, 0, 1}},     // [N, N, C] -> [C, N, N]: one merged transpose
-      {Shape{20, 20, 24}, {1, 0, 2}},     // channel kept innermost: rows of C, strided
+      {Shape{20, 20, 24}, {1, 0, 2}},     // channel kept innermost: runs of C (16-byte vectors)
+      {Shape{7, 9, 6}, {1, 0, 2}},        // runs of 6: pairs of elements
+      {Shape{5, 4, 7}, {1, 0, 2}},        // runs of 7: element by element
+      {Shape{4, 6, 5, 16}, {2, 0, 1, 3}}, // runs of 16 under three permuted outer dims
       {Shape{3, 1, 70, 9}, {3, 1, 0, 2}}, // an extent-1 dim, a short unit-stride dim (no tiles)
       {Shape{5, 33, 1}, {0, 1, 2}},       // contiguous: the plain conversion
   };
@@ -94,6 +97,26 @@ TEST(CudaTensor, PlannedCopiesMatchCpu) {
       for (size_t a = 0; a < c.perm.size(); ++a) inverse[static_cast<size_t>(c.perm[a])] = static_cast<int>(a);
       const Tensor expect = src.permute(inverse).contiguous().to(to);
       EXPECT_EQ(base.to(Device::cpu()).to_vector(), expect.to_vector()) << "scatter " << c.shape.str();
+    }
+  }
+  // Runs that start off a vector boundary: a narrowed channel range (offset 2, outer strides of 34
+  // elements: pairs only) and offset 1 (element by element), both directions of the copy.
+  {
+    const Tensor host = randn({6, 10, 34}, gen);
+    for (const int64_t off : {2, 1}) {
+      for (DType dt : {DType::f32, DType::bf16}) {
+        const Tensor dev = host.to(dt).to(Device::cuda(0));
+        const Tensor view = dev.narrow(2, off, 32).permute({1, 0, 2});
+        Tensor out = Tensor::empty(view.shape(), dt, Device::cuda(0));
+        out.copy_(view);
+        const Tensor expect = host.to(dt).narrow(2, off, 32).permute({1, 0, 2}).contiguous();
+        EXPECT_EQ(out.to(Device::cpu()).to_vector(), expect.to_vector()) << "gather, offset " << off;
+        Tensor back = Tensor::zeros({6, 10, 34}, dt, Device::cuda(0));
+        back.narrow(2, off, 32).permute({1, 0, 2}).copy_(out);
+        Tensor want = Tensor::zeros({6, 10, 34}, dt);
+        want.narrow(2, off, 32).copy_(host.to(dt).narrow(2, off, 32));
+        EXPECT_EQ(back.to(Device::cpu()).to_vector(), want.to_vector()) << "scatter, offset " << off;
+      }
     }
   }
   // A broadcast source (stride 0) into a contiguous destination.

@@ -1,6 +1,7 @@
 // CUDA implementation of core/cuda_backend.h: device queries, raw memory, streams, events,
 // copies and fills.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "core/cuda/cuda_utils.cuh"
@@ -212,6 +213,31 @@ __global__ void strided_copy_kernel(D* __restrict__ dst, const S* __restrict__ s
   }
 }
 
+// A copy of runs: the plan's innermost dim has unit stride in both tensors (a permute that keeps the
+// channel innermost, [N, N, C] → its transpose in (i, j); a narrowed or broadcast row block). Each
+// thread moves V consecutive elements of a run as one access of up to 16 bytes per side and
+// decomposes the outer dims once for them, instead of once per element with 2- or 4-byte accesses.
+// The caller checks that V divides the run and every outer stride and that both pointers are
+// aligned to a V-vector.
+template <typename T, int V> struct alignas(sizeof(T) * V) VecOf {
+  T v[V];
+};
+
+template <typename D, typename S, int V, typename I>
+__global__ void run_copy_kernel(D* __restrict__ dst, const S* __restrict__ src, CopyDesc<I> rows, I run_vecs,
+                                I n_vecs) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n_vecs;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I row = i / run_vecs, k = (i - row * run_vecs) * V;
+    I od, os;
+    rows.offsets(row, od, os);
+    const VecOf<S, V> in = *reinterpret_cast<const VecOf<S, V>*>(src + os + k);
+    VecOf<D, V> out;
+    for (int e = 0; e < V; ++e) out.v[e] = convert<D>(in.v[e]);
+    *reinterpret_cast<VecOf<D, V>*>(dst + od + k) = out;
+  }
+}
+
 // A transposing copy: dst's unit-stride dim q is strided in src, and src's unit-stride dim is p.
 // 32 × 32 tiles of (p, q) go through shared memory, so both the reads (along p) and the
 // writes (along q) are coalesced; the other dims (the batch) are decomposed once per tile.
@@ -234,6 +260,48 @@ __global__ void transpose_copy_kernel(D* __restrict__ dst, const S* __restrict__
     const I q = q0 + tx, p = p0 + k;
     if (p < len_p && q < len_q) dst[bd + q + p * ds_p] = tile[tx][k];
   }
+}
+
+// Launches run_copy_kernel with the widest V (16 bytes per access on the wider side, down to 2)
+// that the plan and both pointers allow; false when none does (no unit-stride run on both sides,
+// or runs of odd length, or odd offsets), and the caller copies element by element.
+template <int V, typename D, typename S>
+bool run_copy_with(const CopyPlan& p, D* out, const S* in, int64_t n, cudaStream_t s) {
+  const int last = p.ndim - 1;
+  if (p.shape[last] % V != 0) return false;
+  for (int a = 0; a < last; ++a)
+    if (p.ds[a] % V != 0 || p.ss[a] % V != 0) return false;
+  if (reinterpret_cast<uintptr_t>(out) % (sizeof(D) * V) != 0 || reinterpret_cast<uintptr_t>(in) % (sizeof(S) * V) != 0)
+    return false;
+  CopyPlan rows;  // the outer dims
+  rows.ndim = last;
+  for (int a = 0; a < last; ++a) {
+    rows.shape[a] = p.shape[a];
+    rows.ds[a] = p.ds[a];
+    rows.ss[a] = p.ss[a];
+  }
+  const int64_t n_vecs = n / V;
+  launch_kernel<run_copy_kernel<D, S, V, int32_t>>(grid_for(n_vecs, 256), 256, 0, s, out, in, copy_desc<int32_t>(rows),
+                                                    static_cast<int32_t>(p.shape[last] / V), static_cast<int32_t>(n_vecs));
+  return true;
+}
+
+std::atomic<bool> g_copy_runs{true};
+
+template <typename D, typename S> bool run_copy(const CopyPlan& p, D* out, const S* in, int64_t n, cudaStream_t s) {
+  if (!g_copy_runs.load(std::memory_order_relaxed)) return false;
+  if (p.ndim < 2 || p.ds[p.ndim - 1] != 1 || p.ss[p.ndim - 1] != 1) return false;
+  constexpr size_t wide = sizeof(D) > sizeof(S) ? sizeof(D) : sizeof(S);
+  if constexpr (wide <= 1) {
+    if (run_copy_with<16>(p, out, in, n, s)) return true;
+  }
+  if constexpr (wide <= 2) {
+    if (run_copy_with<8>(p, out, in, n, s)) return true;
+  }
+  if constexpr (wide <= 4) {
+    if (run_copy_with<4>(p, out, in, n, s)) return true;
+  }
+  return run_copy_with<2>(p, out, in, n, s);
 }
 
 template <typename T> __global__ void fill_kernel(T* dst, StridedDesc dd, T value, int64_t n) {
@@ -292,6 +360,8 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
                                                                static_cast<int32_t>(z0));
           FC_CUDA_CHECK_LAUNCH();
         }
+      } else if (small && run_copy(plan, out, in, n, s)) {
+        // launched: runs of V elements
       } else if (small) {
         launch_kernel<strided_copy_kernel<D, S, int32_t>>(grid_for(n, 256), 256, 0, s, out, in, copy_desc<int32_t>(plan),
                                                            static_cast<int32_t>(n));
@@ -302,6 +372,8 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
   });
   FC_CUDA_CHECK_LAUNCH();
 }
+
+void cuda_set_copy_runs(bool on) { g_copy_runs.store(on); }
 
 void cuda_fill(const Tensor& dst, double value) {
   FC_CUDA_CHECK(cudaSetDevice(dst.device().index));
