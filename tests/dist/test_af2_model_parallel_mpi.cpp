@@ -112,6 +112,53 @@ void check_predict_templates(int64_t chunk) {
   }
 }
 
+// bf16 prediction under DAP (chunk 3: the rings and the pieces; 3 computed templates): the wire
+// carries the layer-normed inputs, projections and edges in bf16 and the updates come back in
+// bf16, while the streams stay fp32 (one process under bf16 keeps bf16 streams). Not bit-equal to
+// one process's bf16 run (other rounding points), so both are measured against the fp32 run of
+// the same weights: every output of DAP-P within 1.5× one process's bf16 distance from fp32 (RMS
+// difference per output, plus 1e-3 for outputs that bf16 leaves almost exact; the RMS rather than
+// the max, which one element's draw decides). DAP rounds the same GEMM operands as one process's
+// autocast (what travels in bf16 is what a bf16 GEMM reads) and fewer stream values, so its
+// distance is expected at or below one process's (measured: at most 1.07× over the 26 outputs);
+// the 1.5 allows for the rounding errors' different draws. A DAP path that read a wrong piece or
+// lost an update would be off by the size of the update, well beyond bf16 rounding.
+void check_predict_bf16() {
+  const Af2Features features = small_target(3);
+  Af2Config config = tiny(false);
+  config.chunk_size = 3;
+  Model ref(config, false);
+  const Af2Outputs fp32 = ref.model.predict(features, 1, Device::cpu());
+  Af2Config bf = config;
+  bf.precision = "bf16";
+  Model one(bf, false);
+  const Af2Outputs one_bf16 = one.model.predict(features, 1, Device::cpu());
+  const auto max_diff = [](const Tensor& a, const Tensor& b) {
+    const std::vector<float> x = a.to(DType::f32).contiguous().to_vector(), y = b.to(DType::f32).contiguous().to_vector();
+    double ss = 0;
+    for (size_t i = 0; i < x.size(); ++i) ss += static_cast<double>(x[i] - y[i]) * (x[i] - y[i]);
+    return x.empty() ? 0.0 : std::sqrt(ss / static_cast<double>(x.size()));
+  };
+  for (int p : group_sizes()) {
+    SCOPED_TRACE("DAP-" + std::to_string(p));
+    auto comm = groups_of(p, "dap");
+    Model par(bf, false);
+    par.model.set_model_parallel(make_model_parallel(comm.get(), nullptr));
+    const Af2Outputs got = par.model.predict(features, 1, Device::cpu());
+    ASSERT_EQ(got.size(), fp32.size());
+    double worst_ratio = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      SCOPED_TRACE(fp32[i].first);
+      ASSERT_EQ(got[i].first, fp32[i].first);
+      ASSERT_EQ(got[i].second.shape(), fp32[i].second.shape());
+      const double dap = max_diff(got[i].second, fp32[i].second), base = max_diff(one_bf16[i].second, fp32[i].second);
+      EXPECT_LE(dap, 1.5 * base + 1e-3) << "one process bf16 vs fp32: " << base;
+      if (base > 1e-3) worst_ratio = std::max(worst_ratio, dap / base);
+    }
+    if (mpi_world().rank() == 0) std::printf("  DAP-%d bf16: largest distance from fp32 / one process's %.3f\n", p, worst_ratio);
+  }
+}
+
 // The dap × bp grid of 4 ranks: BP pairs of consecutive ranks, DAP groups of ranks of equal
 // parity (dist::ProcessGrid's layout with dp = 1, bp fastest).
 struct DapBpGroups {
@@ -172,6 +219,7 @@ TEST(Af2ModelParallel, DapPredictWithTemplatesEqualsOneProcess) { check_predict_
 TEST(Af2ModelParallel, DapPredictWithTemplatesEqualsOneProcessChunked) { check_predict_templates(3); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformer) { check_predict(true, false); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessChunked) { check_predict(false, false, 4); }
+TEST(Af2ModelParallel, DapPredictBf16IsWithinOneProcessBf16Rounding) { check_predict_bf16(); }
 TEST(Af2ModelParallel, DapPredictEqualsOneProcessParallelEvoformerChunked) { check_predict(true, false, 3); }
 TEST(Af2ModelParallel, BpPredictEqualsOneProcess) { check_predict(true, true); }
 TEST(Af2ModelParallel, DapBpPredictEqualsOneProcess) { check_predict_dap_bp(); }

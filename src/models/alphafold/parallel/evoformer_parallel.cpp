@@ -212,10 +212,12 @@ Variable OuterProductMean::forward_dap(const Variable& m_rows, const Tensor& msa
     // [S, chunk, c] instead of the gathered [S, N, c] (with a deep extra MSA, more than the
     // rank's pair rows).
     // The projections of this rank's rows [S/P, N, c], switched to its columns [S, k, c].
+    // Both rounded to the wire dtype before they move (the switch would round them anyway), so
+    // they also arrive in it: no fp32 copy of either beside the rounded one.
     auto [a_rows, b_rows] = projections(m_rows, mask_rows, chunk);
-    const Variable a = g.switch_axis(a_rows, 0, 1, dap_wire_dtype());
+    const Variable a = g.switch_axis(Variable(to_wire(a_rows.value())), 0, 1, dap_wire_dtype());
     a_rows = Variable();
-    const Tensor b_local = to_wire(g.switch_axis(b_rows, 0, 1, dap_wire_dtype()).value());
+    const Tensor b_local = g.switch_axis(Variable(to_wire(b_rows.value())), 0, 1, dap_wire_dtype()).value();
     b_rows = Variable();
     const Tensor inv_norm = inverse_norm();
     const int64_t piece = std::min(chunk, k), row_block = std::min(k, chunk * ((n + piece - 1) / piece));
