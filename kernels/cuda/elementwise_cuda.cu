@@ -130,11 +130,12 @@ template <typename F> void binary_map(const Tensor& a, const Tensor& b, const Te
   });
 }
 
-// a, out contiguous; b strided (broadcast views have stride 0).
-template <typename T>
-__global__ void strided_binary_kernel(int64_t n, const T* a, const T* b, StridedDesc bd, T* out, Affine2 f) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+// a, out contiguous; b strided (broadcast views have stride 0), its dims merged (strided_desc) and
+// indexed in 32 bits where they fit.
+template <typename T, typename I>
+__global__ void strided_binary_kernel(I n, const T* a, const T* b, StridedDescT<I> bd, T* out, Affine2 f) {
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); i < n;
+       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
     const float x[2] = {to_f32(a[i]), to_f32(b[bd.offset_of(i)])};
     out[i] = from_f32<T>(f(x, i));
   }
@@ -213,9 +214,17 @@ void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gam
   cuda_dispatch_float(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = out.numel();
-    launch_kernel<strided_binary_kernel<T>>(grid_for(n, kBlock), kBlock, 0, cuda_stream_of(out.device()),
-        n, static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), strided_desc(b),
-        static_cast<T*>(out.data_ptr()), f);
+    const StridedDesc bd = strided_desc(b);
+    bool small = false;
+    const StridedDescT<int32_t> bd32 = strided_desc32(bd, n, small);
+    if (small)
+      launch_kernel<strided_binary_kernel<T, int32_t>>(grid_for(n, kBlock), kBlock, 0, cuda_stream_of(out.device()),
+          static_cast<int32_t>(n), static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), bd32,
+          static_cast<T*>(out.data_ptr()), f);
+    else
+      launch_kernel<strided_binary_kernel<T, int64_t>>(grid_for(n, kBlock), kBlock, 0, cuda_stream_of(out.device()),
+          n, static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), bd,
+          static_cast<T*>(out.data_ptr()), f);
     FC_CUDA_CHECK_LAUNCH();
   });
 }

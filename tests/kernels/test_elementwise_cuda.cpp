@@ -61,6 +61,19 @@ TEST(ElementwiseCuda, BinaryAndScaleMatchCpu) {
     ops::scale(ga, 3.f, ga);  // in place
     ops::scale(a, 3.f, c);
     FC_EXPECT_CLOSE(ga.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+    // The broadcasts whose dims strided_desc merges: a mask [R, C', 1] over the channels (two
+    // dims), a bias-like [C] over rows (two), a middle broadcast [S, 1, C] (three), a broadcast
+    // over leading and trailing dims [1, 9, 1] (three), and one element (one).
+    ga.copy_(a);  // undo the in-place scale
+    const std::vector<Shape> bs = {{4, 9, 1}, {1, 1, 33}, {4, 1, 33}, {1, 9, 1}, {1, 1, 1}};
+    for (const Shape& bshape : bs) {
+      SCOPED_TRACE(bshape.str());
+      const Tensor bb = rnd(bshape, gen, t);
+      ops::mul(a, bb.expand(s), c), ops::mul(ga, bb.to(kGpu).expand(s), g);
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+      ops::add(a, bb.expand(s), c), ops::add(ga, bb.to(kGpu).expand(s), g);
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+    }
   }
 }
 
