@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 #include <sstream>
 
 #include "core/error.h"
@@ -51,11 +52,21 @@ Tensor to_tensor(const std::vector<double>& v, const Shape& shape) {
 double softmax_xent_row(const float* logits, int64_t n, int64_t label, double scale, double* grad) {
   double mx = logits[0];
   for (int64_t k = 1; k < n; ++k) mx = std::max(mx, static_cast<double>(logits[k]));
+  // exp(z_k − max) once per element, kept for the gradient's softmax (one exp per element, not two;
+  // up to 128 classes on the stack, the heads have 23-64).
+  double stack[128];
+  std::vector<double> heap;
+  double* e = stack;
+  if (n > 128) {
+    heap.resize(static_cast<size_t>(n));
+    e = heap.data();
+  }
   double sum = 0;
-  for (int64_t k = 0; k < n; ++k) sum += std::exp(logits[k] - mx);
+  for (int64_t k = 0; k < n; ++k) sum += (e[k] = std::exp(logits[k] - mx));
   const double lse = mx + std::log(sum);
   if (scale != 0) {
-    for (int64_t k = 0; k < n; ++k) grad[k] += scale * (std::exp(logits[k] - lse) - (k == label ? 1.0 : 0.0));
+    const double inv = 1.0 / sum;
+    for (int64_t k = 0; k < n; ++k) grad[k] += scale * (e[k] * inv - (k == label ? 1.0 : 0.0));
   }
   return lse - logits[label];
 }

@@ -31,16 +31,25 @@ LogitsLoss pair_xent(const std::vector<float>& logits, const std::vector<int64_t
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) msum += mask[i] * mask[j];
   const double denom = eps + scale * msum;
-  std::vector<double> grad(logits.size(), 0.0);
-  double total = 0;
-  for (int64_t i = 0; i < n; ++i)
+  std::vector<double> grad(logits.size(), 0.0), row_total(static_cast<size_t>(n), 0.0);
+  // Rows i in parallel (N² rows of `nb` logits: the step's largest loss term at crop 256), each
+  // with its own partial sum; the partials are added in row order, so the total does not depend
+  // on the thread count.
+  [[maybe_unused]] const bool parallel = n * n * nb >= (int64_t{1} << 16);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t i = 0; i < n; ++i) {
+    double t = 0;
     for (int64_t j = 0; j < n; ++j) {
       const double m = mask[i] * mask[j];
       if (m == 0) continue;
       const int64_t ij = i * n + j;
       const double s = scale * m / denom;
-      total += m * loss_detail::softmax_xent_row(&logits[nb * ij], nb, bins[ij], s, &grad[nb * ij]);
+      t += m * loss_detail::softmax_xent_row(&logits[nb * ij], nb, bins[ij], s, &grad[nb * ij]);
     }
+    row_total[static_cast<size_t>(i)] = t;
+  }
+  double total = 0;
+  for (double t : row_total) total += t;
   return {scale * total / denom, loss_detail::to_tensor(grad, {n, n, nb})};
 }
 
@@ -67,6 +76,7 @@ LogitsLoss distogram_loss(const Tensor& logits, const Tensor& pseudo_beta, const
   const auto mask = loss_detail::host_doubles(pseudo_beta_mask, "pseudo_beta_mask", {n});
   const auto breaks = squared(linspace_f32(config.min_bin, config.max_bin, nb - 1));
   std::vector<int64_t> bins(n * n);
+#pragma omp parallel for schedule(static) if (n >= 128)
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) {
       float d2 = 0;
@@ -223,6 +233,7 @@ LogitsLoss tm_loss(const Tensor& logits, const Tensor& final_frames, const Tenso
   };
   const auto breaks = squared(linspace_f32(0.0, config.max_bin, nb - 1));
   std::vector<int64_t> bins(n * n);
+#pragma omp parallel for schedule(static) if (n >= 128)
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) {
       float sq = 0;

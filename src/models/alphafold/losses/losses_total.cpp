@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/profile.h"
 #include "models/alphafold/losses/losses_common.h"
 
 namespace foldcore::af2 {
@@ -137,6 +139,8 @@ Af2Loss af2_loss(const Af2LossOutputs& o, const Af2LossBatch& b, const Af2LossCo
   FC_CHECK(o.sm_frames.defined() && o.sm_frames.dim() >= 3 && o.sm_frames.size(1) == n,
            "AlphaFold loss input 'sm frames' must be [L, N, 7] or [L, N, 4, 4] with N = ", n);
   const Tensor final_frames = o.sm_frames.select(0, o.sm_frames.size(0) - 1).contiguous();
+  std::optional<profile::Scope> stage;  // FOLDCORE_PROFILE: one stage per term ("loss/fape", …)
+  stage.emplace("fape", Device::cpu());
   const auto bb = backbone_fape_loss(o.sm_frames, b.backbone_rigid_tensor, b.backbone_rigid_mask,
                                      loss_detail::host_scalar(b.use_clamped_fape, "use_clamped_fape"), config.fape);
   r.renamed = compute_renamed_ground_truth(o.atom14_positions, b.atom14_gt_positions, b.atom14_alt_gt_positions,
@@ -150,6 +154,8 @@ Af2Loss af2_loss(const Af2LossOutputs& o, const Af2LossBatch& b, const Af2LossCo
              accumulate(r.grads.atom14_positions, sc.grad_positions, s * config.fape.sidechain_weight);
            });
 
+  stage.reset();
+  stage.emplace("supervised_chi", Device::cpu());
   const auto chi = supervised_chi_loss(o.sm_angles, o.sm_unnormalized_angles, b.aatype, b.seq_mask, b.chi_mask,
                                        b.chi_angles_sin_cos, config.supervised_chi);
   add_term("supervised_chi", w.supervised_chi, chi.value, [&](double s) {
@@ -157,35 +163,48 @@ Af2Loss af2_loss(const Af2LossOutputs& o, const Af2LossBatch& b, const Af2LossCo
     accumulate(r.grads.sm_unnormalized_angles, chi.grad_unnormalized_angles, s);
   });
 
+  stage.reset();
+  stage.emplace("distogram", Device::cpu());
   const auto dist = distogram_loss(o.distogram_logits, b.pseudo_beta, b.pseudo_beta_mask, config.distogram);
   add_term("distogram", w.distogram, dist.value,
            [&](double s) { accumulate(r.grads.distogram_logits, dist.grad_logits, s); });
 
+  stage.reset();
+  stage.emplace("masked_msa", Device::cpu());
   const auto msa = masked_msa_loss(o.masked_msa_logits, b.true_msa, b.bert_mask, config.masked_msa_eps);
   add_term("masked_msa", w.masked_msa, msa.value,
            [&](double s) { accumulate(r.grads.masked_msa_logits, msa.grad_logits, s); });
 
+  stage.reset();
+  stage.emplace("plddt", Device::cpu());
   const auto plddt = plddt_loss(o.lddt_logits, o.final_atom_positions, b.all_atom_positions, b.all_atom_mask,
                                 resolution, config.plddt);
   add_term("plddt_loss", w.plddt, plddt.value,
            [&](double s) { accumulate(r.grads.lddt_logits, plddt.grad_logits, s); });
 
+  stage.reset();
+  stage.emplace("experimentally_resolved", Device::cpu());
   const auto er = experimentally_resolved_loss(o.experimentally_resolved_logits, b.atom37_atom_exists,
                                                b.all_atom_mask, resolution, config.experimentally_resolved);
   add_term("experimentally_resolved", w.experimentally_resolved, er.value,
            [&](double s) { accumulate(r.grads.experimentally_resolved_logits, er.grad_logits, s); });
 
+  stage.reset();
+  stage.emplace("violation", Device::cpu());
   r.violation = violation_loss(o.atom14_positions, b.atom14_atom_exists, b.residue_index, b.aatype, config.violation);
   add_term("violation", w.violation, r.violation.value,
            [&](double s) { accumulate(r.grads.atom14_positions, r.violation.grad_positions, s); });
 
+  stage.reset();
   if (o.tm_logits.defined()) {
+    stage.emplace("tm", Device::cpu());
     const auto tm = tm_loss(o.tm_logits, final_frames, b.backbone_rigid_tensor, b.backbone_rigid_mask, resolution,
                             config.tm);
     add_term("tm", w.tm, tm.value, [&](double s) { accumulate(r.grads.tm_logits, tm.grad_logits, s); });
   } else {
     FC_CHECK(w.tm == 0, "AlphaFold loss: tm weight ", w.tm, " but no tm logits (a model without the PAE head)");
   }
+  stage.reset();
   r.loss = r.unscaled_loss * r.scale;
 
   // Every output the loss reads gets a gradient tensor (zeros where its terms have weight 0).
