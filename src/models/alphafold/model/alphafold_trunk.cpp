@@ -155,9 +155,9 @@ TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleSta
               .value();  // [len, N, c_z]
         }));
     // This rank's rows of the MSA stream, padded as the pair (pair_rows.h on S + T rows).
-    m = Variable(make_split_rows(PairRows::of(*split, msa_rows_all), pr.padded(), c.c_m, stream_dtype, dev,
-                                 std::max<int64_t>(1, std::min(msa_step, PairRows::of(*split, msa_rows_all).rows())),
-                                 msa_stream_rows));
+    const PairRows mr = PairRows::of(*split, msa_rows_all);
+    m = Variable(make_split_rows(mr, pr.padded(), c.c_m, stream_dtype, dev,
+                                 std::max<int64_t>(1, std::min(msa_step, mr.rows())), msa_stream_rows));
   } else if (!ag::grad_enabled() && c.chunk_size > 0) {
     // Chunked inference: z is built row chunk by row chunk, each chunk's embedding plus recycling
     // update (the same ops in the same order as below, so fp32 results are equal) written into
