@@ -30,6 +30,8 @@ void* cuda_event_create(int index);
 void cuda_event_destroy(void* event);
 void cuda_event_record(void* event, void* stream);
 void cuda_event_synchronize(void* event);
+// Whether the event has completed (no wait).
+bool cuda_event_query(void* event);
 void cuda_stream_wait_event(void* stream, void* event);
 float cuda_event_elapsed_ms(void* start, void* end);
 // Copies `bytes` between any two devices, ordered on the current stream of the CUDA side and

@@ -39,9 +39,12 @@ std::atomic<int64_t> g_copies_to_host{0}, g_bytes_to_host{0}, g_sync_copies{0}, 
     g_synchronizes{0};
 
 // One device's page-locked ring. A copy takes the next `bytes` (256-aligned) after the last one,
-// wrapping to the start when they do not fit before the end; the copies still in flight over that
-// range are waited for first (in practice long finished: the ring holds many steps' worth of small
-// copies). Its event is recorded behind the queued copy.
+// wrapping to the start when they do not fit before the end. The copies in flight are kept in the
+// order they were made, which is the ring's address order from the oldest: the ones a new range
+// reaches are always at the front (on a wrap, the previous lap's tail beyond the last copy goes
+// first). A copy's slot is reused only once the event recorded behind it has completed; one that
+// has is dropped without a wait, so only a real wait is counted (in practice none: the ring holds
+// many steps' worth of small copies).
 class StagingRing {
  public:
   static constexpr size_t kBytes = size_t{8} << 20;
@@ -54,18 +57,12 @@ class StagingRing {
     const std::lock_guard<std::mutex> lock(mutex_);
     const size_t len = (bytes + kAlign - 1) / kAlign * kAlign;
     size_t begin = head_;
-    if (begin + len > kBytes) begin = 0;
-    const size_t end = begin + len;
-    // In-flight copies live in ring order from the oldest; the ones this range reaches are the
-    // oldest that overlap it. Wait for (and drop) every one that does.
-    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-      if (it->begin < end && begin < it->end) {
-        it->done.synchronize();
-        it = in_flight_.erase(it);
-      } else {
-        ++it;
-      }
+    if (begin + len > kBytes) {  // wrap: the previous lap's copies beyond head_ are the oldest
+      while (!in_flight_.empty() && in_flight_.front().begin >= head_) retire_front();
+      begin = 0;
     }
+    const size_t end = begin + len;
+    while (!in_flight_.empty() && in_flight_.front().begin < end && begin < in_flight_.front().end) retire_front();
     auto* slot = static_cast<std::byte*>(buffer_.data()) + begin;
     std::memcpy(slot, src, bytes);
     const Stream stream = current_stream(device_);
@@ -73,13 +70,8 @@ class StagingRing {
     Event done(device_);
     done.record(stream);
     in_flight_.push_back({begin, end, std::move(done)});
-    // Bound the bookkeeping: the oldest entries are complete long before the ring comes back to
-    // them; drop them without waiting only once their range is overwritten (above), or here when
-    // the list is long, after waiting for the oldest.
-    if (in_flight_.size() > kMaxInFlight) {
-      in_flight_.front().done.synchronize();
-      in_flight_.pop_front();
-    }
+    // Bound the bookkeeping: completed entries at the front are dropped as they are found.
+    while (in_flight_.size() > kMaxInFlight) retire_front();
     head_ = end;
     return true;
   }
@@ -90,6 +82,12 @@ class StagingRing {
     size_t begin, end;
     Event done;
   };
+  // Drops the oldest copy, waiting for it only if it has not completed.
+  void retire_front() {
+    const Event& e = in_flight_.front().done;
+    if (!e.query()) e.synchronize();
+    in_flight_.pop_front();
+  }
   Device device_;
   PinnedBuffer buffer_;
   std::mutex mutex_;

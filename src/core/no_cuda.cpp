@@ -25,6 +25,7 @@ void* cuda_event_create(int) { no_cuda(); }
 void cuda_event_destroy(void*) {}
 void cuda_event_record(void*, void*) { no_cuda(); }
 void cuda_event_synchronize(void*) { no_cuda(); }
+bool cuda_event_query(void*) { no_cuda(); }
 void cuda_stream_wait_event(void*, void*) { no_cuda(); }
 float cuda_event_elapsed_ms(void*, void*) { no_cuda(); }
 void cuda_memcpy(void*, Device, const void*, Device, size_t) { no_cuda(); }

@@ -78,6 +78,8 @@ void Event::synchronize() const {
   detail::cuda_event_synchronize(handle_.get());
 }
 
+bool Event::query() const { return !device_.is_cuda() || detail::cuda_event_query(handle_.get()); }
+
 void Event::block(const Stream& s) const {
   if (device_.is_cuda()) detail::cuda_stream_wait_event(s.native(), handle_.get());
 }

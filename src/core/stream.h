@@ -45,6 +45,8 @@ class Event {
   void record(const Stream& s);
   void record() { record(current_stream(device_)); }
   void synchronize() const;
+  // Whether the work before the event has completed, without waiting (always true on the CPU).
+  bool query() const;
   // Makes `s` wait for this event (no host blocking).
   void block(const Stream& s) const;
   // Milliseconds between this event and a later recorded `end`; waits for both to complete.

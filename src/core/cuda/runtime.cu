@@ -89,6 +89,15 @@ void cuda_event_record(void* e, void* s) {
   FC_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s)));
 }
 void cuda_event_synchronize(void* e) { FC_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e))); }
+bool cuda_event_query(void* e) {
+  const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+  if (r == cudaErrorNotReady) {
+    cudaGetLastError();  // not an error: clear it
+    return false;
+  }
+  FC_CUDA_CHECK(r);
+  return true;
+}
 void cuda_stream_wait_event(void* s, void* e) {
   FC_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0));
 }

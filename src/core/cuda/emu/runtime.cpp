@@ -186,6 +186,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
   e->recorded = true;
   return cudaSuccess;
 }
+cudaError_t cudaEventQuery(cudaEvent_t e) {  // work is synchronous here: a recorded event is complete
+  return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: null event");
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   return e ? cudaSuccess : fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
 }
