@@ -10,27 +10,12 @@
 
 namespace foldcore::ops {
 
-namespace {
-
-// Appends (size, stride) to g, merging with the previous entry when the two are contiguous with
-// each other (prev.stride == size·stride), so that the linear order is preserved.
-void push_axis(ReduceGroup& g, int64_t size, int64_t stride) {
-  if (size == 1) return;
-  if (g.ndim > 0 && g.strides[g.ndim - 1] == size * stride) {
-    g.shape[g.ndim - 1] *= size;
-    g.strides[g.ndim - 1] = stride;
-    return;
-  }
-  g.shape[g.ndim] = size;
-  g.strides[g.ndim] = stride;
-  ++g.ndim;
-}
-
-}  // namespace
-
 ReducePlan make_reduce_plan(const Tensor& x, const std::vector<bool>& is_reduced) {
   ReducePlan p;
-  for (int a = 0; a < x.dim(); ++a) push_axis(is_reduced[a] ? p.reduced : p.kept, x.size(a), x.stride(a));
+  for (int a = 0; a < x.dim(); ++a) {
+    ReduceGroup& g = is_reduced[a] ? p.reduced : p.kept;
+    push_merged_dim(g.ndim, g.shape, g.strides, x.size(a), x.stride(a));
+  }
   const int64_t k = p.kept.numel(), r = p.reduced.numel();
   const bool kept_unit = p.kept.ndim == 0 || (p.kept.ndim == 1 && p.kept.strides[0] == 1);
   const bool red_unit = p.reduced.ndim == 0 || (p.reduced.ndim == 1 && p.reduced.strides[0] == 1);

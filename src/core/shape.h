@@ -69,4 +69,20 @@ int normalize_axis(int axis, int ndim);
 // NumPy broadcasting of two shapes; throws Error when incompatible.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 
+// Appends the dim (size, stride) to a list of `ndim` dims (up to kMaxDims), row-major: an extent-1
+// dim is dropped, and one contiguous with the previous dim (prev stride == size·stride, which
+// includes two broadcast dims of stride 0) merges into it. The same offsets for every linear
+// index, with fewer dims (the reductions' plans, the CUDA kernels' strided descriptors).
+inline void push_merged_dim(int& ndim, int64_t* shape, int64_t* strides, int64_t size, int64_t stride) {
+  if (size == 1) return;
+  if (ndim > 0 && strides[ndim - 1] == size * stride) {
+    shape[ndim - 1] *= size;
+    strides[ndim - 1] = stride;
+    return;
+  }
+  shape[ndim] = size;
+  strides[ndim] = stride;
+  ++ndim;
+}
+
 }  // namespace foldcore

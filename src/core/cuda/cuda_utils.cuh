@@ -86,23 +86,12 @@ template <typename I> struct StridedDescT {
 };
 using StridedDesc = StridedDescT<int64_t>;
 
-// t's dims with the extent-1 ones dropped and neighbours merged where the outer one's stride is the
-// inner one's times its extent (contiguous runs, and broadcast dims of stride 0 next to each
-// other): the same offsets with fewer divisions (a mask [N, N, 1] expanded over C: two dims).
+// t's dims with the extent-1 ones dropped and neighbours merged (push_merged_dim, core/shape.h:
+// contiguous runs, and broadcast dims of stride 0 next to each other): the same offsets with fewer
+// divisions (a mask [N, N, 1] expanded over C: two dims).
 inline StridedDesc strided_desc(const Tensor& t) {
   StridedDesc d{};
-  for (int i = 0; i < t.dim(); ++i) {
-    const int64_t n = t.shape()[i], st = t.strides()[i];
-    if (n == 1) continue;
-    if (d.ndim > 0 && d.strides[d.ndim - 1] == st * n) {
-      d.shape[d.ndim - 1] *= n;
-      d.strides[d.ndim - 1] = st;
-      continue;
-    }
-    d.shape[d.ndim] = n;
-    d.strides[d.ndim] = st;
-    ++d.ndim;
-  }
+  for (int i = 0; i < t.dim(); ++i) push_merged_dim(d.ndim, d.shape, d.strides, t.shape()[i], t.strides()[i]);
   if (d.ndim == 0) {  // one element (or none)
     d.ndim = 1;
     d.shape[0] = 1;
