@@ -26,6 +26,24 @@ struct HostWaits {
   int64_t synchronizes = 0;           // stream, event and device synchronizations
   // The waits: everything above except the staged copies.
   int64_t waits() const { return copies_to_host + sync_copies_to_device + synchronizes; }
+  HostWaits& operator+=(const HostWaits& o) {
+    copies_to_host += o.copies_to_host;
+    bytes_to_host += o.bytes_to_host;
+    sync_copies_to_device += o.sync_copies_to_device;
+    staged_copies_to_device += o.staged_copies_to_device;
+    synchronizes += o.synchronizes;
+    return *this;
+  }
+  // The counts between two readings (this one minus an earlier one).
+  HostWaits operator-(const HostWaits& earlier) const {
+    HostWaits d = *this;
+    d.copies_to_host -= earlier.copies_to_host;
+    d.bytes_to_host -= earlier.bytes_to_host;
+    d.sync_copies_to_device -= earlier.sync_copies_to_device;
+    d.staged_copies_to_device -= earlier.staged_copies_to_device;
+    d.synchronizes -= earlier.synchronizes;
+    return d;
+  }
 };
 
 // This process's totals since the last reset (every thread).

@@ -45,25 +45,6 @@ bool enabled() {
   return on;
 }
 
-namespace {
-HostWaits minus(const HostWaits& a, const HostWaits& b) {
-  HostWaits d;
-  d.copies_to_host = a.copies_to_host - b.copies_to_host;
-  d.bytes_to_host = a.bytes_to_host - b.bytes_to_host;
-  d.sync_copies_to_device = a.sync_copies_to_device - b.sync_copies_to_device;
-  d.staged_copies_to_device = a.staged_copies_to_device - b.staged_copies_to_device;
-  d.synchronizes = a.synchronizes - b.synchronizes;
-  return d;
-}
-
-void add_to(HostWaits& a, const HostWaits& d) {
-  a.copies_to_host += d.copies_to_host;
-  a.bytes_to_host += d.bytes_to_host;
-  a.sync_copies_to_device += d.sync_copies_to_device;
-  a.staged_copies_to_device += d.staged_copies_to_device;
-  a.synchronizes += d.synchronizes;
-}
-}  // namespace
 
 Scope::Scope(const char* name, Device device) : on_(enabled()), device_(device) {
   if (!on_) return;
@@ -82,7 +63,7 @@ Scope::~Scope() {
   if (!on_) return;
   // A stage left by an exception, or a device that fails the wait: no throw from a destructor
   // (the run's error is reported by whoever catches it); the stage still closes.
-  const HostWaits waits = minus(host_waits(), waits_start_);
+  const HostWaits waits = host_waits() - waits_start_;
   if (std::uncaught_exceptions() == 0) {
     try {
       const detail::UncountedWaits own;
@@ -103,7 +84,7 @@ Scope::~Scope() {
     s->seconds += dt;
     s->peak_end_bytes = peak;
     s->peak_raised_bytes += peak - peak_start_;
-    add_to(s->waits, waits);
+    s->waits += waits;
   }
   const size_t slash = current_path.rfind('/');
   current_path.resize(slash == std::string::npos ? 0 : slash);

@@ -508,26 +508,35 @@ Variable TemplateEmbedder::forward(const Variable& z, const TemplateInputs& in, 
            " and template_mask ", shape_of(in.template_mask),
            ": expected [N, N, c_z], [T, N], [T] and all atom inputs");
   const int64_t nt = in.aatype.size(0);
+  const std::vector<float> mask = host_floats(in.template_mask);
   double mask_sum = 0;
-  for (float v : host_floats(in.template_mask)) mask_sum += v;
+  for (float v : mask) mask_sum += v;
   // No (unmasked) templates: AlphaFold multiplies the embedding by 1[Σ mask > 0] = 0.
   if (nt == 0 || mask_sum <= 0) return Variable(Tensor::zeros(z.shape(), z.dtype(), z.device()));
-  return embed_present_slots(z, in, chunk, [&](int64_t k) {
+  return embed_present_slots(z, mask, chunk, [&](int64_t k) {
     return single_.forward(Variable(template_feat(in, k, z.device()).rows(0, z.size(0)).to(z.dtype())), pair_mask,
                            chunk);
   });
 }
 
-Variable TemplateEmbedder::embed_present_slots(const Variable& z, const TemplateInputs& in, int64_t chunk,
+namespace {
+// The slots with mask > 0: a masked slot's key bias is 1e9·(mask − 1) ≤ −1e9 beside a present
+// one's scores, so its softmax weight is exactly 0 in fp32 (see add()).
+std::vector<int64_t> present_slots(const std::vector<float>& mask) {
+  std::vector<int64_t> present;
+  for (size_t k = 0; k < mask.size(); ++k)
+    if (mask[k] > 0.f) present.push_back(static_cast<int64_t>(k));
+  return present;
+}
+}  // namespace
+
+Variable TemplateEmbedder::embed_present_slots(const Variable& z, const std::vector<float>& mask, int64_t chunk,
                                                const std::function<Variable(int64_t)>& stack) const {
-  // A masked slot's key bias is 1e9·(mask − 1) ≤ −1e9 beside a present one's scores: its softmax
-  // weight is exactly 0 in fp32, so it adds nothing to the update and receives a zero gradient.
-  // Its stack is not run (nor are its features read, nor its dropout masks drawn).
-  const std::vector<float> mask = host_floats(in.template_mask);
+  // A masked slot adds nothing to the update and receives a zero gradient: its stack is not run
+  // (nor are its features read, nor its dropout masks drawn).
   std::vector<Variable> per_template;
   std::vector<float> present_mask;
-  for (int64_t k = 0; k < in.aatype.size(0); ++k) {
-    if (!(mask[static_cast<size_t>(k)] > 0.f)) continue;
+  for (const int64_t k : present_slots(mask)) {
     const profile::Scope stage("pair_stack", z.device());
     per_template.push_back(ag::unsqueeze(stack(k), 0));  // [1, R, C, c_t]
     present_mask.push_back(mask[static_cast<size_t>(k)]);
@@ -549,10 +558,7 @@ std::vector<int64_t> TemplateEmbedder::present_templates(const char* caller, con
            shape_of(in.aatype), " and template_mask ", shape_of(in.template_mask),
            ": expected [rows, columns, c_z], [T, N], [T] and all atom inputs");
   mask = host_floats(in.template_mask);
-  std::vector<int64_t> present;  // masked templates have weight exactly 0 in forward() (see add())
-  for (int64_t k = 0; k < in.aatype.size(0); ++k)
-    if (mask[static_cast<size_t>(k)] > 0.f) present.push_back(k);
-  return present;
+  return present_slots(mask);
 }
 
 void TemplateEmbedder::add_into(const Variable& z, const TemplateInputs& in, const Tensor& pair_mask, int64_t chunk,

@@ -246,9 +246,10 @@ class TemplateEmbedder : public nn::Module {
   std::vector<int64_t> present_templates(const char* caller, const Variable& z, int64_t n,
                                          const TemplateInputs& templates, std::vector<float>& mask) const;
   // forward()'s and forward_dap's update with autograd: stack(k) gives template k's t over z's
-  // cells ([R, C, c_t]) for every present slot (mask > 0; a masked one's weight is exactly 0, so
-  // its stack is skipped as in add_into); the pointwise attention over those [T', R, C, c_t].
-  Variable embed_present_slots(const Variable& z, const TemplateInputs& templates, int64_t chunk,
+  // cells ([R, C, c_t]) for every present slot (mask > 0, `mask` the template mask read on the
+  // host; a masked one's weight is exactly 0, so its stack is skipped as in add_into); the
+  // pointwise attention over those [T', R, C, c_t].
+  Variable embed_present_slots(const Variable& z, const std::vector<float>& mask, int64_t chunk,
                                const std::function<Variable(int64_t)>& stack) const;
   // add_into's template loop: stack(k) gives template k's t over z's cells; the pointwise attention
   // adds into `into` in one or two passes.

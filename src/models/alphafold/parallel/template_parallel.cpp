@@ -122,8 +122,9 @@ Variable TemplateEmbedder::forward_dap(const Variable& z, const TemplateInputs& 
            "TemplateEmbedder::forward_dap: template aatype ", in.aatype.defined() ? in.aatype.shape().str() : "undefined",
            " and template_mask ", in.template_mask.defined() ? in.template_mask.shape().str() : "undefined",
            " for N = ", n, ": expected [T, N], [T] and all atom inputs");
+  const std::vector<float> mask = host_floats(in.template_mask);
   double mask_sum = 0;
-  for (float v : host_floats(in.template_mask)) mask_sum += v;
+  for (float v : mask) mask_sum += v;
   // No (unmasked) template: forward()'s zero update (no stack runs, no dropout is drawn), and
   // nothing to scatter or gather.
   if (in.aatype.size(0) == 0 || mask_sum <= 0) return z;
@@ -137,7 +138,7 @@ Variable TemplateEmbedder::forward_dap(const Variable& z, const TemplateInputs& 
     rows_out = z_rows;
   } else {
     // As forward(): every present template's stack on this rank's rows, and the pointwise attention.
-    const Variable update = embed_present_slots(z_rows, in, chunk, [&](int64_t k) {
+    const Variable update = embed_present_slots(z_rows, mask, chunk, [&](int64_t k) {
       const TemplatePairFeatRows feat = template_feat(in, k, z.device());
       return single_.forward_rows_dap([&](int64_t r0, int64_t len) { return feat.rows(r0, len).to(z.dtype()); }, n,
                                       pair_mask, g, chunk);
