@@ -20,8 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "autograd/functions.h"
 #include "core/tensor.h"
 #include "data_pipeline/formats/npy.h"
+#include "models/alphafold/model/features.h"
 #include "test_util.h"
 
 namespace foldcore::af2::train_compare {
@@ -159,6 +161,38 @@ inline void fill_template_with_truth(std::map<std::string, Tensor>& a) {
   a["template_pseudo_beta"].select(0, 0).copy_(a["pseudo_beta"]);
   a["template_pseudo_beta_mask"].select(0, 0).copy_(a["pseudo_beta_mask"]);
   a["template_mask"].select(0, 0).fill_(1.0);
+}
+
+// A crop of the fixture's batch as a step reads it: residues [start, start + len), the first `msa`
+// MSA rows, `extra_rows` extra-MSA rows (beyond the fixture's own rows they repeat: a deeper extra
+// MSA), the first `templates` template slots with slot 0 the true structure (so the template pair
+// stack runs), and every array's last recycling slice (what the loss reads).
+struct CroppedBatch {
+  Af2Features features;
+  std::map<std::string, Tensor> last_slice;
+};
+
+inline CroppedBatch cropped_batch(int64_t start, int64_t len, int64_t msa, int64_t extra_rows, int64_t templates) {
+  const data::NpzReader in(train_dir() + "/batch.npz");
+  std::map<std::string, Tensor> a;
+  for (const std::string& name : in.names()) {
+    Tensor t = crop_fixture_array(name, in.read(name).to_tensor(), start, len, msa);
+    if (name.rfind("extra_", 0) == 0) {
+      std::vector<autograd::Variable> parts;
+      for (int64_t r = 0; r < extra_rows; r += std::min(t.size(0), extra_rows - r))
+        parts.emplace_back(t.narrow(0, 0, std::min(t.size(0), extra_rows - r)).contiguous());
+      t = autograd::concat(parts, 0).value();
+    }
+    if (name.rfind("template_", 0) == 0) t = t.narrow(0, 0, templates);
+    a[name] = t.contiguous();
+  }
+  a["seq_length"].fill_(static_cast<double>(len));
+  fill_template_with_truth(a);
+  CroppedBatch out;
+  out.features = Af2Features::from_arrays(a, "training fixture cropped, template 0 filled");
+  const int64_t last = out.features.num_iterations() - 1;
+  for (const auto& [name, t] : a) out.last_slice[name] = t.select(-1, last).contiguous();
+  return out;
 }
 
 }  // namespace foldcore::af2::train_compare

@@ -35,28 +35,9 @@ namespace {
 
 namespace tc = train_compare;
 
-struct Batch {
-  Af2Features features;
-  std::map<std::string, Tensor> last_slice;
-};
+using Batch = tc::CroppedBatch;
 
-Batch make_batch() {
-  const data::NpzReader in(tc::train_dir() + "/batch.npz");
-  std::map<std::string, Tensor> a;
-  for (const std::string& name : in.names()) {
-    Tensor t = tc::crop_fixture_array(name, in.read(name).to_tensor(), 5, 24, 8);
-    if (name.rfind("extra_", 0) == 0) t = t.narrow(0, 0, 8);
-    if (name.rfind("template_", 0) == 0) t = t.narrow(0, 0, 2);
-    a[name] = t.contiguous();
-  }
-  a["seq_length"].fill_(24.0);
-  tc::fill_template_with_truth(a);
-  Batch b;
-  b.features = Af2Features::from_arrays(a, "training fixture, 24 residues, template 0 filled");
-  const int64_t last = b.features.num_iterations() - 1;
-  for (const auto& [name, t] : a) b.last_slice[name] = t.select(-1, last).contiguous();
-  return b;
-}
+Batch make_batch() { return tc::cropped_batch(5, 24, 8, 8, 2); }
 
 // A module stage of the stacks: the Evoformer's and the extra-MSA stack's modules in the forward
 // ("forward/trunk/evoformer/msa_row_attention") and every op inside the backward's recomputed

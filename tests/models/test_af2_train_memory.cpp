@@ -69,36 +69,11 @@ namespace tc = train_compare;
 // four steps of this file short.
 constexpr int64_t kCropStart = 5, kCrop = 24, kMsa = 8, kExtra = 16, kTemplates = 2;
 
-struct Batch {
-  Af2Features features;
-  std::map<std::string, Tensor> last_slice;
-};
+using Batch = tc::CroppedBatch;
 
-// extra_rows: the extra MSA's depth; beyond the fixture's own rows they repeat (a deeper extra MSA
-// for the memory test below).
-Batch make_batch(int64_t extra_rows) {
-  const data::NpzReader in(tc::train_dir() + "/batch.npz");
-  std::map<std::string, Tensor> a;
-  for (const std::string& name : in.names()) {
-    Tensor t = tc::crop_fixture_array(name, in.read(name).to_tensor(), kCropStart, kCrop, kMsa);
-    if (name.rfind("extra_", 0) == 0) {
-      std::vector<Variable> parts;
-      for (int64_t r = 0; r < extra_rows; r += std::min(t.size(0), extra_rows - r))
-        parts.emplace_back(t.narrow(0, 0, std::min(t.size(0), extra_rows - r)).contiguous());
-      t = autograd::concat(parts, 0).value();
-    }
-    if (name.rfind("template_", 0) == 0) t = t.narrow(0, 0, kTemplates);
-    a[name] = t.contiguous();
-  }
-  a["seq_length"].fill_(static_cast<double>(kCrop));
-  // Template 0 = the true structure (every iteration); the others stay masked.
-  tc::fill_template_with_truth(a);
-  Batch out;
-  out.features = Af2Features::from_arrays(a, "training fixture with template 0 filled");
-  const int64_t last = out.features.num_iterations() - 1;
-  for (const auto& [name, t] : a) out.last_slice[name] = t.select(-1, last).contiguous();
-  return out;
-}
+// extra_rows: the extra MSA's depth; beyond the fixture's own rows they repeat (a deeper extra
+// MSA for the memory test below).
+Batch make_batch(int64_t extra_rows) { return tc::cropped_batch(kCropStart, kCrop, kMsa, extra_rows, kTemplates); }
 
 const Batch& batch() {
   static const Batch b = make_batch(kExtra);
