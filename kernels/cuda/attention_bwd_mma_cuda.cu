@@ -6,7 +6,8 @@
 // fragments and its dK, dV accumulators in registers for the whole kernel; K also stays row-major
 // in shared memory for dQ. For every query tile of 64 rows that can see the CTA's keys (Q and dA
 // staged row-major in shared memory, 16-byte loads; every fragment read by ldmatrix, the
-// transposed operands by ldmatrix.trans, so no tile is stored twice):
+// transposed operands by ldmatrix.trans, so no tile is stored twice; the biases' sum over the
+// [64 queries × 64 keys] block staged as fp32 by mma_load_bias_tile):
 // and for each 16 of its queries in turn (so only [16 × 16] scores per warp are live):
 //   Sᵀ = K·Qᵀ and dPᵀ = V·dAᵀ            [16 keys × 16 queries] per warp, fp32 registers
 //   Pᵀ = exp(scale·Sᵀ + Σbias − lse),  dSᵀ = Pᵀ ⊙ (dPᵀ − delta)   (dbias written from here)
@@ -32,8 +33,13 @@ template <int Dp> struct BwdMmaLayout {
   static constexpr size_t kK = kDA + kRowTile;              // K rows (whole kernel)
   static constexpr size_t kDS = kK + kRowTile;              // dS [64 queries][72] bf16
   static constexpr size_t kRows = kDS + 2 * kMmaBlockM * kMmaLdKeys;  // lse, delta, lo, hi
-  static constexpr size_t kBytes = kRows + 4 * 4 * kMmaBlockM;
-  static_assert(kRowTile % 16 == 0 && (2 * kLd) % 16 == 0 && (2 * kMmaLdKeys) % 16 == 0, "ldmatrix rows 16-byte aligned");
+  static constexpr size_t kBias = kRows + 4 * 4 * kMmaBlockM;         // [64 queries][kLdBias] fp32, with biases only
+  // 68 floats ≡ 4 banks: a warp's reads (lane 4g + t: keys g, queries 2t or 2t + 1) are conflict-free.
+  static constexpr int kLdBias = kMmaBlockN + 4;
+  static constexpr size_t kBytesNoBias = kBias;
+  static constexpr size_t kBytes = kBias + 4 * kMmaBlockM * kLdBias;
+  static_assert(kRowTile % 16 == 0 && kBias % 16 == 0 && (2 * kLd) % 16 == 0 && (2 * kMmaLdKeys) % 16 == 0,
+                "ldmatrix rows 16-byte aligned");
 };
 static_assert(kMmaBlockM == 64 && kMmaBlockN == 64 && kThreads == 128, "4 warps × 16 keys, 64-row query tiles");
 
@@ -53,6 +59,7 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
   float* s_delta = s_lse + kMmaBlockM;
   int* row_lo = reinterpret_cast<int*>(s_delta + kMmaBlockM);
   int* row_hi = row_lo + kMmaBlockM;
+  float* sbias = reinterpret_cast<float*>(smem + L::kBias);  // only with biases (launch size)
 
   const int j0 = blockIdx.x * kMmaBlockN, h = blockIdx.y, b = p.b0 + static_cast<int>(blockIdx.z);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -69,10 +76,6 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
   // This lane's keys: rows g and g + 8 of the warp's 16.
   int key[2];
   for (int rr = 0; rr < 2; ++rr) key[rr] = j0 + 16 * warp + g + 8 * rr;
-  // The biases along this lane's two key columns. Dp = 64 has no registers to spare for them
-  // (ptxas: spills), so there each score indexes its biases itself.
-  constexpr bool kBiasLines = Dp <= 32;
-  const BiasLine<false> bias_col[2] = {BiasLine<false>(p, b, h, key[0]), BiasLine<false>(p, b, h, key[1])};
 
   // K and V rows as A fragments (V staged in the dA buffer); K stays for dQ = dS·K.
   mma_load_tile<kMmaBlockN, Dp>(sk, L::kLd, k, p.k_s[2], j0, p.Lk, p.D, p.vec8);
@@ -95,6 +98,7 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
     bwd_load_query_rows<kMmaBlockM>(p, b, h, i0, i_end, bh_row, row_lo, row_hi, s_lse, s_delta);
     mma_load_tile<kMmaBlockM, Dp>(sq, L::kLd, q, p.q_s[2], i0, i_end, p.D, p.vec8);
     mma_load_tile<kMmaBlockM, Dp>(sda, L::kLd, da, p.D, i0, i_end, p.D, da_vec8);
+    if (p.n_bias > 0) mma_load_bias_tile<L::kLdBias>(sbias, p, b, h, i0, j0);
     __syncthreads();
 
     // Sixteen queries at a time (kk): Sᵀ and dPᵀ [16 keys × 16 queries] (n tiles f = 0, 1 hold
@@ -124,7 +128,7 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
           const int rr = e / 2, r = 16 * kk + 8 * f + 2 * t + e % 2, i = i0 + r, j = key[rr];
           float pv = 0.f, ds = 0.f;
           if (j < p.Lk && j >= row_lo[r] && j < row_hi[r]) {
-            const float bias = kBiasLines ? bias_col[rr].sum(i) : bias_sum<__nv_bfloat16>(p, b, h, i, j);
+            const float bias = p.n_bias > 0 ? sbias[r * L::kLdBias + 16 * warp + g + 8 * rr] : 0.f;
             pv = __expf(s[f].r[e] * p.scale + bias - s_lse[r]);
             ds = pv * (dp[f].r[e] - s_delta[r]);
 #pragma unroll
@@ -221,9 +225,10 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_
 void launch_attention_bwd_mma(const AttnParams& p, cudaStream_t stream) {
   dispatch_head_dim(p.D, "attention_backward (CUDA, mma)", [&](auto dp) {
     constexpr int Dp = decltype(dp)::value;
-    const size_t bytes = BwdMmaLayout<Dp>::kBytes;
+    using L = BwdMmaLayout<Dp>;
+    const size_t bytes = p.n_bias > 0 ? L::kBytes : L::kBytesNoBias;
     constexpr auto kernel = &attention_bwd_mma_kernel<Dp>;
-    FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kBytes)));
     launch_over_batch<kernel>(p, (p.Lk + kMmaBlockN - 1) / kMmaBlockN, bytes, stream);
   });
 }

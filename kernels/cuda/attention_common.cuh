@@ -22,6 +22,7 @@ constexpr int kBlockN = 64;  // key rows per tile
 struct BiasDesc {
   const void* ptr = nullptr;
   int64_t s[4] = {0, 0, 0, 0};  // stride 0 on broadcast (size-1) dims
+  bool vec8 = false;            // mma kernels: keys unit-stride and every row 16-byte aligned (8 bf16 per load)
 };
 
 struct DbiasDesc {

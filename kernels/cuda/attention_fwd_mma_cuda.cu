@@ -1,7 +1,8 @@
 // Register-tiled bf16 attention forward (FlashAttention-2 layout on mma.sync m16n8k16): one CTA
 // per (64 query rows, h, b), 4 warps of 16 query rows each. Q's fragments are loaded once; for
 // every tile of 64 keys, K and V go row-major through shared memory (16-byte loads; fragments by
-// ldmatrix, V's by ldmatrix.trans), and each warp
+// ldmatrix, V's by ldmatrix.trans) and the biases' sum over the tile as fp32 (mma_load_bias_tile),
+// and each warp
 // computes its S = Q·Kᵀ [16 × 64] in registers (fp32 accumulators), adds scale, biases and the
 // segment mask, runs the online softmax on those registers (row max/sum over the 4 lanes that
 // share a row), and feeds P, rounded to bf16, straight back as the A operand of O += P·V. S, P and
@@ -21,8 +22,13 @@ template <int Dp> struct FwdMmaLayout {
   static constexpr size_t kQ = 0;                                   // [64][kLd]
   static constexpr size_t kK = kQ + 2 * kMmaBlockM * kLd;           // [64 keys][kLd]
   static constexpr size_t kV = kK + 2 * kMmaBlockN * kLd;           // [64 keys][kLd]
-  static constexpr size_t kBytes = kV + 2 * kMmaBlockN * kLd;
-  static_assert(kK % 16 == 0 && (2 * kLd) % 16 == 0, "ldmatrix rows 16-byte aligned");
+  static constexpr size_t kBias = kV + 2 * kMmaBlockN * kLd;        // [64 rows][kLdBias] fp32, with biases only
+  // 72 floats ≡ 8 banks: a warp's 8-byte reads (lane 4g + t: row g, keys 2t and 2t + 1) are
+  // conflict-free in each half-warp.
+  static constexpr int kLdBias = kMmaBlockN + 8;
+  static constexpr size_t kBytesNoBias = kBias;
+  static constexpr size_t kBytes = kBias + 4 * kMmaBlockM * kLdBias;
+  static_assert(kK % 16 == 0 && kBias % 16 == 0 && (2 * kLd) % 16 == 0, "ldmatrix rows 16-byte aligned");
 };
 
 template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_kernel(const AttnParams p) {
@@ -34,6 +40,7 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
   uint16_t* sq = reinterpret_cast<uint16_t*>(smem + L::kQ);
   uint16_t* sk = reinterpret_cast<uint16_t*>(smem + L::kK);
   uint16_t* sv = reinterpret_cast<uint16_t*>(smem + L::kV);
+  float* sbias = reinterpret_cast<float*>(smem + L::kBias);  // only with biases (launch size)
 
   const int i0 = blockIdx.x * kMmaBlockM, h = blockIdx.y, b = p.b0 + static_cast<int>(blockIdx.z);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -54,7 +61,6 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
       else hi[rr] = p.Lk;
     }
   }
-  const BiasLine<true> bias_row[2] = {BiasLine<true>(p, b, h, row[0]), BiasLine<true>(p, b, h, row[1])};
   // Segments are contiguous and ordered: the CTA's keys are [lo(first row), hi(last row)).
   int j_begin = 0, j_end = p.Lk;
   if (p.cu) {
@@ -82,6 +88,7 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
     __syncthreads();  // the previous tile's K/V reads are done
     mma_load_tile<kMmaBlockN, Dp>(sk, L::kLd, k, p.k_s[2], j0, j_end, p.D, p.vec8);
     mma_load_tile<kMmaBlockN, Dp>(sv, L::kLd, v, p.v_s[2], j0, j_end, p.D, p.vec8);
+    if (p.n_bias > 0) mma_load_bias_tile<L::kLdBias>(sbias, p, b, h, i0, j0);
     __syncthreads();
 
     MmaFragC s[kNTiles];
@@ -102,12 +109,16 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int rr = e / 2, j = j0 + 8 * nt + 2 * t + e % 2;
-        float sc = -INFINITY;
-        if (j >= lo[rr] && j < hi[rr]) sc = s[nt].r[e] * p.scale + bias_row[rr].sum(j);
-        s[nt].r[e] = sc;
-        mx[rr] = fmaxf(mx[rr], sc);
+      for (int rr = 0; rr < 2; ++rr) {
+        const F32x2 bias = p.n_bias > 0 ? lds64f(sbias + (16 * warp + g + 8 * rr) * L::kLdBias + 8 * nt + 2 * t) : F32x2{0.f, 0.f};
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int e = 2 * rr + c, j = j0 + 8 * nt + 2 * t + c;
+          float sc = -INFINITY;
+          if (j >= lo[rr] && j < hi[rr]) sc = s[nt].r[e] * p.scale + (c == 0 ? bias.x : bias.y);
+          s[nt].r[e] = sc;
+          mx[rr] = fmaxf(mx[rr], sc);
+        }
       }
     float alpha[2];
 #pragma unroll
@@ -177,9 +188,10 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
 void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream) {
   dispatch_head_dim(p.D, "attention_forward (CUDA, mma)", [&](auto dp) {
     constexpr int Dp = decltype(dp)::value;
-    const size_t bytes = FwdMmaLayout<Dp>::kBytes;
+    using L = FwdMmaLayout<Dp>;
+    const size_t bytes = p.n_bias > 0 ? L::kBytes : L::kBytesNoBias;
     constexpr auto kernel = &attention_fwd_mma_kernel<Dp>;
-    FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kBytes)));
     launch_over_batch<kernel>(p, (p.Lq + kMmaBlockM - 1) / kMmaBlockM, bytes, stream);
   });
 }

@@ -1,11 +1,11 @@
 // Pieces of the register-tiled bf16 attention kernels (attention_fwd_mma_cuda.cu,
 // attention_bwd_mma_cuda.cu, attention_dbias_mma_cuda.cu): bf16 bit handling, the tile loader
 // (16-byte global loads into row-major shared-memory tiles: the kernels read transposed operands
-// with ldmatrix.trans, so no tile is stored transposed), and the fragment loads: 32-bit loads (the
-// dbias pass) and ldmatrix / ldmatrix.trans (the forward and backward kernels).
+// with ldmatrix.trans, so no tile is stored transposed), the biases' fp32 tile, and the fragment
+// loads: 32-bit loads (the dbias pass) and ldmatrix / ldmatrix.trans (the forward and backward
+// kernels).
 #pragma once
 
-#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -193,30 +193,69 @@ __device__ __forceinline__ MmaFragA mma_c_to_a(const MmaFragC& c0, const MmaFrag
   return a;
 }
 
-// The biases along one line of the score matrix — fixed (b, h, i) with j varying (kAlongJ), or
-// fixed (b, h, j) with i varying: per bias the line's start and step, so a score costs one load
-// per bias instead of its 4-D index arithmetic. Lines past the matrix are formed but never read.
-template <bool kAlongJ> struct BiasLine {
-  const __nv_bfloat16* base[kMaxBiases];
-  int step[kMaxBiases];  // |stride| < 2^31 (mma_bias_strides_fit)
-  int n;
-  __device__ __forceinline__ BiasLine(const AttnParams& p, int b, int h, int fixed) : n(p.n_bias) {
+// The biases' sum over a [64 rows × 64 keys] block of the score matrix of (b, h), staged as fp32
+// in shared memory ([64][Ld], row r = score row r0 + r, column c = key c0 + c) once per tile, so a
+// score costs one shared-memory read instead of one global load per bias: a warp's scalar bias
+// loads touch 8 rows' cache lines each, and at head dim 32 they outnumbered the tile's mma
+// instructions. The sum runs from 0 over the biases in order, as bias_sum does (and the loads per score
+// did before), so the scores are the same bits. Rows past Lq and keys past Lk are 0 (their scores are masked).
+// Biases with vec8 are read 8 keys (16 bytes) per load where the 8 keys are whole and aligned;
+// others (transposed or broadcast keys, ragged rows) one element at a time. All threads call it.
+template <int Ld>
+__device__ __forceinline__ void mma_load_bias_tile(float* dst, const AttnParams& p, int b, int h, int r0, int c0) {
+  static_assert(Ld % 4 == 0, "float4 stores: rows 16-byte aligned");
+  constexpr int kVec = kMmaBlockN / 8;  // 8-key vectors per row
+  for (int idx = threadIdx.x; idx < kMmaBlockM * kVec; idx += kThreads) {
+    const int r = idx / kVec, c = (idx % kVec) * 8, i = r0 + r, j = c0 + c;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (i < p.Lq) {
 #pragma unroll
-    for (int t = 0; t < kMaxBiases; ++t) {
-      const BiasDesc& d = p.bias[t];
-      const int64_t off = b * d.s[0] + h * d.s[1] + static_cast<int64_t>(fixed) * (kAlongJ ? d.s[2] : d.s[3]);
-      base[t] = t < n ? static_cast<const __nv_bfloat16*>(d.ptr) + off : nullptr;
-      step[t] = static_cast<int>(kAlongJ ? d.s[3] : d.s[2]);
+      for (int t = 0; t < kMaxBiases; ++t) {
+        if (t >= p.n_bias) break;
+        const BiasDesc& d = p.bias[t];
+        const uint16_t* row = static_cast<const uint16_t*>(d.ptr) + b * d.s[0] + h * d.s[1] + static_cast<int64_t>(i) * d.s[2];
+        if (d.vec8 && j % 8 == 0 && j + 8 <= p.Lk) {
+          const Bf16x8 v = ld128(row + j);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[e] += bf16_to_f32(static_cast<uint16_t>(v.w[e / 2] >> (16 * (e % 2))));
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if (j + e < p.Lk) acc[e] += bf16_to_f32(row[static_cast<int64_t>(j + e) * d.s[3]]);
+        }
+      }
     }
+#if defined(FOLDCORE_CUDA_EMULATE)
+    std::memcpy(dst + r * Ld + c, acc, sizeof(acc));
+#else
+    float4* out = reinterpret_cast<float4*>(dst + r * Ld + c);
+    out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+#endif
   }
-  __device__ __forceinline__ float sum(int idx) const {
-    float s = 0.f;
-#pragma unroll
-    for (int t = 0; t < kMaxBiases; ++t)
-      if (t < n) s += __bfloat162float(base[t][static_cast<int64_t>(idx) * step[t]]);
-    return s;
-  }
+}
+
+// Two adjacent floats of shared memory (8-byte aligned), read as one 8-byte load.
+struct alignas(8) F32x2 {
+  float x, y;
 };
+__device__ __forceinline__ F32x2 lds64f(const float* p) {
+  F32x2 v;
+#if defined(FOLDCORE_CUDA_EMULATE)
+  std::memcpy(&v, p, 8);
+#else
+  const float2 u = *reinterpret_cast<const float2*>(p);
+  v.x = u.x;
+  v.y = u.y;
+#endif
+  return v;
+}
+
+// Whether a bias's rows can be read 8 keys at a time (BiasDesc::vec8): unit stride along the keys,
+// every row start 16-byte aligned.
+inline bool mma_bias_vec8_ok(const BiasDesc& d) {
+  return reinterpret_cast<uintptr_t>(d.ptr) % 16 == 0 && d.s[3] == 1 && d.s[0] % 8 == 0 && d.s[1] % 8 == 0 && d.s[2] % 8 == 0;
+}
 
 // Whether q, k and v of every (b, h) can be read 16 bytes at a time (AttnParams::vec8).
 inline bool mma_vec8_ok(const AttnParams& p) {
@@ -230,20 +269,12 @@ inline bool mma_vec8_ok(const AttnParams& p) {
   return true;
 }
 
-// Whether every bias's row and column strides fit BiasLine's 32-bit steps (else the launchers use
-// the shared-memory kernels).
-inline bool mma_bias_strides_fit(const AttnParams& p) {
-  for (int t = 0; t < p.n_bias; ++t)
-    for (int d = 2; d < 4; ++d)
-      if (p.bias[t].s[d] > INT32_MAX || p.bias[t].s[d] < INT32_MIN) return false;
-  return true;
-}
-
-// Whether the register-tiled kernels compute this call (bf16, AttentionKernel::mma chosen, bias
-// strides that fit BiasLine); when they do, also sets p.vec8. Forward and backward ask the same.
+// Whether the register-tiled kernels compute this call (bf16, AttentionKernel::mma chosen); when
+// they do, also sets p.vec8 and the biases' vec8. Forward and backward ask the same.
 inline bool use_mma_kernels(AttnParams& p, DType dtype) {
-  if (dtype != DType::bf16 || attention_kernel() != AttentionKernel::mma || !mma_bias_strides_fit(p)) return false;
+  if (dtype != DType::bf16 || attention_kernel() != AttentionKernel::mma) return false;
   p.vec8 = mma_vec8_ok(p);
+  for (int t = 0; t < p.n_bias; ++t) p.bias[t].vec8 = mma_bias_vec8_ok(p.bias[t]);
   return true;
 }
 

@@ -87,10 +87,8 @@ Result run(const AttentionInputs& in, const Tensor& d_o) {
   return r;
 }
 
-void compare(const Setup& s, DType dt) {
+void compare_inputs(const AttentionInputs& gpu, const AttentionInputs& cpu, DType dt) {
   const double tol = dt == DType::f32 ? 1e-3 : 2e-2;
-  const AttentionInputs gpu = make(s, dt, Device::cuda(), 7);
-  const AttentionInputs cpu = make(s, dt, Device::cpu(), 7);
   Generator gen(8);
   const Tensor w = randn(gpu.q.shape(), gen).to(dt);
   const Result rg = run(gpu, w.to(Device::cuda())), rc = run(cpu, w);
@@ -102,10 +100,14 @@ void compare(const Setup& s, DType dt) {
   expect_close(rg.grads.dq, rc.grads.dq, tol, "dq", dv_scale);
   expect_close(rg.grads.dk, rc.grads.dk, tol, "dk", dv_scale);
   expect_close(rg.grads.dv, rc.grads.dv, tol, "dv");
-  if (s.gated) expect_close(rg.grads.dgate, rc.grads.dgate, tol, "dgate");
-  for (size_t t = 0; t < rc.grads.dbias.size(); ++t)
+  if (cpu.gate.defined()) expect_close(rg.grads.dgate, rc.grads.dgate, tol, "dgate");
+  for (size_t t = 0; t < rc.grads.dbias.size(); ++t) {
+    SCOPED_TRACE(t);
     expect_close(rg.grads.dbias[t], rc.grads.dbias[t], tol, "dbias", dv_scale);
+  }
 }
+
+void compare(const Setup& s, DType dt) { compare_inputs(make(s, dt, Device::cuda(), 7), make(s, dt, Device::cpu(), 7), dt); }
 
 // Parameter: dtype and the CUDA kernel family (bf16 runs both the register-tiled mma.sync kernels
 // and the shared-memory ones; f32 always runs the shared-memory kernels).
@@ -157,6 +159,27 @@ TEST_P(AttentionCuda, OddShapesFullBiasAndPaddedHeadDims) {
   compare({2, 3, 17, 33, 8, true, false, false, true, true, {}}, dt());
   compare({3, 2, 1, 65, 20, false, true, true, false, false, {}}, dt());
   compare({1, 1, 129, 1, 16, true, true, false, true, false, {}}, dt());
+}
+
+// Biases in every layout the kernels read differently (the mma kernels stage the biases' sum per
+// tile in shared memory, 8 keys per 16-byte load where a bias's keys are unit-stride and its rows
+// 16-byte aligned, one key at a time otherwise): a transposed view (keys strided), a bias
+// broadcast along the keys, one aligned row broadcast over everything with Lk = 60 (the last
+// 8-key vector of each row is ragged), and a view whose rows start off the 16-byte grid; four at
+// once (kMaxBiases), each with its gradient.
+TEST_P(AttentionCuda, BiasLayouts) {
+  FC_REQUIRE_CUDA();
+  const int64_t B = 2, H = 2, Lq = 70, Lk = 60, D = 32;
+  auto build = [&](Device dev) {
+    AttentionInputs in = make({B, H, Lq, Lk, D, true, false, false, false, false, {}}, dt(), dev, 11);
+    Generator gen(12);
+    in.biases.push_back(randn({1, H, Lk, Lq}, gen).to(dt()).to(dev).permute({0, 1, 3, 2}));
+    in.biases.push_back(randn({B, H, Lq, 1}, gen).to(dt()).to(dev));
+    in.biases.push_back(randn({1, 1, 1, Lk}, gen).to(dt()).to(dev));
+    in.biases.push_back(randn({B, 1, Lq, Lk + 1}, gen).to(dt()).to(dev).narrow(3, 1, Lk));
+    return in;
+  };
+  compare_inputs(build(Device::cuda()), build(Device::cpu()), dt());
 }
 
 // More batch rows than one launch covers: the kernels run the batch in slices (launch_over_batch),
