@@ -37,6 +37,12 @@
 // host_waits: where the step made the host wait for the device (copies to the host, synchronous
 // copies to it, synchronizes; core/host_waits.h), copies_to_host of them, and the small copies to
 // the device that were queued without a wait (staged_copies_to_device); 0 on the CPU.
+// launches: the device work the step issued (kernels, GEMMs, device copies and memsets).
+// host_wait_seconds: the host's time blocked in those waits; host_issue_seconds: the rest of the
+// host's time in the step (until its last call returned, before the bench's own synchronize), the
+// time spent issuing work. On a GPU, host_issue_seconds close to seconds means the device waited
+// for the host (launch-bound: fewer, larger kernels help, faster ones do not); a large
+// host_wait_seconds means the host ran ahead and the device's work is the step's time.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -131,6 +137,7 @@ struct Result {
   double seconds = 0, loss = 0;
   size_t step_peak = 0, peak = 0;
   HostWaits waits;  // inside the step (the bench's own synchronizes excluded)
+  double host_seconds = 0;  // until the step's last call returned (before the bench's synchronize)
 };
 
 Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& precision, int64_t recompute,
@@ -158,9 +165,11 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& 
       af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
                           af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
   const HostWaits waits = host_waits();
+  const double host_seconds = timer.seconds();
   synchronize(device);
   Result out;
   out.waits = waits;
+  out.host_seconds = host_seconds;
   out.seconds = timer.seconds();
   out.peak = alloc.stats().peak;
   out.step_peak = out.peak - before;
@@ -294,6 +303,9 @@ int main(int argc, char** argv) {
             .integer("host_waits", r.waits.waits())
             .integer("copies_to_host", r.waits.copies_to_host)
             .integer("staged_copies_to_device", r.waits.staged_copies_to_device)
+            .num("host_wait_seconds", static_cast<double>(r.waits.wait_ns) / 1e9)
+            .num("host_issue_seconds", r.host_seconds - static_cast<double>(r.waits.wait_ns) / 1e9)
+            .integer("launches", r.waits.launches)
             .print();
         bench::print_profile("train_profile", precision + ":" + std::to_string(recompute), crop);
       }

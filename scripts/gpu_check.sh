@@ -352,10 +352,9 @@ fi
 # <= 0.3 s per step on one H100; crop 384 fits in 40 GB).
 if want train; then
   run_bench 100 bench_train --device cuda:0 --crops 256,384 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4
-  # the same step at crop 256 on the earlier shared-memory attention kernels, for the comparison
-  # (the lines' "attention_kernel" field says which ran)
-  FOLDCORE_ATTENTION_KERNEL=smem run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 \
-    --evoformer_blocks 48 --extra_msa_blocks 4
+  # the same step at crop 256 without recomputation: what the recomputed forwards cost on the GPU,
+  # and the step's peak when every block's activations stay alive until the backward
+  run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:0 --evoformer_blocks 48 --extra_msa_blocks 4
 fi
 
 # 5c. Where the time goes: stage times of a full-depth prediction and of a training step, and the

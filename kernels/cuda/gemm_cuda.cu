@@ -209,6 +209,7 @@ void gemm(const GemmProblem& p0, Device dev) {
   if (heur.workspaceSize > 0)
     workspace = Tensor::empty({static_cast<int64_t>(heur.workspaceSize)}, DType::u8, dev);
   const float alpha = p.alpha, beta = p.beta;
+  ::foldcore::detail::count_launch();
   FC_CUBLAS_CHECK(cublasLtMatmul(handle, desc.d, &alpha, p.b.ptr, la.l, p.a.ptr, lb.l, &beta, p.out.ptr, lc.l, d.ptr,
                                  ld.l, &heur.algo, workspace.defined() ? workspace.data_ptr() : nullptr,
                                  heur.workspaceSize, stream));

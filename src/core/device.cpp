@@ -45,7 +45,7 @@ size_t cuda_free_memory(Device d) {
 
 void synchronize(Device d) {
   if (!d.is_cuda()) return;
-  detail::count_synchronize();
+  const detail::CountedWait wait(detail::WaitKind::synchronize);
   detail::cuda_device_synchronize(d.index);
 }
 

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +37,11 @@ void trace(const char* kind, size_t bytes) {
 }
 
 std::atomic<int64_t> g_copies_to_host{0}, g_bytes_to_host{0}, g_sync_copies{0}, g_staged_copies{0},
-    g_synchronizes{0};
+    g_synchronizes{0}, g_wait_ns{0}, g_launches{0};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // One device's page-locked ring. A copy takes the next `bytes` (256-aligned) after the last one,
 // wrapping to the start when they do not fit before the end. The copies in flight are kept in the
@@ -123,6 +128,8 @@ HostWaits host_waits() {
   w.sync_copies_to_device = g_sync_copies.load();
   w.staged_copies_to_device = g_staged_copies.load();
   w.synchronizes = g_synchronizes.load();
+  w.wait_ns = g_wait_ns.load();
+  w.launches = g_launches.load();
   return w;
 }
 
@@ -132,6 +139,8 @@ void reset_host_waits() {
   g_sync_copies = 0;
   g_staged_copies = 0;
   g_synchronizes = 0;
+  g_wait_ns = 0;
+  g_launches = 0;
 }
 
 namespace detail {
@@ -139,21 +148,30 @@ namespace detail {
 UncountedWaits::UncountedWaits() { ++t_uncounted; }
 UncountedWaits::~UncountedWaits() { --t_uncounted; }
 
-void count_copy_to_host(size_t bytes) {
-  if (t_uncounted > 0) return;
-  ++g_copies_to_host;
-  g_bytes_to_host += static_cast<int64_t>(bytes);
-  trace("copy to the host", bytes);
+void count_launch() { g_launches.fetch_add(1, std::memory_order_relaxed); }
+
+CountedWait::CountedWait(WaitKind kind, size_t bytes) : counted_(t_uncounted == 0) {
+  if (!counted_) return;
+  switch (kind) {
+    case WaitKind::copy_to_host:
+      ++g_copies_to_host;
+      g_bytes_to_host += static_cast<int64_t>(bytes);
+      trace("copy to the host", bytes);
+      break;
+    case WaitKind::sync_copy_to_device:
+      ++g_sync_copies;
+      trace("synchronous copy to the device", bytes);
+      break;
+    case WaitKind::synchronize:
+      ++g_synchronizes;
+      trace("synchronize", 0);
+      break;
+  }
+  start_ns_ = now_ns();
 }
-void count_sync_copy_to_device(size_t bytes) {
-  if (t_uncounted > 0) return;
-  ++g_sync_copies;
-  trace("synchronous copy to the device", bytes);
-}
-void count_synchronize() {
-  if (t_uncounted > 0) return;
-  ++g_synchronizes;
-  trace("synchronize", 0);
+
+CountedWait::~CountedWait() {
+  if (counted_) g_wait_ns += now_ns() - start_ns_;
 }
 
 bool staged_copy_to_device(void* dst, Device d, const void* src, size_t bytes) {

@@ -8,7 +8,7 @@
 // count and total seconds, and where the memory peak lies: `peak_end_bytes` is the device
 // allocator's running peak when the stage last ended, `peak_raised_bytes` how much the stage's runs
 // raised it in all (> 0: the stage holds a new peak; among nested stages, the innermost one
-// that raised it is where it happened). `waits` counts where the host waited for the device inside
+// that raised it is where it happened). `waits` counts (and times) where the host waited for the device inside
 // the stage (core/host_waits.h; the profiler's own waits at the stage borders excluded).
 #pragma once
 

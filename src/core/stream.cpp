@@ -37,7 +37,7 @@ Stream Stream::default_stream(Device d) {
 
 void Stream::synchronize() const {
   if (!device_.is_cuda()) return;
-  detail::count_synchronize();
+  const detail::CountedWait wait(detail::WaitKind::synchronize);
   detail::cuda_stream_synchronize(native());
 }
 
@@ -74,7 +74,7 @@ void Event::record(const Stream& s) {
 
 void Event::synchronize() const {
   if (!device_.is_cuda()) return;
-  detail::count_synchronize();
+  const detail::CountedWait wait(detail::WaitKind::synchronize);
   detail::cuda_event_synchronize(handle_.get());
 }
 
@@ -87,7 +87,7 @@ void Event::block(const Stream& s) const {
 float Event::elapsed_ms(const Event& end) const {
   FC_CHECK(device_ == end.device_, "elapsed_ms between events of different devices");
   if (device_.is_cuda()) {
-    detail::count_synchronize();  // it waits for both events
+    const detail::CountedWait wait(detail::WaitKind::synchronize);  // it waits for both events
     return detail::cuda_event_elapsed_ms(handle_.get(), end.handle_.get());
   }
   return static_cast<float>(end.host_time_ms_ - host_time_ms_);

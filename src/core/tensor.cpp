@@ -393,10 +393,7 @@ void copy_tensor(const Tensor& dst, const Tensor& src) {
   const auto move = [&](void* to) {
     const size_t bytes = static_cast<size_t>(s.nbytes());
     if (sd.is_cpu() && detail::staged_copy_to_device(to, dd, s.data_ptr(), bytes)) return;
-    if (dd.is_cpu())
-      detail::count_copy_to_host(bytes);
-    else
-      detail::count_sync_copy_to_device(bytes);
+    const detail::CountedWait wait(dd.is_cpu() ? detail::WaitKind::copy_to_host : detail::WaitKind::sync_copy_to_device, bytes);
     detail::cuda_memcpy(to, dd, s.data_ptr(), sd, bytes);
   };
   if (dst.is_contiguous() && dst.dtype() == s.dtype()) {

@@ -3,6 +3,7 @@
 // many times and when a later copy overwrites the slot of an earlier one's source).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -53,6 +54,35 @@ TEST(HostWaits, CopiesAndSynchronizesAreCountedStagedCopiesAreNot) {
   EXPECT_EQ(host_waits().staged_copies_to_device, 1);
   EXPECT_EQ(host_waits().waits(), 0);
   EXPECT_EQ(into.to(DType::f32).to_vector(), t.contiguous().to_vector());
+}
+
+// The time of the waits: a 64 MiB copy to the host is timed (more than 0, no more than the call's
+// own wall time), the same copy under UncountedWaits adds nothing, and reset_host_waits clears it.
+TEST(HostWaits, WaitTimeIsTheHostTimeBlockedInTheWaits) {
+  FC_REQUIRE_CUDA();
+  const Device d = Device::cuda();
+  const Tensor dev = Tensor::full({int64_t{16} << 20}, 1.5, DType::f32, d);
+  synchronize(d);
+  reset_host_waits();
+  EXPECT_EQ(host_waits().wait_ns, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Tensor host = dev.to(Device::cpu());
+  const int64_t call_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  const HostWaits w = host_waits();
+  EXPECT_EQ(w.copies_to_host, 1);
+  EXPECT_GT(w.wait_ns, 0);
+  EXPECT_LE(w.wait_ns, call_ns);
+  EXPECT_EQ(host.to_vector()[12345], 1.5f);
+  {
+    const detail::UncountedWaits quiet;
+    (void)dev.to(Device::cpu());
+    synchronize(d);
+  }
+  EXPECT_EQ(host_waits().wait_ns, w.wait_ns);
+  EXPECT_EQ((host_waits() - w).waits(), 0);
+  reset_host_waits();
+  EXPECT_EQ(host_waits().wait_ns, 0);
 }
 
 // 64 copies of 256 KiB each through the 8 MiB ring (two wraps), each from a host buffer that is

@@ -80,11 +80,12 @@ HostWaits step_waits(DType precision, int64_t blocks) {
   const HostWaits all = host_waits();
   EXPECT_TRUE(std::isfinite(r.loss.loss));
   std::printf("%lld blocks, %s: %lld waits (%lld copies to the host, %lld synchronous copies to the device, %lld "
-              "synchronizes), %lld staged copies to the device\n",
+              "synchronizes), %lld staged copies to the device, %lld launches\n",
               static_cast<long long>(blocks), std::string(dtype_name(precision)).c_str(), static_cast<long long>(all.waits()),
               static_cast<long long>(all.copies_to_host), static_cast<long long>(all.sync_copies_to_device),
-              static_cast<long long>(all.synchronizes), static_cast<long long>(all.staged_copies_to_device));
-  int64_t module_stages = 0, in_steps = 0;
+              static_cast<long long>(all.synchronizes), static_cast<long long>(all.staged_copies_to_device),
+              static_cast<long long>(all.launches));
+  int64_t module_stages = 0, in_steps = 0, launches_in_steps = 0;
   for (const profile::Stage& s : profile::report()) {
     if (s.waits.waits() > 0)
       std::printf("  %-44s %2lld runs: %3lld to the host (%lld bytes), %lld synchronous to the device, %lld "
@@ -96,10 +97,19 @@ HostWaits step_waits(DType precision, int64_t blocks) {
       ++module_stages;
       EXPECT_EQ(s.waits.waits(), 0) << s.path;
     }
-    if (s.path == "forward" || s.path == "loss" || s.path == "backward") in_steps += s.waits.waits();
+    if (s.path == "forward" || s.path == "loss" || s.path == "backward") {
+      in_steps += s.waits.waits();
+      launches_in_steps += s.waits.launches;
+    }
+    // The launches of the forward's Evoformer modules (the work a block issues, per module).
+    if (s.path.rfind("forward/trunk/evoformer/", 0) == 0)
+      std::printf("  %-44s %2lld runs: %4lld launches\n", s.path.c_str(), static_cast<long long>(s.count),
+                  static_cast<long long>(s.waits.launches));
   }
   EXPECT_GT(module_stages, 10);  // the stacks' module stages were seen (forward and recomputed)
   EXPECT_EQ(in_steps, all.waits());  // every wait is inside one of the step's three stages
+  // The few launches after the backward's stage (the gradients' norm) do not depend on the depth.
+  EXPECT_LE(all.launches - launches_in_steps, 8);
   return all;
 }
 
@@ -113,6 +123,10 @@ void expect_no_wait_per_block(DType precision) {
   EXPECT_EQ(three.sync_copies_to_device, one.sync_copies_to_device);
   EXPECT_EQ(three.synchronizes, one.synchronizes);
   EXPECT_EQ(three.staged_copies_to_device, one.staged_copies_to_device);
+  // The launches do grow with the depth: what one more block of each stack issues in a step.
+  EXPECT_GT(three.launches, one.launches);
+  std::printf("launches per block of each stack, per step: %lld\n",
+              static_cast<long long>((three.launches - one.launches) / 2));
 }
 
 TEST(Af2HostWaitsCuda, NoWaitPerBlockFp32) { expect_no_wait_per_block(DType::f32); }

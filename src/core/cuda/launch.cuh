@@ -3,13 +3,14 @@
 // is `my_kernel<T><<<grid, block, dynamic_smem_bytes, stream>>>(args...)` on a CUDA build, and
 // under -DFOLDCORE_CUDA=EMULATE runs the kernel on the CPU through the host emulation
 // (core/cuda/emu/cuda_emu.h), which names the kernel in its error messages. Launch errors are
-// picked up as usual by FC_CUDA_CHECK_LAUNCH().
+// picked up as usual by FC_CUDA_CHECK_LAUNCH(). Every launch is counted (HostWaits::launches).
 #pragma once
 
 #include <cstddef>
 #include <tuple>
 
 #include "core/cuda/cuda_utils.cuh"
+#include "core/host_waits.h"
 
 namespace foldcore {
 
@@ -21,6 +22,7 @@ template <auto Kernel> const char* kernel_name() {
 
 template <auto Kernel, typename... Args>
 inline void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const Args&... args) {
+  ::foldcore::detail::count_launch();
   using Pack = std::tuple<const Args&...>;
   Pack pack(args...);
   // Every emulated thread calls the kernel with its own copies of the arguments, as CUDA passes
@@ -31,6 +33,7 @@ inline void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
 #else
 template <auto Kernel, typename... Args>
 inline void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const Args&... args) {
+  ::foldcore::detail::count_launch();
   Kernel<<<grid, block, smem, stream>>>(args...);
 }
 #endif

@@ -325,6 +325,7 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
   FC_CUDA_CHECK(cudaSetDevice(dst.device().index));
   const cudaStream_t s = cuda_stream_of(dst.device());
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
+    ::foldcore::detail::count_launch();
     FC_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice, s));
     return;
   }
