@@ -4,8 +4,10 @@
 //   dp = act'(p) ⊙ dy;  dx = dp·Wᵀ;  dW += xᵀ·dp;  db += Σ_r dp.
 // Under autocast x, W, b are cast to bf16 on the fly (W is the fp32 master in the ParamStore);
 // dW is computed in bf16 and added into the fp32 master gradient, db is reduced in fp32 directly.
+// A parameter's cast is made once per ParamCastScope (param_cast_cache.h), not at every use.
 #include "autograd/function_util.h"
 #include "autograd/functions.h"
+#include "autograd/param_cast_cache.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 
@@ -113,11 +115,11 @@ Variable linear(const Variable& x, const Variable& w, const Variable& b, ops::Ac
   const DType cd = detail::gemm_dtype(x.dtype());
   const int64_t n_in = w.size(0), n_out = w.size(1), rows = x.numel() / n_in;
   const Tensor x2 = x.value().to(cd).reshape({rows, n_in});
-  const Tensor wc = w.value().to(cd);
+  const Tensor wc = cast_param(w, cd);  // a parameter's cast made once per ParamCastScope
   const bool rg = any_requires_grad({x, w, b});
   Tensor y = Tensor::empty({rows, n_out}, cd, x.device());
   ops::GemmArgs g;
-  if (b.defined()) g.bias = b.value().to(cd);
+  if (b.defined()) g.bias = cast_param(b, cd);
   g.act = act;
   if (rg && act == ops::Activation::gelu) g.pre_act = Tensor::empty({rows, n_out}, cd, x.device());
   ops::gemm(x2, wc, y, g);

@@ -10,6 +10,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "autograd/param_cast_cache.h"
 #include "core/error.h"
 #include "core/profile.h"
 #include "kernels/optim.h"
@@ -73,6 +74,9 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
            " (fp32 or bf16)");
   params.zero_grad();
   ag::EnableGradGuard grad_on;
+  // Under bf16 autocast each parameter is cast once for the step's forward, recomputed segments and
+  // backward (the parameters do not change before the optimizer runs, after this function).
+  const ag::ParamCastScope param_casts;
   Af2GraphOutputs g;
   std::optional<profile::Scope> stage;
   stage.emplace("forward", device);

@@ -1,0 +1,98 @@
+// autograd::ParamCastScope / cast_param (param_cast_cache.h): inside a scope a parameter's cast is
+// made once and handed out again, bit for bit the cast made without the scope; what is not a
+// parameter is cast afresh; the outermost scope's end frees the casts. A bf16 linear's output and
+// gradients are the same with the scope as without it.
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/param_cast_cache.h"
+#include "core/random.h"
+#include "core/tensor.h"
+#include "test_util.h"
+
+namespace foldcore::autograd {
+namespace {
+
+std::vector<uint16_t> bits(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  const auto* p = static_cast<const uint16_t*>(c.data_ptr());
+  return std::vector<uint16_t>(p, p + c.numel());
+}
+
+TEST(ParamCastCache, AParameterIsCastOncePerScope) {
+  Generator gen(3);
+  const Variable w(randn({8, 5}, gen), /*requires_grad=*/true, "w");
+  const Tensor fresh = w.value().to(DType::bf16);
+  // Without a scope: a new cast every time.
+  EXPECT_NE(cast_param(w, DType::bf16).data_ptr(), cast_param(w, DType::bf16).data_ptr());
+  {
+    const ParamCastScope scope;
+    const Tensor a = cast_param(w, DType::bf16), b = cast_param(w, DType::bf16);
+    EXPECT_EQ(a.data_ptr(), b.data_ptr());
+    EXPECT_EQ(a.dtype(), DType::bf16);
+    EXPECT_EQ(bits(a), bits(fresh));
+    EXPECT_EQ(param_cast_stats().made, 1);
+    EXPECT_EQ(param_cast_stats().reused, 1);
+    // Its own dtype: the tensor itself, nothing made.
+    EXPECT_EQ(cast_param(w, DType::f32).data_ptr(), w.value().data_ptr());
+    // Not parameters: a leaf without a gradient, and a non-leaf.
+    const Variable c(randn({8, 5}, gen));
+    EXPECT_NE(cast_param(c, DType::bf16).data_ptr(), cast_param(c, DType::bf16).data_ptr());
+    const Variable y = scale(w, 2.f);
+    EXPECT_NE(cast_param(y, DType::bf16).data_ptr(), cast_param(y, DType::bf16).data_ptr());
+    {
+      const ParamCastScope inner;  // nested: the outer scope's casts stay
+      EXPECT_EQ(cast_param(w, DType::bf16).data_ptr(), a.data_ptr());
+    }
+    EXPECT_EQ(cast_param(w, DType::bf16).data_ptr(), a.data_ptr());
+    EXPECT_EQ(param_cast_stats().made, 1);
+    EXPECT_EQ(param_cast_stats().reused, 3);
+  }
+  const ParamCastScope again;  // a new outermost scope starts empty
+  (void)cast_param(w, DType::bf16);
+  EXPECT_EQ(param_cast_stats().made, 1);
+  EXPECT_EQ(param_cast_stats().reused, 0);
+}
+
+// A view of another shape at the same address is not the cached parameter.
+TEST(ParamCastCache, SameAddressOtherShapeIsNotReused) {
+  Generator gen(4);
+  const Tensor base = randn({4, 6}, gen);
+  const Variable w(base, true), w2(base.view({6, 4}), true);
+  const ParamCastScope scope;
+  const Tensor a = cast_param(w, DType::bf16), b = cast_param(w2, DType::bf16);
+  EXPECT_NE(a.data_ptr(), b.data_ptr());
+  EXPECT_EQ(b.shape(), Shape({6, 4}));
+}
+
+// Two uses of the same weight in one graph under bf16 autocast: the output and every gradient are
+// the same bits with the scope as without it.
+TEST(ParamCastCache, Bf16LinearIsTheSameWithTheScope) {
+  const auto run = [](bool scoped) {
+    Generator gen(5);
+    const Variable x(randn({6, 8}, gen), true), w(randn({8, 8}, gen), true), b(randn({8}, gen), true);
+    std::optional<ParamCastScope> scope;
+    if (scoped) scope.emplace();
+    Variable y;
+    {
+      const AutocastGuard bf16(DType::bf16);
+      y = linear(linear(x, w, b, ops::Activation::relu), w, b);
+    }
+    backward(sum(cast(y, DType::f32), {0, 1}));
+    return std::vector<Tensor>{y.value(), x.grad(), w.grad(), b.grad()};
+  };
+  const auto plain = run(false), scoped = run(true);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(plain[i].dtype(), scoped[i].dtype());
+    const auto r = testing::all_close(scoped[i].to(DType::f32), plain[i].to(DType::f32), 0, 0);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
+}  // namespace
+}  // namespace foldcore::autograd
