@@ -2,6 +2,8 @@
 // to the CPU or CUDA backend.
 #include "kernels/gemm.h"
 
+#include <atomic>
+
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm_problem.h"
 #ifdef FOLDCORE_HAVE_CUDA
@@ -55,9 +57,14 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmArgs& a
   FC_CHECK(a.defined() && b.defined() && out.defined(), "gemm: a, b and out must be defined");
   FC_CHECK(a.dim() >= 2 && b.dim() >= 2 && out.dim() >= 2, "gemm: operands must be at least 2-D, got a ",
            a.str(), ", b ", b.str(), ", out ", out.str());
-  const DType dt = out.dtype();
-  FC_CHECK(is_floating(dt) && a.dtype() == dt && b.dtype() == dt, "gemm: a ", a.str(), ", b ", b.str(),
-           " and out ", out.str(), " must share one floating dtype");
+  // One floating dtype for a, b and out; or 16-bit a and b with an fp32 out (a weight gradient
+  // accumulated into its fp32 master gradient), without bias, activation or pre_act.
+  const DType dt = a.dtype();
+  const bool mixed = out.dtype() == DType::f32 && (dt == DType::bf16 || dt == DType::f16);
+  FC_CHECK(is_floating(dt) && b.dtype() == dt && (out.dtype() == dt || mixed), "gemm: a ", a.str(), ", b ", b.str(),
+           " and out ", out.str(), " must share one floating dtype (or be 16-bit with an f32 out)");
+  FC_CHECK(!mixed || (!args.bias.defined() && !args.pre_act.defined() && args.act == Activation::none), "gemm: a ",
+           a.str(), " · b ", b.str(), " into an f32 out takes no bias, activation or pre_act");
   FC_CHECK(a.device() == out.device() && b.device() == out.device(), "gemm: a ", a.str(), ", b ", b.str(),
            " and out ", out.str(), " must be on one device");
   const int64_t m = args.trans_a ? a.size(-1) : a.size(-2);
@@ -74,6 +81,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmArgs& a
 
   GemmProblem p;
   p.dtype = dt;
+  p.out_dtype = out.dtype();
   p.batch = ob.product();
   p.m = m;
   p.n = n;
@@ -114,6 +122,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmArgs& a
 #endif
   }
 }
+
+namespace {
+std::atomic<bool> g_mixed_fallback{false};
+}  // namespace
+
+void set_gemm_mixed_fallback(bool on) { g_mixed_fallback = on; }
+bool gemm_mixed_fallback() { return g_mixed_fallback; }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   FC_CHECK(a.defined() && b.defined() && a.dim() >= 2 && b.dim() >= 2, "matmul: operands must be at least 2-D, got a ",

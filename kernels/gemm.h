@@ -33,4 +33,9 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmArgs& a
 // Convenience: allocates out ([..., M, N], dtype of a, device of a) and runs gemm.
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 
+// CUDA: 16-bit operands into an fp32 out run as one cuBLASLt product; where cuBLASLt offers no
+// algorithm for that mix, as a 16-bit product plus an fp32 add. Tests force that second path here.
+void set_gemm_mixed_fallback(bool on);
+bool gemm_mixed_fallback();
+
 }  // namespace foldcore::ops

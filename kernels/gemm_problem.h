@@ -19,7 +19,8 @@ struct MatrixRef {
 };
 
 struct GemmProblem {
-  DType dtype = DType::f32;  // of a, b, out, bias, pre_act
+  DType dtype = DType::f32;      // of a, b, bias, pre_act (and of out, unless out_dtype differs)
+  DType out_dtype = DType::f32;  // of out: dtype, or f32 for 16-bit a and b (no bias, act or pre_act)
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   float alpha = 1.f, beta = 0.f;

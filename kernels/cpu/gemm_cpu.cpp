@@ -156,11 +156,12 @@ template <typename T> void to_f32(const T* src, int64_t rows, int64_t cols, int6
 // conversions above, or sgemm's output with beta = 0), so no zeroing pass.
 std::unique_ptr<float[]> scratch(int64_t n) { return std::unique_ptr<float[]>(new float[static_cast<size_t>(n)]); }
 
-// One batch entry: everything in fp32, then the epilogue writes T.
-template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool parallel) {
+// One batch entry: everything in fp32, then the epilogue writes TO (T, or fp32 for a mixed
+// product of 16-bit operands).
+template <typename T, typename TO> void gemm_one(const GemmProblem& p, int64_t bi, bool parallel) {
   const T* a = static_cast<const T*>(p.a.ptr) + bi * p.a.batch_stride;
   const T* b = static_cast<const T*>(p.b.ptr) + bi * p.b.batch_stride;
-  T* out = static_cast<T*>(p.out.ptr) + bi * p.out.batch_stride;
+  TO* out = static_cast<TO*>(p.out.ptr) + bi * p.out.batch_stride;
   T* pre = p.pre_act.ptr ? static_cast<T*>(p.pre_act.ptr) + bi * p.pre_act.batch_stride : nullptr;
   const T* bias = static_cast<const T*>(p.bias);
   const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
@@ -196,34 +197,34 @@ template <typename T> void gemm_one(const GemmProblem& p, int64_t bi, bool paral
   }
   if (!done) sgemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, af, lda, bf, ldb, p.beta, cf, ldc, parallel, false);
 
-  const bool epilogue = bias || pre || p.act != Activation::none || !std::is_same_v<T, float>;
+  const bool epilogue = bias || pre || p.act != Activation::none || static_cast<const void*>(cf) != static_cast<const void*>(out);
   if (!epilogue) return;
   // Row by row, one branch-free (vectorisable) loop per step; the fp32 result row is updated in
   // place (it is `out` itself for fp32, the scratch otherwise).
 #pragma omp parallel for schedule(static) if (threaded_epilogue() && parallel && p.m * p.n > 16384)
   for (int64_t i = 0; i < p.m; ++i) {
     float* t = cf + i * ldc;
-    T* o = out + i * p.out.ld;
+    TO* o = out + i * p.out.ld;
     if (bias)
       for (int64_t j = 0; j < p.n; ++j) t[j] += load(bias, j);
     if (pre)
       for (int64_t j = 0; j < p.n; ++j) pre[i * p.pre_act.ld + j] = T(t[j]);
     switch (p.act) {
       case Activation::relu:
-        for (int64_t j = 0; j < p.n; ++j) o[j] = T(t[j] > 0.f ? t[j] : 0.f);
+        for (int64_t j = 0; j < p.n; ++j) o[j] = TO(t[j] > 0.f ? t[j] : 0.f);
         break;
       case Activation::gelu:
-        for (int64_t j = 0; j < p.n; ++j) o[j] = T(gelu_exact(t[j]));
+        for (int64_t j = 0; j < p.n; ++j) o[j] = TO(gelu_exact(t[j]));
         break;
       case Activation::none:
-        if constexpr (!std::is_same_v<T, float>)
-          for (int64_t j = 0; j < p.n; ++j) o[j] = T(t[j]);
+        if (static_cast<const void*>(cf) != static_cast<const void*>(out))
+          for (int64_t j = 0; j < p.n; ++j) o[j] = TO(t[j]);
         break;
     }
   }
 }
 
-template <typename T> void gemm_typed(const GemmProblem& p) {
+template <typename T, typename TO> void gemm_typed(const GemmProblem& p) {
   const bool small = p.m * p.n * p.k <= kSmallGemmMacs;
   // Many batch entries (the triangle multiplication's per-channel products, attention heads):
   // one whole entry per thread on single-threaded BLAS, instead of a fork/join of the threaded
@@ -231,9 +232,9 @@ template <typename T> void gemm_typed(const GemmProblem& p) {
   const bool many = blas_shares_openmp() && p.batch >= 4 * omp_get_max_threads();
   if (p.batch > 1 && (small || many)) {
 #pragma omp parallel for schedule(dynamic)
-    for (int64_t bi = 0; bi < p.batch; ++bi) gemm_one<T>(p, bi, false);
+    for (int64_t bi = 0; bi < p.batch; ++bi) gemm_one<T, TO>(p, bi, false);
   } else {
-    for (int64_t bi = 0; bi < p.batch; ++bi) gemm_one<T>(p, bi, true);
+    for (int64_t bi = 0; bi < p.batch; ++bi) gemm_one<T, TO>(p, bi, true);
   }
 }
 
@@ -269,7 +270,14 @@ std::string blas_core() {
 void gemm(const GemmProblem& p) {
   FC_CHECK(p.m < (1ll << 31) && p.n < (1ll << 31) && p.k < (1ll << 31), "gemm (cpu): dims ", p.m, "x", p.n, "x",
            p.k, " exceed the BLAS int range");
-  dispatch_float(p.dtype, [&](auto tag) { gemm_typed<decltype(tag)>(p); });
+  dispatch_float(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.out_dtype == p.dtype) {
+      gemm_typed<T, T>(p);
+    } else if constexpr (!std::is_same_v<T, float>) {
+      gemm_typed<T, float>(p);  // 16-bit operands, fp32 out (gemm.cpp allows no other mix)
+    }
+  });
 }
 
 }  // namespace foldcore::ops::cpu

@@ -15,6 +15,7 @@
 // same path serves relu when pre_act is requested (cuBLASLt's RELU_AUX emits a bitmask, not the
 // pre-activation values our backward contract asks for).
 #include "kernels/cuda/gemm_cuda.h"
+#include "kernels/gemm.h"
 
 #include <cublasLt.h>
 
@@ -135,6 +136,20 @@ void post(const GemmProblem& p, const MatrixRef& src, float src_scale, const voi
   cuda_dispatch_float(p.dtype, [&](auto tag) { launch_post<decltype(tag)>(p, src, src_scale, bias, pre, stream); });
 }
 
+// out (fp32) = beta·out + src (T), over [batch, m, n] with each matrix's own ld and batch stride:
+// the mixed product's fallback (16-bit product, then accumulated in fp32).
+template <typename T>
+__global__ void accumulate_f32_kernel(const T* src, int64_t ld_s, int64_t bs_s, float* out, int64_t ld_o, int64_t bs_o,
+                                      float beta, int64_t batch, int64_t m, int64_t n) {
+  const int64_t total = batch * m * n;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = idx % n, i = (idx / n) % m, b = idx / (m * n);
+    float* o = out + b * bs_o + i * ld_o + j;
+    *o = (beta == 0.f ? 0.f : beta * *o) + to_f32(src[b * bs_s + i * ld_s + j]);
+  }
+}
+
 }  // namespace
 
 void gemm(const GemmProblem& p0, Device dev) {
@@ -142,9 +157,12 @@ void gemm(const GemmProblem& p0, Device dev) {
   set_device(dev);
   const cudaStream_t stream = cuda_stream_of(dev);
 
+  const bool mixed = p.out_dtype != p.dtype;  // 16-bit a, b; fp32 out; no bias, act or pre_act (gemm.cpp)
   // K = 0: the product is empty, only beta·out + bias and the activation remain.
   if (p.k == 0) {
-    post(p, p.out, p.beta, p.bias, p.pre_act.ptr ? &p.pre_act : nullptr, stream);
+    GemmProblem q = p;
+    q.dtype = p.out_dtype;
+    post(q, q.out, q.beta, q.bias, q.pre_act.ptr ? &q.pre_act : nullptr, stream);
     return;
   }
   // Linear over leading dims (shared b, batched row-major a, dense batches): fold the batch into
@@ -185,8 +203,9 @@ void gemm(const GemmProblem& p0, Device dev) {
   const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
   Layout la(dt, b_cols, b_rows, p.b.ld, p.batch, p.b.batch_stride);
   Layout lb(dt, a_cols, a_rows, p.a.ld, p.batch, p.a.batch_stride);
-  Layout lc(dt, p.n, p.m, p.out.ld, p.batch, p.out.batch_stride);
-  Layout ld(dt, p.n, p.m, d.ld, p.batch, d.batch_stride);
+  const cudaDataType_t dt_out = cuda_dtype(p.out_dtype);
+  Layout lc(dt_out, p.n, p.m, p.out.ld, p.batch, p.out.batch_stride);
+  Layout ld(dt_out, p.n, p.m, d.ld, p.batch, d.batch_stride);
 
   Preference pref;
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
@@ -200,6 +219,25 @@ void gemm(const GemmProblem& p0, Device dev) {
   int found = 0;
   FC_CUBLAS_CHECK(
       cublasLtMatmulAlgoGetHeuristic(handle, desc.d, la.l, lb.l, lc.l, ld.l, pref.p, 1, &heur, &found));
+  if (mixed && (found == 0 || gemm_mixed_fallback())) {
+    // No algorithm for 16-bit operands into fp32: the product in the operands' dtype, then added
+    // in fp32 (one rounding of the product more).
+    Tensor tmp = Tensor::empty({p.batch, p.m, p.n}, p.dtype, dev);
+    GemmProblem q = p;
+    q.out_dtype = p.dtype;
+    q.out = MatrixRef{tmp.data_ptr(), p.n, p.m * p.n};
+    q.beta = 0.f;
+    gemm(q, dev);
+    const int64_t total = p.batch * p.m * p.n;
+    cuda_dispatch_float(p.dtype, [&](auto tag) {
+      using D = decltype(tag);
+      launch_kernel<accumulate_f32_kernel<D>>(grid_for(total, 256), 256, 0, stream, static_cast<const D*>(tmp.data_ptr()), p.n,
+                                              p.m * p.n, static_cast<float*>(p.out.ptr), p.out.ld, p.out.batch_stride,
+                                              p.beta, p.batch, p.m, p.n);
+      FC_CUDA_CHECK_LAUNCH();
+    });
+    return;
+  }
   FC_CHECK(found > 0, "gemm (cuda): cuBLASLt found no algorithm for batch=", p.batch, " m=", p.m, " n=", p.n,
            " k=", p.k, " dtype ", dtype_name(p.dtype), " trans_a=", p.trans_a, " trans_b=", p.trans_b);
 

@@ -3,7 +3,8 @@
 // linear: y = act(p), p = x·W + b, x [R, in], W [in, out].
 //   dp = act'(p) ⊙ dy;  dx = dp·Wᵀ;  dW += xᵀ·dp;  db += Σ_r dp.
 // Under autocast x, W, b are cast to bf16 on the fly (W is the fp32 master in the ParamStore);
-// dW is computed in bf16 and added into the fp32 master gradient, db is reduced in fp32 directly.
+// dW is accumulated straight into the fp32 master gradient by a mixed GEMM (bf16 operands, fp32
+// out), db is reduced in fp32 directly.
 // A parameter's cast is made once per ParamCastScope (param_cast_cache.h), not at every use.
 #include "autograd/function_util.h"
 #include "autograd/functions.h"
@@ -41,11 +42,13 @@ struct LinearFn final : Function {
       ops::gemm(dp, w, dx, g);
     }
     if (ctx.needs_grad(1)) {
+      // Into the weight's own gradient (the fp32 master's, in place): under bf16 autocast a mixed
+      // product, bf16 operands with fp32 accumulation and an fp32 out, so dW is not rounded to bf16
+      // and needs no temporary, zero fill, conversion or separate add.
       ops::GemmArgs g;
       g.trans_a = true;
-      Tensor dw = ctx.accumulate_grad(1, cd);  // the master grad itself when cd == f32
       g.beta = 1.f;
-      ops::gemm(x2, dp, dw, g);
+      ops::gemm(x2, dp, ctx.accumulate_grad(1), g);
     }
     if (ctx.needs_grad(2)) ops::sum_rows_accumulate(dp, ctx.accumulate_grad(2, DType::f32));
   }

@@ -150,6 +150,45 @@ TEST(Gemm, SixteenBitInputs) {
   }
 }
 
+// 16-bit operands into an fp32 out (a weight gradient accumulated into its fp32 master): the
+// product of the operands' values in fp32, added to beta·out, not rounded to 16 bits. Against the
+// fp32 product of the same (exactly converted) values: the same fp32 accumulation, so within fp32
+// summation order (kF32Tol); against the 16-bit product the difference is that product's rounding.
+// K = 0 leaves beta·out; a bias, an activation or an f32 operand with a 16-bit out are errors.
+TEST(Gemm, SixteenBitOperandsIntoFp32) {
+  Generator gen(23);
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    for (const bool trans : {false, true}) {
+      const Tensor a = randn(trans ? Shape{2, 40, 24} : Shape{2, 24, 40}, gen).to(dt);
+      const Tensor b = randn({2, 40, 17}, gen).to(dt);
+      const Tensor c0 = randn({2, 24, 17}, gen);
+      GemmArgs g;
+      g.trans_a = trans;
+      g.beta = 1.f;
+      Tensor got = c0.clone();
+      ops::gemm(a, b, got, g);
+      Tensor ref = c0.clone();
+      ops::gemm(a.to(DType::f32), b.to(DType::f32), ref, g);
+      EXPECT_EQ(got.dtype(), DType::f32);
+      FC_EXPECT_CLOSE(got, ref, kF32Tol, kF32Tol);
+    }
+    Tensor out = Tensor::full({3, 5}, 2.0, DType::f32);
+    GemmArgs half;
+    half.beta = 0.5f;
+    ops::gemm(Tensor::zeros({3, 0}, dt), Tensor::zeros({0, 5}, dt), out, half);
+    FC_EXPECT_CLOSE(out, Tensor::full({3, 5}, 1.0, DType::f32), 0, 0);
+    GemmArgs bias;
+    bias.bias = Tensor::zeros({5}, DType::f32);
+    EXPECT_THROW(ops::gemm(Tensor::zeros({3, 4}, dt), Tensor::zeros({4, 5}, dt), out, bias), Error);
+    GemmArgs relu;
+    relu.act = Activation::relu;
+    EXPECT_THROW(ops::gemm(Tensor::zeros({3, 4}, dt), Tensor::zeros({4, 5}, dt), out, relu), Error);
+    Tensor out16 = Tensor::zeros({3, 5}, dt);
+    EXPECT_THROW(ops::gemm(Tensor::zeros({3, 4}, DType::f32), Tensor::zeros({4, 5}, DType::f32), out16, GemmArgs{}), Error);
+  }
+}
+
 TEST(Gemm, EmptyInnerDimension) {
   // K = 0: the product is empty; out = act(beta·out + bias).
   Generator gen(19);

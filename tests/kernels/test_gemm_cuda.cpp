@@ -120,5 +120,42 @@ TEST(GemmCuda, RowStridedViewsAndMatmul) {
   FC_EXPECT_CLOSE(got2.to(Device::cpu()), ref, kF32Atol, kF32Rtol);
 }
 
+// bf16 operands into an fp32 out with beta = 1 (the weight gradient's mixed product): cuBLASLt's
+// result against the CPU's, both fp32 accumulations of the same values and fp32 out (kF32 bounds);
+// batched, transposed, and K = 0 (beta·out only). Also through the fallback for a cuBLASLt without
+// that mix (a bf16 product, then an fp32 add: the product rounded to bf16 once, kBf16 bounds).
+TEST(GemmCuda, Bf16OperandsIntoFp32MatchCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(401);
+  for (const bool fallback : {false, true})
+  for (const bool trans : {false, true}) {
+    SCOPED_TRACE(fallback ? "fallback" : "one product");
+    ops::set_gemm_mixed_fallback(fallback);
+    const Tensor a = randn(trans ? Shape{3, 64, 48} : Shape{3, 48, 64}, gen).to(DType::bf16);
+    const Tensor b = randn({3, 64, 40}, gen).to(DType::bf16);
+    const Tensor c0 = randn({3, 48, 40}, gen);
+    GemmArgs g;
+    g.trans_a = trans;
+    g.beta = 1.f;
+    Tensor ref = c0.clone();
+    ops::gemm(a, b, ref, g);
+    Tensor got = c0.to(Device::cuda());
+    ops::gemm(a.to(Device::cuda()), b.to(Device::cuda()), got, g);
+    EXPECT_EQ(got.dtype(), DType::f32);
+    if (fallback) {
+      FC_EXPECT_CLOSE(got.to(Device::cpu()), ref, kBf16Atol, kBf16Rtol);
+    } else {
+      FC_EXPECT_CLOSE(got.to(Device::cpu()), ref, kF32Atol, kF32Rtol);
+    }
+  }
+  ops::set_gemm_mixed_fallback(false);
+  Tensor out = Tensor::full({3, 5}, 2.0, DType::f32, Device::cuda());
+  GemmArgs half;
+  half.beta = 0.5f;
+  ops::gemm(Tensor::zeros({3, 0}, DType::bf16, Device::cuda()), Tensor::zeros({0, 5}, DType::bf16, Device::cuda()), out,
+            half);
+  FC_EXPECT_CLOSE(out.to(Device::cpu()), Tensor::full({3, 5}, 1.0, DType::f32), 0, 0);
+}
+
 }  // namespace
 }  // namespace foldcore
