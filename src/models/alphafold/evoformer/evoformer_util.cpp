@@ -61,6 +61,8 @@ void add_transition_af2_params(const nn::Transition& tr, Af2ParamTable& t, const
   }
 }
 
+Tensor mask_as(const Tensor& mask, DType dtype) { return mask.dtype() == dtype ? mask : mask.to(dtype); }
+
 Tensor mask_bias(const Tensor& mask) {
   FC_CHECK(mask.defined(), "mask_bias: undefined mask");
   const Tensor m = mask.to(DType::f32).contiguous();

@@ -38,6 +38,11 @@ void add_transition_af2_params(const nn::Transition& tr, Af2ParamTable& t, const
 // f32, on mask's device.
 Tensor mask_bias(const Tensor& mask);
 
+// A 0/1 mask in `dtype` (itself when it already is): multiplying a bf16 value by it gives the
+// value or 0, the same as the fp32 product, so a product of a bf16 activation with its mask can
+// stay bf16. Only for masks of zeros and ones (AlphaFold's sequence, MSA and pair masks).
+Tensor mask_as(const Tensor& mask, DType dtype);
+
 // Inference-time chunking (OpenFold's chunk_layer, AF2's inference_subbatch): evaluates
 // f(start, len) on slices [start, start + len) of an axis of length n and writes each result into
 // the slice of one preallocated output along `out_axis` (the results' extents along it must be

@@ -57,8 +57,11 @@ std::pair<Variable, Variable> OuterProductMean::projections(const Variable& m, c
                                                             int64_t chunk) const {
   const auto project = [&](const Variable& rows, const Tensor& rows_mask) {
     const Variable x = layer_norm_input_.forward(rows);
-    const Variable mask3(rows_mask.unsqueeze(-1));
-    return std::pair{autograd::mul(left_.forward(x), mask3), autograd::mul(right_.forward(x), mask3)};
+    const Variable left = left_.forward(x), right = right_.forward(x);
+    // The mask (0 or 1) in the projections' dtype: under bf16 autocast the products stay bf16, the
+    // same values as the fp32 products (exact), without a conversion to fp32 and back for the GEMM.
+    const Variable mask3(mask_as(rows_mask.unsqueeze(-1), left.dtype()));
+    return std::pair{autograd::mul(left, mask3), autograd::mul(right, mask3)};
   };
   const int64_t s = m.size(0);
   if (autograd::grad_enabled() || chunk <= 0 || chunk >= s) return project(m, mask);

@@ -59,12 +59,15 @@ Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_m
 }
 
 Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& mask) const {
-  const Variable mask3(mask.unsqueeze(-1));          // [N, N, 1]
   const Variable x = layer_norm_input_.forward(z);  // [N, N, c_z]
-  const Variable a = autograd::mul(autograd::sigmoid_gate(left_gate_.forward(x), left_projection_.forward(x)),
-                                   mask3);  // [N, N, c]
-  const Variable b = autograd::mul(autograd::sigmoid_gate(right_gate_.forward(x), right_projection_.forward(x)),
-                                   mask3);  // [N, N, c]
+  const Variable ga = autograd::sigmoid_gate(left_gate_.forward(x), left_projection_.forward(x));
+  const Variable gb = autograd::sigmoid_gate(right_gate_.forward(x), right_projection_.forward(x));
+  // The mask (0 or 1) in the edges' dtype: under bf16 autocast the masked edges, their channel-major
+  // copies and the contraction's operands stay bf16 (the same values), with no conversion to fp32
+  // and back and half the bytes in the permutes.
+  const Variable mask3(mask_as(mask.unsqueeze(-1), ga.dtype()));  // [N, N, 1]
+  const Variable a = autograd::mul(ga, mask3);  // [N, N, c]
+  const Variable b = autograd::mul(gb, mask3);  // [N, N, c]
   // Channel-major copies [c, N, N]: the batch of the GEMM is the channel.
   const Variable ac = autograd::contiguous(autograd::permute(a, {2, 0, 1}));
   const Variable bc = autograd::contiguous(autograd::permute(b, {2, 0, 1}));
