@@ -80,6 +80,25 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out) {
   FC_POINTWISE_DISPATCH(a.device(), binary(1.f, a, 1.f, bb, 0.f, out));
 }
 
+void add_into(const Tensor& dst, const Tensor& src) {
+  FC_CHECK(dst.defined() && src.defined() && dst.shape() == src.shape() && dst.device() == src.device(),
+           "add_into: dst ", dst.defined() ? dst.str() : "undefined", " and src ", src.defined() ? src.str() : "undefined",
+           " must have one shape and device");
+  FC_CHECK(dst.is_contiguous() && src.is_contiguous(), "add_into: dst ", dst.str(), " and src ", src.str(),
+           " must be contiguous");
+  const bool mixed = dst.dtype() == DType::f32 && (src.dtype() == DType::bf16 || src.dtype() == DType::f16);
+  FC_CHECK(is_floating(dst.dtype()) && (src.dtype() == dst.dtype() || mixed), "add_into: src ", src.str(),
+           " into dst ", dst.str(), " (src in dst's dtype, or 16-bit into f32)");
+  if (dst.numel() == 0) return;
+#ifdef FOLDCORE_HAVE_CUDA
+  if (mixed && dst.device().is_cuda()) {
+    cuda::add_into_f32(dst, src);
+    return;
+  }
+#endif
+  add(dst, mixed ? src.to(DType::f32) : src, dst);  // the reference: the exact conversion, then the add
+}
+
 void mul(const Tensor& a, const Tensor& b, const Tensor& out) {
   const Tensor bb = check_binary("mul", a, b, out);
   if (a.numel() == 0) return;

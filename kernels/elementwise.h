@@ -15,6 +15,10 @@ namespace foldcore::ops {
 // out = a + b;  out = a * b;  out = alpha * a + beta * b.  b may have any strides and any shape
 // that broadcasts to a's (it is expand()ed); a and out contiguous.
 void add(const Tensor& a, const Tensor& b, const Tensor& out);
+// dst += src, both contiguous, one shape; src in dst's dtype, or a 16-bit one when dst is f32 (a
+// bf16 gradient added into an fp32 one: on CUDA one kernel reads it as it is, instead of a
+// conversion and an add). The same values as add(dst, src.to(dst.dtype()), dst).
+void add_into(const Tensor& dst, const Tensor& src);
 void mul(const Tensor& a, const Tensor& b, const Tensor& out);
 void axpby(float alpha, const Tensor& a, float beta, const Tensor& b, const Tensor& out);
 void scale(const Tensor& x, float s, const Tensor& out);

@@ -229,6 +229,28 @@ void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gam
   });
 }
 
+// dst[i] = f(dst[i], float(src[i])) with add's Affine2 (1, 1, 0): the values of a conversion
+// kernel followed by add, in one pass (engine.cpp adds bf16 gradient contributions to fp32 ones).
+template <typename S>
+__global__ void add_into_f32_kernel(int64_t n, float* dst, const S* src, Affine2 f) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float x[2] = {dst[i], to_f32(src[i])};
+    dst[i] = f(x, i);
+  }
+}
+
+void add_into_f32(const Tensor& dst, const Tensor& src) {
+  const int64_t n = dst.numel();
+  cuda_dispatch_float(src.dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    launch_kernel<add_into_f32_kernel<S>>(grid_for(n, kBlock), kBlock, 0, cuda_stream_of(dst.device()), n,
+                                          static_cast<float*>(dst.data_ptr()), static_cast<const S*>(src.data_ptr()),
+                                          Affine2{1.f, 1.f, 0.f});
+    FC_CUDA_CHECK_LAUNCH();
+  });
+}
+
 void scale(const Tensor& x, float s, const Tensor& out) { unary(x, out, Scale{s}); }
 void reciprocal_shift(const Tensor& x, float eps, const Tensor& out) { unary(x, out, ReciprocalShift{eps}); }
 void relu_forward(const Tensor& x, const Tensor& y) { unary(x, y, ReluFwd{}); }

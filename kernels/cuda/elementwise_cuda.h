@@ -11,6 +11,8 @@ namespace foldcore::ops::cuda {
 // out = alpha·a + beta·b + gamma·a·b covers add (1,1,0), mul (0,0,1) and axpby (α,β,0).
 // a, out contiguous; b has a's shape with any strides (broadcast = stride 0).
 void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out);
+// dst (f32, contiguous) += src (bf16 or f16, contiguous): add's formula on src's values read as they are.
+void add_into_f32(const Tensor& dst, const Tensor& src);
 void scale(const Tensor& x, float s, const Tensor& out);
 void reciprocal_shift(const Tensor& x, float eps, const Tensor& out);
 

@@ -26,6 +26,12 @@ GradReadyHookGuard::~GradReadyHookGuard() { t_grad_ready_hook = std::move(previo
 void accumulate_into(const Tensor& dst, const Tensor& src) {
   FC_CHECK(dst.shape() == src.shape(), "autograd: gradient of shape ", src.shape().str(),
            " accumulated into one of shape ", dst.shape().str());
+  // A 16-bit contribution into an fp32 gradient (contiguous both, as gradients are): one kernel
+  // that reads it as it is (the same values as converting it first).
+  if (dst.dtype() == DType::f32 && src.dtype() != DType::f32 && dst.is_contiguous() && src.is_contiguous()) {
+    ops::add_into(dst, src);
+    return;
+  }
   const Tensor s = src.dtype() == dst.dtype() ? src : src.to(dst.dtype());
   ops::add(dst, s, dst);
 }

@@ -62,6 +62,26 @@ TEST(Elementwise, AddMulAxpbyScaleMatchNaive) {
   }
 }
 
+// add_into: dst += src in dst's dtype, or a 16-bit src into an fp32 dst (the exact conversion, then
+// the add); other mixes, shapes or layouts are errors.
+TEST(Elementwise, AddIntoAddsSixteenBitIntoFp32) {
+  Generator gen(44);
+  const Tensor dst = randn({4, 9}, gen), src = randn({4, 9}, gen);
+  for (DType t : {DType::bf16, DType::f16, DType::f32}) {
+    Tensor got = dst.clone();
+    ops::add_into(got, src.to(t));
+    const auto g = got.to_vector(), d = dst.to_vector(), x = src.to(t).to(DType::f32).to_vector();
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(g[i], d[i] + x[i]) << i;
+  }
+  Tensor bf = dst.to(DType::bf16);
+  EXPECT_THROW(ops::add_into(bf, src), Error);                            // f32 into bf16
+  Tensor other = Tensor::zeros({9, 4}, DType::f32);
+  EXPECT_THROW(ops::add_into(other, src), Error);                         // shapes differ
+  Tensor plain = dst.clone();
+  const Tensor transposed = randn({9, 4}, gen).to(DType::bf16).transpose(0, 1);  // [4, 9], not contiguous
+  EXPECT_THROW(ops::add_into(plain, transposed), Error);
+}
+
 TEST(Elementwise, BroadcastAndStridedB) {
   Generator gen(12);
   const Shape s{3, 5, 7};

@@ -4,6 +4,7 @@
 // rtol 1e-5; bf16 one rounding flip (2^-8 relative) → rtol 1e-2, atol 1e-5.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "core/random.h"
@@ -73,6 +74,26 @@ TEST(ElementwiseCuda, BinaryAndScaleMatchCpu) {
       FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
       ops::add(a, bb.expand(s), c), ops::add(ga, bb.to(kGpu).expand(s), g);
       FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+    }
+  }
+}
+
+// add_into: a bf16 or f16 tensor added into an fp32 one in one kernel, bit for bit the CPU's
+// conversion followed by add (fp32 sums of exactly converted values); the same-dtype form too.
+TEST(ElementwiseCuda, AddIntoMatchesCpuBitForBit) {
+  FC_REQUIRE_CUDA();
+  Generator gen(105);
+  for (DType t : {DType::bf16, DType::f16, DType::f32}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    for (const Shape& s : kShapes) {
+      const Tensor dst = rnd(s, gen, DType::f32), src = rnd(s, gen, t);
+      Tensor c = dst.clone(), g = dst.to(kGpu);
+      ops::add_into(c, src);
+      ops::add_into(g, src.to(kGpu));
+      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 0, 0);
+      Tensor want = dst.clone();
+      ops::add(want, src.to(DType::f32), want);
+      FC_EXPECT_CLOSE(c, want, 0, 0);
     }
   }
 }
