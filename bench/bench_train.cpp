@@ -38,6 +38,8 @@
 // copies to it, synchronizes; core/host_waits.h), copies_to_host of them, and the small copies to
 // the device that were queued without a wait (staged_copies_to_device); 0 on the CPU.
 // launches: the device work the step issued (kernels, GEMMs, device copies and memsets).
+// gemm_plans_made / gemm_plans_reused: the step's cuBLASLt plans set up (descriptors and a heuristic
+// query) and taken from the thread's plans of earlier GEMMs of the same shape (kernels/gemm.h).
 // host_wait_seconds: the host's time blocked in those waits; host_issue_seconds: the rest of the
 // host's time in the step (until its last call returned, before the bench's own synchronize), the
 // time spent issuing work. On a GPU, host_issue_seconds close to seconds means the device waited
@@ -55,6 +57,7 @@
 #include "bench/af2_flops.h"
 #include "bench/bench_util.h"
 #include "kernels/attention.h"
+#include "kernels/gemm.h"
 #include "core/host_waits.h"
 #include "core/philox.h"
 #include "core/timer.h"
@@ -137,6 +140,7 @@ struct Result {
   double seconds = 0, loss = 0;
   size_t step_peak = 0, peak = 0;
   HostWaits waits;  // inside the step (the bench's own synchronizes excluded)
+  ops::GemmPlanStats plans;  // the step's cuBLASLt plans: made, reused
   double host_seconds = 0;  // until the step's last call returned (before the bench's synchronize)
 };
 
@@ -160,15 +164,18 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& 
   const size_t before = alloc.stats().current;
   alloc.reset_peak();
   reset_host_waits();
+  const ops::GemmPlanStats plans_before = ops::gemm_plan_stats();
   WallTimer timer;
   const af2::TrainStepResult r =
       af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
                           af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
   const HostWaits waits = host_waits();
   const double host_seconds = timer.seconds();
+  const ops::GemmPlanStats plans_after = ops::gemm_plan_stats();
   synchronize(device);
   Result out;
   out.waits = waits;
+  out.plans = {plans_after.made - plans_before.made, plans_after.reused - plans_before.reused};
   out.host_seconds = host_seconds;
   out.seconds = timer.seconds();
   out.peak = alloc.stats().peak;
@@ -306,6 +313,8 @@ int main(int argc, char** argv) {
             .num("host_wait_seconds", static_cast<double>(r.waits.wait_ns) / 1e9)
             .num("host_issue_seconds", r.host_seconds - static_cast<double>(r.waits.wait_ns) / 1e9)
             .integer("launches", r.waits.launches)
+            .integer("gemm_plans_made", r.plans.made)
+            .integer("gemm_plans_reused", r.plans.reused)
             .print();
         bench::print_profile("train_profile", precision + ":" + std::to_string(recompute), crop);
       }

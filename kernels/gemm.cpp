@@ -98,11 +98,15 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmArgs& a
   if (b.dim() == 2) p.b.batch_stride = 0;
   if (args.bias.defined()) {
     const Tensor& bias = args.bias;
-    FC_CHECK(bias.dim() == 1 && bias.size(0) == n && bias.dtype() == dt && bias.device() == out.device() &&
-                 (n <= 1 || bias.stride(0) == 1),
-             "gemm: bias ", bias.str(), " must be a contiguous [", n, "] ", dtype_name(dt), " tensor on ",
-             out.device().str());
+    Shape per_batch = ob;
+    per_batch.push_back(n);
+    const bool shared = bias.dim() == 1 && bias.size(0) == n;
+    FC_CHECK((shared || (ob.size() > 0 && bias.shape() == per_batch)) && bias.is_contiguous() && bias.dtype() == dt &&
+                 bias.device() == out.device(),
+             "gemm: bias ", bias.str(), " must be a contiguous [", n, "] or ", per_batch.str(), " ", dtype_name(dt),
+             " tensor on ", out.device().str());
     p.bias = bias.data_ptr();
+    p.bias_batch_stride = shared ? 0 : n;
   }
   if (args.pre_act.defined()) {
     const Tensor& pa = args.pre_act;
@@ -128,6 +132,14 @@ std::atomic<bool> g_mixed_fallback{false};
 }  // namespace
 
 void set_gemm_mixed_fallback(bool on) { g_mixed_fallback = on; }
+
+GemmPlanStats gemm_plan_stats() {
+#ifdef FOLDCORE_HAVE_CUDA
+  return cuda::plan_stats();
+#else
+  return {};
+#endif
+}
 bool gemm_mixed_fallback() { return g_mixed_fallback; }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {

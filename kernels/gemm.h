@@ -6,7 +6,8 @@
 // (or [..., N, K] when trans_b), out: [..., M, N]. Leading (batch) dims: out's batch dims; a or b
 // may instead be 2-D and is then shared by every batch entry (stride 0). Each operand must have
 // unit stride in its last dim and a uniform batch stride (any view that is a "strided batch").
-// bias: [N], added to every row. act: none, relu or gelu (exact erf form; see elementwise.h).
+// bias: [N], added to every row; or [batch..., N] (out's batch dims, contiguous), one bias per batch
+// entry (a strided batch of projections of one input, autograd::linears). act: none, relu or gelu (exact erf form; see elementwise.h).
 // pre_act (optional, [..., M, N]): receives the value before the activation, for the backward.
 // dtypes: f32, bf16, f16 inputs (a, b, out, bias all the same dtype); accumulation is fp32.
 // CPU: OpenBLAS sgemm (16-bit inputs converted to fp32). CUDA: cuBLASLt with fused epilogues.
@@ -23,7 +24,7 @@ struct GemmArgs {
   bool trans_b = false;
   float alpha = 1.f;
   float beta = 0.f;
-  Tensor bias;              // optional [N]
+  Tensor bias;              // optional [N], or [batch..., N]: one per batch entry
   Activation act = Activation::none;
   Tensor pre_act;           // optional [..., M, N], written when act != none
 };
@@ -37,5 +38,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // algorithm for that mix, as a 16-bit product plus an fp32 add. Tests force that second path here.
 void set_gemm_mixed_fallback(bool on);
 bool gemm_mixed_fallback();
+
+// CUDA: each thread keeps the cuBLASLt plan of every GEMM shape it ran (descriptors, layouts and
+// the heuristic's algorithm, keyed by dtypes, sizes, transposes, leading dims, batch strides, the
+// epilogue and the operands' alignments), so a repeated shape — every block of a stack — skips the
+// descriptor set-up and the heuristic query on the host. Plans made and reused by this thread.
+struct GemmPlanStats {
+  int64_t made = 0, reused = 0;
+};
+GemmPlanStats gemm_plan_stats();
 
 }  // namespace foldcore::ops

@@ -30,6 +30,7 @@ struct GemmProblem {
   MatrixRef out;      // [m, n]
   MatrixRef pre_act;  // [m, n]; ptr null when not requested
   const void* bias = nullptr;  // [n] contiguous, or null
+  int64_t bias_batch_stride = 0;  // elements between batch entries' biases; 0: one bias for all
 };
 
 }  // namespace foldcore::ops

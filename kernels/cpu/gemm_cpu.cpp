@@ -163,7 +163,7 @@ template <typename T, typename TO> void gemm_one(const GemmProblem& p, int64_t b
   const T* b = static_cast<const T*>(p.b.ptr) + bi * p.b.batch_stride;
   TO* out = static_cast<TO*>(p.out.ptr) + bi * p.out.batch_stride;
   T* pre = p.pre_act.ptr ? static_cast<T*>(p.pre_act.ptr) + bi * p.pre_act.batch_stride : nullptr;
-  const T* bias = static_cast<const T*>(p.bias);
+  const T* bias = p.bias ? static_cast<const T*>(p.bias) + bi * p.bias_batch_stride : nullptr;
   const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
   const int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
 

@@ -19,8 +19,10 @@
 
 #include <cublasLt.h>
 
+#include <array>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
@@ -100,10 +102,39 @@ uint32_t alignment_of(const void* p) {
   return a;
 }
 
+// Everything the descriptors and the heuristic's choice depend on, except the pointers themselves
+// (their alignments are in; the bias pointer is set on the plan's descriptor per call).
+struct PlanKey {
+  std::array<int64_t, 25> v{};
+  bool operator==(const PlanKey& o) const { return v == o.v; }
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (const int64_t x : k.v) h = (h ^ static_cast<uint64_t>(x)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+// One GEMM shape's cuBLASLt set-up: descriptor, layouts (cuBLASLt's A = our b, B = our a, C = out,
+// D = pre_act or out) and the heuristic's result.
+struct Plan {
+  MatmulDesc desc;
+  std::unique_ptr<Layout> la, lb, lc, ld;
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+};
+
+// Per thread: no lock, and a plan's descriptor (whose bias pointer each call sets) is never shared
+// between threads. Bounded: a process that keeps meeting new shapes drops its plans and starts over.
+constexpr size_t kMaxPlans = 4096;
+thread_local std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> t_plans;
+thread_local GemmPlanStats t_plan_stats;
+
 // t = src_scale·src + bias;  pre = t (when given);  out = act(t).  Over [batch, m, n] with each
 // matrix's own ld/batch stride; src may alias out (in place).
 template <typename T>
-__global__ void post_kernel(const T* src, int64_t ld_s, int64_t bs_s, float src_scale, const T* bias, T* pre,
+__global__ void post_kernel(const T* src, int64_t ld_s, int64_t bs_s, float src_scale, const T* bias, int64_t bs_bias, T* pre,
                             int64_t ld_p, int64_t bs_p, T* out, int64_t ld_o, int64_t bs_o, Activation act,
                             int64_t batch, int64_t m, int64_t n) {
   const int64_t total = batch * m * n;
@@ -111,7 +142,7 @@ __global__ void post_kernel(const T* src, int64_t ld_s, int64_t bs_s, float src_
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t j = idx % n, i = (idx / n) % m, b = idx / (m * n);
     float t = src_scale == 0.f ? 0.f : src_scale * to_f32(src[b * bs_s + i * ld_s + j]);
-    if (bias) t += to_f32(bias[j]);
+    if (bias) t += to_f32(bias[b * bs_bias + j]);
     if (pre) pre[b * bs_p + i * ld_p + j] = from_f32<T>(t);
     if (act == Activation::relu) t = t > 0.f ? t : 0.f;
     if (act == Activation::gelu) t = 0.5f * t * (1.f + erff(t * 0.70710678118654752f));
@@ -125,7 +156,7 @@ void launch_post(const GemmProblem& p, const MatrixRef& src, float src_scale, co
   const int64_t total = p.batch * p.m * p.n;
   constexpr int kThreads = 256;
   launch_kernel<post_kernel<T>>(grid_for(total, kThreads), kThreads, 0, stream,
-      static_cast<const T*>(src.ptr), src.ld, src.batch_stride, src_scale, static_cast<const T*>(bias),
+      static_cast<const T*>(src.ptr), src.ld, src.batch_stride, src_scale, static_cast<const T*>(bias), p.bias_batch_stride,
       pre ? static_cast<T*>(pre->ptr) : nullptr, pre ? pre->ld : 0, pre ? pre->batch_stride : 0,
       static_cast<T*>(p.out.ptr), p.out.ld, p.out.batch_stride, p.act, p.batch, p.m, p.n);
   FC_CUDA_CHECK_LAUNCH();
@@ -168,7 +199,7 @@ void gemm(const GemmProblem& p0, Device dev) {
   // Linear over leading dims (shared b, batched row-major a, dense batches): fold the batch into
   // M, one large GEMM instead of a strided batch.
   const bool pre = p.pre_act.ptr != nullptr;
-  if (p.batch > 1 && p.b.batch_stride == 0 && !p.trans_a && p.a.batch_stride == p.m * p.a.ld &&
+  if (p.batch > 1 && p.b.batch_stride == 0 && p.bias_batch_stride == 0 && !p.trans_a && p.a.batch_stride == p.m * p.a.ld &&
       p.out.batch_stride == p.m * p.out.ld && (!pre || p.pre_act.batch_stride == p.m * p.pre_act.ld)) {
     p.m *= p.batch;
     p.batch = 1;
@@ -187,38 +218,57 @@ void gemm(const GemmProblem& p0, Device dev) {
   }
 
   const cudaDataType_t dt = cuda_dtype(p.dtype);
-  MatmulDesc desc;
-  const cublasOperation_t op_lt_a = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt A = our b
-  const cublasOperation_t op_lt_b = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt B = our a
-  desc.set(CUBLASLT_MATMUL_DESC_TRANSA, op_lt_a);
-  desc.set(CUBLASLT_MATMUL_DESC_TRANSB, op_lt_b);
-  desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
-  if (p.bias) {
-    desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
-    desc.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, dt);
-  }
-
-  // Column-major views (rows = row-major cols, cols = row-major rows).
-  const int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
-  const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
-  Layout la(dt, b_cols, b_rows, p.b.ld, p.batch, p.b.batch_stride);
-  Layout lb(dt, a_cols, a_rows, p.a.ld, p.batch, p.a.batch_stride);
   const cudaDataType_t dt_out = cuda_dtype(p.out_dtype);
-  Layout lc(dt_out, p.n, p.m, p.out.ld, p.batch, p.out.batch_stride);
-  Layout ld(dt_out, p.n, p.m, d.ld, p.batch, d.batch_stride);
-
-  Preference pref;
-  pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(p.b.ptr));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(p.a.ptr));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(p.out.ptr));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(d.ptr));
-
+  const PlanKey key{{static_cast<int64_t>(p.dtype), static_cast<int64_t>(p.out_dtype), p.batch, p.m, p.n, p.k,
+                     p.trans_a, p.trans_b, static_cast<int64_t>(epi), p.a.ld, p.b.ld, p.out.ld, d.ld,
+                     p.a.batch_stride, p.b.batch_stride, p.out.batch_stride, d.batch_stride, p.bias != nullptr,
+                     p.bias_batch_stride, alignment_of(p.b.ptr), alignment_of(p.a.ptr), alignment_of(p.out.ptr),
+                     alignment_of(d.ptr), p.bias ? alignment_of(p.bias) : 0, dev.index}};
   const cublasLtHandle_t handle = lt_handle(dev.index);
-  cublasLtMatmulHeuristicResult_t heur{};
-  int found = 0;
-  FC_CUBLAS_CHECK(
-      cublasLtMatmulAlgoGetHeuristic(handle, desc.d, la.l, lb.l, lc.l, ld.l, pref.p, 1, &heur, &found));
+  auto it = t_plans.try_emplace(key).first;
+  const bool fresh = it->second == nullptr;  // (also after a heuristic query that threw)
+  if (!fresh) {
+    ++t_plan_stats.reused;
+  } else {
+    if (t_plans.size() > kMaxPlans) {  // start over, keeping this shape's slot
+      t_plans.clear();
+      it = t_plans.try_emplace(key).first;
+    }
+    ++t_plan_stats.made;
+    auto plan = std::make_unique<Plan>();
+    MatmulDesc& desc = plan->desc;
+    const cublasOperation_t op_lt_a = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt A = our b
+    const cublasOperation_t op_lt_b = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt B = our a
+    desc.set(CUBLASLT_MATMUL_DESC_TRANSA, op_lt_a);
+    desc.set(CUBLASLT_MATMUL_DESC_TRANSB, op_lt_b);
+    desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+    if (p.bias) {
+      desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
+      desc.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, dt);
+      if (p.bias_batch_stride != 0) desc.set(CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, p.bias_batch_stride);
+    }
+    // Column-major views (rows = row-major cols, cols = row-major rows).
+    const int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
+    const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
+    plan->la = std::make_unique<Layout>(dt, b_cols, b_rows, p.b.ld, p.batch, p.b.batch_stride);
+    plan->lb = std::make_unique<Layout>(dt, a_cols, a_rows, p.a.ld, p.batch, p.a.batch_stride);
+    plan->lc = std::make_unique<Layout>(dt_out, p.n, p.m, p.out.ld, p.batch, p.out.batch_stride);
+    plan->ld = std::make_unique<Layout>(dt_out, p.n, p.m, d.ld, p.batch, d.batch_stride);
+
+    Preference pref;
+    pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
+    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(p.b.ptr));
+    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(p.a.ptr));
+    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(p.out.ptr));
+    pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(d.ptr));
+    FC_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc.d, plan->la->l, plan->lb->l, plan->lc->l,
+                                                   plan->ld->l, pref.p, 1, &plan->heur, &plan->found));
+    it->second = std::move(plan);
+  }
+  Plan& plan = *it->second;
+  if (!fresh && p.bias) plan.desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
+  const cublasLtMatmulHeuristicResult_t& heur = plan.heur;
+  const int found = plan.found;
   if (mixed && (found == 0 || gemm_mixed_fallback())) {
     // No algorithm for 16-bit operands into fp32: the product in the operands' dtype, then added
     // in fp32 (one rounding of the product more).
@@ -248,10 +298,12 @@ void gemm(const GemmProblem& p0, Device dev) {
     workspace = Tensor::empty({static_cast<int64_t>(heur.workspaceSize)}, DType::u8, dev);
   const float alpha = p.alpha, beta = p.beta;
   ::foldcore::detail::count_launch();
-  FC_CUBLAS_CHECK(cublasLtMatmul(handle, desc.d, &alpha, p.b.ptr, la.l, p.a.ptr, lb.l, &beta, p.out.ptr, lc.l, d.ptr,
-                                 ld.l, &heur.algo, workspace.defined() ? workspace.data_ptr() : nullptr,
-                                 heur.workspaceSize, stream));
+  FC_CUBLAS_CHECK(cublasLtMatmul(handle, plan.desc.d, &alpha, p.b.ptr, plan.la->l, p.a.ptr, plan.lb->l, &beta,
+                                 p.out.ptr, plan.lc->l, d.ptr, plan.ld->l, &heur.algo,
+                                 workspace.defined() ? workspace.data_ptr() : nullptr, heur.workspaceSize, stream));
   if (separate_act) post(p, d, 1.f, nullptr, nullptr, stream);  // out = act(pre_act or out)
 }
+
+GemmPlanStats plan_stats() { return t_plan_stats; }
 
 }  // namespace foldcore::ops::cuda

@@ -7,5 +7,6 @@
 namespace foldcore::ops::cuda {
 
 void gemm(const GemmProblem& p, Device dev);
+GemmPlanStats plan_stats();
 
 }  // namespace foldcore::ops::cuda

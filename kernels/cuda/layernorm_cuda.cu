@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "core/cuda/block_counters.cuh"
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
 #include "kernels/cuda/softmax_row_reduce.cuh"
@@ -152,12 +153,15 @@ __global__ void ln_backward_dx_kernel(const T* __restrict__ dy, const T* __restr
 
 constexpr int kColTile = 32, kRowThreads = 8;
 
-// Stage 1: block (blockIdx.x, blockIdx.y) sums dy·x̂, dy (and dx when dx != null) over rows of
-// chunk blockIdx.y for 32 columns; partial layout [nacc][chunks][c].
+// Block (blockIdx.x, blockIdx.y) sums dy·x̂, dy (and dx when dx != null) over rows of chunk
+// blockIdx.y for 32 columns; partial layout [nacc][chunks][c]. The last chunk of a column tile to
+// finish (block_counters.cuh) adds the tile's partials, chunks in order: dgamma[c] += Σ_chunk
+// partial[0][chunk][c], dbeta (and dbias when non-null) likewise.
 template <typename T>
-__global__ void ln_param_partial_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ dx,
-                                        const float* __restrict__ mean, const float* __restrict__ rstd,
-                                        float* __restrict__ partial, int64_t rows, int c, int64_t rows_per_chunk) {
+__global__ void ln_param_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ dx,
+                                const float* __restrict__ mean, const float* __restrict__ rstd, float* partial,
+                                int64_t rows, int c, int64_t rows_per_chunk, unsigned* counters, float* dgamma,
+                                float* dbeta, float* dbias) {
   FC_SHARED(float, sg, [kRowThreads][kColTile + 1]);
   FC_SHARED(float, sb, [kRowThreads][kColTile + 1]);
   FC_SHARED(float, sd, [kRowThreads][kColTile + 1]);
@@ -189,23 +193,18 @@ __global__ void ln_param_partial_kernel(const T* __restrict__ dy, const T* __res
     partial[(chunks + blockIdx.y) * static_cast<int64_t>(c) + col] = ab;
     if (dx) partial[(2 * chunks + blockIdx.y) * static_cast<int64_t>(c) + col] = ad;
   }
-}
-
-// Stage 2: dgamma[c] += Σ_chunk partial[0][chunk][c]; dbeta (and dbias when non-null) likewise,
-// chunks in order.
-__global__ void ln_param_final_kernel(const float* __restrict__ partial, int chunks, int c, float* dgamma,
-                                      float* dbeta, float* dbias) {
-  const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (col >= c) return;
+  if (!last_block_of_group(&counters[blockIdx.x], gridDim.y)) return;
+  if (ty != 0 || col >= c) return;
+  const int64_t chunks = gridDim.y;
   float g = 0.f, b = 0.f, db = 0.f;
-  for (int k = 0; k < chunks; ++k) {
-    g += partial[static_cast<int64_t>(k) * c + col];
-    b += partial[static_cast<int64_t>(chunks + k) * c + col];
-    if (dbias) db += partial[static_cast<int64_t>(2 * chunks + k) * c + col];
+  for (int64_t k = 0; k < chunks; ++k) {
+    g += read_partial(&partial[k * c + col]);
+    b += read_partial(&partial[(chunks + k) * c + col]);
+    if (dx) db += read_partial(&partial[(2 * chunks + k) * c + col]);
   }
   dgamma[col] += g;
   dbeta[col] += b;
-  if (dbias) dbias[col] += db;
+  if (dx) dbias[col] += db;
 }
 
 template <typename T> T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; }
@@ -279,15 +278,12 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
       FC_CUDA_CHECK_LAUNCH();
     });
     const dim3 grid(static_cast<unsigned>((c + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
-    launch_kernel<ln_param_partial_kernel<T>>(grid, dim3(kColTile, kRowThreads), 0, stream,
+    launch_kernel<ln_param_kernel<T>>(grid, dim3(kColTile, kRowThreads), 0, stream,
         dyp, hp, dbias.defined() ? ptr_or_null<T>(dx) : nullptr, mean.data<float>(), rstd.data<float>(),
-        partial.data<float>(), rows, static_cast<int>(c), rows_per_chunk);
+        partial.data<float>(), rows, static_cast<int>(c), rows_per_chunk, block_counters(dev, grid.x),
+        dgamma.data<float>(), dbeta.data<float>(), dbias.defined() ? dbias.data<float>() : nullptr);
     FC_CUDA_CHECK_LAUNCH();
   });
-  launch_kernel<ln_param_final_kernel>(static_cast<unsigned>((c + 255) / 256), 256, 0, stream,
-      partial.data<float>(), static_cast<int>(chunks), static_cast<int>(c), dgamma.data<float>(), dbeta.data<float>(),
-      dbias.defined() ? dbias.data<float>() : nullptr);
-  FC_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace foldcore::ops::cuda

@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/cuda/block_counters.cuh"
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
 
@@ -72,10 +73,11 @@ __device__ __forceinline__ float block_max(float v) {
 constexpr int kColTile = 32, kRowLanes = 8;
 
 // Block (32, 8), grid (ceil(K/32), S): split s sums rows [s·rps, (s+1)·rps) of 32 columns.
-// S == 1: writes out directly; else writes ws[s·K + col].
+// S == 1: writes out directly; else writes ws[s·K + col], and the last split of a column tile to
+// finish (block_counters.cuh) adds the tile's S partials in order of s into out.
 template <typename TX, typename TO>
-__global__ void col_sum_stage1(const TX* x, int64_t r, int64_t k, int64_t rows_per_split, float* ws, TO* out,
-                               float scale, bool accumulate) {
+__global__ void col_sum_kernel(const TX* x, int64_t r, int64_t k, int64_t rows_per_split, float* ws, TO* out,
+                               float scale, bool accumulate, unsigned* counters) {
   FC_SHARED(float, tile, [kRowLanes][kColTile + 1]);
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_split;
@@ -93,6 +95,12 @@ __global__ void col_sum_stage1(const TX* x, int64_t r, int64_t k, int64_t rows_p
       store_out(out, col, s, scale, accumulate);
     else
       ws[static_cast<int64_t>(blockIdx.y) * k + col] = s;
+  }
+  if (gridDim.y == 1 || !last_block_of_group(&counters[blockIdx.x], gridDim.y)) return;
+  if (threadIdx.y == 0 && col < k) {
+    float s = 0.f;
+    for (unsigned j = 0; j < gridDim.y; ++j) s += read_partial(&ws[static_cast<int64_t>(j) * k + col]);
+    store_out(out, col, s, scale, accumulate);
   }
 }
 
@@ -171,14 +179,11 @@ void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accum
         if (splits > 1) ws = Tensor::empty({splits, k}, DType::f32, x.device());
         float* pws = splits > 1 ? ws.data<float>() : nullptr;
         const dim3 grid(static_cast<unsigned>(ceil_div(k, kColTile)), static_cast<unsigned>(splits));
-        launch_kernel<col_sum_stage1<TX, TO>>(grid, dim3(kColTile, kRowLanes), 0, stream, px, r, k, rps, pws, po, scale,
-                                                                              accumulate);
+        FC_CHECK(grid.x <= 0x7fffffffu, "sum: ", k, " columns exceed the CUDA grid");
+        unsigned* counters = splits > 1 ? block_counters(x.device(), grid.x) : nullptr;
+        launch_kernel<col_sum_kernel<TX, TO>>(grid, dim3(kColTile, kRowLanes), 0, stream, px, r, k, rps, pws, po, scale,
+                                              accumulate, counters);
         FC_CUDA_CHECK_LAUNCH();
-        if (splits > 1) {
-          launch_kernel<combine_partials<TO>>(grid_for(k, kBlock), kBlock, 0, stream, pws, k, splits, k, 1, po, scale,
-                                                                             accumulate);
-          FC_CUDA_CHECK_LAUNCH();
-        }
       } else if (plan.layout == ReducePlan::kReducedInner && r >= 64) {  // short rows: thread per output
         // Chunks of ≥ 16384 elements per block, at most 64 per row (only long rows are split).
         const int64_t splits = std::clamp<int64_t>(ceil_div(r, 16384), 1, 64);

@@ -51,8 +51,32 @@ Tensor& BackwardCtx::slot_of(int i) {
     return e.leaf->grad;
   }
   auto& vec = (*pending_)[e.node.get()];
-  if (vec.empty()) vec.resize(e.node->outputs.size());
+  if (vec.empty()) {
+    vec.resize(e.node->outputs.size());
+    if (e.node->packed_output_grads && packed_bufs_ != nullptr) pack_slots(*e.node, vec);
+  }
   return vec[static_cast<size_t>(e.index)];
+}
+
+// One buffer for all of a node's output gradients (its outputs share a dtype and device), each
+// slot a contiguous slice of it, unwritten ("fresh") until a consumer writes it.
+void BackwardCtx::pack_slots(const Node& producer, std::vector<Tensor>& vec) {
+  const std::vector<TensorMeta>& outs = producer.outputs;
+  if (outs.empty()) return;
+  int64_t total = 0;
+  for (const TensorMeta& m : outs) {
+    if (m.dtype != outs[0].dtype || m.device != outs[0].device) return;
+    total += m.shape.product();
+  }
+  const Tensor buf = Tensor::empty({total}, outs[0].dtype, outs[0].device);
+  int64_t off = 0;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const int64_t n = outs[k].shape.product();
+    vec[k] = buf.narrow(0, off, n).view(outs[k].shape);
+    fresh_->insert(&vec[k]);
+    off += n;
+  }
+  (*packed_bufs_)[&producer] = buf;
 }
 
 Tensor BackwardCtx::accumulate_grad(int i, std::optional<DType> dtype) {
@@ -61,6 +85,8 @@ Tensor BackwardCtx::accumulate_grad(int i, std::optional<DType> dtype) {
   Tensor& s = slot_of(i);
   if (!s.defined()) {
     s = Tensor::zeros(m.shape, m.dtype, m.device);
+  } else if (s.dtype() == dt && claim_fresh(s)) {
+    s.zero_();  // a packed slice: zeroed in place, then accumulated into as any gradient
   }
   // Direct accumulation into the existing gradient, unless it was handed out in this same
   // backward as an overwrite target (the kernel order would then decide the result).
@@ -80,6 +106,11 @@ Tensor BackwardCtx::new_grad(int i, std::optional<DType> dtype) {
     new_slots_.push_back(&s);
     return s;
   }
+  if (dt == m.dtype && is_fresh(s)) {  // a packed slice nothing wrote yet: the kernel writes it there
+    claim_fresh(s);
+    new_slots_.push_back(&s);
+    return s;
+  }
   Tensor tmp = Tensor::empty(m.shape, dt, m.device);
   deferred_.push_back({&s, tmp, m.dtype});
   return tmp;
@@ -96,6 +127,11 @@ void BackwardCtx::put_grad(int i, const Tensor& g) {
     new_slots_.push_back(&s);  // not to be accumulated into by a later request of this node
     return;
   }
+  if (claim_fresh(s)) {  // a packed slice nothing wrote yet: copied (and converted) into place
+    s.copy_(c);
+    new_slots_.push_back(&s);
+    return;
+  }
   deferred_.push_back({&s, c, m.dtype});
 }
 
@@ -103,6 +139,8 @@ void BackwardCtx::finish() {
   for (Pending& p : deferred_) {
     if (!p.slot->defined()) {
       *p.slot = p.tmp.dtype() == p.dtype ? p.tmp : p.tmp.to(p.dtype);
+    } else if (claim_fresh(*p.slot)) {
+      p.slot->copy_(p.tmp);
     } else {
       accumulate_into(*p.slot, p.tmp);
     }
@@ -224,6 +262,14 @@ class Engine {
       BackwardCtx ctx;
       ctx.node_ = n.get();
       ctx.pending_ = &pending_;
+      ctx.packed_bufs_ = &packed_bufs_;
+      ctx.fresh_ = &fresh_;
+      if (const auto pb = packed_bufs_.find(n.get()); pb != packed_bufs_.end()) {
+        for (Tensor& g : it->second)
+          if (fresh_.erase(&g) != 0) g.zero_();  // a packed slice no consumer wrote
+        ctx.packed_ = std::move(pb->second);
+        packed_bufs_.erase(pb);
+      }
       ctx.grad_outputs_ = std::move(it->second);
       pending_.erase(it);
       ctx.grad_outputs_.resize(n->outputs.size());
@@ -250,6 +296,8 @@ class Engine {
 
  private:
   std::unordered_map<const Node*, std::vector<Tensor>> pending_;
+  std::unordered_map<const Node*, Tensor> packed_bufs_;  // packed_output_grads nodes' gradient buffers
+  std::unordered_set<const Tensor*> fresh_;              // their slices nothing has written yet
 };
 
 void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads) {

@@ -26,6 +26,7 @@
 #include <functional>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -37,6 +38,13 @@ class BackwardCtx {
  public:
   // Grad of output i: contiguous, the output's shape and dtype (zeros if it got none).
   const Tensor& grad_output(int i) const { return grad_outputs_[static_cast<size_t>(i)]; }
+  // For a node with packed_output_grads whose outputs share a dtype and device: one 1-D buffer
+  // holding every output's gradient, output i at element offset Σ_{j<i} numel_j (grad_output(i) is
+  // that slice), so a Function can treat them as one tensor. Undefined otherwise. The engine
+  // allocates it when the first of the gradients arrives; a consumer asking for an overwrite
+  // target (new_grad) then writes straight into its slice, one handing over its own tensor
+  // (put_grad) has it copied there, and a slice nothing wrote is zeroed before the node runs.
+  const Tensor& packed_grad_outputs() const { return packed_; }
   // Whether input i needs a gradient (grad mode was on, and it requires grad).
   bool needs_grad(int i) const;
   // A buffer of input i's shape (dtype `dtype`, default the input's) to ACCUMULATE (+=) into:
@@ -57,11 +65,19 @@ class BackwardCtx {
     DType dtype = DType::f32;  // the slot's dtype (the input's)
   };
   Tensor& slot_of(int i);
+  void pack_slots(const Node& producer, std::vector<Tensor>& vec);
+  // Whether `s` is a slice of a packed buffer nothing has written yet; claim_fresh also marks it
+  // written.
+  bool is_fresh(const Tensor& s) const { return fresh_ != nullptr && fresh_->count(&s) != 0; }
+  bool claim_fresh(const Tensor& s) { return fresh_ != nullptr && fresh_->erase(&s) != 0; }
   void finish();  // accumulates the deferred temporaries
   std::vector<const Tensor*> new_slots_;
   const Node* node_ = nullptr;
   std::vector<Tensor> grad_outputs_;
+  Tensor packed_;
   std::unordered_map<const Node*, std::vector<Tensor>>* pending_ = nullptr;
+  std::unordered_map<const Node*, Tensor>* packed_bufs_ = nullptr;  // the engine's packed buffers
+  std::unordered_set<const Tensor*>* fresh_ = nullptr;              // their unwritten slices
   std::vector<Pending> deferred_;
 };
 

@@ -54,6 +54,76 @@ struct LinearFn final : Function {
   }
 };
 
+// linears: projections i = 0..n-1 of one x, y_i = x·W_i + b_i, outputs back to back in one buffer;
+// runs [first, first + count) of equal width share one strided-batch GEMM.
+struct ProjectionRun {
+  int first = 0, count = 0;
+};
+
+thread_local LinearsStats t_linears_stats;
+
+struct LinearsFn final : Function {
+  Tensor x2;                   // [R, in] compute dtype; saved only when a weight needs a gradient
+  std::vector<Tensor> w;       // [in, out_i] compute dtype (views of the runs' stacks)
+  std::vector<int64_t> outs;   // out_i
+  std::vector<int> bias_input;  // input index of b_i, or -1
+  std::vector<ProjectionRun> runs;
+  int64_t rows = 0, n_in = 0;
+  DType cd = DType::f32;
+
+  static int w_input(int i) { return 1 + i; }
+
+  void backward(BackwardCtx& ctx) override {
+    const int n = static_cast<int>(outs.size());
+    // The gradients as one buffer when the engine packed them (it does unless an output was a
+    // root or they could not share one): a run is then a [count, R, out] strided batch.
+    const Tensor& packed = ctx.packed_grad_outputs();
+    std::vector<int64_t> offset(static_cast<size_t>(n) + 1, 0);
+    for (int i = 0; i < n; ++i) offset[i + 1] = offset[i] + rows * outs[i];
+    bool is_packed = packed.defined() && packed.dtype() == cd && packed.numel() == offset[n];
+    for (int i = 0; is_packed && i < n; ++i)
+      is_packed = ctx.grad_output(i).data_ptr() == packed.narrow(0, offset[i], 1).data_ptr();
+    auto dy = [&](int i) { return ctx.grad_output(i).view({rows, outs[i]}); };
+
+    // dx = Σ_i dy_i·W_iᵀ, accumulated by the GEMMs in fp32 (16-bit operands, fp32 out).
+    if (ctx.needs_grad(0)) {
+      const Tensor dx = ctx.new_grad(0, DType::f32).view({rows, n_in});
+      for (int i = 0; i < n; ++i) {
+        ops::GemmArgs g;
+        g.trans_b = true;
+        g.beta = i == 0 ? 0.f : 1.f;
+        ops::gemm(dy(i), w[i], dx, g);
+      }
+    }
+    // dW_i += xᵀ·dy_i into the fp32 master gradients.
+    for (const ProjectionRun& r : runs) {
+      std::vector<Tensor> grads;
+      for (int i = r.first; i < r.first + r.count && ctx.needs_grad(w_input(i)); ++i)
+        grads.push_back(ctx.accumulate_grad(w_input(i)));
+      const int64_t out = outs[r.first], wn = n_in * out;
+      bool one = is_packed && r.count > 1 && static_cast<int>(grads.size()) == r.count;
+      for (size_t j = 0; one && j < grads.size(); ++j)
+        one = grads[j].dtype() == DType::f32 && grads[j].is_contiguous() && grads[j].storage() == grads[0].storage() &&
+              grads[j].offset() == grads[0].offset() + static_cast<int64_t>(j) * wn;
+      ops::GemmArgs g;
+      g.trans_a = true;
+      g.beta = 1.f;
+      if (one) {  // the run's weights lie back to back in the flat gradient buffer: one batched GEMM
+        const Tensor dys = packed.narrow(0, offset[r.first], r.count * rows * out).view({r.count, rows, out});
+        // The run's gradients as one [count, in, out] tensor over grads[0]'s buffer (kept alive by it).
+        ops::gemm(x2, dys, Tensor::wrap(grads[0].data_ptr(), {r.count, n_in, out}, DType::f32, grads[0].device()), g);
+        ++t_linears_stats.batched_weight_grads;
+        continue;
+      }
+      for (int i = r.first; i < r.first + r.count; ++i)
+        if (ctx.needs_grad(w_input(i))) ops::gemm(x2, dy(i), ctx.accumulate_grad(w_input(i)), g);
+    }
+    for (int i = 0; i < n; ++i)
+      if (bias_input[i] >= 0 && ctx.needs_grad(bias_input[i]))
+        ops::sum_rows_accumulate(dy(i), ctx.accumulate_grad(bias_input[i], DType::f32));
+  }
+};
+
 // Σ of a batched gradient [batch…, r, c] over its batch dims when the operand was 2-D.
 Tensor reduce_batch(const Tensor& g, int target_dim) {
   if (g.dim() == target_dim) return g;
@@ -139,6 +209,100 @@ Variable linear(const Variable& x, const Variable& w, const Variable& b, ops::Ac
   fn->cd = cd;
   return record1("linear", std::move(fn), {x, w, b}, y.view(out_shape));
 }
+
+std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& ws, const std::vector<Variable>& bs,
+                              const std::vector<Shape>& shapes) {
+  const int n = static_cast<int>(ws.size());
+  FC_CHECK(n > 0 && (bs.empty() || static_cast<int>(bs.size()) == n) &&
+               (shapes.empty() || static_cast<int>(shapes.size()) == n),
+           "linears: ", n, " weights, ", bs.size(), " biases, ", shapes.size(), " shapes");
+  const int64_t n_in = x.size(-1), rows = x.numel() / std::max<int64_t>(n_in, 1);
+  auto bias = [&](int i) { return bs.empty() ? Variable() : bs[static_cast<size_t>(i)]; };
+  std::vector<int64_t> outs;
+  for (int i = 0; i < n; ++i) {
+    const Variable& w = ws[static_cast<size_t>(i)];
+    FC_CHECK(w.dim() == 2 && w.size(0) == n_in && w.device() == x.device(), "linears: x ", x.shape().str(), " · w ",
+             w.shape().str(), " (w must be [in, out] on x's device)");
+    const Variable b = bias(i);
+    FC_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(1)), "linears: bias ",
+             b.defined() ? b.shape().str() : "", " for w ", w.shape().str());
+    outs.push_back(w.size(1));
+    if (!shapes.empty())
+      FC_CHECK(shapes[static_cast<size_t>(i)].product() == rows * w.size(1), "linears: output ", i, " shaped ",
+               shapes[static_cast<size_t>(i)].str(), " for ", rows, " × ", w.size(1), " values");
+  }
+  const DType cd = detail::gemm_dtype(x.dtype());
+  const Tensor x2 = x.value().to(cd).reshape({rows, n_in});  // the one cast of x
+  std::vector<ProjectionRun> runs;
+  for (int i = 0; i < n; ++i) {
+    if (runs.empty() || outs[static_cast<size_t>(runs.back().first)] != outs[static_cast<size_t>(i)]) runs.push_back({i, 0});
+    ++runs.back().count;
+  }
+  int64_t total = 0;
+  for (int64_t o : outs) total += rows * o;
+  const Tensor y = Tensor::empty({total}, cd, x.device());
+  std::vector<Tensor> wc(static_cast<size_t>(n));
+  int64_t off = 0;
+  for (const ProjectionRun& r : runs) {
+    const int64_t out = outs[static_cast<size_t>(r.first)];
+    std::vector<Variable> rw(ws.begin() + r.first, ws.begin() + r.first + r.count), rb;
+    bool any_bias = false;
+    for (int i = r.first; i < r.first + r.count; ++i) {
+      rb.push_back(bias(i));
+      any_bias = any_bias || bias(i).defined();
+    }
+    ops::GemmArgs g;
+    Tensor yr;
+    if (r.count == 1) {  // a projection of its own width: a plain GEMM, the parameters' casts cached
+      wc[static_cast<size_t>(r.first)] = cast_param(rw[0], cd);
+      if (any_bias) g.bias = cast_param(rb[0], cd);
+      yr = y.narrow(0, off, rows * out).view({rows, out});
+      ops::gemm(x2, wc[static_cast<size_t>(r.first)], yr, g);
+    } else {  // y[j] = x·W[j] + b[j]: x shared by the batch, the weights and biases stacked
+      const Tensor wst = stack_params(rw, {n_in, out}, cd, x.device());
+      for (int j = 0; j < r.count; ++j) wc[static_cast<size_t>(r.first + j)] = wst.select(0, j);
+      if (any_bias) g.bias = stack_params(rb, {out}, cd, x.device());
+      yr = y.narrow(0, off, r.count * rows * out).view({r.count, rows, out});
+      ops::gemm(x2, wst, yr, g);
+      ++t_linears_stats.batched_runs;
+    }
+    off += r.count * rows * out;
+  }
+  std::vector<Tensor> outputs;
+  off = 0;
+  for (int i = 0; i < n; ++i) {
+    Shape s = x.shape();
+    s[s.size() - 1] = outs[static_cast<size_t>(i)];
+    outputs.push_back(y.narrow(0, off, rows * outs[static_cast<size_t>(i)]).view(shapes.empty() ? s : shapes[static_cast<size_t>(i)]));
+    off += rows * outs[static_cast<size_t>(i)];
+  }
+  std::vector<Variable> inputs{x};
+  for (const Variable& w : ws) inputs.push_back(w);
+  auto fn = std::make_unique<LinearsFn>();
+  for (int i = 0; i < n; ++i) {
+    fn->bias_input.push_back(bias(i).defined() ? static_cast<int>(inputs.size()) : -1);
+    if (bias(i).defined()) inputs.push_back(bias(i));
+  }
+  if (!any_requires_grad(inputs)) {
+    std::vector<Variable> plain;
+    for (const Tensor& t : outputs) plain.emplace_back(t);
+    return plain;
+  }
+  bool weight_grad = false;
+  for (const Variable& w : ws) weight_grad = weight_grad || w.requires_grad();
+  if (weight_grad) fn->x2 = x2;
+  fn->w = std::move(wc);
+  fn->outs = outs;
+  fn->runs = std::move(runs);
+  fn->rows = rows;
+  fn->n_in = n_in;
+  fn->cd = cd;
+  std::vector<Variable> result = record("linears", std::move(fn), inputs, outputs);
+  result[0].node()->packed_output_grads = true;
+  return result;
+}
+
+LinearsStats linears_stats() { return t_linears_stats; }
 
 Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
   FC_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands ", a.shape().str(), " and ", b.shape().str(),

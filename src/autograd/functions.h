@@ -22,6 +22,22 @@ Variable cast(const Variable& x, DType dtype);
 // to the autocast dtype for the GEMM; the weight/bias grads go to their fp32 master buffers.
 Variable linear(const Variable& x, const Variable& w, const Variable& b = {},
                 ops::Activation act = ops::Activation::none);
+// Several projections of one input in one op: ys[i] = x[…, in] · ws[i] + bs[i] (bs[i] may be
+// undefined: no bias; bs may be empty: none has one), shaped shapes[i] (default […, out_i]; any
+// shape of as many elements). The values of linear() per projection; under autocast x is cast once,
+// each run of projections of equal width is one strided-batch GEMM (their weights stacked, once per
+// ParamCastScope; one bias per entry), and the outputs lie back to back in one buffer. The backward
+// takes their gradients as one buffer (Node::packed_output_grads) and accumulates dx = Σ dy_i·w_iᵀ in
+// fp32 (linear() rounds each product to the compute dtype before the engine sums them); a run whose
+// weights' gradients lie back to back (a flat gradient buffer) gets its dW by one GEMM.
+std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& ws, const std::vector<Variable>& bs = {},
+                              const std::vector<Shape>& shapes = {});
+// This thread's linears() products since it started: runs computed by one strided-batch GEMM
+// (forward), and runs whose weight gradients one GEMM gave (backward).
+struct LinearsStats {
+  int64_t batched_runs = 0, batched_weight_grads = 0;
+};
+LinearsStats linears_stats();
 // c[…, M, N] = op(a)[…, M, K] · op(b)[…, K, N]; b may be 2-D (shared by every batch entry).
 Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false);
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "autograd/variable.h"
 
@@ -22,6 +23,11 @@ namespace foldcore::autograd {
 class ParamCastScope {
  public:
   ParamCastScope();
+  // With the parameters' flat buffer (ParamStore::values()) and the autocast dtype: the whole buffer
+  // is cast once, in one kernel, and every parameter's cast is a view of it (a stack of parameters
+  // lying back to back too): no cast per parameter at all. An undefined `flat`, or `to` its own
+  // dtype, is the plain scope. Inside an outer scope that has one already, the outer's stays.
+  ParamCastScope(const Tensor& flat, DType to);
   ~ParamCastScope();
   ParamCastScope(const ParamCastScope&) = delete;
   ParamCastScope& operator=(const ParamCastScope&) = delete;
@@ -30,6 +36,13 @@ class ParamCastScope {
 // v's value in dtype `to`: v's own tensor when it is already `to`; inside a ParamCastScope, for a
 // parameter, the scope's cast (made on first use); otherwise a fresh cast.
 Tensor cast_param(const Variable& v, DType to);
+
+// The values of `vs` stacked along a new first axis in dtype `to`: [n, shape…] on `device`. An
+// undefined vs[i] stands for zeros of `shape` (a projection without a bias among ones with). Inside
+// a ParamCastScope, when every defined v is a parameter, made once per scope and handed out again
+// (the stacked weights and biases of autograd::linears' strided batch); otherwise made at each call.
+// Counted in ParamCastStats as one cast.
+Tensor stack_params(const std::vector<Variable>& vs, const Shape& shape, DType to, Device device);
 
 // This thread's casts since its outermost ParamCastScope began: made, and handed out again.
 struct ParamCastStats {

@@ -100,6 +100,9 @@ struct Node {
   std::vector<Edge> inputs;
   std::vector<TensorMeta> outputs;
   std::unique_ptr<Function> fn;  // released after backward
+  // The outputs' gradients are gathered in one buffer, output after output, each a contiguous slice
+  // (engine.h, BackwardCtx::packed_grad_outputs): set by ops that consume them together (linears).
+  bool packed_output_grads = false;
 };
 
 // True when an op on these inputs must record a graph: grad mode on and some input needs grad.

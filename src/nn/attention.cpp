@@ -70,7 +70,7 @@ Attention::Attention(Scope scope, const AttentionOptions& options)
   register_child(output_);
 }
 
-Attention::Projected Attention::project(const Variable& q_data, const Variable& kv_data) const {
+Attention::Projected Attention::project(const Variable& q_data, const Variable& kv_data, bool gate) const {
   FC_CHECK(q_data.dim() >= 2 && kv_data.dim() == q_data.dim() && q_data.size(-1) == opt_.c_q &&
                kv_data.size(-1) == opt_.c_kv,
            "Attention '", path(), "': q_data ", q_data.shape().str(), " kv_data ", kv_data.shape().str(),
@@ -80,15 +80,28 @@ Attention::Projected Attention::project(const Variable& q_data, const Variable& 
   const int64_t h = opt_.num_heads, d = opt_.head_dim;
   // [B, L, H·d] projections viewed per head: the attention op takes [B, L, H, d] directly.
   // AF2 scales q by 1/√d before q·kᵀ; the kernel applies the same factor to the scores.
-  return {autograd::reshape(q_.forward(q_data), {b, lq, h, d}), autograd::reshape(k_.forward(kv_data), {b, lk, h, d}),
-          autograd::reshape(v_.forward(kv_data), {b, lk, h, d}),
-          static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const bool with_gate = gate && gate_ != nullptr;
+  const Shape qs{b, lq, h, d}, ks{b, lk, h, d};
+  if (q_data.impl() == kv_data.impl()) {  // self-attention: every projection of the one input at once
+    std::vector<const Linear*> layers{&q_, &k_, &v_};
+    std::vector<Shape> shapes{qs, ks, ks};
+    if (with_gate) {
+      layers.push_back(gate_.get());
+      shapes.push_back(qs);
+    }
+    const std::vector<Variable> y = nn::project(q_data, layers, shapes);
+    return {y[0], y[1], y[2], scale, with_gate ? y[3] : Variable()};
+  }
+  return {autograd::reshape(q_.forward(q_data), qs), autograd::reshape(k_.forward(kv_data), ks),
+          autograd::reshape(v_.forward(kv_data), ks), scale,
+          with_gate ? autograd::reshape(gate_->forward(q_data), qs) : Variable()};
 }
 
 Variable Attention::heads(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
                           const Tensor& cu_seqlens, const std::function<Variable()>& late_bias) const {
-  const Projected p = project(q_data, kv_data);
-  const Variable g = gate_ ? autograd::reshape(gate_->forward(q_data), p.q.shape()) : Variable();
+  const Projected p = project(q_data, kv_data, true);
+  const Variable& g = p.gate;
   std::vector<Variable> all;
   if (late_bias) {
     all = biases;
@@ -171,8 +184,9 @@ Variable GlobalAttention::forward(const Variable& m, const Tensor& mask) const {
   const Variable wv(w.view({b, 1, s}));
   const Variable q_avg = autograd::reshape(autograd::matmul(wv, m3), {b, c_in_});
   const Variable q = autograd::reshape(q_.forward(q_avg), {b, heads_, dim_});
-  const Variable k = k_.forward(m3), v = v_.forward(m3);
-  const Variable g = autograd::reshape(gate_.forward(m3), {b, s, heads_, dim_});
+  // k, v and the gate: the projections of m in one op (m cast once, k and v by one strided batch).
+  const std::vector<Variable> kvg = nn::project(m3, {&k_, &v_, &gate_}, {{b, s, dim_}, {b, s, dim_}, {b, s, heads_, dim_}});
+  const Variable &k = kvg[0], &v = kvg[1], &g = kvg[2];
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim_)));
   const Variable o = autograd::global_attention(q, k, v, bias_t, g, scale);
   return output_.forward(autograd::reshape(o, with_last(m.shape(), heads_ * dim_)));

@@ -62,8 +62,12 @@ class Attention : public Module {
   struct Projected {
     Variable q, k, v;  // [B, L, H, d]
     float scale;       // 1/√d
+    Variable gate;     // [B, Lq, H, d] when asked for and gating is on
   };
-  Projected project(const Variable& q_data, const Variable& kv_data) const;
+  // With `gate` (and gating on), Projected::gate is the gate's projection [B, Lq, H, d] too. For
+  // self-attention (q_data and kv_data the same Variable) the projections run as one op
+  // (nn::project: x cast once, one strided-batch GEMM, one dx in the backward).
+  Projected project(const Variable& q_data, const Variable& kv_data, bool gate = false) const;
   AttentionOptions opt_;
   Linear q_, k_, v_;
   std::unique_ptr<Linear> gate_;

@@ -44,6 +44,17 @@ Variable Linear::forward(const Variable& x) const { return autograd::linear(x, w
 
 Variable Linear::forward_no_bias(const Variable& x) const { return autograd::linear(x, weight_); }
 
+std::vector<Variable> project(const Variable& x, const std::vector<const Linear*>& layers,
+                              const std::vector<Shape>& shapes) {
+  std::vector<Variable> ws, bs;
+  for (const Linear* l : layers) {
+    FC_CHECK(l->options().act == ops::Activation::none, "project: '", l->path(), "' has an activation");
+    ws.push_back(l->weight());
+    bs.push_back(l->bias());
+  }
+  return autograd::linears(x, ws, bs, shapes);
+}
+
 LayerNorm::LayerNorm(Scope scope, int64_t c, float eps) : Module(std::move(scope)), eps_(eps) {
   scale_ = add_parameter("scale", {c}, false, Tensor::full({c}, 1.0, DType::f32));
   offset_ = add_parameter("offset", {c}, false);

@@ -33,12 +33,18 @@ class Linear : public Module {
   const Variable& bias() const { return bias_; }  // undefined when built without bias
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
+  const LinearOptions& options() const { return opt_; }
 
  private:
   int64_t in_, out_;
   LinearOptions opt_;
   Variable weight_, bias_;
 };
+
+// The projections of one input by several Linears (no activation) in one op (autograd::linears):
+// the same values as each Linear's forward, shaped shapes[i] when given.
+std::vector<Variable> project(const Variable& x, const std::vector<const Linear*>& layers,
+                              const std::vector<Shape>& shapes = {});
 
 // LayerNorm over the last dim; parameters "<path>/scale" (ones) and "/offset" (zeros) as in AF2.
 class LayerNorm : public Module {

@@ -10,6 +10,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/param_cast_cache.h"
+#include "autograd/param_store.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "test_util.h"
@@ -92,6 +93,39 @@ TEST(ParamCastCache, Bf16LinearIsTheSameWithTheScope) {
     const auto r = testing::all_close(scoped[i].to(DType::f32), plain[i].to(DType::f32), 0, 0);
     EXPECT_TRUE(r.ok) << r.message;
   }
+}
+
+// With the flat buffer: one cast of the whole buffer; every parameter's cast, and a stack of
+// parameters lying back to back, is a view of it (the same bits as a fresh cast); a stack with a gap
+// is made (and cached) as before, and so is a parameter outside the buffer.
+TEST(ParamCastCache, FlatBufferIsCastOnceAndViewed) {
+  Generator gen(6);
+  ParamStore store;
+  const Variable w1 = store.add("w1", {16, 4}, true, randn({16, 4}, gen));
+  const Variable w2 = store.add("w2", {16, 4}, true, randn({16, 4}, gen));
+  const Variable b = store.add("b", {3}, false, randn({3}, gen));  // 3 values, then an alignment gap
+  const Variable w3 = store.add("w3", {16, 4}, true, randn({16, 4}, gen));
+  store.finalize();
+  const ParamCastScope scope(store.values(), DType::bf16);
+  EXPECT_EQ(param_cast_stats().made, 1);
+  const Tensor flat = cast_param(w1, DType::bf16);
+  EXPECT_EQ(bits(flat), bits(w1.value().to(DType::bf16)));
+  EXPECT_EQ(bits(cast_param(b, DType::bf16)), bits(b.value().to(DType::bf16)));
+  const Tensor adjacent = stack_params({w1, w2}, {16, 4}, DType::bf16, Device::cpu());
+  EXPECT_EQ(adjacent.data_ptr(), flat.data_ptr());  // a view, nothing copied
+  EXPECT_EQ(adjacent.shape(), Shape({2, 16, 4}));
+  EXPECT_EQ(bits(adjacent.select(0, 1)), bits(w2.value().to(DType::bf16)));
+  EXPECT_EQ(param_cast_stats().made, 1);
+  const Tensor gap = stack_params({w2, w3}, {16, 4}, DType::bf16, Device::cpu());  // b lies between them
+  EXPECT_EQ(param_cast_stats().made, 2);
+  EXPECT_EQ(bits(gap.select(0, 1)), bits(w3.value().to(DType::bf16)));
+  EXPECT_EQ(stack_params({w2, w3}, {16, 4}, DType::bf16, Device::cpu()).data_ptr(), gap.data_ptr());
+  // A parameter outside the buffer: cast on its own (once, then handed out again).
+  const Variable outside(randn({16, 4}, gen), true);
+  const Tensor own = cast_param(outside, DType::bf16);
+  EXPECT_EQ(param_cast_stats().made, 3);
+  EXPECT_EQ(cast_param(outside, DType::bf16).data_ptr(), own.data_ptr());
+  EXPECT_EQ(bits(own), bits(outside.value().to(DType::bf16)));
 }
 
 }  // namespace

@@ -120,6 +120,70 @@ TEST(GemmCuda, RowStridedViewsAndMatmul) {
   FC_EXPECT_CLOSE(got2.to(Device::cpu()), ref, kF32Atol, kF32Rtol);
 }
 
+// One bias per batch entry (cuBLASLt's bias batch stride; the K = 0 and separate-GELU epilogues
+// read it per batch too): the stacked projections of autograd::linears, against the CPU.
+TEST(GemmCuda, PerBatchBiasMatchesCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(402);
+  for (DType dt : {DType::f32, DType::bf16})
+    for (Activation act : {Activation::none, Activation::relu, Activation::gelu})
+      for (const int64_t k : {int64_t{40}, int64_t{0}}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " act " + std::to_string(static_cast<int>(act)) + " k " +
+                     std::to_string(k));
+        const Tensor a = randn({33, k}, gen, 0, 1, dt), b = randn({5, k, 24}, gen, 0, 1, dt);
+        const Tensor bias = randn({5, 24}, gen, 0, 1, dt), out0 = randn({5, 33, 24}, gen, 0, 1, dt);
+        auto run = [&](Device dev) {
+          Tensor o = out0.to(dev).clone();
+          GemmArgs g;
+          g.bias = bias.to(dev);
+          g.act = act;
+          g.beta = k == 0 ? 0.5f : 0.f;
+          ops::gemm(a.to(dev), b.to(dev), o, g);
+          return o.to(Device::cpu());
+        };
+        const double atol = dt == DType::f32 ? kF32Atol : kBf16Atol, rtol = dt == DType::f32 ? kF32Rtol : kBf16Rtol;
+        FC_EXPECT_CLOSE(run(Device::cuda()), run(Device::cpu()), atol, rtol);
+      }
+}
+
+// The per-thread cuBLASLt plans: the same shape again reuses its plan (and gives the same bits),
+// a new bias pointer on a reused plan is the one read, and an operand of another alignment or a
+// new shape makes a plan of its own.
+TEST(GemmCuda, PlansAreReusedPerShape) {
+  FC_REQUIRE_CUDA();
+  Generator gen(403);
+  const Device dev = Device::cuda();
+  const Tensor a = randn({32, 24}, gen, 0, 1, DType::bf16).to(dev), b = randn({24, 40}, gen, 0, 1, DType::bf16).to(dev);
+  const Tensor bias1 = randn({40}, gen, 0, 1, DType::bf16).to(dev), bias2 = randn({40}, gen, 0, 1, DType::bf16).to(dev);
+  auto product = [&](const Tensor& x, const Tensor& bias) {
+    Tensor o = Tensor::empty({x.size(0), 40}, DType::bf16, dev);
+    GemmArgs g;
+    g.bias = bias;
+    ops::gemm(x, b, o, g);
+    return o.to(Device::cpu()).to(DType::f32);
+  };
+  const ops::GemmPlanStats s0 = ops::gemm_plan_stats();
+  const Tensor first = product(a, bias1);
+  const ops::GemmPlanStats s1 = ops::gemm_plan_stats();
+  EXPECT_EQ(s1.made - s0.made, 1);
+  const Tensor again = product(a, bias1), other_bias = product(a, bias2);
+  const ops::GemmPlanStats s2 = ops::gemm_plan_stats();
+  EXPECT_EQ(s2.made, s1.made);
+  EXPECT_EQ(s2.reused - s1.reused, 2);
+  FC_EXPECT_CLOSE(again, first, 0, 0);
+  GemmArgs cpu_args;
+  cpu_args.bias = bias2.to(Device::cpu());
+  Tensor ref = Tensor::empty({32, 40}, DType::bf16);
+  ops::gemm(a.to(Device::cpu()), b.to(Device::cpu()), ref, cpu_args);
+  FC_EXPECT_CLOSE(other_bias, ref.to(DType::f32), kBf16Atol, kBf16Rtol);
+  // Rows 1.. of a 33-row buffer: a 2-byte aligned operand, a plan of its own; a new shape too.
+  const Tensor shifted = randn({33, 24}, gen, 0, 1, DType::bf16).to(dev).narrow(0, 1, 32);
+  const ops::GemmPlanStats s3 = ops::gemm_plan_stats();
+  product(shifted, bias1);
+  product(a.narrow(0, 0, 16), bias1);
+  EXPECT_EQ(ops::gemm_plan_stats().made - s3.made, 2);
+}
+
 // bf16 operands into an fp32 out with beta = 1 (the weight gradient's mixed product): cuBLASLt's
 // result against the CPU's, both fp32 accumulations of the same values and fp32 out (kF32 bounds);
 // batched, transposed, and K = 0 (beta·out only). Also through the fallback for a cuBLASLt without

@@ -4,6 +4,11 @@
 #include <atomic>
 #include <cstdint>
 
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "core/cuda/block_counters.cuh"
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
 #include "core/cuda_backend.h"
@@ -406,4 +411,19 @@ void cuda_fill(const Tensor& dst, double value) {
 }
 
 }  // namespace detail
+
+unsigned* block_counters(Device device, int64_t groups) {
+  static std::mutex mutex;
+  // (device, stream) → zeroed counters; never destroyed (no device frees after the runtime is gone).
+  static auto* pools = new std::map<std::pair<int, void*>, Tensor>();
+  const cudaStream_t stream = cuda_stream_of(device);
+  const std::lock_guard<std::mutex> lock(mutex);
+  Tensor& pool = (*pools)[{device.index, static_cast<void*>(stream)}];
+  if (!pool.defined() || pool.numel() < groups) {
+    // Stream-ordered: the old buffer's last kernels ran before anything reuses its memory.
+    pool = Tensor::zeros({std::max<int64_t>(groups, 1024)}, DType::i32, device);
+  }
+  return static_cast<unsigned*>(pool.data_ptr());
+}
+
 }  // namespace foldcore

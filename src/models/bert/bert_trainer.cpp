@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "autograd/autograd.h"
+#include "autograd/param_cast_cache.h"
 #include "core/allocator.h"
 #include "core/random.h"
 #include "data_pipeline/bert/bert_data.h"
@@ -302,6 +303,10 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
     double loss_sum = 0;
     // This step's local work: samples, tokens, token slots, model FLOPs (summed over ranks below).
     std::vector<double> work(4, 0.0);
+    // Under bf16 the parameters are cast once for the step's micro-batches (the whole flat buffer in
+    // one kernel, each weight's cast a view of it); the scope ends before the optimizer changes them.
+    std::optional<autograd::ParamCastScope> param_casts;
+    param_casts.emplace(o.precision == DType::bf16 ? params.values() : Tensor(), DType::bf16);
     for (int64_t micro = 0; micro < tc.grad_accumulation * dp; ++micro) {
       if (micro / tc.grad_accumulation != o.dp_rank) {  // another rank's micro-batch: not made
         train.skip();
@@ -333,6 +338,7 @@ BertRunResult run_bert_training(const BertRunOptions& o, BertBatchSource& train,
       work[2] += static_cast<double>(batch.input_ids.numel());
       work[3] += 3 * model.forward_flops(w.tokens, w.tokens > 0 ? w.attn_sq / w.tokens : 0, w.predictions, w.sequences);
     }
+    param_casts.reset();
     if (dp > 1) {
       o.average_gradients(params.grads(), params.segments());
       work.push_back(loss_sum);

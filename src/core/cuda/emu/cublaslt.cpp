@@ -22,6 +22,7 @@ struct fc_emu_lt_desc {
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void* bias = nullptr;
   cudaDataType_t bias_type = CUDA_R_32F;
+  int64_t bias_batch_stride = 0;
 };
 struct fc_emu_lt_layout {
   cudaDataType_t type = CUDA_R_32F;
@@ -117,6 +118,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
     case CUBLASLT_MATMUL_DESC_EPILOGUE: return read_attr(d->epilogue, v, bytes);
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return read_attr(d->bias, v, bytes);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return read_attr(d->bias_type, v, bytes);
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: return read_attr(d->bias_batch_stride, v, bytes);
   }
   return CUBLAS_STATUS_INVALID_VALUE;
 }
@@ -211,7 +213,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
       for (int64_t i = 0; i < m; ++i) {
         float v = alpha * acc[static_cast<size_t>(i * n + j)];
         if (beta != 0.f) v += beta * load(lc->type, C, oc + i + j * lc->ld);
-        if (bias) v += load(d->bias_type, d->bias, i);
+        if (bias) v += load(d->bias_type, d->bias, bi * d->bias_batch_stride + i);
         if (relu) v = v > 0.f ? v : 0.f;
         store(ld->type, D, od + i + j * ld->ld, v);
       }

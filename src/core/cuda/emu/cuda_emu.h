@@ -158,6 +158,8 @@ template <typename T> T from_bits(uint64_t b) {
 }  // namespace fc_emu
 
 inline void __syncthreads() { ::fc_emu::syncthreads(); }
+// Blocks run one after another on the host: their writes are visible to every later block.
+inline void __threadfence() {}
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::fc_emu::warp_exchange(::fc_emu::WarpOp::sync, mask, 0, 0, 32); }
 template <typename T> T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   return fc_emu::from_bits<T>(fc_emu::warp_exchange(fc_emu::WarpOp::shfl, mask, fc_emu::to_bits(v), src, width));

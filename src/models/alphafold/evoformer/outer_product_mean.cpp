@@ -57,7 +57,8 @@ std::pair<Variable, Variable> OuterProductMean::projections(const Variable& m, c
                                                             int64_t chunk) const {
   const auto project = [&](const Variable& rows, const Tensor& rows_mask) {
     const Variable x = layer_norm_input_.forward(rows);
-    const Variable left = left_.forward(x), right = right_.forward(x);
+    const std::vector<Variable> lr = nn::project(x, {&left_, &right_});  // both from one cast of x
+    const Variable &left = lr[0], &right = lr[1];
     // The mask (0 or 1) in the projections' dtype: under bf16 autocast the products stay bf16, the
     // same values as the fp32 products (exact), without a conversion to fp32 and back for the GEMM.
     const Variable mask3(mask_as(rows_mask.unsqueeze(-1), left.dtype()));

@@ -60,8 +60,13 @@ Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_m
 
 Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& mask) const {
   const Variable x = layer_norm_input_.forward(z);  // [N, N, c_z]
-  const Variable ga = autograd::sigmoid_gate(left_gate_.forward(x), left_projection_.forward(x));
-  const Variable gb = autograd::sigmoid_gate(right_gate_.forward(x), right_projection_.forward(x));
+  // The five projections of x in one op (x cast once, one strided-batch GEMM where the widths
+  // agree, one dx in the backward). The output gate's projection is made here too, in every mode, so
+  // a recomputed segment's no-grad forward and its rerun compute it the same way.
+  const std::vector<Variable> p =
+      nn::project(x, {&left_projection_, &left_gate_, &right_projection_, &right_gate_, &gating_linear_});
+  const Variable ga = autograd::sigmoid_gate(p[1], p[0]);
+  const Variable gb = autograd::sigmoid_gate(p[3], p[2]);
   // The mask (0 or 1) in the edges' dtype: under bf16 autocast the masked edges, their channel-major
   // copies and the contraction's operands stay bf16 (the same values), with no conversion to fp32
   // and back and half the bytes in the permutes.
@@ -76,7 +81,7 @@ Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& 
   const Variable t = outgoing_ ? autograd::matmul(ac, bc, false, true) : autograd::matmul(bc, ac, true, false);
   const Variable t_ij = autograd::contiguous(autograd::permute(t, {1, 2, 0}));  // [N, N, c]
   const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));  // [N, N, c_z]
-  return autograd::sigmoid_gate(gating_linear_.forward(x), o);
+  return autograd::sigmoid_gate(p[4], o);
 }
 
 Variable TriangleMultiplication::forward_inference(const Variable& z, const Tensor& mask) const {

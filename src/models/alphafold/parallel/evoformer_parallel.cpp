@@ -124,9 +124,8 @@ Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tenso
   const auto edge = [&](const nn::Linear& gate_linear, const nn::Linear& projection) {
     return run_chunked(zz_shape[0], chunk, [&](int64_t i0, int64_t len) {
       const Variable xs = ag::narrow(x, 0, i0, len);
-      return ag::contiguous(ag::permute(
-          ag::mul(ag::sigmoid_gate(gate_linear.forward(xs), projection.forward(xs)), ag::narrow(mask3, 0, i0, len)),
-          {2, 0, 1}));
+      const std::vector<Variable> gp = nn::project(xs, {&gate_linear, &projection});  // one cast of xs, one GEMM
+      return ag::contiguous(ag::permute(ag::mul(ag::sigmoid_gate(gp[0], gp[1]), ag::narrow(mask3, 0, i0, len)), {2, 0, 1}));
     }, 1);
   };
   if (!ag::grad_enabled() && chunk > 0) {

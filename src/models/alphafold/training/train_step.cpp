@@ -76,7 +76,9 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
   ag::EnableGradGuard grad_on;
   // Under bf16 autocast each parameter is cast once for the step's forward, recomputed segments and
   // backward (the parameters do not change before the optimizer runs, after this function).
-  const ag::ParamCastScope param_casts;
+  // Under bf16 the whole flat parameter buffer is cast at once (one kernel; each parameter's cast is
+  // a view of it).
+  const ag::ParamCastScope param_casts(precision == DType::bf16 ? params.values() : Tensor(), DType::bf16);
   Af2GraphOutputs g;
   std::optional<profile::Scope> stage;
   stage.emplace("forward", device);

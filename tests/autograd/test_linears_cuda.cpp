@@ -1,0 +1,84 @@
+// autograd::linears on CUDA against the CPU: the strided-batch product with one bias per entry,
+// the packed output gradients, the fp32 dx accumulated over the projections and the one-product
+// weight gradients of back-to-back weights, in fp32 and under bf16 autocast. Skipped without a
+// CUDA device (the host emulation runs it in CI).
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "core/random.h"
+#include "test_util.h"
+
+namespace foldcore::autograd {
+namespace {
+
+struct Result {
+  std::vector<Tensor> values;  // outputs, then dx, dW_i, db_i (on the host, fp32)
+};
+
+// q, k, v, gate of width 8 (no bias but on the gate), then a pair-bias-like projection of width 3:
+// two runs; the four weights back to back in one gradient buffer, as the ParamStore lays them out.
+Result run(Device dev, DType autocast) {
+  Generator gen(21);
+  const int64_t in = 16, rows = 40;
+  const Tensor xv = randn({4, 10, in}, gen);
+  std::vector<Tensor> wv, bv;
+  for (int i = 0; i < 5; ++i) wv.push_back(randn({in, i < 4 ? 8 : 3}, gen));
+  bv.push_back(randn({8}, gen));
+  bv.push_back(randn({3}, gen));
+  const Variable x(xv.to(dev), true);
+  std::vector<Variable> w, b(5);
+  for (const Tensor& t : wv) w.emplace_back(t.to(dev), true);
+  b[3] = Variable(bv[0].to(dev), true);
+  b[4] = Variable(bv[1].to(dev), true);
+  Tensor flat = Tensor::zeros({4 * in * 8}, DType::f32, dev);
+  for (int i = 0; i < 4; ++i) w[i].set_grad(flat.narrow(0, i * in * 8, in * 8).view({in, 8}));
+  std::optional<AutocastGuard> ac;
+  if (autocast != DType::f32) ac.emplace(autocast);
+  const LinearsStats before = linears_stats();
+  const std::vector<Variable> y = linears(x, w, b, {{4, 10, 2, 4}, {4, 10, 2, 4}, {4, 10, 2, 4}, {4, 10, 2, 4}, {4, 10, 3}});
+  // Consumers: a gate over v (new_grad for both), q·k elementwise (two inputs), and y4 scaled.
+  const Variable gv = sigmoid_gate(y[3], y[2]);
+  const Variable qk = mul(y[0], y[1]);
+  const Variable loss_parts = concat({reshape(gv, {rows * 8}), reshape(qk, {rows * 8}), reshape(scale(y[4], 3.f), {rows * 3})}, 0);
+  Generator wg(22);
+  backward({loss_parts}, {randn(loss_parts.shape(), wg).to(loss_parts.dtype()).to(dev)});
+  EXPECT_EQ(linears_stats().batched_runs - before.batched_runs, 1);
+  EXPECT_EQ(linears_stats().batched_weight_grads - before.batched_weight_grads, 1);
+  Result r;
+  auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f32); };
+  for (const Variable& v : y) r.values.push_back(host(v.value()));
+  r.values.push_back(host(x.grad()));
+  for (const Variable& v : w) r.values.push_back(host(v.grad()));
+  r.values.push_back(host(b[3].grad()));
+  r.values.push_back(host(b[4].grad()));
+  return r;
+}
+
+void compare(DType autocast, double atol, double rtol) {
+  const Result cpu = run(Device::cpu(), autocast), gpu = run(Device::cuda(), autocast);
+  ASSERT_EQ(cpu.values.size(), gpu.values.size());
+  for (size_t i = 0; i < cpu.values.size(); ++i) {
+    SCOPED_TRACE("tensor " + std::to_string(i));
+    FC_EXPECT_CLOSE(gpu.values[i], cpu.values[i], atol, rtol);
+  }
+}
+
+// fp32: both sides sum K = 16 (forward) or ≤ 40 (gradients) fp32 products in some order: 1e-4.
+TEST(LinearsCuda, MatchesCpuF32) {
+  FC_REQUIRE_CUDA();
+  compare(DType::f32, 1e-4, 1e-4);
+}
+
+// bf16: the same bf16 operands, fp32 sums, outputs rounded to bf16 on both sides (one ulp, 2⁻⁸,
+// apart where the sums round differently); the gradients go through the bf16 outputs' consumers.
+TEST(LinearsCuda, MatchesCpuBf16) {
+  FC_REQUIRE_CUDA();
+  compare(DType::bf16, 3e-2, 3e-2);
+}
+
+}  // namespace
+}  // namespace foldcore::autograd
