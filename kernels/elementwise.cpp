@@ -167,7 +167,14 @@ void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout,
 void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
                                    const DropoutArgs& d, const Tensor& out) {
   constexpr std::string_view op = "bias_dropout_residual_forward";
-  check_unary(op, x, out);
+  if (x.dtype() != out.dtype()) {  // a 16-bit update into an fp32 stream, without bias
+    FC_CHECK(out.dtype() == DType::f32 && (x.dtype() == DType::bf16 || x.dtype() == DType::f16) && !bias.defined(),
+             op, ": x ", x.str(), " into out ", out.str(), " (mixed dtypes: a 16-bit x without bias into an f32 out)");
+    FC_CHECK(x.shape() == out.shape() && x.device() == out.device() && x.is_contiguous() && out.is_contiguous(), op,
+             ": x ", x.str(), " and out ", out.str(), " must be contiguous, of one shape and device");
+  } else {
+    check_unary(op, x, out);
+  }
   FC_CHECK(x.dim() >= 1, op, ": x must have at least one dim, got ", x.str());
   check_dropout_p(op, d.p);
   if (bias.defined()) {
@@ -177,7 +184,7 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
              x.str());
   }
   if (residual.defined()) {
-    check_like(op, "x", x, "residual", residual);
+    check_like(op, "out", out, "residual", residual);
     check_contiguous(op, "residual", residual);
   }
   const DropoutMaskDesc mask = make_dropout_mask_desc(x.shape(), d.shared_dims, d.index_base);
@@ -189,7 +196,15 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
 void bias_dropout_residual_backward(const Tensor& dout, const DropoutArgs& d, const Tensor& dx,
                                     const Tensor& dbias) {
   constexpr std::string_view op = "bias_dropout_residual_backward";
-  check_unary(op, dout, dx);
+  if (dout.dtype() != dx.dtype()) {  // the mixed forward's: an fp32 dout into a 16-bit dx
+    FC_CHECK(dout.dtype() == DType::f32 && (dx.dtype() == DType::bf16 || dx.dtype() == DType::f16) &&
+                 !dbias.defined(),
+             op, ": dout ", dout.str(), " into dx ", dx.str(), " (mixed dtypes: an f32 dout into a 16-bit dx, no dbias)");
+    FC_CHECK(dout.shape() == dx.shape() && dout.device() == dx.device() && dout.is_contiguous() && dx.is_contiguous(),
+             op, ": dout ", dout.str(), " and dx ", dx.str(), " must be contiguous, of one shape and device");
+  } else {
+    check_unary(op, dout, dx);
+  }
   FC_CHECK(dout.dim() >= 1, op, ": dout must have at least one dim, got ", dout.str());
   check_dropout_p(op, d.p);
   if (dbias.defined()) {

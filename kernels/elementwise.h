@@ -54,11 +54,14 @@ struct DropoutArgs {
 };
 
 // out = residual + dropout(x + bias).  bias (optional [C]) and residual (optional) may be
-// undefined; out may alias residual (in-place residual update).
+// undefined; out may alias residual (in-place residual update). Mixed: a 16-bit x without bias
+// into an fp32 out (and residual): a bf16 update added to an fp32 stream, the values of converting
+// x to fp32 first (exact) and adding in fp32.
 void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
                                    const DropoutArgs& d, const Tensor& out);
 // dx = dropout_mask ⊙ dout / (1−p);  dbias (f32 [C], ACCUMULATED) = Σ_rows dx.
-// dresidual = dout (the caller reuses dout; nothing is written for it).
+// dresidual = dout (the caller reuses dout; nothing is written for it). Mixed (the forward's): an
+// fp32 dout into a 16-bit dx, each value rounded once; no dbias then.
 void bias_dropout_residual_backward(const Tensor& dout, const DropoutArgs& d, const Tensor& dx,
                                     const Tensor& dbias);
 

@@ -133,6 +133,13 @@ std::atomic<bool> g_mixed_fallback{false};
 
 void set_gemm_mixed_fallback(bool on) { g_mixed_fallback = on; }
 
+namespace {
+std::atomic<bool> g_bias_batch_fallback{false};
+}  // namespace
+
+void set_gemm_bias_batch_fallback(bool on) { g_bias_batch_fallback = on; }
+bool gemm_bias_batch_fallback() { return g_bias_batch_fallback; }
+
 GemmPlanStats gemm_plan_stats() {
 #ifdef FOLDCORE_HAVE_CUDA
   return cuda::plan_stats();

@@ -38,6 +38,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // algorithm for that mix, as a 16-bit product plus an fp32 add. Tests force that second path here.
 void set_gemm_mixed_fallback(bool on);
 bool gemm_mixed_fallback();
+// CUDA: a batch with one bias per entry runs as one cuBLASLt product (its bias batch stride);
+// where cuBLASLt offers no algorithm for it, as one product per entry with that entry's bias.
+// Tests force that second path here.
+void set_gemm_bias_batch_fallback(bool on);
+bool gemm_bias_batch_fallback();
 
 // CUDA: each thread keeps the cuBLASLt plan of every GEMM shape it ran (descriptors, layouts and
 // the heuristic's algorithm, keyed by dtypes, sizes, transposes, leading dims, batch strides, the

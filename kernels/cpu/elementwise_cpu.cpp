@@ -169,16 +169,20 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
                                    const Tensor& out) {
   const int64_t c = x.size(-1);
   const float keep_scale = dropout_scale(p);
+  // x and bias in x's dtype; residual and out in out's (the same, or fp32 for a 16-bit x).
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* px = static_cast<const T*>(x.data_ptr());
-    const T* pb = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
-    // out may alias residual: each element reads residual[i] before writing out[i].
-    const T* pr = residual.defined() ? static_cast<const T*>(residual.data_ptr()) : nullptr;
-    // p = 0: every element kept and keep_scale = 1, so v · 1 is v exactly.
-    map_rows_with_keep<T>(out, p, seed, offset, mask, [&](int64_t i, bool kept) {
-      const float v = ld(px, i) + (pb ? ld(pb, i % c) : 0.f);
-      return (pr ? ld(pr, i) : 0.f) + (kept ? v * keep_scale : 0.f);
+    dispatch_float(out.dtype(), [&](auto otag) {
+      using O = decltype(otag);
+      const T* px = static_cast<const T*>(x.data_ptr());
+      const T* pb = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+      // out may alias residual: each element reads residual[i] before writing out[i].
+      const O* pr = residual.defined() ? static_cast<const O*>(residual.data_ptr()) : nullptr;
+      // p = 0: every element kept and keep_scale = 1, so v · 1 is v exactly.
+      map_rows_with_keep<O>(out, p, seed, offset, mask, [&](int64_t i, bool kept) {
+        const float v = ld(px, i) + (pb ? ld(pb, i % c) : 0.f);
+        return (pr ? ld(pr, i) : 0.f) + (kept ? v * keep_scale : 0.f);
+      });
     });
   });
 }
@@ -188,9 +192,12 @@ void dropout_backward(const Tensor& dout, float p, uint64_t seed, uint64_t offse
   const float keep_scale = dropout_scale(p);
   dispatch_float(dout.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* pd = static_cast<const T*>(dout.data_ptr());
-    map_rows_with_keep<T>(dx, p, seed, offset, mask, [&](int64_t i, bool kept) {
-      return kept ? ld(pd, i) * keep_scale : 0.f;  // p = 0: kept, keep_scale = 1
+    dispatch_float(dx.dtype(), [&](auto xtag) {  // dx: dout's dtype, or 16-bit from an fp32 dout
+      using X = decltype(xtag);
+      const T* pd = static_cast<const T*>(dout.data_ptr());
+      map_rows_with_keep<X>(dx, p, seed, offset, mask, [&](int64_t i, bool kept) {
+        return kept ? ld(pd, i) * keep_scale : 0.f;  // p = 0: kept, keep_scale = 1
+      });
     });
   });
 }

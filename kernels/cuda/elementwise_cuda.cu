@@ -181,21 +181,24 @@ template <typename F> __device__ __forceinline__ void for_each_dropout_element(i
   }
 }
 
-// out = residual + dropout(x + bias); bias/residual may be null; out may alias residual.
-template <typename T>
-__global__ void bias_dropout_residual_kernel(int64_t n, int64_t c, const T* x, const T* bias, const T* res, T* out,
+// out = residual + dropout(x + bias); bias/residual may be null; out may alias residual. x and
+// bias in T, residual and out in O (T, or fp32 for a 16-bit update of an fp32 stream).
+template <typename T, typename O>
+__global__ void bias_dropout_residual_kernel(int64_t n, int64_t c, const T* x, const T* bias, const O* res, O* out,
                                              DropoutParams d) {
   for_each_dropout_element(n, d, [&](int64_t i, bool keep) {
     float v = to_f32(x[i]) + (bias ? to_f32(bias[i % c]) : 0.f);
     if (d.p > 0.f) v = keep ? v * d.keep_scale : 0.f;
-    out[i] = from_f32<T>((res ? to_f32(res[i]) : 0.f) + v);
+    out[i] = from_f32<O>((res ? to_f32(res[i]) : 0.f) + v);
   });
 }
 
-template <typename T> __global__ void dropout_backward_kernel(int64_t n, const T* dout, T* dx, DropoutParams d) {
+// dx (X: dout's T, or 16-bit from an fp32 dout) = mask ⊙ dout / (1 − p).
+template <typename T, typename X>
+__global__ void dropout_backward_kernel(int64_t n, const T* dout, X* dx, DropoutParams d) {
   for_each_dropout_element(n, d, [&](int64_t i, bool keep) {
     const float v = to_f32(dout[i]);
-    dx[i] = from_f32<T>(d.p > 0.f ? (keep ? v * d.keep_scale : 0.f) : v);
+    dx[i] = from_f32<X>(d.p > 0.f ? (keep ? v * d.keep_scale : 0.f) : v);
   });
 }
 
@@ -279,12 +282,20 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
                                    uint64_t seed, uint64_t offset, const DropoutMaskDesc& mask,
                                    const Tensor& out) {
   const DropoutParams d{p, dropout_scale(p), seed, offset, mask};
+  const int64_t n = x.numel();
   cuda_dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const int64_t n = x.numel();
-    launch_kernel<bias_dropout_residual_kernel<T>>(grid_for((n + 3) / 4, kBlock), kBlock, 0, cuda_stream_of(x.device()),
-        n, x.size(-1), static_cast<const T*>(x.data_ptr()), ptr_or_null<T>(bias), ptr_or_null<T>(residual),
-        static_cast<T*>(out.data_ptr()), d);
+    const auto run = [&](auto otag) {
+      using O = decltype(otag);
+      launch_kernel<bias_dropout_residual_kernel<T, O>>(grid_for((n + 3) / 4, kBlock), kBlock, 0,
+          cuda_stream_of(x.device()), n, x.size(-1), static_cast<const T*>(x.data_ptr()), ptr_or_null<T>(bias),
+          ptr_or_null<O>(residual), static_cast<O*>(out.data_ptr()), d);
+    };
+    if (out.dtype() == x.dtype()) {
+      run(T{});
+    } else {
+      run(float{});  // a 16-bit update into an fp32 stream (elementwise.cpp checked the mix)
+    }
     FC_CUDA_CHECK_LAUNCH();
   });
 }
@@ -292,11 +303,19 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
 void dropout_backward(const Tensor& dout, float p, uint64_t seed, uint64_t offset, const DropoutMaskDesc& mask,
                       const Tensor& dx) {
   const DropoutParams d{p, dropout_scale(p), seed, offset, mask};
-  cuda_dispatch_float(dout.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const int64_t n = dout.numel();
-    launch_kernel<dropout_backward_kernel<T>>(grid_for((n + 3) / 4, kBlock), kBlock, 0, cuda_stream_of(dout.device()),
-        n, static_cast<const T*>(dout.data_ptr()), static_cast<T*>(dx.data_ptr()), d);
+  const int64_t n = dout.numel();
+  cuda_dispatch_float(dx.dtype(), [&](auto tag) {
+    using X = decltype(tag);
+    const auto run = [&](auto dtag) {
+      using T = decltype(dtag);
+      launch_kernel<dropout_backward_kernel<T, X>>(grid_for((n + 3) / 4, kBlock), kBlock, 0,
+          cuda_stream_of(dout.device()), n, static_cast<const T*>(dout.data_ptr()), static_cast<X*>(dx.data_ptr()), d);
+    };
+    if (dout.dtype() == dx.dtype()) {
+      run(X{});
+    } else {
+      run(float{});  // the mixed forward's fp32 dout into a 16-bit dx
+    }
     FC_CUDA_CHECK_LAUNCH();
   });
 }

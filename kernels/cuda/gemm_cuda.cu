@@ -269,6 +269,24 @@ void gemm(const GemmProblem& p0, Device dev) {
   if (!fresh && p.bias) plan.desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
   const cublasLtMatmulHeuristicResult_t& heur = plan.heur;
   const int found = plan.found;
+  if (p.bias && p.bias_batch_stride != 0 && p.batch > 1 && (found == 0 || gemm_bias_batch_fallback())) {
+    // No algorithm for one bias per batch entry: one product per entry, each with its own bias.
+    const auto at = [](const void* base, int64_t elems, DType t) {
+      return static_cast<void*>(static_cast<char*>(const_cast<void*>(base)) + elems * static_cast<int64_t>(dtype_size(t)));
+    };
+    for (int64_t bi = 0; bi < p.batch; ++bi) {
+      GemmProblem q = p;
+      q.batch = 1;
+      q.a.ptr = at(p.a.ptr, bi * p.a.batch_stride, p.dtype);
+      q.b.ptr = at(p.b.ptr, bi * p.b.batch_stride, p.dtype);
+      q.out.ptr = at(p.out.ptr, bi * p.out.batch_stride, p.out_dtype);
+      if (p.pre_act.ptr) q.pre_act.ptr = at(p.pre_act.ptr, bi * p.pre_act.batch_stride, p.dtype);
+      q.bias = at(p.bias, bi * p.bias_batch_stride, p.dtype);
+      q.bias_batch_stride = 0;
+      gemm(q, dev);
+    }
+    return;
+  }
   if (mixed && (found == 0 || gemm_mixed_fallback())) {
     // No algorithm for 16-bit operands into fp32: the product in the operands' dtype, then added
     // in fp32 (one rounding of the product more).

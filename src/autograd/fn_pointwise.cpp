@@ -221,7 +221,11 @@ Variable bias_dropout_residual(const Variable& x0, const Variable& bias0, const 
                                const DropoutSpec& d, bool in_place) {
   const bool has_res = residual0.defined();
   const DType dt = has_res ? promoted(x0.dtype(), residual0.dtype()) : x0.dtype();
-  const Variable x = cast(x0, dt);
+  // A 16-bit update of an fp32 stream without bias (an Evoformer module's output under bf16
+  // autocast into its fp32 residual stream): one mixed kernel each way, the values of casting x
+  // to fp32 first (exact) and of rounding the fp32 dx once, without the cast's two kernels.
+  const bool mixed = has_res && !bias0.defined() && dt == DType::f32 && x0.dtype() != DType::f32;
+  const Variable x = mixed ? x0 : cast(x0, dt);
   const Variable residual = has_res ? cast(residual0, dt) : Variable();
   const Variable bias = bias0.defined() ? cast(bias0, dt) : Variable();
   FC_CHECK(!has_res || residual.shape() == x.shape(), "bias_dropout_residual: residual ", residual.shape().str(),
@@ -233,13 +237,13 @@ Variable bias_dropout_residual(const Variable& x0, const Variable& bias0, const 
   const Tensor xv = x.value().contiguous();
   Tensor out;
   if (in_place && has_res && detail::can_overwrite(residual)) out = residual.value();
-  if (!out.defined()) out = empty_like(xv);
+  if (!out.defined()) out = Tensor::empty(xv.shape(), dt, xv.device());
   ops::bias_dropout_residual_forward(xv, bias.defined() ? bias.value() : Tensor(),
                                      has_res ? residual.value().contiguous() : Tensor(), args, out);
   auto fn = std::make_unique<BiasDropoutResidualFn>();
   fn->args = args;
   fn->x_shape = x.shape();
-  fn->x_dtype = dt;
+  fn->x_dtype = x.dtype();
   fn->has_bias = bias.defined();
   if (bias.defined()) fn->bias_shape = bias.shape();
   return record1("bias_dropout_residual", std::move(fn), {x, bias, residual}, out);

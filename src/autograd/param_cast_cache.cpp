@@ -131,13 +131,12 @@ Tensor stack_params(const std::vector<Variable>& vs, const Shape& shape, DType t
     }
   }
   Tensor stack = Tensor::empty(full, to, device);
+  if (sources.size() < vs.size()) stack.zero_();  // one fill for the missing entries
   for (size_t i = 0; i < vs.size(); ++i) {
-    Tensor slot = stack.select(0, static_cast<int64_t>(i));
-    if (vs[i].defined()) {
-      slot.copy_(vs[i].value());
-    } else {
-      slot.zero_();
-    }
+    if (!vs[i].defined()) continue;
+    // From the flat buffer's cast when there is one (a copy, no conversion), else the parameter.
+    const Tensor flat = flat_view(vs[i].value(), to, shape);
+    stack.select(0, static_cast<int64_t>(i)).copy_(flat.defined() ? flat : vs[i].value());
   }
   if (cacheable) {
     ++t_stats.made;

@@ -124,6 +124,27 @@ TEST(AutogradFunctions, DropoutSharedMaskAndBiasResidual) {
   EXPECT_LT(dropped, 18);
 }
 
+// A bf16 update of an fp32 stream takes the mixed kernels: the output and both gradients are bit
+// for bit those of casting the update to fp32 first (the former path), dropout on.
+TEST(AutogradFunctions, Bf16UpdateOfAnFp32StreamEqualsTheCastOne) {
+  Generator g(10);
+  const Tensor xv = randn({4, 5, 16}, g).to(DType::bf16), rv = randn({4, 5, 16}, g), w = randn({4, 5, 16}, g);
+  const auto run = [&](bool cast_first) {
+    const Variable x(xv, true), r(rv, true);
+    Generator rng(5);
+    const Variable y = bias_dropout_residual(cast_first ? cast(x, DType::f32) : x, {}, r, DropoutSpec{0.3f, &rng, {-2}});
+    EXPECT_EQ(y.dtype(), DType::f32);
+    backward({y}, {w});
+    EXPECT_EQ(x.grad().dtype(), DType::bf16);
+    return std::vector<Tensor>{y.value(), x.grad().to(DType::f32), r.grad()};
+  };
+  const auto mixed = run(false), cast_first = run(true);
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    SCOPED_TRACE(i);
+    FC_EXPECT_CLOSE(mixed[i], cast_first[i], 0, 0);
+  }
+}
+
 TEST(AutogradFunctions, EmbeddingAndOneHot) {
   Generator g(10);
   const Tensor idx = Tensor::from_vector_i64({1, 3, 1, 0}, {2, 2});

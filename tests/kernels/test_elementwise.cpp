@@ -352,6 +352,30 @@ TEST(Dropout, BackwardUsesTheForwardMaskAndAccumulatesDbias) {
   for (int c = 0; c < 9; ++c) EXPECT_NEAR(dbv[c], db[c], 1e-5) << c;
 }
 
+// A bf16 update of an fp32 stream (no bias): the mixed kernels give exactly the values of
+// converting the update to fp32 first (forward) and of rounding the fp32 dx to bf16 (backward), with
+// dropout on; in place too. Mixes outside that (a bias, a bf16 out) are errors.
+TEST(Dropout, Bf16UpdateOfAnFp32StreamEqualsTheConvertedOne) {
+  Generator gen(23);
+  const Shape s{5, 6, 24};
+  const ops::DropoutArgs d{0.25f, 99, 5, {-3}};
+  const Tensor x = randn(s, gen).to(DType::bf16), res = randn(s, gen), dout = randn(s, gen);
+  Tensor ref = Tensor::empty(s, DType::f32), got = Tensor::empty(s, DType::f32);
+  ops::bias_dropout_residual_forward(x.to(DType::f32), Tensor(), res, d, ref);
+  ops::bias_dropout_residual_forward(x, Tensor(), res, d, got);
+  FC_EXPECT_CLOSE(got, ref, 0, 0);
+  Tensor in_place = res.clone();
+  ops::bias_dropout_residual_forward(x, Tensor(), in_place, d, in_place);
+  FC_EXPECT_CLOSE(in_place, ref, 0, 0);
+  Tensor dx32 = Tensor::empty(s, DType::f32), dx16 = Tensor::empty(s, DType::bf16);
+  ops::bias_dropout_residual_backward(dout, d, dx32, Tensor());
+  ops::bias_dropout_residual_backward(dout, d, dx16, Tensor());
+  FC_EXPECT_CLOSE(dx16.to(DType::f32), dx32.to(DType::bf16).to(DType::f32), 0, 0);
+  EXPECT_THROW(ops::bias_dropout_residual_forward(x, Tensor::zeros({24}, DType::bf16), res, d, got), Error);
+  EXPECT_THROW(ops::bias_dropout_residual_forward(res, Tensor(), Tensor(), d, Tensor::empty(s, DType::bf16)), Error);
+  EXPECT_THROW(ops::bias_dropout_residual_backward(dout, d, dx16, Tensor::zeros({24}, DType::f32)), Error);
+}
+
 TEST(Dropout, BackwardMatchesFiniteDifferences) {
   Generator gen(20);
   const Shape s{3, 5, 8};

@@ -170,6 +170,25 @@ TEST(DropoutCuda, IndexBaseMasksAreBitIdenticalToCpu) {
   }
 }
 
+// The mixed residual update (a bf16 update of an fp32 stream, no bias) and its backward (an fp32
+// dout into a bf16 dx): the CPU's bits, in place too.
+TEST(DropoutCuda, Bf16UpdateOfAnFp32StreamMatchesCpuBitForBit) {
+  FC_REQUIRE_CUDA();
+  Generator gen(104);
+  const Shape s{3, 6, 129};
+  const ops::DropoutArgs d{0.2f, 7, 11, {-3}};
+  const Tensor x = rnd(s, gen, DType::bf16), res = rnd(s, gen, DType::f32), dout = rnd(s, gen, DType::f32);
+  Tensor c = Tensor::empty(s, DType::f32);
+  ops::bias_dropout_residual_forward(x, Tensor(), res, d, c);
+  Tensor g = res.to(kGpu);
+  ops::bias_dropout_residual_forward(x.to(kGpu), Tensor(), g, d, g);
+  FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 0, 0);
+  Tensor cdx = Tensor::empty(s, DType::bf16), gdx = Tensor::empty(s, DType::bf16, kGpu);
+  ops::bias_dropout_residual_backward(dout, d, cdx, Tensor());
+  ops::bias_dropout_residual_backward(dout.to(kGpu), d, gdx, Tensor());
+  FC_EXPECT_CLOSE(gdx.to(Device::cpu()).to(DType::f32), cdx.to(DType::f32), 0, 0);
+}
+
 TEST(DropoutCuda, ForwardBackwardMatchCpuAndInPlace) {
   FC_REQUIRE_CUDA();
   Generator gen(103);

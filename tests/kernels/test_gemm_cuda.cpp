@@ -125,6 +125,7 @@ TEST(GemmCuda, RowStridedViewsAndMatmul) {
 TEST(GemmCuda, PerBatchBiasMatchesCpu) {
   FC_REQUIRE_CUDA();
   Generator gen(402);
+  for (const bool fallback : {false, true})  // one product, or one per entry (no algorithm for the mix)
   for (DType dt : {DType::f32, DType::bf16})
     for (Activation act : {Activation::none, Activation::relu, Activation::gelu})
       for (const int64_t k : {int64_t{40}, int64_t{0}}) {
@@ -142,7 +143,10 @@ TEST(GemmCuda, PerBatchBiasMatchesCpu) {
           return o.to(Device::cpu());
         };
         const double atol = dt == DType::f32 ? kF32Atol : kBf16Atol, rtol = dt == DType::f32 ? kF32Rtol : kBf16Rtol;
-        FC_EXPECT_CLOSE(run(Device::cuda()), run(Device::cpu()), atol, rtol);
+        ops::set_gemm_bias_batch_fallback(fallback);
+        const Tensor got = run(Device::cuda());
+        ops::set_gemm_bias_batch_fallback(false);
+        FC_EXPECT_CLOSE(got, run(Device::cpu()), atol, rtol);
       }
 }
 
