@@ -286,7 +286,12 @@ class Engine {
       // stage ("backward/linear"; a recompute segment's nodes under "…/recompute").
       std::optional<profile::Scope> op_stage;
       if (profile::enabled()) op_stage.emplace(n->name.c_str(), n->outputs.empty() ? Device::cpu() : n->outputs[0].device);
-      with_context(std::string("in the backward of '") + n->name + "'", [&] { n->fn->backward(ctx); });
+      try {
+        n->fn->backward(ctx);
+      } catch (Error& e) {  // the node's name, made only when there is an error to name it in
+        e.add_context("in the backward of '" + n->name + "'");
+        throw;
+      }
       op_stage.reset();
       ctx.finish();
       n->fn.reset();  // frees the saved tensors now

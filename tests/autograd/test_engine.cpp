@@ -1,6 +1,7 @@
 // Engine, ParamStore, grad mode / no-grad memory, recompute, in-place reuse and autocast.
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,6 +30,24 @@ TEST(AutogradEngine, MultiUseGradientsAccumulate) {
   Variable loss2 = sum(v, {0});
   backward(loss2);
   EXPECT_EQ(v.grad().to_vector(), (std::vector<float>{-1.f, 4.f, 7.f}));
+}
+
+// An error inside a node's backward names the node (the context is made only when it throws).
+struct ThrowingFn final : Function {
+  void backward(BackwardCtx&) override { FC_THROW("no backward here"); }
+};
+
+TEST(AutogradEngine, ABackwardErrorNamesTheNode) {
+  const Variable x(Tensor::full({2}, 1.0, DType::f32), true);
+  const Variable y = record1("probe_op", std::make_unique<ThrowingFn>(), {x}, Tensor::full({2}, 2.0, DType::f32));
+  try {
+    backward({y}, {Tensor::full({2}, 1.0, DType::f32)});
+    FAIL() << "the backward should have thrown";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no backward here"), std::string::npos) << what;
+    EXPECT_NE(what.find("in the backward of 'probe_op'"), std::string::npos) << what;
+  }
 }
 
 TEST(AutogradEngine, SavedTensorsAreFreedByBackward) {
