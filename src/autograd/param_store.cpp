@@ -1,5 +1,7 @@
 #include "autograd/param_store.h"
 
+#include <algorithm>
+
 namespace foldcore::autograd {
 
 Variable ParamStore::add(const std::string& name, const Shape& shape, bool weight_decay, const Tensor& init) {
@@ -20,8 +22,50 @@ Variable ParamStore::add(const std::string& name, const Shape& shape, bool weigh
   return entries_.back().var;
 }
 
+void ParamStore::place_together(const std::vector<Variable>& params) {
+  FC_CHECK(!finalized(), "ParamStore::place_together after finalize()");
+  std::vector<size_t> group;
+  for (const Variable& v : params) {
+    FC_CHECK(v.defined() || v.impl() != nullptr, "ParamStore::place_together: an undefined parameter");
+    const auto it = index_.find(v.name());
+    FC_CHECK(it != index_.end() && entries_[it->second].var.impl() == v.impl(), "ParamStore::place_together: '",
+             v.name(), "' is not a parameter of this store");
+    for (const auto& g : groups_)
+      FC_CHECK(std::find(g.begin(), g.end(), it->second) == g.end(), "ParamStore::place_together: '", v.name(),
+               "' is in another group already");
+    FC_CHECK(std::find(group.begin(), group.end(), it->second) == group.end(), "ParamStore::place_together: '",
+             v.name(), "' twice");
+    group.push_back(it->second);
+  }
+  if (group.size() > 1) groups_.push_back(std::move(group));
+}
+
 void ParamStore::finalize() {
   FC_CHECK(!finalized(), "ParamStore::finalize called twice");
+  if (!groups_.empty()) {  // the layout order: each group at its first member's place
+    std::vector<int> group_of(entries_.size(), -1);
+    for (size_t g = 0; g < groups_.size(); ++g)
+      for (const size_t i : groups_[g]) group_of[i] = static_cast<int>(g);
+    std::vector<bool> placed(entries_.size(), false);
+    std::vector<Entry> ordered;
+    ordered.reserve(entries_.size());
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (placed[i]) continue;
+      const std::vector<size_t> single{i};
+      for (const size_t j : group_of[i] >= 0 ? groups_[static_cast<size_t>(group_of[i])] : single) {
+        ordered.push_back(std::move(entries_[j]));
+        placed[j] = true;
+      }
+    }
+    entries_ = std::move(ordered);
+    names_.clear();
+    index_.clear();
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      names_.push_back(entries_[i].var.name());
+      index_[names_.back()] = i;
+    }
+    groups_.clear();
+  }
   int64_t total = 0;
   for (Entry& e : entries_) {
     e.offset = total;

@@ -35,6 +35,13 @@ class ParamStore {
   // value; undefined means zeros. Names must be unique; not allowed after finalize().
   Variable add(const std::string& name, const Shape& shape, bool weight_decay, const Tensor& init = {});
 
+  // Lays these registered parameters out back to back, in this order, where the first of them
+  // (in registration order) would have gone; the others follow it instead of their own places.
+  // Projections of one input stacked for one GEMM (autograd::linears) are then views of the flat
+  // buffers (and of its bf16 cast), and their weight gradients one product. names() and segments()
+  // follow the layout. Before finalize(); a parameter belongs to at most one group.
+  void place_together(const std::vector<Variable>& params);
+
   // Allocates the flat buffers on the device, copies the initial values, zeroes the grads.
   void finalize();
   bool finalized() const { return values_.defined(); }
@@ -66,6 +73,7 @@ class ParamStore {
   std::vector<Entry> entries_;
   std::vector<std::string> names_;
   std::map<std::string, size_t> index_;
+  std::vector<std::vector<size_t>> groups_;  // place_together's, as entry indices
   Tensor values_, grads_;
 };
 

@@ -46,6 +46,11 @@ class Module {
   Scope child_scope(std::string_view name) const { return scope_.child(name); }
   // Registers a parameter `<path>/<name>`; `init` is its initial value (undefined: zeros).
   Variable add_parameter(std::string_view name, const Shape& shape, bool weight_decay, const Tensor& init = {});
+  // The flat buffer's layout: these parameters back to back (ParamStore::place_together), e.g. the
+  // weights of projections that run as one op.
+  void place_together(const std::vector<Variable>& params) const {
+    if (scope_.params != nullptr) scope_.params->place_together(params);
+  }
   // Children are members of the derived class; registering them makes train() and
   // named_parameters() recurse.
   void register_child(Module& child) { children_.push_back(&child); }

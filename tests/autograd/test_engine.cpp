@@ -182,6 +182,32 @@ struct TinyModel {
   }
 };
 
+// place_together: a group is laid out back to back, in its order, where its first member was
+// registered; names() and segments() follow the layout; the values are each parameter's own.
+TEST(ParamStore, PlaceTogetherLaysAGroupOutBackToBack) {
+  ParamStore ps;
+  const Variable a = ps.add("a", {16}, true, Tensor::full({16}, 1.0, DType::f32));
+  const Variable w1 = ps.add("w1", {4, 8}, true, Tensor::full({4, 8}, 2.0, DType::f32));
+  const Variable b1 = ps.add("b1", {16}, false, Tensor::full({16}, 3.0, DType::f32));
+  const Variable w2 = ps.add("w2", {4, 8}, true, Tensor::full({4, 8}, 4.0, DType::f32));
+  const Variable b2 = ps.add("b2", {16}, false, Tensor::full({16}, 5.0, DType::f32));
+  ps.place_together({w2, w1});  // the group's order, not the registration order
+  ps.place_together({b1, b2});
+  EXPECT_THROW(ps.place_together({w1, a}), Error);  // w1 is in a group already
+  ps.finalize();
+  EXPECT_THROW(ps.place_together({a, b1}), Error);  // after finalize
+  EXPECT_EQ(ps.names(), (std::vector<std::string>{"a", "w2", "w1", "b1", "b2"}));
+  const auto seg = ps.segments();
+  for (size_t i = 1; i < seg.size(); ++i) EXPECT_GT(seg[i].offset, seg[i - 1].offset);
+  EXPECT_EQ(static_cast<const char*>(w1.value().data_ptr()),
+            static_cast<const char*>(w2.value().data_ptr()) + 32 * sizeof(float));
+  EXPECT_EQ(static_cast<const char*>(b2.value().data_ptr()),
+            static_cast<const char*>(b1.value().data_ptr()) + 16 * sizeof(float));
+  EXPECT_EQ(w1.value().to_vector(), std::vector<float>(32, 2.f));
+  EXPECT_EQ(w2.value().to_vector(), std::vector<float>(32, 4.f));
+  EXPECT_EQ(ps.get("b2").value().to_vector(), std::vector<float>(16, 5.f));
+}
+
 TEST(Recompute, SameGradientsLessMemory) {
   TinyModel m(2);
   Generator g(4);

@@ -87,8 +87,12 @@ TEST(Af2ParallelEvoformer, MsaBranchIsAlphaFoldsAndOuterProductMeanComesLast) {
   EXPECT_GT(max_diff(z_par.value(), z_std.value()), 1e-3);
 }
 
-// Finite differences of the parallel block's outputs w.r.t. both inputs (tolerances as in
-// test_af2_evoformer.cpp: eps 1e-2, atol 3e-3 + rtol 3e-2 against O(1e-4) truncation and rounding).
+// Finite differences of the parallel block's outputs w.r.t. both inputs: atol 3e-3 + rtol 3e-2 as in
+// test_af2_evoformer.cpp, with eps 1e-3. The block's random parameters fill the flat buffer in layout
+// order; with the layout that places the triangle multiplications' projections back to back, one of
+// the 48 points is off at eps 1e-2 (0.370 against the analytic 0.328) and agrees at eps 1e-3: a
+// ReLU kink or strong curvature within 1e-2 of it. Rounding of the difference quotient at 1e-3: ≈ 1e-7·|loss|/eps ≈ 1e-3 for O(10)
+// losses, inside the tolerance; truncation O(eps²) is negligible.
 TEST(Af2ParallelEvoformer, GradientsMatchFiniteDifferences) {
   Block par(true);
   const Inputs in = inputs();
@@ -96,7 +100,7 @@ TEST(Af2ParallelEvoformer, GradientsMatchFiniteDifferences) {
     const auto [mo, zo] = par.block.forward(x[0], x[1], in.msa_mask, in.pair_mask);
     return autograd::concat({autograd::reshape(mo, {mo.numel()}), autograd::reshape(zo, {zo.numel()})}, 0);
   };
-  autograd::testing::expect_grads_match_fd(f, {in.m, in.z});
+  autograd::testing::expect_grads_match_fd(f, {in.m, in.z}, {}, 1e-3, 3e-3, 3e-2);
 }
 
 TEST(Af2ParallelEvoformer, YamlKeyTurnsOnTheMainStackOnly) {

@@ -16,6 +16,9 @@ OuterProductMean::OuterProductMean(nn::Scope scope, int64_t c_m, int64_t c_hidde
   register_child(left_);
   register_child(right_);
   register_child(output_);
+  // left and right run as one op (projections): weights and biases back to back.
+  place_together({left_.weight(), right_.weight()});
+  place_together({left_.bias(), right_.bias()});
 }
 
 Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk,

@@ -30,6 +30,17 @@ TriangleMultiplication::TriangleMultiplication(nn::Scope scope, int64_t c_z, int
                                                           &right_projection_, &left_gate_, &right_gate_,
                                                           &output_projection_, &gating_linear_})
     register_child(*c);
+  // The five projections of the normalised input run as one op (forward_whole): their weights and
+  // biases back to back, in that op's order, so its stacks are views and its dW one product.
+  const nn::Linear* projections[] = {&left_projection_, &left_gate_, &right_projection_, &right_gate_,
+                                     &gating_linear_};
+  std::vector<Variable> weights, biases;
+  for (const nn::Linear* l : projections) {
+    weights.push_back(l->weight());
+    biases.push_back(l->bias());
+  }
+  place_together(weights);
+  place_together(biases);
 }
 
 Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_mask, int64_t chunk,
