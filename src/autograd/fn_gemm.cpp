@@ -97,11 +97,18 @@ struct LinearsFn final : Function {
     }
     // dW_i += xᵀ·dy_i into the fp32 master gradients.
     for (const ProjectionRun& r : runs) {
-      std::vector<Tensor> grads;
-      for (int i = r.first; i < r.first + r.count && ctx.needs_grad(w_input(i)); ++i)
-        grads.push_back(ctx.accumulate_grad(w_input(i)));
+      // Each weight's gradient destination, asked for once (undefined where none is needed).
+      std::vector<Tensor> grads(static_cast<size_t>(r.count));
+      bool all = true;
+      for (int j = 0; j < r.count; ++j) {
+        if (ctx.needs_grad(w_input(r.first + j))) {
+          grads[static_cast<size_t>(j)] = ctx.accumulate_grad(w_input(r.first + j));
+        } else {
+          all = false;
+        }
+      }
       const int64_t out = outs[r.first], wn = n_in * out;
-      bool one = is_packed && r.count > 1 && static_cast<int>(grads.size()) == r.count;
+      bool one = is_packed && r.count > 1 && all;
       for (size_t j = 0; one && j < grads.size(); ++j)
         one = grads[j].dtype() == DType::f32 && grads[j].is_contiguous() && grads[j].storage() == grads[0].storage() &&
               grads[j].offset() == grads[0].offset() + static_cast<int64_t>(j) * wn;
@@ -115,8 +122,8 @@ struct LinearsFn final : Function {
         ++t_linears_stats.batched_weight_grads;
         continue;
       }
-      for (int i = r.first; i < r.first + r.count; ++i)
-        if (ctx.needs_grad(w_input(i))) ops::gemm(x2, dy(i), ctx.accumulate_grad(w_input(i)), g);
+      for (int j = 0; j < r.count; ++j)
+        if (grads[static_cast<size_t>(j)].defined()) ops::gemm(x2, dy(r.first + j), grads[static_cast<size_t>(j)], g);
     }
     for (int i = 0; i < n; ++i)
       if (bias_input[i] >= 0 && ctx.needs_grad(bias_input[i]))
