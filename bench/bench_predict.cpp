@@ -388,6 +388,7 @@ int run(int argc, char** argv) {
 
     reset_peak_rss();
     bench::reset_peak(args.device);
+    kernel_profile::reset();
     WallTimer timer;
     const af2::Af2Outputs out = model.predict(features, args.recycles, args.device, {}, predict_keep(args));
     synchronize(args.device);
@@ -407,6 +408,7 @@ int run(int argc, char** argv) {
         .integer("outputs", static_cast<long long>(out.size()))
         .print();
     bench::print_profile("predict_profile", "model_1_ptm_random", n);
+    bench::print_kernel_profile("predict_kernels", "model_1_ptm_random", n, seconds);
   }
   return 0;
 }

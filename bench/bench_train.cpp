@@ -5,7 +5,7 @@
 //
 //   bench_train [--crops 64,128,256] [--configs fp32:0,fp32:1,bf16:0,bf16:1]
 //               [--evoformer_blocks 2] [--extra_msa_blocks 1] [--iterations 1]
-//               [--model_config configs/model/model_1.yaml] [--device cpu|cuda:0]
+//               [--model_config configs/model/model_1.yaml] [--device cpu|cuda:0] [--steps K]
 // (a build without yaml-cpp runs the built-in model_1_ptm config: model_1's widths plus the TM head)
 //
 // --configs: precision:recompute_blocks pairs (recompute_blocks 0 = no recomputation, k = k blocks
@@ -31,7 +31,8 @@
 // method; on the CPU fp32 sgemm for both precisions, the only dense GEMM peak there; the largest of
 // 3 such measurements), measured before the cases.
 // One step per case, after one warm-up step at crop 16 (code paths, thread pool, allocator); on
-// CUDA two steps per case, the faster reported. FOLDCORE_PROFILE=1 adds "train_profile" lines:
+// CUDA two steps per case, the faster reported (--steps K: K steps of the same model, the fastest).
+// FOLDCORE_PROFILE=1 adds "train_profile" lines:
 // seconds per stage of the case's last step (forward, loss, backward; core/profile.h). The step is
 // the trainer's: no per-key gradient report on the host (af2_train_step report_grads = false).
 // host_waits: where the step made the host wait for the device (copies to the host, synchronous
@@ -45,6 +46,8 @@
 // time spent issuing work. On a GPU, host_issue_seconds close to seconds means the device waited
 // for the host (launch-bound: fewer, larger kernels help, faster ones do not); a large
 // host_wait_seconds means the host ran ahead and the device's work is the step's time.
+// FOLDCORE_PROFILE_KERNELS=1 adds "train_kernels" lines (bench_util.h print_kernel_profile): the
+// step's device time by kernel, and its idle time (the device waiting for the host inside the step).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -80,6 +83,7 @@ struct Args {
   std::vector<int64_t> crops{64, 128, 256};
   std::vector<std::pair<std::string, int64_t>> configs{{"fp32", 0}, {"fp32", 1}, {"bf16", 0}, {"bf16", 1}};
   int64_t evoformer_blocks = 2, extra_msa_blocks = 1, iterations = 1;
+  int64_t steps = 0;  // steps per case, the fastest reported; 0: 1 on the CPU, 2 on CUDA
   std::string model_config = "configs/model/model_1.yaml";
   std::string data_dir;
   Device device = Device::cpu();
@@ -142,10 +146,11 @@ struct Result {
   HostWaits waits;  // inside the step (the bench's own synchronizes excluded)
   ops::GemmPlanStats plans;  // the step's cuBLASLt plans: made, reused
   double host_seconds = 0;  // until the step's last call returned (before the bench's synchronize)
+  kernel_profile::Report kernels;  // FOLDCORE_PROFILE_KERNELS=1: the step's device time by kernel
 };
 
 Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& precision, int64_t recompute,
-                Device device) {
+                Device device, int64_t steps = 1) {
   af2::Af2Config config = base;
   config.recompute_blocks = recompute;
   config.chunk_size = 0;  // training runs unchunked, as `foldcore train` (af2_trainer.cpp)
@@ -160,28 +165,36 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& 
   af2::Af2LossConfig loss_config;
   loss_config.weights = af2::LossWeights::stage("initial", config.heads.ptm);
   Allocator& alloc = default_allocator(device);
-  synchronize(device);
-  const size_t before = alloc.stats().current;
-  alloc.reset_peak();
-  reset_host_waits();
-  const ops::GemmPlanStats plans_before = ops::gemm_plan_stats();
-  WallTimer timer;
-  const af2::TrainStepResult r =
-      af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
-                          af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
-  const HostWaits waits = host_waits();
-  const double host_seconds = timer.seconds();
-  const ops::GemmPlanStats plans_after = ops::gemm_plan_stats();
-  synchronize(device);
-  Result out;
-  out.waits = waits;
-  out.plans = {plans_after.made - plans_before.made, plans_after.reused - plans_before.reused};
-  out.host_seconds = host_seconds;
-  out.seconds = timer.seconds();
-  out.peak = alloc.stats().peak;
-  out.step_peak = out.peak - before;
-  out.loss = r.loss.loss;
-  return out;
+  Result best;
+  // The same model and sample each step (the gradients are not applied): the fastest is reported.
+  for (int64_t step = 0; step < steps; ++step) {
+    profile::reset();
+    synchronize(device);
+    const size_t before = alloc.stats().current;
+    alloc.reset_peak();
+    reset_host_waits();
+    kernel_profile::reset();
+    const ops::GemmPlanStats plans_before = ops::gemm_plan_stats();
+    WallTimer timer;
+    const af2::TrainStepResult r =
+        af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
+                            af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
+    const HostWaits waits = host_waits();
+    const double host_seconds = timer.seconds();
+    const ops::GemmPlanStats plans_after = ops::gemm_plan_stats();
+    synchronize(device);
+    Result out;
+    out.waits = waits;
+    out.plans = {plans_after.made - plans_before.made, plans_after.reused - plans_before.reused};
+    out.host_seconds = host_seconds;
+    out.seconds = timer.seconds();
+    out.peak = alloc.stats().peak;
+    out.step_peak = out.peak - before;
+    out.loss = r.loss.loss;
+    if (kernel_profile::enabled()) out.kernels = kernel_profile::collect();
+    if (step == 0 || out.seconds < best.seconds) best = out;
+  }
+  return best;
 }
 
 }  // namespace
@@ -211,6 +224,8 @@ int main(int argc, char** argv) {
         args.extra_msa_blocks = std::stoll(v);
       } else if (k == "--iterations") {
         args.iterations = std::stoll(v);
+      } else if (k == "--steps") {
+        args.steps = std::stoll(v);
       } else if (k == "--model_config") {
         args.model_config = v;
       } else if (k == "--data_dir") {
@@ -222,6 +237,7 @@ int main(int argc, char** argv) {
       }
     }
     FC_CHECK(args.iterations >= 1, "bench_train: --iterations ", args.iterations, " (must be >= 1)");
+    FC_CHECK(args.steps >= 0, "bench_train: --steps ", args.steps, " (must be >= 1; 0 or unset: the default)");
     if (args.device.is_cuda()) FC_CHECK(cuda_available(), "bench_train: --device cuda but no CUDA device is usable");
 
 #ifdef FOLDCORE_HAVE_YAML
@@ -278,13 +294,8 @@ int main(int argc, char** argv) {
       for (const auto& [precision, recompute] : args.configs) {
         // On CUDA the first step at a new crop also pays for allocator growth and cuBLASLt's choice
         // of algorithms for the new shapes: two steps, the faster one reported.
-        profile::reset();
-        Result r = run_case(config, s, precision, recompute, args.device);
-        if (args.device.is_cuda()) {
-          profile::reset();
-          const Result again = run_case(config, s, precision, recompute, args.device);
-          if (again.seconds < r.seconds) r = again;
-        }
+        const int64_t steps = args.steps > 0 ? args.steps : args.device.is_cuda() ? 2 : 1;
+        const Result r = run_case(config, s, precision, recompute, args.device, steps);
         const double peak = peak_flops.at(precision);
         bench::JsonLine()
             .str("bench", "train")
@@ -317,6 +328,8 @@ int main(int argc, char** argv) {
             .integer("gemm_plans_reused", r.plans.reused)
             .print();
         bench::print_profile("train_profile", precision + ":" + std::to_string(recompute), crop);
+        bench::print_kernel_profile("train_kernels", precision + ":" + std::to_string(recompute), crop, r.seconds,
+                                    &r.kernels);
       }
     }
   } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/kernel_profile.h"
 #include "core/profile.h"
 #include "core/stream.h"
 #include "core/timer.h"
@@ -120,6 +121,50 @@ inline void print_profile(const std::string& bench_name, const std::string& case
         .integer("launches", s.waits.launches)
         .print();
   profile::reset();
+}
+
+// With FOLDCORE_PROFILE_KERNELS=1 (core/kernel_profile.h): the device time of a run, one JSON line
+// for the whole (launches, busy = Σ kernel times, span = first start → last end, idle = span −
+// busy, and the run's wall seconds), one per kernel name for the `top` largest (calls, seconds,
+// mean µs, share of busy) and one for the rest, and one per profile stage when FOLDCORE_PROFILE=1
+// named stages. Collects (and clears) the records unless a report is given.
+inline void print_kernel_profile(const std::string& bench_name, const std::string& case_name, int64_t size,
+                                 double wall_seconds, const kernel_profile::Report* given = nullptr, size_t top = 40) {
+  if (!kernel_profile::enabled()) return;
+  const kernel_profile::Report r = given ? *given : kernel_profile::collect();
+  auto line = [&](const char* part) {
+    JsonLine j;
+    j.str("bench", bench_name).str("case", case_name).integer("size", size).str("part", part);
+    return j;
+  };
+  line("summary")
+      .integer("launches", r.launches)
+      .num("busy_seconds", r.busy_seconds)
+      .num("span_seconds", r.span_seconds)
+      .num("idle_seconds", r.idle_seconds())
+      .num("wall_seconds", wall_seconds)
+      .print();
+  auto row = [&](const char* part, const kernel_profile::Row& k) {
+    line(part)
+        .str("name", k.name)
+        .integer("calls", k.calls)
+        .num("seconds", k.seconds)
+        .num("mean_us", k.calls > 0 ? k.seconds / static_cast<double>(k.calls) * 1e6 : 0.0)
+        .num("share", r.busy_seconds > 0 ? k.seconds / r.busy_seconds : 0.0)
+        .print();
+  };
+  kernel_profile::Row rest{"(the other kernels)", 0, 0.0};
+  for (size_t i = 0; i < r.kernels.size(); ++i) {
+    if (i < top) {
+      row("kernel", r.kernels[i]);
+    } else {
+      rest.calls += r.kernels[i].calls;
+      rest.seconds += r.kernels[i].seconds;
+    }
+  }
+  if (rest.calls > 0) row("kernel", rest);
+  if (r.stages.size() > 1 || (r.stages.size() == 1 && r.stages.front().name != "-"))
+    for (const kernel_profile::Row& s : r.stages) row("stage", s);
 }
 
 }  // namespace foldcore::bench

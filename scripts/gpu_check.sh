@@ -362,10 +362,15 @@ fi
 if want profile; then
   FOLDCORE_PROFILE=1 run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 --evoformer_blocks 48 \
     --extra_msa_blocks 4
+  # the same step's device time by kernel, and how long the device sat idle inside it
+  FOLDCORE_PROFILE_KERNELS=1 run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 \
+    --evoformer_blocks 48 --extra_msa_blocks 4
   run_bench 30 bench_evoformer --device cuda --n-res 256 --profile
   # the attention op's phases (forward; backward: pre, main, dbias pass, dq conversion) per kernel family
   FOLDCORE_PROFILE=1 run_bench 45 bench_attention --device cuda --full
   FOLDCORE_PROFILE=1 run_bench 120 bench_predict --device cuda:0 --precision bf16 --lengths 256,1000 \
+    --evoformer_blocks 48 --extra_msa_blocks 4 --msa_rows 1024 --recycles 3
+  FOLDCORE_PROFILE_KERNELS=1 run_bench 100 bench_predict --device cuda:0 --precision bf16 --lengths 1000 \
     --evoformer_blocks 48 --extra_msa_blocks 4 --msa_rows 1024 --recycles 3
 fi
 

@@ -228,6 +228,7 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   if (grads.dq.defined()) {
     dq_acc = Tensor::empty({rows * p.D}, DType::f32, dev);
     ::foldcore::detail::count_launch();
+    const kernel_profile::detail::Scope timed("memset (attention dq accumulator)", stream);
     FC_CUDA_CHECK(cudaMemsetAsync(dq_acc.data_ptr(), 0, dq_acc.nbytes(), stream));
     p.dq_acc = dq_acc.data<float>();
   }

@@ -144,6 +144,7 @@ void embedding_backward(const Tensor& dout, const Tensor& idx, const Tensor& dta
                                                 0, end_bit, stream));
   Tensor temp = Tensor::empty({static_cast<int64_t>(temp_bytes) + 1}, DType::u8, dev);
   ::foldcore::detail::count_launch();  // one sort (cub launches a few kernels for it)
+  const kernel_profile::detail::Scope timed("cub radix sort (embedding backward)", stream);
   FC_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), temp_bytes, k_in, k_out, v_in, v_out,
                                                 static_cast<int>(rows), 0, end_bit, stream));
   cuda_dispatch_float(dout.dtype(), [&](auto tag) {

@@ -181,6 +181,20 @@ __global__ void accumulate_f32_kernel(const T* src, int64_t ld_s, int64_t bs_s, 
   }
 }
 
+// The GEMM's name in the kernel profile (core/kernel_profile.h): operand and output dtypes,
+// m×n×k, the batch and the transposes, e.g. "gemm bf16->f32 8192x128x1024 NT batch 4".
+const char* profile_name(const GemmProblem& p) {
+  // Appends only (GCC 12's -Wrestrict misfires on `"literal" + std::string` here).
+  std::string name = "gemm ";
+  name.append(dtype_name(p.dtype));
+  if (p.out_dtype != p.dtype) name.append("->").append(dtype_name(p.out_dtype));
+  name.append(" ").append(std::to_string(p.m)).append("x").append(std::to_string(p.n)).append("x");
+  name.append(std::to_string(p.k));
+  if (p.trans_a || p.trans_b) name.append(" ").append(p.trans_a ? "T" : "N").append(p.trans_b ? "T" : "N");
+  if (p.batch > 1) name.append(" batch ").append(std::to_string(p.batch));
+  return kernel_profile::detail::intern(name);
+}
+
 }  // namespace
 
 void gemm(const GemmProblem& p0, Device dev) {
@@ -316,6 +330,7 @@ void gemm(const GemmProblem& p0, Device dev) {
     workspace = Tensor::empty({static_cast<int64_t>(heur.workspaceSize)}, DType::u8, dev);
   const float alpha = p.alpha, beta = p.beta;
   ::foldcore::detail::count_launch();
+  const kernel_profile::detail::Scope timed(kernel_profile::enabled() ? profile_name(p) : nullptr, stream);
   FC_CUBLAS_CHECK(cublasLtMatmul(handle, plan.desc.d, &alpha, p.b.ptr, plan.la->l, p.a.ptr, plan.lb->l, &beta,
                                  p.out.ptr, plan.lc->l, d.ptr, plan.ld->l, &heur.algo,
                                  workspace.defined() ? workspace.data_ptr() : nullptr, heur.workspaceSize, stream));

@@ -12,6 +12,8 @@ class Tensor;
 namespace detail {
 int cuda_device_count_impl();
 void cuda_set_device(int index);
+// The calling thread's current device (cudaGetDevice).
+int cuda_current_device();
 void cuda_device_synchronize(int index);
 // Total memory of the device in bytes (cudaMemGetInfo).
 size_t cuda_total_memory(int index);

@@ -12,6 +12,7 @@ namespace {
 }  // namespace
 int cuda_device_count_impl() { return 0; }
 void cuda_set_device(int) { no_cuda(); }
+int cuda_current_device() { no_cuda(); }
 void cuda_device_synchronize(int) { no_cuda(); }
 size_t cuda_total_memory(int) { no_cuda(); }
 size_t cuda_free_memory(int) { no_cuda(); }

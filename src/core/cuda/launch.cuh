@@ -3,7 +3,8 @@
 // is `my_kernel<T><<<grid, block, dynamic_smem_bytes, stream>>>(args...)` on a CUDA build, and
 // under -DFOLDCORE_CUDA=EMULATE runs the kernel on the CPU through the host emulation
 // (core/cuda/emu/cuda_emu.h), which names the kernel in its error messages. Launch errors are
-// picked up as usual by FC_CUDA_CHECK_LAUNCH(). Every launch is counted (HostWaits::launches).
+// picked up as usual by FC_CUDA_CHECK_LAUNCH(). Every launch is counted (HostWaits::launches) and,
+// when the kernel profiler is on (core/kernel_profile.h), timed under the kernel's name.
 #pragma once
 
 #include <cstddef>
@@ -11,18 +12,22 @@
 
 #include "core/cuda/cuda_utils.cuh"
 #include "core/host_waits.h"
+#include "core/kernel_profile.h"
 
 namespace foldcore {
 
-#if defined(FOLDCORE_CUDA_EMULATE)
+// "my_kernel<float>" for launch_kernel<my_kernel<float>>: the profiler's and the emulation's name.
 template <auto Kernel> const char* kernel_name() {
-  static const char* name = ::fc_emu::kernel_name_from_signature(__PRETTY_FUNCTION__);
+  static const char* name = ::foldcore::kernel_profile::detail::kernel_name_from_signature(__PRETTY_FUNCTION__);
   return name;
 }
+
+#if defined(FOLDCORE_CUDA_EMULATE)
 
 template <auto Kernel, typename... Args>
 inline void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const Args&... args) {
   ::foldcore::detail::count_launch();
+  const ::foldcore::kernel_profile::detail::Scope timed(kernel_name<Kernel>(), stream);
   using Pack = std::tuple<const Args&...>;
   Pack pack(args...);
   // Every emulated thread calls the kernel with its own copies of the arguments, as CUDA passes
@@ -34,6 +39,8 @@ inline void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t strea
 template <auto Kernel, typename... Args>
 inline void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const Args&... args) {
   ::foldcore::detail::count_launch();
+  const ::foldcore::kernel_profile::detail::Scope timed(
+      ::foldcore::kernel_profile::enabled() ? kernel_name<Kernel>() : nullptr, stream);
   Kernel<<<grid, block, smem, stream>>>(args...);
 }
 #endif

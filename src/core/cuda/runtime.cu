@@ -29,6 +29,11 @@ int cuda_device_count_impl() {
 }
 
 void cuda_set_device(int index) { FC_CUDA_CHECK(cudaSetDevice(index)); }
+int cuda_current_device() {
+  int d = 0;
+  FC_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
 
 size_t cuda_total_memory(int index) {
   FC_CUDA_CHECK(cudaSetDevice(index));
@@ -120,7 +125,10 @@ void cuda_memcpy(void* dst, Device dd, const void* src, Device sd, size_t bytes)
   const Device cuda_side = dd.is_cuda() ? dd : sd;
   FC_CUDA_CHECK(cudaSetDevice(cuda_side.index));
   const cudaStream_t s = cuda_stream_of(cuda_side);
-  FC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+  const cudaMemcpyKind kind = dd.is_cuda() && sd.is_cuda() ? cudaMemcpyDeviceToDevice
+                              : dd.is_cuda()                ? cudaMemcpyHostToDevice
+                                                            : cudaMemcpyDeviceToHost;
+  FC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s));
   FC_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
@@ -331,6 +339,7 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
   const cudaStream_t s = cuda_stream_of(dst.device());
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
     ::foldcore::detail::count_launch();
+    const kernel_profile::detail::Scope timed("memcpy (device to device)", s);
     FC_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice, s));
     return;
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/cuda/emu/cuda_emu.h"
+#include "core/cuda/emu/emu_internal.h"
 
 #if defined(FOLDCORE_HAVE_BLAS)
 #include <cblas.h>
@@ -196,6 +197,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
   std::memcpy(&alpha, alpha_p, 4);
   std::memcpy(&beta, beta_p, 4);
   if (beta != 0.f && !C) return CUBLAS_STATUS_INVALID_VALUE;
+  if (fc_emu::skip_device_work()) return CUBLAS_STATUS_SUCCESS;
 
   // op(A) as m rows of k and op(B)ᵀ as n rows of k, contiguous; their product in fp32 by the
   // project's CPU GEMM (OpenBLAS sgemm when built with it), then the epilogue per element.

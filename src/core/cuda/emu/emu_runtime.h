@@ -73,8 +73,6 @@ void launch(const char* kernel_name, const void* fn, dim3 grid, dim3 block, size
             void (*body)(void*), void* args);
 // Dynamic shared memory of the running block.
 void* dynamic_shared();
-// Extracts "K" from a __PRETTY_FUNCTION__ of the form "... [with auto K = name<...>; ...]".
-const char* kernel_name_from_signature(const char* pretty);
 // AddressSanitizer marks for the caching allocator: the first `used` of `block` bytes are
 // addressable; free blocks are poisoned whole so a stale pointer faults. No-ops without ASan.
 void mark_device_block(void* p, size_t used, size_t block);

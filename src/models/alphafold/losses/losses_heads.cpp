@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "data_pipeline/structure/residue_constants.h"
+#include "kernels/softmax.h"
 #include "models/alphafold/losses/losses_common.h"
 
 namespace foldcore::af2 {
@@ -23,14 +24,51 @@ std::vector<float> squared(std::vector<float> v) {
   return v;
 }
 
+// Rows of softmax cross-entropy whose logits lie on a CUDA device: the labels and weights are made
+// on the host (small: one per row), the rows computed there by ops::softmax_cross_entropy (fp32,
+// the value and the gradient in one pass), and only the per-row losses come back, summed here in
+// double in row order over the rows of non-zero weight (the host path's rows). Instead of the
+// logits to the host and their gradient back (16.8 MB each way for a distogram at crop 256) and
+// N²·64 exps on the host's cores while the device idles.
+//   value = norm·Σ_r w_r CE_r,  gradient (f32, on the logits' device) = norm·w_r·(softmax(z_r) − onehot(label_r)).
+// The kernel's fp32 row math against the host's double: the values agree to ~1e-6 relative.
+LogitsLoss xent_rows_on_device(const Tensor& logits, const std::vector<int64_t>& labels,
+                               const std::vector<float>& weights, double norm) {
+  const Device dev = logits.device();
+  const int64_t rows = static_cast<int64_t>(weights.size());
+  FC_CHECK(rows > 0 && logits.numel() % rows == 0 && static_cast<int64_t>(labels.size()) == rows,
+           "AlphaFold loss: ", rows, " rows for logits ", logits.shape().str());
+  const Tensor x = logits.to(DType::f32).contiguous();
+  ops::CrossEntropyArgs args;
+  args.labels = Tensor::from_vector_i64(labels, {rows}, DType::i32, dev);
+  args.weights = Tensor::from_vector(weights, {rows}, DType::f32, dev);
+  args.dscale = static_cast<float>(norm);
+  const Tensor loss = Tensor::empty({rows}, DType::f32, dev);
+  const Tensor grad = Tensor::empty(x.shape(), DType::f32, dev);
+  ops::softmax_cross_entropy(x, args, loss, grad);
+  const std::vector<float> l = loss.to_vector();
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    if (weights[static_cast<size_t>(r)] != 0) total += l[static_cast<size_t>(r)];
+  return {norm * total, grad};
+}
+
 // Pairwise cross-entropy over an [N, N, bins] logits tensor with pair mask m_i m_j, normalised as
 //   scale·Σ_ij m_ij CE_ij / (ε + scale·Σ_ij m_ij)   (scale 1 for the distogram, 0.5 for TM).
-LogitsLoss pair_xent(const std::vector<float>& logits, const std::vector<int64_t>& bins, const std::vector<double>& mask,
+// Logits on the host: double precision there; on a CUDA device: xent_rows_on_device.
+LogitsLoss pair_xent(const Tensor& logits_t, const std::vector<int64_t>& bins, const std::vector<double>& mask,
                      int64_t n, int64_t nb, double eps, double scale) {
   double msum = 0;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) msum += mask[i] * mask[j];
   const double denom = eps + scale * msum;
+  if (!logits_t.device().is_cpu()) {
+    std::vector<float> w(static_cast<size_t>(n * n));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) w[static_cast<size_t>(i * n + j)] = static_cast<float>(mask[i] * mask[j]);
+    return xent_rows_on_device(logits_t, bins, w, scale / denom);
+  }
+  const std::vector<float> logits = logits_t.to_vector();
   std::vector<double> grad(logits.size(), 0.0), row_total(static_cast<size_t>(n), 0.0);
   // Rows i in parallel (N² rows of `nb` logits: the step's largest loss term at crop 256), each
   // with its own partial sum; the partials are added in row order, so the total does not depend
@@ -72,7 +110,7 @@ LogitsLoss distogram_loss(const Tensor& logits, const Tensor& pseudo_beta, const
   const int64_t n = logits.size(0), nb = config.num_bins;
   loss_detail::check_shape(logits, "distogram logits", {n, n, nb});
   loss_detail::check_shape(pseudo_beta, "pseudo_beta", {n, 3});
-  const std::vector<float> z = logits.to_vector(), x = pseudo_beta.to_vector();
+  const std::vector<float> x = pseudo_beta.to_vector();
   const auto mask = loss_detail::host_doubles(pseudo_beta_mask, "pseudo_beta_mask", {n});
   const auto breaks = squared(linspace_f32(config.min_bin, config.max_bin, nb - 1));
   std::vector<int64_t> bins(n * n);
@@ -83,7 +121,7 @@ LogitsLoss distogram_loss(const Tensor& logits, const Tensor& pseudo_beta, const
       for (int k = 0; k < 3; ++k) d2 += (x[3 * i + k] - x[3 * j + k]) * (x[3 * i + k] - x[3 * j + k]);
       bins[i * n + j] = bin_of(d2, breaks);
     }
-  return pair_xent(z, bins, mask, n, nb, config.eps, 1.0);
+  return pair_xent(logits, bins, mask, n, nb, config.eps, 1.0);
 }
 
 LogitsLoss masked_msa_loss(const Tensor& logits, const Tensor& true_msa, const Tensor& bert_mask, double eps) {
@@ -91,10 +129,19 @@ LogitsLoss masked_msa_loss(const Tensor& logits, const Tensor& true_msa, const T
   const int64_t s = logits.size(0), n = logits.size(1), nc = 23;
   const auto labels = loss_detail::host_ints(true_msa, "true_msa", {s, n});
   const auto mask = loss_detail::host_doubles(bert_mask, "bert_mask", {s, n});
-  const std::vector<float> z = logits.to_vector();
   double msum = 0;
   for (double m : mask) msum += m;
   const double denom = eps + 0.5 * msum;
+  if (!logits.device().is_cpu()) {
+    std::vector<int64_t> rows_labels(labels.size(), 0);
+    for (int64_t r = 0; r < s * n; ++r) {
+      if (mask[r] == 0) continue;
+      FC_CHECK(labels[r] >= 0 && labels[r] < nc, "true_msa value ", labels[r], " outside 0..22");
+      rows_labels[r] = labels[r];
+    }
+    return xent_rows_on_device(logits, rows_labels, std::vector<float>(mask.begin(), mask.end()), 0.5 / denom);
+  }
+  const std::vector<float> z = logits.to_vector();
   std::vector<double> grad(z.size(), 0.0);
   double total = 0;
   for (int64_t r = 0; r < s * n; ++r) {
@@ -243,7 +290,7 @@ LogitsLoss tm_loss(const Tensor& logits, const Tensor& final_frames, const Tenso
       }
       bins[i * n + j] = bin_of(sq, breaks);
     }
-  return pair_xent(logits.to_vector(), bins, mask, n, nb, config.eps, 0.5);
+  return pair_xent(logits, bins, mask, n, nb, config.eps, 0.5);
 }
 
 }  // namespace foldcore::af2

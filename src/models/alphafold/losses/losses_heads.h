@@ -1,6 +1,8 @@
 // The AlphaFold2 losses on head logits (suppl. 1.9.6–1.9.10, 1.9.7 for TM) with their analytic
 // gradients w.r.t. the logits, as OpenFold's loss.py defines them. Conventions of
-// losses_common.h: double-precision host math, f32 CPU gradient shaped like the logits.
+// losses_common.h: double-precision host math, f32 CPU gradient shaped like the logits — except
+// that the distogram, masked MSA and TM losses, given logits on a CUDA device, compute their rows
+// there (fp32 per row, the sum in double on the host) and return the gradient there (f32).
 // CE(z, k) = −log softmax(z)_k, ∂CE/∂z = softmax(z) − onehot(k).
 #pragma once
 

@@ -7,13 +7,26 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/profile.h"
+#include "kernels/elementwise.h"
 #include "models/alphafold/losses/losses_common.h"
 
 namespace foldcore::af2 {
 namespace {
 
-// out += s·g elementwise (f32 CPU tensors of equal shape).
+// out += s·g elementwise (f32 tensors of equal shape; on a CUDA device where a head loss left its
+// gradient there).
 void accumulate(Tensor& out, const Tensor& g, double s) {
+  if (!g.device().is_cpu()) {
+    if (!out.defined()) {
+      out = Tensor::empty(g.shape(), DType::f32, g.device());
+      ops::scale(g, static_cast<float>(s), out);
+    } else {
+      FC_CHECK(out.device() == g.device(), "AlphaFold loss: gradients of one output on ", out.device().str(),
+               " and ", g.device().str());
+      ops::axpby(1.f, out, static_cast<float>(s), g, out);
+    }
+    return;
+  }
   if (!out.defined()) out = Tensor::zeros(g.shape(), DType::f32);
   float* o = out.data<float>();
   const float* v = g.data<float>();
@@ -164,13 +177,13 @@ Af2Loss af2_loss(const Af2LossOutputs& o, const Af2LossBatch& b, const Af2LossCo
   });
 
   stage.reset();
-  stage.emplace("distogram", Device::cpu());
+  stage.emplace("distogram", o.distogram_logits.device());
   const auto dist = distogram_loss(o.distogram_logits, b.pseudo_beta, b.pseudo_beta_mask, config.distogram);
   add_term("distogram", w.distogram, dist.value,
            [&](double s) { accumulate(r.grads.distogram_logits, dist.grad_logits, s); });
 
   stage.reset();
-  stage.emplace("masked_msa", Device::cpu());
+  stage.emplace("masked_msa", o.masked_msa_logits.device());
   const auto msa = masked_msa_loss(o.masked_msa_logits, b.true_msa, b.bert_mask, config.masked_msa_eps);
   add_term("masked_msa", w.masked_msa, msa.value,
            [&](double s) { accumulate(r.grads.masked_msa_logits, msa.grad_logits, s); });
@@ -197,7 +210,7 @@ Af2Loss af2_loss(const Af2LossOutputs& o, const Af2LossBatch& b, const Af2LossCo
 
   stage.reset();
   if (o.tm_logits.defined()) {
-    stage.emplace("tm", Device::cpu());
+    stage.emplace("tm", o.tm_logits.device());
     const auto tm = tm_loss(o.tm_logits, final_frames, b.backbone_rigid_tensor, b.backbone_rigid_mask, resolution,
                             config.tm);
     add_term("tm", w.tm, tm.value, [&](double s) { accumulate(r.grads.tm_logits, tm.grad_logits, s); });

@@ -88,7 +88,9 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
     g = model.forward_train(features, device);
   }
   stage.reset();
-  stage.emplace("loss", device);  // the outputs to the host, every loss term and its gradient there
+  // The structure's outputs and the small heads' logits to the host, every loss term and its
+  // gradient there; the pairwise heads' and the masked MSA's losses where their logits are.
+  stage.emplace("loss", device);
   const StructureModuleOutputs& sm = *g.structure;
   const HeadOutputs& ho = *g.heads;
   const int64_t layers = static_cast<int64_t>(sm.frames_vars.size());
@@ -102,11 +104,14 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
   o.sidechain_frames = sm.sidechain_frames.select(0, layers - 1).contiguous();
   o.atom14_positions = sm.positions.select(0, layers - 1).contiguous();
   o.final_atom_positions = sm.final_atom_positions;
-  o.distogram_logits = host(ho.distogram_logits);
-  o.masked_msa_logits = host(ho.masked_msa_logits);
+  // The pairwise heads' logits (and the masked MSA's) stay on a CUDA device: their losses run there
+  // (losses_heads.h), and only one float per row comes back.
+  auto on_device = [&](const Variable& v) { return device.is_cpu() ? host(v) : v.value(); };
+  o.distogram_logits = on_device(ho.distogram_logits);
+  o.masked_msa_logits = on_device(ho.masked_msa_logits);
   o.lddt_logits = host(ho.lddt_logits);
   o.experimentally_resolved_logits = host(ho.experimentally_resolved_logits);
-  if (ho.tm_logits.defined()) o.tm_logits = host(ho.tm_logits);
+  if (ho.tm_logits.defined()) o.tm_logits = on_device(ho.tm_logits);
   TrainStepResult result;
   result.weights = config.weights;
   result.loss = af2_loss(o, Af2LossBatch::from_arrays(last_slice), config);
