@@ -22,7 +22,8 @@
 # at the largest N the GPU's free memory holds, 1 Evoformer block, up to 590 s), --profile (where the time goes:
 # bench_predict and bench_train with FOLDCORE_PROFILE=1, one line per model stage, and
 # bench_evoformer --profile, one line per Evoformer submodule, and bench_attention's phases of the
-# fused attention op); default --tests --sanitize --bench. Tests and the sanitizer run first, side by side (--jobs N test binaries at a time,
+# fused attention op), --kernels (device time per kernel, FOLDCORE_PROFILE_KERNELS=1, of the crop-256
+# training step and the N = 1,000 prediction); default --tests --sanitize --bench. Tests and the sanitizer run first, side by side (--jobs N test binaries at a time,
 # default 4: they check numbers, not time), then the benchmarks one at a time, alone on the GPU.
 # Every binary runs under a time limit (TEST_TIMEOUT, SAN_TIMEOUT seconds, default 600 and 240,
 # cut so that tests and sanitizer together end within CHECK_SECONDS, default unlimited;
@@ -48,8 +49,8 @@ while [ $# -gt 0 ]; do
     --prebuilt) PREBUILT=${2:?--prebuilt needs a directory}; shift 2 ;;
     --prebuilt-mpi) PREBUILT_MPI=${2:?--prebuilt-mpi needs an archive or directory}; shift 2 ;;
     --jobs) JOBS=${2:?--jobs needs a number}; shift 2 ;;
-    --tests|--sanitize|--bench|--bert|--train|--long|--largest|--profile) PARTS+=("${1#--}"); shift ;;
-    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--prebuilt-mpi DIR|FILE.tar.xz] [--jobs N] [--tests] [--sanitize] [--bench] [--bert] [--train] [--long] [--largest] [--profile]" >&2; exit 2 ;;
+    --tests|--sanitize|--bench|--bert|--train|--long|--largest|--profile|--kernels) PARTS+=("${1#--}"); shift ;;
+    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--prebuilt-mpi DIR|FILE.tar.xz] [--jobs N] [--tests] [--sanitize] [--bench] [--bert] [--train] [--long] [--largest] [--profile] [--kernels]" >&2; exit 2 ;;
   esac
 done
 TEST_TIMEOUT=${TEST_TIMEOUT:-600}
@@ -362,14 +363,19 @@ fi
 if want profile; then
   FOLDCORE_PROFILE=1 run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 --evoformer_blocks 48 \
     --extra_msa_blocks 4
-  # the same step's device time by kernel, and how long the device sat idle inside it
-  FOLDCORE_PROFILE_KERNELS=1 run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 \
-    --evoformer_blocks 48 --extra_msa_blocks 4
   run_bench 30 bench_evoformer --device cuda --n-res 256 --profile
   # the attention op's phases (forward; backward: pre, main, dbias pass, dq conversion) per kernel family
   FOLDCORE_PROFILE=1 run_bench 45 bench_attention --device cuda --full
   FOLDCORE_PROFILE=1 run_bench 120 bench_predict --device cuda:0 --precision bf16 --lengths 256,1000 \
     --evoformer_blocks 48 --extra_msa_blocks 4 --msa_rows 1024 --recycles 3
+fi
+
+# 5c'. Device time kernel by kernel (FOLDCORE_PROFILE_KERNELS=1, src/core/kernel_profile.h): the
+# crop-256 training step and the N = 1,000 prediction, each kernel's calls and seconds and the
+# device's idle time inside the run (the "train_kernels" / "predict_kernels" lines).
+if want kernels; then
+  FOLDCORE_PROFILE_KERNELS=1 run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 \
+    --evoformer_blocks 48 --extra_msa_blocks 4
   FOLDCORE_PROFILE_KERNELS=1 run_bench 100 bench_predict --device cuda:0 --precision bf16 --lengths 1000 \
     --evoformer_blocks 48 --extra_msa_blocks 4 --msa_rows 1024 --recycles 3
 fi
