@@ -12,7 +12,6 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <set>
 #include <sstream>
 #include <string>
 #include <unordered_map>

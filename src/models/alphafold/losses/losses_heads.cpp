@@ -132,22 +132,22 @@ LogitsLoss masked_msa_loss(const Tensor& logits, const Tensor& true_msa, const T
   double msum = 0;
   for (double m : mask) msum += m;
   const double denom = eps + 0.5 * msum;
-  if (!logits.device().is_cpu()) {
-    std::vector<int64_t> rows_labels(labels.size(), 0);
-    for (int64_t r = 0; r < s * n; ++r) {
-      if (mask[r] == 0) continue;
-      FC_CHECK(labels[r] >= 0 && labels[r] < nc, "true_msa value ", labels[r], " outside 0..22");
-      rows_labels[r] = labels[r];
-    }
-    return xent_rows_on_device(logits, rows_labels, std::vector<float>(mask.begin(), mask.end()), 0.5 / denom);
+  // The label of every masked position, checked once for both paths (0 where unmasked: unread).
+  std::vector<int64_t> rows_labels(labels.size(), 0);
+  for (int64_t r = 0; r < s * n; ++r) {
+    if (mask[r] == 0) continue;
+    FC_CHECK(labels[r] >= 0 && labels[r] < nc, "true_msa value ", labels[r], " outside 0..22");
+    rows_labels[r] = labels[r];
   }
+  if (!logits.device().is_cpu())
+    return xent_rows_on_device(logits, rows_labels, std::vector<float>(mask.begin(), mask.end()), 0.5 / denom);
   const std::vector<float> z = logits.to_vector();
   std::vector<double> grad(z.size(), 0.0);
   double total = 0;
   for (int64_t r = 0; r < s * n; ++r) {
     if (mask[r] == 0) continue;
-    FC_CHECK(labels[r] >= 0 && labels[r] < nc, "true_msa value ", labels[r], " outside 0..22");
-    total += mask[r] * loss_detail::softmax_xent_row(&z[nc * r], nc, labels[r], 0.5 * mask[r] / denom, &grad[nc * r]);
+    total += mask[r] * loss_detail::softmax_xent_row(&z[nc * r], nc, rows_labels[r], 0.5 * mask[r] / denom,
+                                                     &grad[nc * r]);
   }
   return {0.5 * total / denom, loss_detail::to_tensor(grad, {s, n, nc})};
 }
