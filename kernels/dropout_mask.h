@@ -24,6 +24,10 @@ namespace foldcore::ops {
 struct DropoutMaskDesc {
   int ndim = 0;
   bool shared = false;  // any shared axis or an index base; when false idx' = i
+  // shared, but every group of 4 elements i..i+3 (i % 4 == 0) maps to 4 consecutive mask indices
+  // starting at a multiple of 4: the last axis is not shared, its size is a multiple of 4, and so is
+  // index_base (then every mask stride but the last's 1 is a multiple of 4 too).
+  bool quads = false;
   int64_t shape[kMaxDims] = {};
   int64_t mstride[kMaxDims] = {};
   int64_t index_base = 0;
@@ -48,13 +52,14 @@ DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int
 FOLDCORE_HD float dropout_scale(float p) { return 1.0f / (1.0f - p); }
 
 // Keep decisions of the four elements base..base+3 (base % 4 == 0) of stream (seed, offset),
-// equal to philox_keep(seed, offset, m.mask_index(base + k), p) for each k. Unshared: one Philox
-// block gives all four words (philox_bits takes word idx%4 of block idx/4) instead of four
-// blocks; shared: per element.
+// equal to philox_keep(seed, offset, m.mask_index(base + k), p) for each k. Unshared, or shared
+// with `quads`: the four mask indices are m..m+3 with m % 4 == 0, so one Philox block gives all
+// four words (philox_bits takes word idx%4 of block idx/4) instead of four blocks; otherwise per
+// element.
 FOLDCORE_HD void dropout_keep4(const DropoutMaskDesc& m, uint64_t seed, uint64_t offset, float p, int64_t base,
                                bool keep[4]) {
-  if (!m.shared) {
-    const uint64_t block = static_cast<uint64_t>(base) >> 2;
+  if (!m.shared || m.quads) {
+    const uint64_t block = static_cast<uint64_t>(m.shared ? m.mask_index(base) : base) >> 2;
     const PhiloxBlock b = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                                         static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
                                         static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));

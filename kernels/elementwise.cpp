@@ -32,6 +32,7 @@ DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int
     d.shared = d.shared || shared[a];
     if (!shared[a]) stride *= shape[a];  // the mask's own row-major strides (shared axes size 1)
   }
+  d.quads = d.shared && d.ndim > 0 && !shared[d.ndim - 1] && shape[d.ndim - 1] % 4 == 0 && index_base % 4 == 0;
   return d;
 }
 

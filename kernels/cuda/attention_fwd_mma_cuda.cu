@@ -8,6 +8,12 @@
 // share a row), and feeds P, rounded to bf16, straight back as the A operand of O += P·V. S, P and
 // O never touch shared memory; the gate is fused into the epilogue. Same results as the
 // shared-memory kernel (attention_fwd_cuda.cu) up to fp32 summation order.
+// Pipelined form (kAsync, the usual case: 16-byte rows, biases with unit-stride keys and Lk % 8 ==
+// 0, no segments): Q, K, V and the biases' raw bf16 tiles go through cp.async into two stages of
+// shared memory, so tile j + 1's loads fly while the warps compute on tile j (the synchronous form
+// waits for every tile's loads with the whole CTA, and a CTA has only Lk / 64 tiles to spread that
+// latency over). A score adds its biases from the staged bf16 in the same order from 0 as the
+// synchronous form's fp32 sum: both forms give the same bits.
 #include <cmath>
 
 #include "kernels/cuda/attention_cuda.h"
@@ -29,9 +35,23 @@ template <int Dp> struct FwdMmaLayout {
   static constexpr size_t kBytesNoBias = kBias;
   static constexpr size_t kBytes = kBias + 4 * kMmaBlockM * kLdBias;
   static_assert(kK % 16 == 0 && kBias % 16 == 0 && (2 * kLd) % 16 == 0, "ldmatrix rows 16-byte aligned");
+  // Pipelined form: Q, then stages 0 and 1 of K and V, then the two stages' raw bias tiles
+  // (stage_bias_rows · kMmaLdBiasRaw bf16 each: 144 bytes a row, so every row is 16-byte aligned).
+  static constexpr size_t kTile = 2 * kMmaBlockM * kLd;  // bytes of one [64][kLd] bf16 tile
+  static constexpr __host__ __device__ size_t stage_k(int s) { return (1 + 2 * size_t(s)) * kTile; }
+  static constexpr __host__ __device__ size_t stage_v(int s) { return (2 + 2 * size_t(s)) * kTile; }
+  static constexpr size_t kAsyncBias = 5 * kTile;
+  static size_t async_bytes(int stage_bias_rows) { return kAsyncBias + 2 * 2 * size_t(stage_bias_rows) * kMmaLdBiasRaw; }
 };
 
-template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_kernel(const AttnParams p) {
+// Rows of all biases' staged tiles (mma_bias_stage_rows summed).
+inline int stage_bias_rows(const AttnParams& p) {
+  int rows = 0;
+  for (int t = 0; t < p.n_bias; ++t) rows += mma_bias_stage_rows(p.bias[t]);
+  return rows;
+}
+
+template <int Dp, bool kAsync> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_kernel(const AttnParams p) {
   using L = FwdMmaLayout<Dp>;
   constexpr int kKSteps = Dp / 16;  // k steps of Q·Kᵀ
   constexpr int kDTiles = Dp / 8;   // n tiles of O
@@ -71,11 +91,36 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
     j_end = h1;
   }
 
-  mma_load_tile<kMmaBlockM, Dp>(sq, L::kLd, q, p.q_s[2], i0, p.Lq, p.D, p.vec8);
-  __syncthreads();
   MmaFragA qa[kKSteps];
+  // Pipelined form: this lane's two rows in each staged bias tile (element offsets in a stage),
+  // and the stage size; Q and tile 0 go out as the first group.
+  int boff[kMaxBiases][2] = {};
+  int bias_stage_elems = 0;
+  uint16_t* sbias_raw = reinterpret_cast<uint16_t*>(smem + L::kAsyncBias);
+  if constexpr (kAsync) {
 #pragma unroll
-  for (int ks = 0; ks < kKSteps; ++ks) qa[ks] = mma_ldsm_a(sq, L::kLd, 16 * warp, 16 * ks, lane);
+    for (int t = 0; t < kMaxBiases; ++t) {  // unrolled: boff stays in registers
+      if (t >= p.n_bias) break;
+      const int rows = mma_bias_stage_rows(p.bias[t]);
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) boff[t][rr] = bias_stage_elems + (rows == 1 ? 0 : 16 * warp + g + 8 * rr) * kMmaLdBiasRaw;
+      bias_stage_elems += rows * kMmaLdBiasRaw;
+    }
+    mma_async_tile<kMmaBlockM, Dp>(sq, L::kLd, q, p.q_s[2], i0, p.Lq, p.D);
+    if (j_begin < j_end) {
+      mma_async_tile<kMmaBlockN, Dp>(reinterpret_cast<uint16_t*>(smem + L::stage_k(0)), L::kLd, k, p.k_s[2], j_begin,
+                                     j_end, p.D);
+      mma_async_tile<kMmaBlockN, Dp>(reinterpret_cast<uint16_t*>(smem + L::stage_v(0)), L::kLd, v, p.v_s[2], j_begin,
+                                     j_end, p.D);
+      if (p.n_bias > 0) mma_async_bias(sbias_raw, p, b, h, i0, j_begin);
+    }
+    cp_async_commit();
+  } else {
+    mma_load_tile<kMmaBlockM, Dp>(sq, L::kLd, q, p.q_s[2], i0, p.Lq, p.D, p.vec8);
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) qa[ks] = mma_ldsm_a(sq, L::kLd, 16 * warp, 16 * ks, lane);
+  }
 
   MmaFragC o[kDTiles];
 #pragma unroll
@@ -84,12 +129,38 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_part[2] = {0.f, 0.f};  // this lane's share of the row sums (its 2 columns per n tile)
 
-  for (int j0 = j_begin; j0 < j_end; j0 += kMmaBlockN) {
-    __syncthreads();  // the previous tile's K/V reads are done
-    mma_load_tile<kMmaBlockN, Dp>(sk, L::kLd, k, p.k_s[2], j0, j_end, p.D, p.vec8);
-    mma_load_tile<kMmaBlockN, Dp>(sv, L::kLd, v, p.v_s[2], j0, j_end, p.D, p.vec8);
-    if (p.n_bias > 0) mma_load_bias_tile<L::kLdBias>(sbias, p, b, h, i0, j0);
-    __syncthreads();
+  for (int j0 = j_begin, tile = 0; j0 < j_end; j0 += kMmaBlockN, ++tile) {
+    const uint16_t* sbias_tile = sbias_raw;
+    if constexpr (kAsync) {
+      const int cur = tile & 1, nxt = cur ^ 1;
+      sk = reinterpret_cast<uint16_t*>(smem + L::stage_k(cur));
+      sv = reinterpret_cast<uint16_t*>(smem + L::stage_v(cur));
+      sbias_tile = sbias_raw + cur * bias_stage_elems;
+      // Tile j0 + 64 into the other stage (whose last readers, tile j0 - 64's, finished at the
+      // barrier that closed the previous iteration), then wait for this tile's group only.
+      if (j0 + kMmaBlockN < j_end) {
+        mma_async_tile<kMmaBlockN, Dp>(reinterpret_cast<uint16_t*>(smem + L::stage_k(nxt)), L::kLd, k, p.k_s[2],
+                                       j0 + kMmaBlockN, j_end, p.D);
+        mma_async_tile<kMmaBlockN, Dp>(reinterpret_cast<uint16_t*>(smem + L::stage_v(nxt)), L::kLd, v, p.v_s[2],
+                                       j0 + kMmaBlockN, j_end, p.D);
+        if (p.n_bias > 0) mma_async_bias(sbias_raw + nxt * bias_stage_elems, p, b, h, i0, j0 + kMmaBlockN);
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+      if (tile == 0) {
+#pragma unroll
+        for (int ks = 0; ks < kKSteps; ++ks) qa[ks] = mma_ldsm_a(sq, L::kLd, 16 * warp, 16 * ks, lane);
+      }
+    } else {
+      __syncthreads();  // the previous tile's K/V reads are done
+      mma_load_tile<kMmaBlockN, Dp>(sk, L::kLd, k, p.k_s[2], j0, j_end, p.D, p.vec8);
+      mma_load_tile<kMmaBlockN, Dp>(sv, L::kLd, v, p.v_s[2], j0, j_end, p.D, p.vec8);
+      if (p.n_bias > 0) mma_load_bias_tile<L::kLdBias>(sbias, p, b, h, i0, j0);
+      __syncthreads();
+    }
 
     MmaFragC s[kNTiles];
 #pragma unroll
@@ -110,7 +181,18 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
     for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        const F32x2 bias = p.n_bias > 0 ? lds64f(sbias + (16 * warp + g + 8 * rr) * L::kLdBias + 8 * nt + 2 * t) : F32x2{0.f, 0.f};
+        F32x2 bias{0.f, 0.f};
+        if constexpr (kAsync) {
+#pragma unroll
+          for (int u = 0; u < kMaxBiases; ++u) {  // from 0 in the biases' order, as mma_load_bias_tile sums
+            if (u >= p.n_bias) break;
+            const uint32_t w = lds32(sbias_tile + boff[u][rr] + 8 * nt + 2 * t);
+            bias.x += bf16_to_f32(static_cast<uint16_t>(w & 0xffffu));
+            bias.y += bf16_to_f32(static_cast<uint16_t>(w >> 16));
+          }
+        } else if (p.n_bias > 0) {
+          bias = lds64f(sbias + (16 * warp + g + 8 * rr) * L::kLdBias + 8 * nt + 2 * t);
+        }
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int e = 2 * rr + c, j = j0 + 8 * nt + 2 * t + c;
@@ -155,7 +237,9 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
         mma_m16n8k16_bf16(o[dn + 1], pa, b1, o[dn + 1]);
       }
     }
+    if constexpr (kAsync) __syncthreads();  // this stage's readers are done: the next iteration refills it
   }
+  if constexpr (kAsync) cp_async_wait<0>();  // no tile at all: Q's group is still to be retired
 
   // Epilogue: l = Σ over the quad, a = O / l, o = σ(g) ⊙ a, lse = m + log l.
   float inv[2];
@@ -185,14 +269,33 @@ template <int Dp> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_
 
 }  // namespace
 
+// Whether the pipelined form applies: 16-byte q/k/v rows, no segments, and every bias read 8
+// keys at a time with whole vectors (Lk % 8 == 0).
+bool fwd_mma_async_ok(const AttnParams& p) {
+  if (!p.vec8 || p.cu != nullptr) return false;
+  if (p.n_bias > 0 && p.Lk % 8 != 0) return false;
+  for (int t = 0; t < p.n_bias; ++t)
+    if (!p.bias[t].vec8) return false;
+  return true;
+}
+
 void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream) {
   dispatch_head_dim(p.D, "attention_forward (CUDA, mma)", [&](auto dp) {
     constexpr int Dp = decltype(dp)::value;
     using L = FwdMmaLayout<Dp>;
+    const unsigned grid_x = (p.Lq + kMmaBlockM - 1) / kMmaBlockM;
+    if (fwd_mma_async_ok(p)) {
+      constexpr auto kernel = &attention_fwd_mma_kernel<Dp, true>;
+      const size_t bytes = L::async_bytes(stage_bias_rows(p));
+      FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(L::async_bytes(kMaxBiases * kMmaBlockM))));
+      launch_over_batch<kernel>(p, grid_x, bytes, stream);
+      return;
+    }
     const size_t bytes = p.n_bias > 0 ? L::kBytes : L::kBytesNoBias;
-    constexpr auto kernel = &attention_fwd_mma_kernel<Dp>;
+    constexpr auto kernel = &attention_fwd_mma_kernel<Dp, false>;
     FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kBytes)));
-    launch_over_batch<kernel>(p, (p.Lq + kMmaBlockM - 1) / kMmaBlockM, bytes, stream);
+    launch_over_batch<kernel>(p, grid_x, bytes, stream);
   });
 }
 

@@ -93,6 +93,74 @@ __device__ __forceinline__ void mma_load_tile(uint16_t* dst, int ld, const uint1
   }
 }
 
+// cp.async (sm_80 and later): 16 bytes global → shared without passing through registers, so a
+// tile's loads fly while the warps compute on the previous tile. !valid zero-fills the 16 bytes
+// (src-size 0: nothing is read; src must still be a valid address). commit closes a group of
+// copies; wait<N> returns when at most N groups are still in flight (this thread's copies; a
+// __syncthreads after it makes every thread's visible). The host emulation copies at once.
+__device__ __forceinline__ void cp_async16(uint16_t* dst, const uint16_t* src, bool valid) {
+#if defined(FOLDCORE_CUDA_EMULATE)
+  if (valid) std::memcpy(dst, src, 16);
+  else std::memset(dst, 0, 16);
+#else
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(valid ? 16 : 0) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if !defined(FOLDCORE_CUDA_EMULATE)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#if !defined(FOLDCORE_CUDA_EMULATE)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// mma_load_tile's vec8 case through cp.async (issued, not waited for): rows [r0, r0 + R) of a
+// [L, D] bf16 slice into smem [R][ld]; rows ≥ rend and columns ≥ D zero. D % 8 == 0, base, rs,
+// dst and ld 16-byte aligned. All threads of the CTA call it; the trip count is a constant, so
+// every thread's copies are issued back to back.
+template <int R, int Dp>
+__device__ __forceinline__ void mma_async_tile(uint16_t* dst, int ld, const uint16_t* base, int64_t rs, int r0, int rend,
+                                               int D) {
+  constexpr int kVec = Dp / 8, kTotal = R * kVec;
+#pragma unroll
+  for (int it = 0; it < (kTotal + kThreads - 1) / kThreads; ++it) {
+    const int idx = static_cast<int>(threadIdx.x) + it * kThreads;
+    if (kTotal % kThreads != 0 && idx >= kTotal) break;
+    const int r = idx / kVec, c = (idx % kVec) * 8;
+    const bool valid = r0 + r < rend && c < D;
+    cp_async16(dst + r * ld + c, valid ? base + static_cast<int64_t>(r0 + r) * rs + c : base, valid);
+  }
+}
+
+// Row stride (bf16) of a staged bias tile [rows][64 keys]: 72 = 36 words ≡ 4 mod 32, so a warp's
+// 4-byte reads (lane 4g + t: row g, keys 2t, 2t + 1) hit 32 distinct banks.
+constexpr int kMmaLdBiasRaw = kMmaBlockN + 8;
+
+// Rows of bias t staged per tile: 1 when its rows are broadcast (stride 0: a key mask), else 64.
+__host__ __device__ inline int mma_bias_stage_rows(const BiasDesc& d) { return d.s[2] == 0 ? 1 : kMmaBlockM; }
+
+// The biases of a [64 rows × 64 keys] score block of (b, h) as raw bf16 tiles, one after another
+// ([rows_t][kMmaLdBiasRaw] each), through cp.async: every bias vec8 and Lk % 8 == 0, so an 8-key
+// vector is whole or past Lk. Rows past Lq and keys past Lk are 0 (their scores are masked).
+__device__ __forceinline__ void mma_async_bias(uint16_t* dst, const AttnParams& p, int b, int h, int r0, int c0) {
+  constexpr int kVec = kMmaBlockN / 8;
+  for (int t = 0; t < p.n_bias; ++t) {
+    const BiasDesc& d = p.bias[t];
+    const int rows = mma_bias_stage_rows(d);
+    const uint16_t* base = static_cast<const uint16_t*>(d.ptr) + b * d.s[0] + h * d.s[1];
+    for (int idx = threadIdx.x; idx < rows * kVec; idx += kThreads) {
+      const int r = idx / kVec, c = (idx % kVec) * 8, i = r0 + r, j = c0 + c;
+      const bool valid = i < p.Lq && j < p.Lk;
+      cp_async16(dst + r * kMmaLdBiasRaw + c, valid ? base + static_cast<int64_t>(i) * d.s[2] + j : base, valid);
+    }
+    dst += rows * kMmaLdBiasRaw;
+  }
+}
+
 // A fragment of rows [row0, row0 + 16) × columns [k0, k0 + 16) of a row-major bf16 smem tile.
 __device__ __forceinline__ MmaFragA mma_lds_a(const uint16_t* s, int ld, int row0, int k0, int lane) {
   MmaFragA f;

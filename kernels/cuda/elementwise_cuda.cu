@@ -5,6 +5,7 @@
 #include "kernels/cuda/elementwise_cuda.h"
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
@@ -141,6 +142,46 @@ __global__ void strided_binary_kernel(I n, const T* a, const T* b, StridedDescT<
   }
 }
 
+// How b's elements of one 16-byte pack of a are read (strided_binary_vec_kernel).
+enum class PackRead { kBroadcast, kContiguous, kStrided };
+
+// The 16-byte form of strided_binary_kernel: a and out 16-byte aligned, b's innermost merged dim a
+// multiple of the pack's kN elements long, so that a pack's kN elements lie in one run of b along
+// that dim: one offset (the divisions) per pack, and b read once (kBroadcast: a mask [..., 1]
+// over the channels), as one 16-byte pack (kContiguous: a bias [C] over rows) or element by
+// element (kStrided). out may alias a (each pack is read before it is written, by one thread).
+template <typename T, typename I, PackRead R>
+__global__ void strided_binary_vec_kernel(I nv, const T* a, const T* b, StridedDescT<I> bd, I inner_stride, T* out,
+                                          Affine2 f) {
+  constexpr int kN = Pack<T>::kN;
+  for (I v = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); v < nv;
+       v += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+    const I i0 = v * kN;
+    const I off = bd.offset_of(i0);
+    const Pack<T> av = reinterpret_cast<const Pack<T>*>(a)[v];
+    float bv[kN];
+    if constexpr (R == PackRead::kBroadcast) {
+      const float s = to_f32(b[off]);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) bv[k] = s;
+    } else if constexpr (R == PackRead::kContiguous) {
+      const Pack<T> pb = *reinterpret_cast<const Pack<T>*>(b + off);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) bv[k] = to_f32(pb.v[k]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) bv[k] = to_f32(b[off + static_cast<I>(k) * inner_stride]);
+    }
+    Pack<T> o;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      const float x[2] = {to_f32(av.v[k]), bv[k]};
+      o.v[k] = from_f32<T>(f(x, i0 + k));
+    }
+    reinterpret_cast<Pack<T>*>(out)[v] = o;
+  }
+}
+
 template <typename T>
 __global__ void sigmoid_gate_backward_kernel(int64_t n, const T* g, const T* x, const T* dout, T* dg, T* dx) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -163,42 +204,82 @@ __device__ __forceinline__ void keep4(const DropoutParams& d, int64_t base, bool
   dropout_keep4(d.mask, d.seed, d.offset, d.p, base, keep);
 }
 
-// Grid-stride loop over groups of 4 elements (one Philox block each): calls f(i, keep_i) for
-// every element i < n, with keep_i the dropout decision (true everywhere when p = 0).
-template <typename F> __device__ __forceinline__ void for_each_dropout_element(int64_t n, const DropoutParams& d, F f) {
+// Four consecutive elements as one aligned access (8 bytes of bf16, 16 of fp32).
+template <typename T> struct alignas(4 * sizeof(T)) Quad {
+  T v[4];
+};
+template <typename T> bool aligned_quad(const void* p) {
+  return p == nullptr || reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0;
+}
+
+// Grid-stride loop over groups of 4 elements (one Philox block each where the mask allows,
+// kernels/dropout_mask.h): calls f(g, keep) with keep[k] the dropout decision of element 4g + k
+// (true everywhere when p = 0).
+template <typename F> __device__ __forceinline__ void for_each_dropout_group(int64_t n, const DropoutParams& d, F f) {
   const int64_t groups = (n + 3) / 4;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t base = g * 4;
     bool keep[4] = {true, true, true, true};
-    if (d.p > 0.f) keep4(d, base, keep);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int64_t i = base + k;
-      if (i >= n) break;
-      f(i, keep[k]);
-    }
+    if (d.p > 0.f) keep4(d, g * 4, keep);
+    f(g, keep);
   }
 }
 
 // out = residual + dropout(x + bias); bias/residual may be null; out may alias residual. x and
-// bias in T, residual and out in O (T, or fp32 for a 16-bit update of an fp32 stream).
+// bias in T, residual and out in O (T, or fp32 for a 16-bit update of an fp32 stream). quad: n and
+// c multiples of 4 and every pointer aligned to 4 elements, so a group is one access per operand
+// and its bias columns one run (one modulo per group instead of per element).
 template <typename T, typename O>
 __global__ void bias_dropout_residual_kernel(int64_t n, int64_t c, const T* x, const T* bias, const O* res, O* out,
-                                             DropoutParams d) {
-  for_each_dropout_element(n, d, [&](int64_t i, bool keep) {
-    float v = to_f32(x[i]) + (bias ? to_f32(bias[i % c]) : 0.f);
-    if (d.p > 0.f) v = keep ? v * d.keep_scale : 0.f;
-    out[i] = from_f32<O>((res ? to_f32(res[i]) : 0.f) + v);
+                                             DropoutParams d, bool quad) {
+  for_each_dropout_group(n, d, [&](int64_t g, const bool keep[4]) {
+    const int64_t base = g * 4;
+    if (quad) {
+      const Quad<T> xv = reinterpret_cast<const Quad<T>*>(x)[g];
+      Quad<T> bv{};
+      if (bias) bv = *reinterpret_cast<const Quad<T>*>(bias + base % c);
+      Quad<O> rv{};
+      if (res) rv = reinterpret_cast<const Quad<O>*>(res)[g];
+      Quad<O> ov;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        float v = to_f32(xv.v[k]) + (bias ? to_f32(bv.v[k]) : 0.f);
+        if (d.p > 0.f) v = keep[k] ? v * d.keep_scale : 0.f;
+        ov.v[k] = from_f32<O>((res ? to_f32(rv.v[k]) : 0.f) + v);
+      }
+      reinterpret_cast<Quad<O>*>(out)[g] = ov;
+      return;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = base + k;
+      if (i >= n) break;
+      float v = to_f32(x[i]) + (bias ? to_f32(bias[i % c]) : 0.f);
+      if (d.p > 0.f) v = keep[k] ? v * d.keep_scale : 0.f;
+      out[i] = from_f32<O>((res ? to_f32(res[i]) : 0.f) + v);
+    }
   });
 }
 
-// dx (X: dout's T, or 16-bit from an fp32 dout) = mask ⊙ dout / (1 − p).
+// dx (X: dout's T, or 16-bit from an fp32 dout) = mask ⊙ dout / (1 − p); quad as above.
 template <typename T, typename X>
-__global__ void dropout_backward_kernel(int64_t n, const T* dout, X* dx, DropoutParams d) {
-  for_each_dropout_element(n, d, [&](int64_t i, bool keep) {
-    const float v = to_f32(dout[i]);
-    dx[i] = from_f32<X>(d.p > 0.f ? (keep ? v * d.keep_scale : 0.f) : v);
+__global__ void dropout_backward_kernel(int64_t n, const T* dout, X* dx, DropoutParams d, bool quad) {
+  for_each_dropout_group(n, d, [&](int64_t g, const bool keep[4]) {
+    const auto value = [&](float v, int k) { return from_f32<X>(d.p > 0.f ? (keep[k] ? v * d.keep_scale : 0.f) : v); };
+    if (quad) {
+      const Quad<T> dv = reinterpret_cast<const Quad<T>*>(dout)[g];
+      Quad<X> o;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) o.v[k] = value(to_f32(dv.v[k]), k);
+      reinterpret_cast<Quad<X>*>(dx)[g] = o;
+      return;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = g * 4 + k;
+      if (i >= n) break;
+      dx[i] = value(to_f32(dout[i]), k);
+    }
   });
 }
 
@@ -216,18 +297,40 @@ void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gam
   }
   cuda_dispatch_float(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    constexpr int kN = Pack<T>::kN;
     const int64_t n = out.numel();
     const StridedDesc bd = strided_desc(b);
     bool small = false;
     const StridedDescT<int32_t> bd32 = strided_desc32(bd, n, small);
-    if (small)
-      launch_kernel<strided_binary_kernel<T, int32_t>>(grid_for(n, kBlock), kBlock, 0, cuda_stream_of(out.device()),
-          static_cast<int32_t>(n), static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), bd32,
-          static_cast<T*>(out.data_ptr()), f);
-    else
-      launch_kernel<strided_binary_kernel<T, int64_t>>(grid_for(n, kBlock), kBlock, 0, cuda_stream_of(out.device()),
-          n, static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), bd,
-          static_cast<T*>(out.data_ptr()), f);
+    const cudaStream_t stream = cuda_stream_of(out.device());
+    const T* ap = static_cast<const T*>(a.data_ptr());
+    const T* bp = static_cast<const T*>(b.data_ptr());
+    T* op = static_cast<T*>(out.data_ptr());
+    const int64_t inner = bd.shape[bd.ndim - 1], inner_stride = bd.strides[bd.ndim - 1];
+    if (aligned16(ap) && aligned16(op) && inner % kN == 0) {
+      // b's pack reads: one element, one aligned 16-byte pack (unit stride, every pack's start
+      // a multiple of kN elements from an aligned base), or kN elements.
+      bool contiguous = inner_stride == 1 && aligned16(bp);
+      for (int d = 0; d + 1 < bd.ndim; ++d) contiguous = contiguous && bd.strides[d] % kN == 0;
+      const int64_t nv = n / kN;
+      const auto run = [&](auto read) {
+        constexpr PackRead R = decltype(read)::value;
+        if (small)
+          launch_kernel<strided_binary_vec_kernel<T, int32_t, R>>(grid_for(nv, kBlock), kBlock, 0, stream,
+              static_cast<int32_t>(nv), ap, bp, bd32, static_cast<int32_t>(inner_stride), op, f);
+        else
+          launch_kernel<strided_binary_vec_kernel<T, int64_t, R>>(grid_for(nv, kBlock), kBlock, 0, stream, nv, ap,
+              bp, bd, inner_stride, op, f);
+      };
+      if (inner_stride == 0) run(std::integral_constant<PackRead, PackRead::kBroadcast>{});
+      else if (contiguous) run(std::integral_constant<PackRead, PackRead::kContiguous>{});
+      else run(std::integral_constant<PackRead, PackRead::kStrided>{});
+    } else if (small) {
+      launch_kernel<strided_binary_kernel<T, int32_t>>(grid_for(n, kBlock), kBlock, 0, stream,
+          static_cast<int32_t>(n), ap, bp, bd32, op, f);
+    } else {
+      launch_kernel<strided_binary_kernel<T, int64_t>>(grid_for(n, kBlock), kBlock, 0, stream, n, ap, bp, bd, op, f);
+    }
     FC_CUDA_CHECK_LAUNCH();
   });
 }
@@ -287,9 +390,14 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
     using T = decltype(tag);
     const auto run = [&](auto otag) {
       using O = decltype(otag);
+      const int64_t c = x.size(-1);
+      const T* bp = ptr_or_null<T>(bias);
+      const O* rp = ptr_or_null<O>(residual);
+      const bool quad = n % 4 == 0 && c % 4 == 0 && aligned_quad<T>(x.data_ptr()) && aligned_quad<T>(bp) &&
+                        aligned_quad<O>(rp) && aligned_quad<O>(out.data_ptr());
       launch_kernel<bias_dropout_residual_kernel<T, O>>(grid_for((n + 3) / 4, kBlock), kBlock, 0,
-          cuda_stream_of(x.device()), n, x.size(-1), static_cast<const T*>(x.data_ptr()), ptr_or_null<T>(bias),
-          ptr_or_null<O>(residual), static_cast<O*>(out.data_ptr()), d);
+          cuda_stream_of(x.device()), n, c, static_cast<const T*>(x.data_ptr()), bp, rp,
+          static_cast<O*>(out.data_ptr()), d, quad);
     };
     if (out.dtype() == x.dtype()) {
       run(T{});
@@ -308,8 +416,10 @@ void dropout_backward(const Tensor& dout, float p, uint64_t seed, uint64_t offse
     using X = decltype(tag);
     const auto run = [&](auto dtag) {
       using T = decltype(dtag);
+      const bool quad = n % 4 == 0 && aligned_quad<T>(dout.data_ptr()) && aligned_quad<X>(dx.data_ptr());
       launch_kernel<dropout_backward_kernel<T, X>>(grid_for((n + 3) / 4, kBlock), kBlock, 0,
-          cuda_stream_of(dout.device()), n, static_cast<const T*>(dout.data_ptr()), static_cast<X*>(dx.data_ptr()), d);
+          cuda_stream_of(dout.device()), n, static_cast<const T*>(dout.data_ptr()), static_cast<X*>(dx.data_ptr()), d,
+          quad);
     };
     if (dout.dtype() == dx.dtype()) {
       run(X{});

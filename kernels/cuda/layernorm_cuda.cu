@@ -171,6 +171,7 @@ __global__ void ln_param_kernel(const T* __restrict__ dy, const T* __restrict__ 
   const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
   float ag = 0.f, ab = 0.f, ad = 0.f;
   if (col < c) {
+#pragma unroll 4
     for (int64_t r = r0 + ty; r < r1; r += kRowThreads) {
       const float d = to_f32(dy[r * c + col]);
       ag += d * (to_f32(x[r * c + col]) - mean[r]) * rstd[r];
@@ -193,14 +194,29 @@ __global__ void ln_param_kernel(const T* __restrict__ dy, const T* __restrict__ 
     partial[(chunks + blockIdx.y) * static_cast<int64_t>(c) + col] = ab;
     if (dx) partial[(2 * chunks + blockIdx.y) * static_cast<int64_t>(c) + col] = ad;
   }
+  // last_block_of_group's barriers also order the reads of sg/sb/sd above before their reuse here.
   if (!last_block_of_group(&counters[blockIdx.x], gridDim.y)) return;
-  if (ty != 0 || col >= c) return;
+  // The tile's partials over the chunks: row-thread ty adds chunks ty, ty + 8, …, then ty = 0 adds
+  // the 8 sums in order (a fixed order: the same bits every run).
   const int64_t chunks = gridDim.y;
   float g = 0.f, b = 0.f, db = 0.f;
-  for (int64_t k = 0; k < chunks; ++k) {
-    g += read_partial(&partial[k * c + col]);
-    b += read_partial(&partial[(chunks + k) * c + col]);
-    if (dx) db += read_partial(&partial[(2 * chunks + k) * c + col]);
+  if (col < c) {
+#pragma unroll 4
+    for (int64_t k = ty; k < chunks; k += kRowThreads) {
+      g += read_partial(&partial[k * c + col]);
+      b += read_partial(&partial[(chunks + k) * c + col]);
+      if (dx) db += read_partial(&partial[(2 * chunks + k) * c + col]);
+    }
+  }
+  sg[ty][tx] = g;
+  sb[ty][tx] = b;
+  sd[ty][tx] = db;
+  __syncthreads();
+  if (ty != 0 || col >= c) return;
+  for (int k = 1; k < kRowThreads; ++k) {
+    g += sg[k][tx];
+    b += sb[k][tx];
+    db += sd[k][tx];
   }
   dgamma[col] += g;
   dbeta[col] += b;

@@ -2,7 +2,10 @@
 // conversion against the CPU implementation, fills, streams and events.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "core/allocator.h"
+#include "core/kernel_profile.h"
 #include "core/random.h"
 #include "core/stream.h"
 #include "core/tensor.h"
@@ -126,6 +129,44 @@ TEST(CudaTensor, PlannedCopiesMatchCpu) {
   const auto w = wide.to(Device::cpu()).to_vector(), r = row.to(DType::bf16).to_vector();
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 37; ++j) EXPECT_EQ(w[i * 37 + j], r[j]);
+}
+
+// The plain conversion of contiguous tensors, f32 <-> bf16 and f16: 4 elements per access when the
+// count is a multiple of 4 and both sides are aligned to 4 elements (contiguous_convert4_kernel),
+// element by element otherwise (a count of 4k + 1, a source at an odd offset); the host's
+// conversion bit for bit. The kernel profile names the kernel each copy ran.
+TEST(CudaTensor, ContiguousConversionsMatchCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(13);
+  struct Case {
+    int64_t n, offset;
+    const char* kernel;
+  };
+  const Case cases[] = {{4096, 0, "contiguous_convert4_kernel"}, {4097, 0, "contiguous_convert_kernel"},
+                        {4096, 1, "contiguous_convert_kernel"}};
+  for (const Case& c : cases) {
+    for (DType from : {DType::f32, DType::bf16, DType::f16}) {
+      for (DType to : {DType::f32, DType::bf16, DType::f16}) {
+        if (from == to) continue;
+        std::string trace(dtype_name(from));
+        trace.append(" -> ").append(dtype_name(to)).append(", n ").append(std::to_string(c.n));
+        SCOPED_TRACE(trace.append(", offset ").append(std::to_string(c.offset)));
+        const Tensor host = randn({c.n}, gen).to(from);
+        // the source at element offset c.offset of a device buffer (same dtype: a plain memcpy)
+        Tensor dev = Tensor::empty({c.n + c.offset}, from, Device::cuda(0)).narrow(0, c.offset, c.n);
+        dev.copy_(host.to(Device::cuda(0)));
+        Tensor out = Tensor::empty({c.n}, to, Device::cuda(0));
+        kernel_profile::reset();
+        kernel_profile::set_enabled(true);
+        out.copy_(dev);
+        kernel_profile::set_enabled(false);
+        const kernel_profile::Report r = kernel_profile::collect();
+        ASSERT_EQ(r.kernels.size(), 1u);
+        EXPECT_NE(r.kernels[0].name.find(c.kernel), std::string::npos) << r.kernels[0].name;
+        EXPECT_EQ(out.to(Device::cpu()).to_vector(), host.to(to).to_vector());
+      }
+    }
+  }
 }
 
 TEST(CudaTensor, FillAndZero) {

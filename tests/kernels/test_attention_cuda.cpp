@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "core/kernel_profile.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "kernels/attention.h"
@@ -219,6 +221,64 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionCuda,
                                   ops::attention_kernel_name(info.param.kernel) +
                                   (info.param.dbias_pass ? "_dbiaspass" : "");
                          });
+
+// The mma forward's two forms (kernels/cuda/attention_fwd_mma_cuda.cu): the pipelined one
+// (cp.async into two stages, the biases staged as raw bf16 and summed per score) where the rows are
+// 16-byte aligned, every bias's keys unit-stride and Lk % 8 == 0, the synchronous one otherwise.
+// The same values stored so that the synchronous form must run (every bias, or k, at a row offset
+// of one element) give the same bits for o, a and lse: both sum a score's biases from 0 in order
+// and run the same products. Cases: a pair bias, a key mask (one staged row) and a full bias over
+// Lk = 200 (a ragged last tile), gated; head dims 8 (padded to 16), 32 and 64; no bias with Lk =
+// 100 (k misaligned for the synchronous run). The kernel profile names the form that ran.
+TEST(AttentionCudaForms, PipelinedForwardEqualsSynchronousBitForBit) {
+  FC_REQUIRE_CUDA();
+  const ops::AttentionKernel saved = ops::attention_kernel();
+  ops::set_attention_kernel(ops::AttentionKernel::mma);
+  // The kernel template's name, with its bool argument (true: pipelined).
+  auto forward = [](const AttentionInputs& in, bool pipelined) {
+    Result r;
+    r.o = Tensor::empty(in.q.shape(), DType::bf16, Device::cuda());
+    r.a = Tensor::empty(in.q.shape(), DType::bf16, Device::cuda());
+    r.lse = Tensor::empty({in.q.size(0), in.q.size(1), in.q.size(2)}, DType::f32, Device::cuda());
+    kernel_profile::reset();
+    kernel_profile::set_enabled(true);
+    ops::attention_forward(in, r.o, r.lse, r.a);
+    kernel_profile::set_enabled(false);
+    const kernel_profile::Report rep = kernel_profile::collect();
+    EXPECT_EQ(rep.kernels.size(), 1u);
+    const std::string want = pipelined ? "true>" : "false>";
+    for (const auto& row : rep.kernels) {
+      EXPECT_NE(row.name.find("attention_fwd_mma_kernel<"), std::string::npos) << row.name;
+      EXPECT_EQ(row.name.substr(row.name.size() - want.size()), want) << row.name;
+    }
+    return r;
+  };
+  // The same values at a row offset of one element (rows off the 16-byte grid).
+  auto misaligned = [](const Tensor& t) {
+    Shape wide = t.shape();
+    wide[wide.size() - 1] += 1;
+    Tensor w = Tensor::zeros(wide, t.dtype(), t.device()).narrow(wide.size() - 1, 1, t.size(-1));
+    w.copy_(t);
+    return w;
+  };
+  auto expect_same = [](const Result& x, const Result& y) {
+    EXPECT_EQ(x.o.to(Device::cpu()).to(DType::f32).to_vector(), y.o.to(Device::cpu()).to(DType::f32).to_vector());
+    EXPECT_EQ(x.a.to(Device::cpu()).to(DType::f32).to_vector(), y.a.to(Device::cpu()).to(DType::f32).to_vector());
+    EXPECT_EQ(x.lse.to(Device::cpu()).to_vector(), y.lse.to(Device::cpu()).to_vector());
+  };
+  for (int64_t D : {8, 32, 64}) {
+    SCOPED_TRACE("D " + std::to_string(D));
+    AttentionInputs in = make({3, 2, 70, 200, D, true, true, true, true, false, {}}, DType::bf16, Device::cuda(), 21);
+    const Result pipelined = forward(in, true);
+    for (Tensor& b : in.biases) b = misaligned(b);
+    expect_same(pipelined, forward(in, false));
+  }
+  AttentionInputs in = make({2, 3, 50, 100, 32, false, false, false, false, false, {}}, DType::bf16, Device::cuda(), 22);
+  const Result pipelined = forward(in, true);
+  in.k = misaligned(in.k);
+  expect_same(pipelined, forward(in, false));
+  ops::set_attention_kernel(saved);
+}
 
 TEST(AttentionCudaErrors, HeadDimAbove64IsAnError) {
   FC_REQUIRE_CUDA();

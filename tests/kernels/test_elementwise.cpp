@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/philox.h"
 #include "core/random.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "test_util.h"
@@ -288,6 +290,36 @@ TEST(Dropout, RowsWithTheirIndexBaseDrawTheirRowsOfTheWholeMask) {
       FC_EXPECT_CLOSE(slab, whole.narrow(0, start, 2).contiguous(), 0, 0);
       FC_EXPECT_CLOSE(dx, whole.narrow(0, start, 2).contiguous(), 0, 0);
     }
+  }
+}
+
+// dropout_keep4 (the 4-element decisions the CUDA kernels and the fused layer norm draw) equals
+// philox_keep of each element's mask index, for the masks whose groups draw one Philox block
+// (`quads`: last axis unshared and a multiple of 4 long, base a multiple of 4) and those that
+// draw per element; and `quads` is set exactly for the former.
+TEST(Dropout, FourElementDecisionsEqualPerElementOnes) {
+  struct Case {
+    Shape shape;
+    std::vector<int> shared;
+    int64_t base;
+    bool quads;
+  };
+  const std::vector<Case> cases = {
+      {{3, 6, 64}, {-3}, 0, true},  {{3, 6, 64}, {-2}, 0, true},   {{3, 6, 64}, {0, 1}, 128, true},
+      {{3, 6, 64}, {}, 8, true},    {{3, 6, 64}, {-1}, 0, false},  {{3, 6, 64}, {-2}, 6, false},
+      {{3, 6, 62}, {-3}, 0, false}, {{3, 6, 64}, {}, 0, false},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.shape.str() + " base " + std::to_string(k.base));
+    const ops::DropoutMaskDesc m = ops::make_dropout_mask_desc(k.shape, k.shared, k.base);
+    EXPECT_EQ(m.quads, k.quads);
+    int64_t wrong = 0;
+    for (int64_t base = 0; base + 4 <= k.shape.product(); base += 4) {
+      bool keep[4];
+      ops::dropout_keep4(m, 0xabcdefULL, (1ULL << 35) + 1, 0.4f, base, keep);
+      for (int e = 0; e < 4; ++e) wrong += keep[e] != philox_keep(0xabcdefULL, (1ULL << 35) + 1, m.mask_index(base + e), 0.4f);
+    }
+    EXPECT_EQ(wrong, 0);
   }
 }
 

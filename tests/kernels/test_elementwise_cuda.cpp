@@ -4,9 +4,11 @@
 // rtol 1e-5; bf16 one rounding flip (2^-8 relative) → rtol 1e-2, atol 1e-5.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "core/kernel_profile.h"
 #include "core/random.h"
 #include "kernels/elementwise.h"
 #include "test_util.h"
@@ -78,6 +80,63 @@ TEST(ElementwiseCuda, BinaryAndScaleMatchCpu) {
   }
 }
 
+// Whether one of the kernels f launches has `name` in its name (the kernel profile's records).
+bool launches_kernel(const std::function<void()>& f, const std::string& name) {
+  kernel_profile::reset();
+  kernel_profile::set_enabled(true);
+  f();
+  kernel_profile::set_enabled(false);
+  bool found = false;
+  for (const auto& row : kernel_profile::collect().kernels) found = found || row.name.find(name) != std::string::npos;
+  return found;
+}
+
+// The 16-byte broadcast path (strided_binary_vec_kernel): b's innermost merged dim a multiple of
+// the pack (8 bf16 or 4 f32 elements). A mask [4, 9, 1] over 64 channels (b read once per pack), a
+// bias [1, 1, 64] and a [4, 1, 64] (one 16-byte pack of b), a misaligned b (offset 1) and a
+// permuted one (element by element), in place (out = a). A mask over 36 channels takes the packs
+// in f32 (36 % 4 = 0) and the per-element kernel in bf16 (36 % 8 ≠ 0). Both backends compute the
+// fp32 affine form and round once: the file's tolerances.
+TEST(ElementwiseCuda, BroadcastPacksMatchCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(106);
+  for (DType t : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    for (int64_t channels : {64, 36}) {
+      const Shape s{4, 9, channels};
+      const Tensor a = rnd(s, gen, t);
+      // each case: a base tensor and the view of it that is b (applied to the CPU and GPU copies)
+      struct Case {
+        std::string name;
+        Tensor base;
+        std::function<Tensor(const Tensor&)> view;
+      };
+      const std::vector<Case> cases = {
+          {"mask", rnd({4, 9, 1}, gen, t), [&](const Tensor& x) { return x.expand(s); }},
+          {"bias", rnd({1, 1, channels}, gen, t), [&](const Tensor& x) { return x.expand(s); }},
+          {"rows", rnd({4, 1, channels}, gen, t), [&](const Tensor& x) { return x.expand(s); }},
+          {"misaligned", rnd({9 * channels + 1}, gen, t),
+           [&](const Tensor& x) { return x.narrow(0, 1, 9 * channels).view({1, 9, channels}).expand(s); }},
+          {"permuted", rnd({channels, 9, 4}, gen, t), [&](const Tensor& x) { return x.permute({2, 1, 0}); }},
+      };
+      for (const Case& k : cases) {
+        SCOPED_TRACE(k.name + " over " + s.str());
+        const Tensor b = k.view(k.base), gb = k.view(k.base.to(kGpu));
+        const bool packs = t == DType::f32 || channels % 8 == 0;
+        Tensor c = like(a, Device::cpu()), g = like(a, kGpu);
+        ops::mul(a, b, c);
+        EXPECT_TRUE(launches_kernel([&] { ops::mul(a.to(kGpu), gb, g); },
+                                    packs ? "strided_binary_vec_kernel" : "strided_binary_kernel<"));
+        FC_EXPECT_CLOSE(g.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+        ops::axpby(0.5f, a, -2.f, b, c);
+        Tensor ga = a.to(kGpu);
+        ops::axpby(0.5f, ga, -2.f, gb, ga);  // in place
+        FC_EXPECT_CLOSE(ga.to(Device::cpu()), c, atol_for(t), rtol_for(t));
+      }
+    }
+  }
+}
+
 // add_into: a bf16 or f16 tensor added into an fp32 one in one kernel, bit for bit the CPU's
 // conversion followed by add (fp32 sums of exactly converted values); the same-dtype form too.
 TEST(ElementwiseCuda, AddIntoMatchesCpuBitForBit) {
@@ -127,6 +186,20 @@ TEST(ElementwiseCuda, ActivationsAndGateMatchCpu) {
   }
 }
 
+// The dropout masks of a tensor of ones through the forward and the backward: the GPU's decisions
+// (0 or 1/(1-p)) equal the CPU's bit for bit.
+void expect_masks_match(const Shape& s, const ops::DropoutArgs& d) {
+  const Tensor ones = Tensor::full(s, 1.0, DType::f32);
+  Tensor c = like(ones, Device::cpu()), g = like(ones, kGpu);
+  ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), d, c);
+  ops::bias_dropout_residual_forward(ones.to(kGpu), Tensor(), Tensor(), d, g);
+  FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 0, 0);
+  Tensor cdx = like(ones, Device::cpu()), gdx = like(ones, kGpu);
+  ops::bias_dropout_residual_backward(ones, d, cdx, Tensor());
+  ops::bias_dropout_residual_backward(ones.to(kGpu), d, gdx, Tensor());
+  FC_EXPECT_CLOSE(gdx.to(Device::cpu()), cdx, 0, 0);
+}
+
 TEST(DropoutCuda, MasksAreBitIdenticalToCpu) {
   FC_REQUIRE_CUDA();
   // Odd total size (n % 4 != 0) so the last Philox group is partial; a seed and an offset with
@@ -135,15 +208,7 @@ TEST(DropoutCuda, MasksAreBitIdenticalToCpu) {
   for (const auto& shared : std::vector<std::vector<int>>{{}, {-3}, {-2}, {0, -1}}) {
     for (float p : {0.1f, 0.5f}) {
       const ops::DropoutArgs d{p, 0x123456789abcULL, (1ULL << 33) + 17, shared};
-      Tensor ones = Tensor::full(s, 1.0, DType::f32);
-      Tensor c = like(ones, Device::cpu()), g = like(ones, kGpu);
-      ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), d, c);
-      ops::bias_dropout_residual_forward(ones.to(kGpu), Tensor(), Tensor(), d, g);
-      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 0, 0);  // 0 or 1/(1-p): bit for bit
-      Tensor cdx = like(ones, Device::cpu()), gdx = like(ones, kGpu);
-      ops::bias_dropout_residual_backward(ones, d, cdx, Tensor());
-      ops::bias_dropout_residual_backward(ones.to(kGpu), d, gdx, Tensor());
-      FC_EXPECT_CLOSE(gdx.to(Device::cpu()), cdx, 0, 0);
+      expect_masks_match(s, d);
     }
   }
 }
@@ -157,16 +222,48 @@ TEST(DropoutCuda, IndexBaseMasksAreBitIdenticalToCpu) {
     for (int64_t base : {int64_t{1}, int64_t{37 * 5}, int64_t{4099}}) {
       ops::DropoutArgs d{0.3f, 0x9e3779b9ULL, 5, shared};
       d.index_base = base;
-      Tensor ones = Tensor::full(s, 1.0, DType::f32);
-      Tensor c = like(ones, Device::cpu()), g = like(ones, kGpu);
-      ops::bias_dropout_residual_forward(ones, Tensor(), Tensor(), d, c);
-      ops::bias_dropout_residual_forward(ones.to(kGpu), Tensor(), Tensor(), d, g);
-      FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 0, 0);
-      Tensor cdx = like(ones, Device::cpu()), gdx = like(ones, kGpu);
-      ops::bias_dropout_residual_backward(ones, d, cdx, Tensor());
-      ops::bias_dropout_residual_backward(ones.to(kGpu), d, gdx, Tensor());
-      FC_EXPECT_CLOSE(gdx.to(Device::cpu()), cdx, 0, 0);
+      expect_masks_match(s, d);
     }
+  }
+}
+
+// Rows whose length is a multiple of 4 (the 4-element accesses of the forward and backward) with
+// masks whose 4-element groups draw one Philox block (`quads`, kernels/dropout_mask.h: the last
+// axis unshared, index bases multiples of 4) and masks that draw per element (the last axis
+// shared, a base off the blocks): the CPU's masks bit for bit; bias, residual, in place, and the
+// mixed bf16 update of an fp32 stream with its fp32 → bf16 backward.
+TEST(DropoutCuda, FourElementGroupsMatchCpuBitForBit) {
+  FC_REQUIRE_CUDA();
+  Generator gen(107);
+  const Shape s{3, 6, 64};
+  struct Case {
+    std::vector<int> shared;
+    int64_t base;
+  };
+  const std::vector<Case> cases = {{{}, 0}, {{-3}, 0}, {{-2}, 0}, {{0, 1}, 0}, {{-1}, 0},
+                                   {{0, 1}, 128}, {{-2}, 64 * 2}, {{-2}, 6}, {{}, 4100}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE("shared axes " + std::to_string(k.shared.size()) + ", base " + std::to_string(k.base));
+    ops::DropoutArgs d{0.3f, 0xfeedULL, (1ULL << 32) + 3, k.shared};
+    d.index_base = k.base;
+    expect_masks_match(s, d);
+    for (DType t : {DType::f32, DType::bf16}) {
+      const Tensor x = rnd(s, gen, t), bias = rnd({64}, gen, t), res = rnd(s, gen, t);
+      Tensor cr = like(x, Device::cpu());
+      ops::bias_dropout_residual_forward(x, bias, res, d, cr);
+      Tensor gr = res.to(kGpu);
+      ops::bias_dropout_residual_forward(x.to(kGpu), bias.to(kGpu), gr, d, gr);  // in place
+      FC_EXPECT_CLOSE(gr.to(Device::cpu()), cr, atol_for(t), rtol_for(t));
+    }
+    const Tensor xb = rnd(s, gen, DType::bf16), res32 = rnd(s, gen, DType::f32), dout32 = rnd(s, gen, DType::f32);
+    Tensor cm = Tensor::empty(s, DType::f32), gm = res32.to(kGpu);
+    ops::bias_dropout_residual_forward(xb, Tensor(), res32, d, cm);
+    ops::bias_dropout_residual_forward(xb.to(kGpu), Tensor(), gm, d, gm);
+    FC_EXPECT_CLOSE(gm.to(Device::cpu()), cm, 0, 0);
+    Tensor cb = Tensor::empty(s, DType::bf16), gbx = Tensor::empty(s, DType::bf16, kGpu);
+    ops::bias_dropout_residual_backward(dout32, d, cb, Tensor());
+    ops::bias_dropout_residual_backward(dout32.to(kGpu), d, gbx, Tensor());
+    FC_EXPECT_CLOSE(gbx.to(Device::cpu()).to(DType::f32), cb.to(DType::f32), 0, 0);
   }
 }
 

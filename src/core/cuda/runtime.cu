@@ -226,6 +226,23 @@ __global__ void contiguous_convert_kernel(D* __restrict__ dst, const S* __restri
     dst[i] = convert<D>(src[i]);
 }
 
+// The same, 4 elements per thread as one access per side (16 bytes of fp32, 8 of bf16): n % 4 == 0
+// and both pointers aligned to 4 elements (the caller checks).
+template <typename T> struct alignas(4 * sizeof(T)) Quad {
+  T v[4];
+};
+template <typename D, typename S>
+__global__ void contiguous_convert4_kernel(Quad<D>* __restrict__ dst, const Quad<S>* __restrict__ src, int64_t n4) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const Quad<S> in = src[i];
+    Quad<D> out;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out.v[e] = convert<D>(in.v[e]);
+    dst[i] = out;
+  }
+}
+
 template <typename D, typename S, typename I>
 __global__ void strided_copy_kernel(D* __restrict__ dst, const S* __restrict__ src, CopyDesc<I> desc, I n) {
   for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n; i += static_cast<I>(gridDim.x) * blockDim.x) {
@@ -363,7 +380,12 @@ void cuda_strided_copy(const Tensor& dst, const Tensor& src) {
       D* out = static_cast<D*>(dst.data_ptr());
       const S* in = static_cast<const S*>(src.data_ptr());
       if (plan.ndim == 0 || (plan.ndim == 1 && plan.ds[0] == 1 && plan.ss[0] == 1)) {
-        launch_kernel<contiguous_convert_kernel<D, S>>(grid_for(n, 256), 256, 0, s, out, in, n);
+        if (n % 4 == 0 && reinterpret_cast<uintptr_t>(out) % (4 * sizeof(D)) == 0 &&
+            reinterpret_cast<uintptr_t>(in) % (4 * sizeof(S)) == 0)
+          launch_kernel<contiguous_convert4_kernel<D, S>>(grid_for(n / 4, 256), 256, 0, s, reinterpret_cast<Quad<D>*>(out),
+                                                          reinterpret_cast<const Quad<S>*>(in), n / 4);
+        else
+          launch_kernel<contiguous_convert_kernel<D, S>>(grid_for(n, 256), 256, 0, s, out, in, n);
       } else if (p_dim >= 0 && small) {
         CopyPlan batch;  // the dims other than p and q, in order
         int64_t batches = 1;
