@@ -65,6 +65,15 @@ const char* attention_kernel_name(AttentionKernel k);
 // choice.
 void set_attention_dbias_pass(bool on);
 bool attention_dbias_pass();
+// With the mma kernels, whether the forward runs its pipelined form where it applies (16-byte
+// rows, every bias read 8 keys at a time or broadcast over the rows, no segments): the next key
+// tile's loads go through cp.async into a second stage of shared memory while the warps compute on
+// the current one (kernels/cuda/attention_fwd_mma_cuda.cu). Both forms give the same bits; true
+// (the default) is 1.4-1.5× faster on an H200. (The same pipelining of the backward measured
+// slower there: docs/benchmarks.md, "Fused attention".) FOLDCORE_ATTENTION_PIPELINE=on|off sets
+// the initial choice; bench_attention times both.
+void set_attention_pipeline(bool on);
+bool attention_pipeline();
 // The most batch rows one CUDA attention launch covers. A launch's grid has the batch rows on its z
 // axis, whose extent is at most 65,535 (the default, and the ceiling); a larger batch (the pair
 // stacks' row-chunked triangle attention from N = 4,096 on: chunk 16 × N rows) goes in slices of this

@@ -8,13 +8,15 @@
 // share a row), and feeds P, rounded to bf16, straight back as the A operand of O += P·V. S, P and
 // O never touch shared memory; the gate is fused into the epilogue. Same results as the
 // shared-memory kernel (attention_fwd_cuda.cu) up to fp32 summation order.
-// Pipelined form (kAsync, the usual case: 16-byte rows, biases with unit-stride keys and Lk % 8 ==
-// 0, no segments): Q, K, V and the biases' raw bf16 tiles go through cp.async into two stages of
-// shared memory, so tile j + 1's loads fly while the warps compute on tile j (the synchronous form
+// Pipelined form (kAsync, the usual case: 16-byte rows, every bias read 8 keys at a time or
+// broadcast over the rows, no segments): Q, K, V and the biases' raw bf16 tiles go (cp.async,
+// mma_async_bias) into two stages of shared memory, so tile j + 1's loads fly while the warps
+// compute on tile j (the synchronous form
 // waits for every tile's loads with the whole CTA, and a CTA has only Lk / 64 tiles to spread that
 // latency over). A score adds its biases from the staged bf16 in the same order from 0 as the
 // synchronous form's fp32 sum: both forms give the same bits.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/attention_mma.cuh"
@@ -99,11 +101,11 @@ template <int Dp, bool kAsync> __global__ void __launch_bounds__(kThreads) atten
   uint16_t* sbias_raw = reinterpret_cast<uint16_t*>(smem + L::kAsyncBias);
   if constexpr (kAsync) {
 #pragma unroll
-    for (int t = 0; t < kMaxBiases; ++t) {  // unrolled: boff stays in registers
-      if (t >= p.n_bias) break;
-      const int rows = mma_bias_stage_rows(p.bias[t]);
+    for (int u = 0; u < kMaxBiases; ++u) {  // unrolled: boff stays in registers
+      if (u >= p.n_bias) break;
+      const int rows = mma_bias_stage_rows(p.bias[u]);
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr) boff[t][rr] = bias_stage_elems + (rows == 1 ? 0 : 16 * warp + g + 8 * rr) * kMmaLdBiasRaw;
+      for (int rr = 0; rr < 2; ++rr) boff[u][rr] = bias_stage_elems + (rows == 1 ? 0 : 16 * warp + g + 8 * rr) * kMmaLdBiasRaw;
       bias_stage_elems += rows * kMmaLdBiasRaw;
     }
     mma_async_tile<kMmaBlockM, Dp>(sq, L::kLd, q, p.q_s[2], i0, p.Lq, p.D);
@@ -176,51 +178,61 @@ template <int Dp, bool kAsync> __global__ void __launch_bounds__(kThreads) atten
         mma_m16n8k16_bf16(s[nt + 1], qa[ks], b1, s[nt + 1]);
       }
     // Scores: scale, biases, segment mask; element e of n tile nt is (row[e / 2], j0 + 8nt + 2t + e % 2).
-    float mx[2] = {-INFINITY, -INFINITY};
+    // kFull: every key of the tile exists and there are no segments, so every row that exists sees
+    // every key and the range check is skipped (rows past Lq compute finite values that are never
+    // stored). The exponent subtracts the row max, or 0 while the row has seen no finite score: a
+    // masked score (-inf) gives exp(-inf) = 0 without a test per score. The same bits as testing.
+    float alpha[2];
+    const auto softmax_tile = [&](auto full_tag) {
+      constexpr bool kFull = decltype(full_tag)::value;
+      float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt)
+      for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          F32x2 bias{0.f, 0.f};
+          if constexpr (kAsync) {
+#pragma unroll
+            for (int u = 0; u < kMaxBiases; ++u) {  // from 0 in the biases' order, as mma_load_bias_tile sums
+              if (u >= p.n_bias) break;
+              const uint32_t w = lds32(sbias_tile + boff[u][rr] + 8 * nt + 2 * t);
+              bias.x += bf16_to_f32(static_cast<uint16_t>(w & 0xffffu));
+              bias.y += bf16_to_f32(static_cast<uint16_t>(w >> 16));
+            }
+          } else if (p.n_bias > 0) {
+            bias = lds64f(sbias + (16 * warp + g + 8 * rr) * L::kLdBias + 8 * nt + 2 * t);
+          }
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int e = 2 * rr + c, j = j0 + 8 * nt + 2 * t + c;
+            float sc = -INFINITY;
+            if (kFull || (j >= lo[rr] && j < hi[rr])) sc = s[nt].r[e] * p.scale + (c == 0 ? bias.x : bias.y);
+            s[nt].r[e] = sc;
+            mx[rr] = fmaxf(mx[rr], sc);
+          }
+        }
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        F32x2 bias{0.f, 0.f};
-        if constexpr (kAsync) {
-#pragma unroll
-          for (int u = 0; u < kMaxBiases; ++u) {  // from 0 in the biases' order, as mma_load_bias_tile sums
-            if (u >= p.n_bias) break;
-            const uint32_t w = lds32(sbias_tile + boff[u][rr] + 8 * nt + 2 * t);
-            bias.x += bf16_to_f32(static_cast<uint16_t>(w & 0xffffu));
-            bias.y += bf16_to_f32(static_cast<uint16_t>(w >> 16));
-          }
-        } else if (p.n_bias > 0) {
-          bias = lds64f(sbias + (16 * warp + g + 8 * rr) * L::kLdBias + 8 * nt + 2 * t);
-        }
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int e = 2 * rr + c, j = j0 + 8 * nt + 2 * t + c;
-          float sc = -INFINITY;
-          if (j >= lo[rr] && j < hi[rr]) sc = s[nt].r[e] * p.scale + (c == 0 ? bias.x : bias.y);
-          s[nt].r[e] = sc;
-          mx[rr] = fmaxf(mx[rr], sc);
-        }
+        mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
+        mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
+        const float m_new = fmaxf(m_run[rr], mx[rr]);
+        alpha[rr] = m_new == -INFINITY ? 1.f : __expf(m_run[rr] - m_new);
+        m_run[rr] = m_new;
+        l_part[rr] *= alpha[rr];
       }
-    float alpha[2];
+      const float m_sub[2] = {m_run[0] == -INFINITY ? 0.f : m_run[0], m_run[1] == -INFINITY ? 0.f : m_run[1]};
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
-      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
-      const float m_new = fmaxf(m_run[rr], mx[rr]);
-      alpha[rr] = m_new == -INFINITY ? 1.f : __expf(m_run[rr] - m_new);
-      m_run[rr] = m_new;
-      l_part[rr] *= alpha[rr];
-    }
+      for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int rr = e / 2;
-        const float pv = s[nt].r[e] == -INFINITY ? 0.f : __expf(s[nt].r[e] - m_run[rr]);
-        s[nt].r[e] = pv;
-        l_part[rr] += pv;
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int rr = e / 2;
+          const float pv = __expf(s[nt].r[e] - m_sub[rr]);
+          s[nt].r[e] = pv;
+          l_part[rr] += pv;
+        }
+    };
+    if (p.cu == nullptr && j0 + kMmaBlockN <= p.Lk) softmax_tile(std::true_type{});
+    else softmax_tile(std::false_type{});
 #pragma unroll
     for (int dn = 0; dn < kDTiles; ++dn)
 #pragma unroll
@@ -270,13 +282,10 @@ template <int Dp, bool kAsync> __global__ void __launch_bounds__(kThreads) atten
 }  // namespace
 
 // Whether the pipelined form applies: 16-byte q/k/v rows, no segments, and every bias read 8
-// keys at a time with whole vectors (Lk % 8 == 0).
+// keys at a time or broadcast over the rows (mma_async_bias_ok).
 bool fwd_mma_async_ok(const AttnParams& p) {
-  if (!p.vec8 || p.cu != nullptr) return false;
-  if (p.n_bias > 0 && p.Lk % 8 != 0) return false;
-  for (int t = 0; t < p.n_bias; ++t)
-    if (!p.bias[t].vec8) return false;
-  return true;
+  if (!attention_pipeline() || !p.vec8 || p.cu != nullptr) return false;
+  return mma_async_bias_ok(p);
 }
 
 void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream) {

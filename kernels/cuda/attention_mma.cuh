@@ -94,18 +94,22 @@ __device__ __forceinline__ void mma_load_tile(uint16_t* dst, int ld, const uint1
 }
 
 // cp.async (sm_80 and later): 16 bytes global → shared without passing through registers, so a
-// tile's loads fly while the warps compute on the previous tile. !valid zero-fills the 16 bytes
-// (src-size 0: nothing is read; src must still be a valid address). commit closes a group of
-// copies; wait<N> returns when at most N groups are still in flight (this thread's copies; a
-// __syncthreads after it makes every thread's visible). The host emulation copies at once.
-__device__ __forceinline__ void cp_async16(uint16_t* dst, const uint16_t* src, bool valid) {
+// tile's loads fly while the warps compute on the previous tile. Only the first `bytes` (0..16,
+// even) are read; the rest of the 16 are zero-filled (bytes = 0: nothing is read; src must still
+// be a valid address). commit closes a group of copies; wait<N> returns when at most N groups are
+// still in flight (this thread's copies; a __syncthreads after it makes every thread's visible).
+// The host emulation copies at once.
+__device__ __forceinline__ void cp_async16_n(uint16_t* dst, const uint16_t* src, int bytes) {
 #if defined(FOLDCORE_CUDA_EMULATE)
-  if (valid) std::memcpy(dst, src, 16);
-  else std::memset(dst, 0, 16);
+  std::memcpy(dst, src, static_cast<size_t>(bytes));
+  std::memset(reinterpret_cast<unsigned char*>(dst) + bytes, 0, static_cast<size_t>(16 - bytes));
 #else
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(valid ? 16 : 0) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(bytes) : "memory");
 #endif
+}
+__device__ __forceinline__ void cp_async16(uint16_t* dst, const uint16_t* src, bool valid) {
+  cp_async16_n(dst, src, valid ? 16 : 0);
 }
 __device__ __forceinline__ void cp_async_commit() {
 #if !defined(FOLDCORE_CUDA_EMULATE)
@@ -144,21 +148,38 @@ constexpr int kMmaLdBiasRaw = kMmaBlockN + 8;
 __host__ __device__ inline int mma_bias_stage_rows(const BiasDesc& d) { return d.s[2] == 0 ? 1 : kMmaBlockM; }
 
 // The biases of a [64 rows × 64 keys] score block of (b, h) as raw bf16 tiles, one after another
-// ([rows_t][kMmaLdBiasRaw] each), through cp.async: every bias vec8 and Lk % 8 == 0, so an 8-key
-// vector is whole or past Lk. Rows past Lq and keys past Lk are 0 (their scores are masked).
+// ([rows_t][kMmaLdBiasRaw] each). A vec8 bias goes through cp.async, 8 keys per copy (the last
+// vector of a row partly, when Lk % 8 != 0); a bias that is not vec8 must have broadcast rows (a
+// key mask with keys off the 16-byte grid, mma_async_bias_ok): its 64 keys are read by plain loads
+// and stored by the first 64 threads (their stores wait for the loads). Rows past Lq and keys
+// past Lk are 0 (their scores are masked).
 __device__ __forceinline__ void mma_async_bias(uint16_t* dst, const AttnParams& p, int b, int h, int r0, int c0) {
   constexpr int kVec = kMmaBlockN / 8;
   for (int t = 0; t < p.n_bias; ++t) {
     const BiasDesc& d = p.bias[t];
     const int rows = mma_bias_stage_rows(d);
     const uint16_t* base = static_cast<const uint16_t*>(d.ptr) + b * d.s[0] + h * d.s[1];
-    for (int idx = threadIdx.x; idx < rows * kVec; idx += kThreads) {
-      const int r = idx / kVec, c = (idx % kVec) * 8, i = r0 + r, j = c0 + c;
-      const bool valid = i < p.Lq && j < p.Lk;
-      cp_async16(dst + r * kMmaLdBiasRaw + c, valid ? base + static_cast<int64_t>(i) * d.s[2] + j : base, valid);
+    if (d.vec8) {
+      for (int idx = threadIdx.x; idx < rows * kVec; idx += kThreads) {
+        const int r = idx / kVec, c = (idx % kVec) * 8, i = r0 + r, j = c0 + c;
+        const int keys = i < p.Lq ? min(8, max(0, p.Lk - j)) : 0;
+        cp_async16_n(dst + r * kMmaLdBiasRaw + c, keys > 0 ? base + static_cast<int64_t>(i) * d.s[2] + j : base, 2 * keys);
+      }
+    } else {
+      for (int c = threadIdx.x; c < kMmaBlockN; c += kThreads) {
+        const int j = c0 + c;
+        dst[c] = j < p.Lk ? base[static_cast<int64_t>(j) * d.s[3]] : uint16_t{0};
+      }
     }
     dst += rows * kMmaLdBiasRaw;
   }
+}
+
+// Whether every bias can be staged by mma_async_bias: read 8 keys at a time, or with broadcast rows.
+inline bool mma_async_bias_ok(const AttnParams& p) {
+  for (int t = 0; t < p.n_bias; ++t)
+    if (!p.bias[t].vec8 && p.bias[t].s[2] != 0) return false;
+  return true;
 }
 
 // A fragment of rows [row0, row0 + 16) × columns [k0, k0 + 16) of a row-major bf16 smem tile.

@@ -224,12 +224,14 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionCuda,
 
 // The mma forward's two forms (kernels/cuda/attention_fwd_mma_cuda.cu): the pipelined one
 // (cp.async into two stages, the biases staged as raw bf16 and summed per score) where the rows are
-// 16-byte aligned, every bias's keys unit-stride and Lk % 8 == 0, the synchronous one otherwise.
+// 16-byte aligned and every bias read 8 keys at a time or broadcast over the rows, the synchronous
+// one otherwise.
 // The same values stored so that the synchronous form must run (every bias, or k, at a row offset
 // of one element) give the same bits for o, a and lse: both sum a score's biases from 0 in order
 // and run the same products. Cases: a pair bias, a key mask (one staged row) and a full bias over
 // Lk = 200 (a ragged last tile), gated; head dims 8 (padded to 16), 32 and 64; no bias with Lk =
-// 100 (k misaligned for the synchronous run). The kernel profile names the form that ran.
+// 100 (k misaligned for the synchronous run); Lk = 100 with a key mask off the 16-byte grid and a
+// bias whose rows end in a partial vector. The kernel profile names the form that ran.
 TEST(AttentionCudaForms, PipelinedForwardEqualsSynchronousBitForBit) {
   FC_REQUIRE_CUDA();
   const ops::AttentionKernel saved = ops::attention_kernel();
@@ -277,6 +279,16 @@ TEST(AttentionCudaForms, PipelinedForwardEqualsSynchronousBitForBit) {
   const Result pipelined = forward(in, true);
   in.k = misaligned(in.k);
   expect_same(pipelined, forward(in, false));
+  // Lk = 100: a key mask whose rows are 200 bytes apart (staged by plain loads) and a pair bias with
+  // 16-byte rows whose last 8-key vector is partial (a zero-filled copy); against the synchronous
+  // form of the same inputs (ops::set_attention_pipeline(false)).
+  AttentionInputs ragged = make({3, 2, 50, 100, 32, true, false, true, false, false, {}}, DType::bf16, Device::cuda(), 26);
+  Generator gen(27);
+  ragged.biases.push_back(randn({1, 2, 50, 104}, gen).to(DType::bf16).to(Device::cuda()).narrow(3, 0, 100));
+  const Result ragged_pipelined = forward(ragged, true);
+  ops::set_attention_pipeline(false);
+  expect_same(ragged_pipelined, forward(ragged, false));
+  ops::set_attention_pipeline(true);
   ops::set_attention_kernel(saved);
 }
 
