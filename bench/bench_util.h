@@ -163,8 +163,11 @@ inline void print_kernel_profile(const std::string& bench_name, const std::strin
     }
   }
   if (rest.calls > 0) row("kernel", rest);
-  if (r.stages.size() > 1 || (r.stages.size() == 1 && r.stages.front().name != "-"))
+  if (r.stages.size() > 1 || (r.stages.size() == 1 && r.stages.front().name != "-")) {
     for (const kernel_profile::Row& s : r.stages) row("stage", s);
+    // The largest kernels by stage ("<kernel> @ <stage>"): which module each kernel's time is in.
+    for (size_t i = 0; i < r.kernel_stages.size() && i < top; ++i) row("kernel_stage", r.kernel_stages[i]);
+  }
 }
 
 }  // namespace foldcore::bench

@@ -79,7 +79,7 @@ Report collect() {
   Report rep;
   if (records.empty()) return rep;
   const ::foldcore::detail::UncountedWaits uncounted;  // the profiler's own wait
-  std::map<std::string, Row> by_name, by_stage;
+  std::map<std::string, Row> by_name, by_stage, by_pair;
   const int device = records.front().device;
   const Record* last = &records.front();
   for (const Record& r : records) {
@@ -92,6 +92,12 @@ Report collect() {
     st.name = r.stage;
     ++st.calls;
     st.seconds += sec;
+    std::string pair = r.name;
+    pair.append(" @ ").append(r.stage);
+    Row& kp = by_pair[pair];
+    if (kp.calls == 0) kp.name = std::move(pair);
+    ++kp.calls;
+    kp.seconds += sec;
     rep.busy_seconds += sec;
     if (r.device == device) last = &r;
   }
@@ -99,6 +105,7 @@ Report collect() {
   rep.span_seconds = static_cast<double>(::foldcore::detail::cuda_event_elapsed_ms(records.front().start, last->end)) / 1e3;
   rep.kernels = sorted(by_name);
   rep.stages = sorted(by_stage);
+  rep.kernel_stages = sorted(by_pair);
   std::lock_guard<std::mutex> l(s.mu);
   for (const Record& r : records) give_back(s, r);
   return rep;

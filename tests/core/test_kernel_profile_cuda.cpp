@@ -93,6 +93,15 @@ TEST(KernelProfileCuda, StagesAndNothingWhenOff) {
   }
   EXPECT_EQ(scaled, profile::enabled() ? 1 : 0);
   EXPECT_EQ(outside, profile::enabled() ? 1 : 2);
+  // By kernel and stage: "<kernel> @ <stage>", every record once.
+  int64_t pairs = 0;
+  for (const Row& p : r.kernel_stages) {
+    EXPECT_NE(p.name.find("map_kernel"), std::string::npos) << p.name;
+    EXPECT_NE(p.name.find(" @ "), std::string::npos) << p.name;
+    pairs += p.calls;
+  }
+  EXPECT_EQ(pairs, 2);
+  EXPECT_EQ(r.kernel_stages.size(), profile::enabled() ? 2u : 1u);
 }
 
 }  // namespace
