@@ -35,7 +35,9 @@ struct DropoutMaskDesc {
   FOLDCORE_HD int64_t mask_index(int64_t i) const {
     if (!shared) return i;
     int64_t idx = index_base;
-    for (int a = ndim - 1; a >= 0; --a) {
+    FC_UNROLL
+    for (int a = kMaxDims - 1; a >= 0; --a) {  // unrolled: constant indices (no local copy on a GPU)
+      if (a >= ndim) continue;
       idx += (i % shape[a]) * mstride[a];
       i /= shape[a];
     }
@@ -63,8 +65,10 @@ FOLDCORE_HD void dropout_keep4(const DropoutMaskDesc& m, uint64_t seed, uint64_t
     const PhiloxBlock b = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                                         static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
                                         static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    FC_UNROLL
     for (int k = 0; k < 4; ++k) keep[k] = static_cast<float>(b.v[k] >> 8) * (1.0f / 16777216.0f) >= p;
   } else {
+    FC_UNROLL
     for (int k = 0; k < 4; ++k) keep[k] = philox_keep(seed, offset, m.mask_index(base + k), p);
   }
 }

@@ -48,7 +48,10 @@ FOLDCORE_HD uint32_t philox_bits(uint64_t seed, uint64_t offset, uint64_t idx) {
   const PhiloxBlock b = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                                       static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
                                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  return b.v[idx & 3];
+  // Word idx % 4, chosen without an index into the array: a dynamic index would put the block in
+  // local memory in every GPU thread (a 16-byte stack frame in the dropout kernels).
+  const uint32_t lo = (idx & 1) ? b.v[1] : b.v[0], hi = (idx & 1) ? b.v[3] : b.v[2];
+  return (idx & 2) ? hi : lo;
 }
 
 // Uniform in [0, 1) with 24 bits of resolution (exact in float).

@@ -182,11 +182,15 @@ CopyPlan plan_copy(const Tensor& dst, const Tensor& src) {
 template <typename I> struct CopyDesc {
   int ndim;
   I shape[kMaxDims], ds[kMaxDims], ss[kMaxDims];
-  // dst and src offsets of linear index `lin` (row-major over shape), one division per dim
+  // dst and src offsets of linear index `lin` (row-major over shape), one division per dim; the
+  // loop unrolls over every possible dim (constant indices: no copy of the descriptor to local
+  // memory, as StridedDescT::offset_of)
   __host__ __device__ void offsets(I lin, I& od, I& os) const {
     od = 0;
     os = 0;
-    for (int a = ndim - 1; a >= 0; --a) {
+    FC_UNROLL
+    for (int a = kMaxDims - 1; a >= 0; --a) {
+      if (a >= ndim) continue;
       const I q = lin / shape[a];
       const I r = lin - q * shape[a];
       lin = q;
