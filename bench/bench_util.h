@@ -4,6 +4,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <functional>
@@ -131,6 +133,11 @@ inline void print_profile(const std::string& bench_name, const std::string& case
 inline void print_kernel_profile(const std::string& bench_name, const std::string& case_name, int64_t size,
                                  double wall_seconds, const kernel_profile::Report* given = nullptr, size_t top = 40) {
   if (!kernel_profile::enabled()) return;
+  // FOLDCORE_PROFILE_TOP=K lists K kernels and K kernel x stage pairs instead (0: all of them).
+  if (const char* t = std::getenv("FOLDCORE_PROFILE_TOP")) {
+    const long k = std::strtol(t, nullptr, 10);
+    top = k > 0 ? static_cast<size_t>(k) : SIZE_MAX;
+  }
   const kernel_profile::Report r = given ? *given : kernel_profile::collect();
   auto line = [&](const char* part) {
     JsonLine j;

@@ -118,6 +118,10 @@ std::atomic<bool>& dbias_pass_choice() {
   static std::atomic<bool> choice{choice_from_env("FOLDCORE_ATTENTION_DBIAS", {"atomic", "pass"}) == 1};
   return choice;
 }
+std::atomic<bool>& bwd_vec_rows_choice() {
+  static std::atomic<bool> choice{true};
+  return choice;
+}
 std::atomic<bool>& pipeline_choice() {
   static std::atomic<bool> choice{choice_from_env("FOLDCORE_ATTENTION_PIPELINE", {"on", "off"}) == 0};
   return choice;
@@ -131,6 +135,8 @@ void set_attention_dbias_pass(bool on) { dbias_pass_choice().store(on); }
 bool attention_dbias_pass() { return dbias_pass_choice().load(); }
 void set_attention_pipeline(bool on) { pipeline_choice().store(on); }
 bool attention_pipeline() { return pipeline_choice().load(); }
+void set_attention_bwd_vec_rows(bool on) { bwd_vec_rows_choice().store(on); }
+bool attention_bwd_vec_rows() { return bwd_vec_rows_choice().load(); }
 void set_attention_batch_slice(int rows) {
   FC_CHECK(rows >= 1 && rows <= 65535, "set_attention_batch_slice: rows must be in [1, 65535], got ", rows);
   batch_slice_choice().store(rows);

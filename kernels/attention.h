@@ -74,6 +74,12 @@ bool attention_dbias_pass();
 // the initial choice; bench_attention times both.
 void set_attention_pipeline(bool on);
 bool attention_pipeline();
+// Whether the CUDA backward's row-wise passes (the preprocess: dA, delta, the gate's gradient; and
+// the dq conversion) read and write 16 bytes per thread where head dim, pointers and strides allow
+// (the default), or one element per thread. delta is summed in another order by the two (the same
+// to fp32 rounding); tests compare them.
+void set_attention_bwd_vec_rows(bool on);
+bool attention_bwd_vec_rows();
 // The most batch rows one CUDA attention launch covers. A launch's grid has the batch rows on its z
 // axis, whose extent is at most 65,535 (the default, and the ceiling); a larger batch (the pair
 // stacks' row-chunked triangle attention from N = 4,096 on: chunk 16 × N rows) goes in slices of this

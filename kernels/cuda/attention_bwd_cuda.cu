@@ -9,8 +9,12 @@
 //  3. dq scratch → dq (dtype, strides) with the scale applied.
 // For bf16 the main kernel is by default the register-tiled one (attention_bwd_mma_cuda.cu; see
 // ops::AttentionKernel); steps 1 and 3 are the same for both.
+#include <cstdint>
+#include <initializer_list>
 #include <optional>
+#include <utility>
 
+#include "core/cuda/vec.cuh"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/attention_mma.cuh"
@@ -41,6 +45,48 @@ template <typename T> __global__ void attention_bwd_pre_kernel(const AttnParams 
   }
   delta = warp_sum(delta);
   if (lane == 0) p.delta[row] = delta;
+}
+
+// The same, vectorised: each thread takes V = 16 / sizeof(T) consecutive head-dim elements of a
+// row (one 16-byte access per tensor), a row's D / V threads are adjacent lanes (D / V a power of
+// two ≤ 32, `lanes_log2` its log) and sum delta with xor shuffles; the row's indices are
+// decomposed once per thread, in I (32-bit where B·H·Lq·D/V fits). The caller checks that every
+// pointer and every row stride is a multiple of V elements. delta is summed in another order than
+// the per-element kernel's (V elements in turn, then the lanes' tree): the same value to fp32
+// rounding.
+template <typename T, typename I>
+__global__ void attention_bwd_pre_vec_kernel(const AttnParams p, const T* a, int64_t a0, int64_t a1, int64_t a2,
+                                             int lanes_log2) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  const I t = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  const I row = t >> lanes_log2;
+  const int d0 = static_cast<int>(t & ((I(1) << lanes_log2) - 1)) * V;
+  const bool active = row < static_cast<I>(p.B) * static_cast<I>(p.H) * static_cast<I>(p.Lq);
+  float delta = 0.f;
+  if (active) {  // every lane still takes part in the shuffles below
+    const I i = row % static_cast<I>(p.Lq), bh = row / static_cast<I>(p.Lq);
+    const I h = bh % static_cast<I>(p.H), b = bh / static_cast<I>(p.H);
+    const VecOf<T, V> dov = load_vec<T, V>(static_cast<const T*>(p.d_o) + b * p.do_s[0] + h * p.do_s[1] + i * p.do_s[2] + d0);
+    const VecOf<T, V> av = load_vec<T, V>(a + b * a0 + h * a1 + i * a2 + d0);
+    VecOf<T, V> gv{}, dgv;
+    if (p.g) gv = load_vec<T, V>(static_cast<const T*>(p.g) + b * p.g_s[0] + h * p.g_s[1] + i * p.g_s[2] + d0);
+    VecOf<uint16_t, V> dav;
+    FC_UNROLL
+    for (int e = 0; e < V; ++e) {
+      const float dof = to_f32(dov.v[e]), af = to_f32(av.v[e]);
+      float sg = 1.f;
+      if (p.g) {
+        sg = sigmoidf_(to_f32(gv.v[e]));
+        dgv.v[e] = from_f32<T>(dof * af * sg * (1.f - sg));
+      }
+      delta += dof * sg * af;
+      dav.v[e] = bf16_bits(dof * sg);
+    }
+    if (p.g && p.dg) store_vec<T, V>(static_cast<T*>(p.dg) + b * p.dg_s[0] + h * p.dg_s[1] + i * p.dg_s[2] + d0, dgv);
+    if (p.da) store_vec<uint16_t, V>(p.da + static_cast<int64_t>(row) * p.D + d0, dav);
+  }
+  for (int o = 1; o < (1 << lanes_log2); o <<= 1) delta += __shfl_xor_sync(0xffffffffu, delta, o);
+  if (active && d0 == 0) p.delta[row] = delta;
 }
 
 template <typename T, int Dp> struct BwdLayout {
@@ -185,6 +231,48 @@ template <typename T> __global__ void dq_convert_kernel(const float* acc, T* dq,
   }
 }
 
+// The same, V = 16 / sizeof(T) elements per thread (one 16-byte store, the fp32 reads as 16-byte
+// vectors), the index decomposed once per vector in I; D, the strides and dq's pointer multiples
+// of V (the caller checks).
+template <typename T, typename I>
+__global__ void dq_convert_vec_kernel(const float* acc, T* dq, int H, int Lq, int D, int64_t s0, int64_t s1, int64_t s2,
+                                      I n_vecs) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  const I dv = static_cast<I>(D / V);
+  for (I t = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); t < n_vecs;
+       t += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+    const I row = t / dv, d = (t - row * dv) * V;
+    const I i = row % static_cast<I>(Lq), bh = row / static_cast<I>(Lq);
+    const I h = bh % static_cast<I>(H), b = bh / static_cast<I>(H);
+    const VecOf<float, V> in = load_vec<float, V>(acc + static_cast<int64_t>(t) * V);
+    VecOf<T, V> out;
+    FC_UNROLL
+    for (int e = 0; e < V; ++e) out.v[e] = from_f32<T>(in.v[e]);
+    store_vec<T, V>(dq + b * s0 + h * s1 + i * s2 + d, out);
+  }
+}
+
+// Whether the attention backward's row-wise passes may use their vector kernels: V = 16 /
+// sizeof(T) divides D and D / V is a power of two ≤ 32, and every pointer and row stride given
+// is a multiple of V elements.
+template <typename T> bool vec_rows_ok(int D, std::initializer_list<std::pair<const void*, const int64_t*>> tensors) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  if (D % V != 0 || D / V > 32 || ((D / V) & (D / V - 1)) != 0) return false;
+  for (const auto& [ptr, s] : tensors) {
+    if (ptr == nullptr) continue;
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return false;
+    for (int k = 0; k < 3; ++k)
+      if (s[k] % V != 0) return false;
+  }
+  return true;
+}
+
+int log2_exact(int v) {
+  int l = 0;
+  while ((1 << l) < v) ++l;
+  return l;
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -256,8 +344,24 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
     using T = decltype(tag);
     const int warps_per_block = 8;
     phase.emplace("pre", dev);  // dA = dO ⊙ σ(g) (the mma kernel's scratch), delta, dg (and the dq scratch zeroed before it)
-    launch_kernel<attention_bwd_pre_kernel<T>>(static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), 32 * warps_per_block, 0, stream,
-        p, static_cast<const T*>(a_or_o.data_ptr()), a_or_o.stride(0), a_or_o.stride(1), a_or_o.stride(2));
+    const int64_t a_s[3] = {a_or_o.stride(0), a_or_o.stride(1), a_or_o.stride(2)};
+    constexpr int V = 16 / static_cast<int>(sizeof(T));
+    if (attention_bwd_vec_rows() &&
+        vec_rows_ok<T>(p.D, {{p.d_o, p.do_s}, {a_or_o.data_ptr(), a_s}, {p.g, p.g_s}, {p.dg, p.dg_s}})) {
+      const int lanes_log2 = log2_exact(p.D / V);
+      const int64_t threads = rows << lanes_log2;
+      const unsigned grid = static_cast<unsigned>((threads + 255) / 256);
+      auto go = [&](auto itag) {
+        using I = decltype(itag);
+        launch_kernel<attention_bwd_pre_vec_kernel<T, I>>(grid, 256, 0, stream, p, static_cast<const T*>(a_or_o.data_ptr()),
+                                                          a_s[0], a_s[1], a_s[2], lanes_log2);
+      };
+      if (static_cast<int64_t>(grid) * 256 <= INT32_MAX) go(int32_t{});
+      else go(int64_t{});
+    } else {
+      launch_kernel<attention_bwd_pre_kernel<T>>(static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block), 32 * warps_per_block, 0, stream,
+          p, static_cast<const T*>(a_or_o.data_ptr()), a_s[0], a_s[1], a_s[2]);
+    }
     FC_CUDA_CHECK_LAUNCH();
     phase.reset();
     phase.emplace("main", dev);
@@ -296,8 +400,21 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
     if (grads.dq.defined()) {
       phase.emplace("dq_convert", dev);
       const int64_t n = rows * p.D;
-      launch_kernel<dq_convert_kernel<T>>(grid_for(n, 256), 256, 0, stream, p.dq_acc, static_cast<T*>(grads.dq.data_ptr()), p.H, p.Lq, p.D,
-                                                                grads.dq.stride(0), grads.dq.stride(1), grads.dq.stride(2), n);
+      const int64_t dq_s[3] = {grads.dq.stride(0), grads.dq.stride(1), grads.dq.stride(2)};
+      if (attention_bwd_vec_rows() && vec_rows_ok<T>(p.D, {{grads.dq.data_ptr(), dq_s}})) {
+        const int64_t n_vecs = n / V;
+        auto go = [&](auto itag) {
+          using I = decltype(itag);
+          launch_kernel<dq_convert_vec_kernel<T, I>>(grid_for(n_vecs, 256), 256, 0, stream, p.dq_acc,
+                                                     static_cast<T*>(grads.dq.data_ptr()), p.H, p.Lq, p.D, dq_s[0], dq_s[1],
+                                                     dq_s[2], static_cast<I>(n_vecs));
+        };
+        if (n_vecs <= INT32_MAX / 2) go(int32_t{});
+        else go(int64_t{});
+      } else {
+        launch_kernel<dq_convert_kernel<T>>(grid_for(n, 256), 256, 0, stream, p.dq_acc, static_cast<T*>(grads.dq.data_ptr()), p.H, p.Lq, p.D,
+                                            dq_s[0], dq_s[1], dq_s[2], n);
+      }
       FC_CUDA_CHECK_LAUNCH();
     }
   });

@@ -9,6 +9,7 @@
 
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
+#include "core/cuda/vec.cuh"
 #include "core/philox.h"
 
 namespace foldcore::ops::cuda {
@@ -16,10 +17,6 @@ namespace {
 
 constexpr int kBlock = 256;
 
-template <typename T> struct alignas(16) Pack {
-  static constexpr int kN = 16 / static_cast<int>(sizeof(T));
-  T v[kN];
-};
 
 template <typename T, int N> struct Ptrs {
   const T* p[N];
@@ -33,13 +30,13 @@ __global__ void map_kernel(int64_t n, Ptrs<T, NIN> in, T* out, bool vec, F f) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t start = 0;
   if (vec) {
-    constexpr int kN = Pack<T>::kN;
+    constexpr int kN = Pack16<T>::kN;
     const int64_t nv = n / kN;
     for (int64_t v = tid; v < nv; v += stride) {
-      Pack<T> a[NIN];
+      Pack16<T> a[NIN];
 #pragma unroll
-      for (int j = 0; j < NIN; ++j) a[j] = reinterpret_cast<const Pack<T>*>(in.p[j])[v];
-      Pack<T> o;
+      for (int j = 0; j < NIN; ++j) a[j] = reinterpret_cast<const Pack16<T>*>(in.p[j])[v];
+      Pack16<T> o;
 #pragma unroll
       for (int k = 0; k < kN; ++k) {
         float x[NIN];
@@ -47,7 +44,7 @@ __global__ void map_kernel(int64_t n, Ptrs<T, NIN> in, T* out, bool vec, F f) {
         for (int j = 0; j < NIN; ++j) x[j] = to_f32(a[j].v[k]);
         o.v[k] = from_f32<T>(f(x, v * kN + k));
       }
-      reinterpret_cast<Pack<T>*>(out)[v] = o;
+      reinterpret_cast<Pack16<T>*>(out)[v] = o;
     }
     start = nv * kN;
   }
@@ -70,7 +67,7 @@ template <typename T, int NIN, typename F> void launch_map(const Tensor (&ins)[N
     vec = vec && aligned16(p.p[j]);
   }
   const int64_t n = out.numel();
-  const int64_t work = vec ? (n + Pack<T>::kN - 1) / Pack<T>::kN : n;
+  const int64_t work = vec ? (n + Pack16<T>::kN - 1) / Pack16<T>::kN : n;
   launch_kernel<map_kernel<T, NIN, F>>(grid_for(work, kBlock), kBlock, 0, cuda_stream_of(out.device()),
       n, p, static_cast<T*>(out.data_ptr()), vec, f);
   FC_CUDA_CHECK_LAUNCH();
@@ -153,32 +150,32 @@ enum class PackRead { kBroadcast, kContiguous, kStrided };
 template <typename T, typename I, PackRead R>
 __global__ void strided_binary_vec_kernel(I nv, const T* a, const T* b, StridedDescT<I> bd, I inner_stride, T* out,
                                           Affine2 f) {
-  constexpr int kN = Pack<T>::kN;
+  constexpr int kN = Pack16<T>::kN;
   for (I v = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); v < nv;
        v += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
     const I i0 = v * kN;
     const I off = bd.offset_of(i0);
-    const Pack<T> av = reinterpret_cast<const Pack<T>*>(a)[v];
+    const Pack16<T> av = reinterpret_cast<const Pack16<T>*>(a)[v];
     float bv[kN];
     if constexpr (R == PackRead::kBroadcast) {
       const float s = to_f32(b[off]);
 #pragma unroll
       for (int k = 0; k < kN; ++k) bv[k] = s;
     } else if constexpr (R == PackRead::kContiguous) {
-      const Pack<T> pb = *reinterpret_cast<const Pack<T>*>(b + off);
+      const Pack16<T> pb = *reinterpret_cast<const Pack16<T>*>(b + off);
 #pragma unroll
       for (int k = 0; k < kN; ++k) bv[k] = to_f32(pb.v[k]);
     } else {
 #pragma unroll
       for (int k = 0; k < kN; ++k) bv[k] = to_f32(b[off + static_cast<I>(k) * inner_stride]);
     }
-    Pack<T> o;
+    Pack16<T> o;
 #pragma unroll
     for (int k = 0; k < kN; ++k) {
       const float x[2] = {to_f32(av.v[k]), bv[k]};
       o.v[k] = from_f32<T>(f(x, i0 + k));
     }
-    reinterpret_cast<Pack<T>*>(out)[v] = o;
+    reinterpret_cast<Pack16<T>*>(out)[v] = o;
   }
 }
 
@@ -204,10 +201,6 @@ __device__ __forceinline__ void keep4(const DropoutParams& d, int64_t base, bool
   dropout_keep4(d.mask, d.seed, d.offset, d.p, base, keep);
 }
 
-// Four consecutive elements as one aligned access (8 bytes of bf16, 16 of fp32).
-template <typename T> struct alignas(4 * sizeof(T)) Quad {
-  T v[4];
-};
 template <typename T> bool aligned_quad(const void* p) {
   return p == nullptr || reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0;
 }
@@ -297,7 +290,7 @@ void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gam
   }
   cuda_dispatch_float(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    constexpr int kN = Pack<T>::kN;
+    constexpr int kN = Pack16<T>::kN;
     const int64_t n = out.numel();
     const StridedDesc bd = strided_desc(b);
     bool small = false;

@@ -59,11 +59,11 @@ __global__ void ln_forward_kernel(const T* x, const T* bias, const T* res, T* h,
   if constexpr (kFused) {
     hr = h + row * c;
     for (int j = tid * V; j < c; j += G * V) {
-      const auto xv = load_pack<T, V>(x + row * c + j);
-      const auto rv = load_pack<T, V>(res + row * c + j);
+      const auto xv = load_vec<T, V>(x + row * c + j);
+      const auto rv = load_vec<T, V>(res + row * c + j);
       bool keep[V];
       if (d.p > 0.f) pack_keep<V>(d, row * c + j, keep);
-      Pack<T, V> o;
+      VecOf<T, V> o;
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         float v = to_f32(xv.v[e]) + (bias ? to_f32(bias[j + e]) : 0.f);
@@ -71,11 +71,11 @@ __global__ void ln_forward_kernel(const T* x, const T* bias, const T* res, T* h,
         o.v[e] = from_f32<T>(to_f32(rv.v[e]) + v);
         s += to_f32(o.v[e]);
       }
-      store_pack<T, V>(h + row * c + j, o);
+      store_vec<T, V>(h + row * c + j, o);
     }
   } else {
     for (int j = tid * V; j < c; j += G * V) {
-      const auto v = load_pack<T, V>(hr + j);
+      const auto v = load_vec<T, V>(hr + j);
 #pragma unroll
       for (int e = 0; e < V; ++e) s += to_f32(v.v[e]);
     }
@@ -83,7 +83,7 @@ __global__ void ln_forward_kernel(const T* x, const T* bias, const T* res, T* h,
   const float mu = group_reduce<G>(s, SumOp{}) / static_cast<float>(c);
   float q = 0.f;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto v = load_pack<T, V>(hr + j);
+    const auto v = load_vec<T, V>(hr + j);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const float dv = to_f32(v.v[e]) - mu;
@@ -93,11 +93,11 @@ __global__ void ln_forward_kernel(const T* x, const T* bias, const T* res, T* h,
   const float rs = rsqrtf(group_reduce<G>(q, SumOp{}) / static_cast<float>(c) + eps);
   T* yr = y + row * c;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto v = load_pack<T, V>(hr + j);
-    Pack<T, V> o;
+    const auto v = load_vec<T, V>(hr + j);
+    VecOf<T, V> o;
 #pragma unroll
     for (int e = 0; e < V; ++e) o.v[e] = from_f32<T>((to_f32(v.v[e]) - mu) * rs * gamma[j + e] + beta[j + e]);
-    store_pack<T, V>(yr + j, o);
+    store_vec<T, V>(yr + j, o);
   }
   if (tid == 0) {
     mean[row] = mu;
@@ -120,8 +120,8 @@ __global__ void ln_backward_dx_kernel(const T* __restrict__ dy, const T* __restr
   const float mu = mean[row], rs = rstd[row];
   float sg = 0.f, sgx = 0.f;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto hv = load_pack<T, V>(hr + j);
-    const auto dv = load_pack<T, V>(dyr + j);
+    const auto hv = load_vec<T, V>(hr + j);
+    const auto dv = load_vec<T, V>(dyr + j);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const float g = to_f32(dv.v[e]) * gamma[j + e];
@@ -133,21 +133,21 @@ __global__ void ln_backward_dx_kernel(const T* __restrict__ dy, const T* __restr
   const float mg = group_reduce<G>(sg, SumOp{}) * inv_c;
   const float mgx = group_reduce<G>(sgx, SumOp{}) * inv_c;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto hv = load_pack<T, V>(hr + j);
-    const auto dv = load_pack<T, V>(dyr + j);
+    const auto hv = load_vec<T, V>(hr + j);
+    const auto dv = load_vec<T, V>(dyr + j);
     bool keep[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) keep[e] = true;
     if (dx && d.p > 0.f) pack_keep<V>(d, row * c + j, keep);
-    Pack<T, V> o, od;
+    VecOf<T, V> o, od;
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const float xh = (to_f32(hv.v[e]) - mu) * rs;
       o.v[e] = from_f32<T>(rs * (to_f32(dv.v[e]) * gamma[j + e] - mg - xh * mgx));
       od.v[e] = d.p > 0.f ? from_f32<T>(keep[e] ? to_f32(o.v[e]) * d.keep_scale : 0.f) : o.v[e];
     }
-    if (dh) store_pack<T, V>(dh + row * c + j, o);
-    if (dx) store_pack<T, V>(dx + row * c + j, od);
+    if (dh) store_vec<T, V>(dh + row * c + j, o);
+    if (dx) store_vec<T, V>(dx + row * c + j, od);
   }
 }
 

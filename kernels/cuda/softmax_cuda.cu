@@ -20,25 +20,25 @@ __global__ void softmax_forward_kernel(const T* __restrict__ x, T* __restrict__ 
   const T* xr = x + row * c;
   float m = -INFINITY;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto v = load_pack<T, V>(xr + j);
+    const auto v = load_vec<T, V>(xr + j);
 #pragma unroll
     for (int e = 0; e < V; ++e) m = fmaxf(m, to_f32(v.v[e]));
   }
   m = group_reduce<G>(m, MaxOp{});
   float s = 0.f;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto v = load_pack<T, V>(xr + j);
+    const auto v = load_vec<T, V>(xr + j);
 #pragma unroll
     for (int e = 0; e < V; ++e) s += __expf(to_f32(v.v[e]) - m);
   }
   const float inv = 1.f / group_reduce<G>(s, SumOp{});
   T* yr = y + row * c;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto v = load_pack<T, V>(xr + j);
-    Pack<T, V> o;
+    const auto v = load_vec<T, V>(xr + j);
+    VecOf<T, V> o;
 #pragma unroll
     for (int e = 0; e < V; ++e) o.v[e] = from_f32<T>(__expf(to_f32(v.v[e]) - m) * inv);
-    store_pack<T, V>(yr + j, o);
+    store_vec<T, V>(yr + j, o);
   }
 }
 
@@ -53,20 +53,20 @@ __global__ void softmax_backward_kernel(const T* __restrict__ y, const T* __rest
   const T* dyr = dy + row * c;
   float dot = 0.f;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto yv = load_pack<T, V>(yr + j);
-    const auto dv = load_pack<T, V>(dyr + j);
+    const auto yv = load_vec<T, V>(yr + j);
+    const auto dv = load_vec<T, V>(dyr + j);
 #pragma unroll
     for (int e = 0; e < V; ++e) dot += to_f32(yv.v[e]) * to_f32(dv.v[e]);
   }
   dot = group_reduce<G>(dot, SumOp{});
   T* dxr = dx + row * c;
   for (int j = tid * V; j < c; j += G * V) {
-    const auto yv = load_pack<T, V>(yr + j);
-    const auto dv = load_pack<T, V>(dyr + j);
-    Pack<T, V> o;
+    const auto yv = load_vec<T, V>(yr + j);
+    const auto dv = load_vec<T, V>(dyr + j);
+    VecOf<T, V> o;
 #pragma unroll
     for (int e = 0; e < V; ++e) o.v[e] = from_f32<T>(to_f32(yv.v[e]) * (to_f32(dv.v[e]) - dot));
-    store_pack<T, V>(dxr + j, o);
+    store_vec<T, V>(dxr + j, o);
   }
 }
 

@@ -11,6 +11,8 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "core/cuda/vec.cuh"
+
 namespace foldcore::ops::cuda {
 
 constexpr int kRowBlock = 256;  // threads per block for all row kernels
@@ -41,18 +43,8 @@ template <int G, typename Op> __device__ __forceinline__ float group_reduce(floa
   return v;
 }
 
-// V consecutive elements moved as one aligned vector load/store (V·sizeof(T) = 16 bytes when
-// vectorised, V = 1 otherwise).
-template <typename T, int V> struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <typename T, int V> __device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T, V>*>(p);
-}
-template <typename T, int V> __device__ __forceinline__ void store_pack(T* p, const Pack<T, V>& v) {
-  *reinterpret_cast<Pack<T, V>*>(p) = v;
-}
+// The row kernels move V consecutive elements per access (VecOf, core/cuda/vec.cuh): V·sizeof(T)
+// = 16 bytes when vectorised, V = 1 otherwise.
 
 // True when rows of `c` elements of `bytes_per_elem` starting at each pointer can be read with
 // 16-byte vectors.

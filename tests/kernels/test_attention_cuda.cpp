@@ -292,6 +292,61 @@ TEST(AttentionCudaForms, PipelinedForwardEqualsSynchronousBitForBit) {
   ops::set_attention_kernel(saved);
 }
 
+// The backward's row-wise passes (preprocess, dq conversion) in their 16-byte-per-thread form
+// against the per-element form (ops::set_attention_bwd_vec_rows), in the projections' [B, L, H, D]
+// layout, for both kernel families and fp32: the gate's gradient and dv do not depend on delta's
+// summation order and must agree bit for bit; dq and dk do (dS = P·(dP − δ)), and agree to fp32
+// rounding of δ carried through one product (3e-6 of their largest entry for fp32; one bf16 ulp,
+// 2^-8 relative, for bf16 outputs). The kernel profile says which kernels ran; head dim 12 (not a
+// whole number of 16-byte vectors) takes the per-element ones in both settings.
+TEST(AttentionCudaForms, VectorRowPassesMatchPerElementOnes) {
+  FC_REQUIRE_CUDA();
+  const ops::AttentionKernel saved = ops::attention_kernel();
+  auto backward = [](const AttentionInputs& in, const Tensor& d_o, bool vec, bool want_vec) {
+    ops::set_attention_bwd_vec_rows(vec);
+    kernel_profile::reset();
+    kernel_profile::set_enabled(true);
+    Result r = run(in, d_o);
+    kernel_profile::set_enabled(false);
+    ops::set_attention_bwd_vec_rows(true);
+    int pre_vec = 0, pre = 0, dq_vec = 0, dq = 0;
+    for (const auto& row : kernel_profile::collect().kernels) {
+      pre_vec += row.name.find("attention_bwd_pre_vec_kernel<") != std::string::npos;
+      pre += row.name.find("attention_bwd_pre_kernel<") != std::string::npos;
+      dq_vec += row.name.find("dq_convert_vec_kernel<") != std::string::npos;
+      dq += row.name.find("dq_convert_kernel<") != std::string::npos;
+    }
+    EXPECT_EQ(pre_vec, want_vec ? 1 : 0);
+    EXPECT_EQ(pre, want_vec ? 0 : 1);
+    EXPECT_EQ(dq_vec, want_vec ? 1 : 0);
+    EXPECT_EQ(dq, want_vec ? 0 : 1);
+    return r;
+  };
+  auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f32); };
+  struct Case {
+    DType dt;
+    ops::AttentionKernel kernel;
+  };
+  for (const Case c : {Case{DType::bf16, ops::AttentionKernel::mma}, Case{DType::bf16, ops::AttentionKernel::smem},
+                       Case{DType::f32, ops::AttentionKernel::smem}}) {
+    ops::set_attention_kernel(c.kernel);
+    for (int64_t D : {8, 12, 32, 64}) {
+      SCOPED_TRACE(std::string(dtype_name(c.dt)) + " " + ops::attention_kernel_name(c.kernel) + " D " + std::to_string(D));
+      const AttentionInputs in = make({2, 3, 40, 70, D, true, true, true, false, true, {}}, c.dt, Device::cuda(), 31);
+      Generator gen(32);
+      const Tensor d_o = randn({2, 40, 3, D}, gen).to(c.dt).to(Device::cuda()).permute({0, 2, 1, 3});
+      const bool vec_fits = D != 12;
+      const Result v = backward(in, d_o, true, vec_fits), e = backward(in, d_o, false, false);
+      EXPECT_EQ(host(v.grads.dgate).to_vector(), host(e.grads.dgate).to_vector());
+      EXPECT_EQ(host(v.grads.dv).to_vector(), host(e.grads.dv).to_vector());
+      const double tol = c.dt == DType::f32 ? 3e-6 : 1.0 / 256;
+      expect_close(v.grads.dq, host(e.grads.dq), tol, "dq");
+      expect_close(v.grads.dk, host(e.grads.dk), tol, "dk");
+    }
+  }
+  ops::set_attention_kernel(saved);
+}
+
 TEST(AttentionCudaErrors, HeadDimAbove64IsAnError) {
   FC_REQUIRE_CUDA();
   const AttentionInputs in = make({1, 1, 8, 8, 80, false, false, false, false, false, {}}, DType::f32, Device::cuda(), 1);

@@ -11,6 +11,7 @@
 #include "core/cuda/block_counters.cuh"
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
+#include "core/cuda/vec.cuh"
 #include "core/cuda_backend.h"
 
 namespace foldcore {
@@ -232,9 +233,6 @@ __global__ void contiguous_convert_kernel(D* __restrict__ dst, const S* __restri
 
 // The same, 4 elements per thread as one access per side (16 bytes of fp32, 8 of bf16): n % 4 == 0
 // and both pointers aligned to 4 elements (the caller checks).
-template <typename T> struct alignas(4 * sizeof(T)) Quad {
-  T v[4];
-};
 template <typename D, typename S>
 __global__ void contiguous_convert4_kernel(Quad<D>* __restrict__ dst, const Quad<S>* __restrict__ src, int64_t n4) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
@@ -262,9 +260,6 @@ __global__ void strided_copy_kernel(D* __restrict__ dst, const S* __restrict__ s
 // decomposes the outer dims once for them, instead of once per element with 2- or 4-byte accesses.
 // The caller checks that V divides the run and every outer stride and that both pointers are
 // aligned to a V-vector.
-template <typename T, int V> struct alignas(sizeof(T) * V) VecOf {
-  T v[V];
-};
 
 template <typename D, typename S, int V, typename I>
 __global__ void run_copy_kernel(D* __restrict__ dst, const S* __restrict__ src, CopyDesc<I> rows, I run_vecs,
