@@ -35,6 +35,16 @@ RowsC check_common(const char* op, const Tensor& x, const Tensor& gamma, const T
   return {rows, c};
 }
 
+// y (or dy) of a plain LayerNorm: x's shape and device, contiguous, x's dtype or, for an f32 x, a
+// 16-bit float dtype.
+void check_output(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  FC_CHECK(t.defined() && t.shape() == x.shape() && t.device() == x.device() && t.is_contiguous() &&
+               (t.dtype() == x.dtype() ||
+                (x.dtype() == DType::f32 && (t.dtype() == DType::bf16 || t.dtype() == DType::f16))),
+           op, ": ", name, " ", str_of(t), " must be contiguous, shaped like x ", x.str(),
+           " and of x's dtype (or 16-bit for an f32 x)");
+}
+
 void check_like(const char* op, const char* name, const Tensor& t, const Tensor& x) {
   FC_CHECK(t.defined() && t.shape() == x.shape() && t.dtype() == x.dtype() && t.device() == x.device() &&
                t.is_contiguous(),
@@ -59,16 +69,17 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   constexpr const char* op = "layernorm_forward";
   const auto [rows, c] = check_common(op, x, gamma, mean, rstd);
   check_param(op, "beta", beta, gamma);
-  check_like(op, "y", y, x);
+  check_output(op, "y", y, x);
   if (rows == 0) return;
   FC_POINTWISE_DISPATCH(x.device(), layernorm_forward(x, gamma, beta, eps, y, mean, rstd, rows, c));
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                        bool accumulate_dx) {
   constexpr const char* op = "layernorm_backward";
   const auto [rows, c] = check_common(op, x, gamma, mean, rstd);
-  check_like(op, "dy", dy, x);
+  check_output(op, "dy", dy, x);
   check_like(op, "dx", dx, x);
   check_param(op, "dgamma", dgamma, gamma);
   check_param(op, "dbeta", dbeta, gamma);
@@ -76,7 +87,8 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   const DropoutArgs none;
   const DropoutMaskDesc mask{};
   FC_POINTWISE_DISPATCH(x.device(),
-                 layernorm_backward(dy, x, gamma, mean, rstd, dx, Tensor(), Tensor(), none, mask, dgamma, dbeta, rows, c));
+                 layernorm_backward(dy, x, gamma, mean, rstd, dx, Tensor(), Tensor(), none, mask, dgamma, dbeta, rows, c,
+                                    accumulate_dx));
 }
 
 void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,

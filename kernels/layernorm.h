@@ -7,7 +7,13 @@
 //   dx[r,c]   = rstd[r] · ( ĝ[r,c] - (1/C)Σ_c ĝ[r,c] - x̂[r,c]·(1/C)Σ_c ĝ[r,c]·x̂[r,c] )
 //   dgamma[c] += Σ_r dy[r,c]·x̂[r,c]        dbeta[c] += Σ_r dy[r,c]
 // x, y, dy, dx: [rows..., C] contiguous, f32/bf16/f16; gamma, beta: [C] f32 (master weights);
-// mean, rstd: [rows] f32. dgamma/dbeta are f32 and ACCUMULATED (+=); dx is overwritten.
+// mean, rstd: [rows] f32. dgamma/dbeta are f32 and ACCUMULATED (+=); dx is overwritten, or with
+// accumulate_dx the gradient (rounded to dx's dtype first) is added to what dx holds: the same
+// bits as writing it to a temporary and adding that (a gradient summed over a residual stream's
+// uses, without the temporary's pass).
+// y (and so dy) may be 16-bit where x is f32: y is computed in fp32 and rounded once as it is
+// stored, the same values as converting an f32 y; the LayerNorm before a bf16 GEMM under autocast
+// writes what the GEMM reads, with no f32 y and no conversion pass.
 #pragma once
 
 #include "core/tensor.h"
@@ -19,7 +25,8 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        const Tensor& mean, const Tensor& rstd);
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta);
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                        bool accumulate_dx = false);
 
 // Fused post-LN residual block (BERT): one pass per row computes
 //   h[r,c] = residual[r,c] + dropout(x[r,c] + bias[c])        (h rounded to x's dtype, as stored)

@@ -50,13 +50,14 @@ void normalise_rows(Load load, const float* gamma, const float* beta, float eps,
   }
 }
 
-// dh per row (parallel over rows), then the dropout dx from dh rounded to T; dgamma/dbeta/dbias as
-// per-thread partial sums over a fixed static row partition, reduced in thread order, so the result
-// is deterministic for a given thread count.
-template <typename T>
-void backward_typed(const T* dy, const T* h, const float* gamma, const float* mean, const float* rstd, T* dh, T* dx,
+// dh per row (parallel over rows; added to dh's contents, rounded to T first, with acc_dh), then
+// the dropout dx from dh rounded to T; dgamma/dbeta/dbias as per-thread partial sums over a fixed
+// static row partition, reduced in thread order, so the result is deterministic for a given thread
+// count. dy is of type TD (T, or 16-bit for an f32 h).
+template <typename T, typename TD>
+void backward_typed(const TD* dy, const T* h, const float* gamma, const float* mean, const float* rstd, T* dh, T* dx,
                     float* dbias, const DropoutArgs& d, const DropoutMaskDesc& mask, float* dgamma, float* dbeta,
-                    int64_t rows, int64_t c) {
+                    int64_t rows, int64_t c, bool acc_dh) {
   const int nthreads = omp_get_max_threads();
   const int64_t nacc = dbias ? 3 : 2;
   const float keep_scale = dropout_scale(d.p);
@@ -72,7 +73,7 @@ void backward_typed(const T* dy, const T* h, const float* gamma, const float* me
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const T* hr = h + r * c;
-      const T* dyr = dy + r * c;
+      const TD* dyr = dy + r * c;
       const float mu = mean[r], rs = rstd[r];
       float sum_g = 0.f, sum_gx = 0.f;  // Σ ĝ, Σ ĝ·x̂
       for (int64_t j = 0; j < c; ++j) {
@@ -90,7 +91,7 @@ void backward_typed(const T* dy, const T* h, const float* gamma, const float* me
         const float xh = (static_cast<float>(hr[j]) - mu) * rs;
         const float g = static_cast<float>(dyr[j]) * gamma[j];
         const T dhv = T(rs * (g - sum_g * inv_c - xh * sum_gx * inv_c));
-        if (dh) dh[r * c + j] = dhv;
+        if (dh) dh[r * c + j] = acc_dh ? T(static_cast<float>(dh[r * c + j]) + static_cast<float>(dhv)) : dhv;
         if (dx) {
           const float dhf = static_cast<float>(dhv);
           const T dxv = keep.empty() ? dhv : T(keep[j] ? dhf * keep_scale : 0.f);
@@ -120,8 +121,11 @@ void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
     auto load = [&](int64_t r, float* buf) {
       for (int64_t j = 0; j < c; ++j) buf[j] = static_cast<float>(px[r * c + j]);
     };
-    normalise_rows<T>(load, gamma.data<float>(), beta.data<float>(), eps, y.data<T>(), mean.data<float>(),
-                      rstd.data<float>(), rows, c);
+    dispatch_float(y.dtype(), [&](auto ytag) {  // y: T, or 16-bit for an f32 x (the dispatcher checks)
+      using TY = decltype(ytag);
+      normalise_rows<TY>(load, gamma.data<float>(), beta.data<float>(), eps, y.data<TY>(), mean.data<float>(),
+                         rstd.data<float>(), rows, c);
+    });
   });
 }
 
@@ -160,12 +164,16 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
 void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dh, const Tensor& dx, const Tensor& dbias,
                         const DropoutArgs& d, const DropoutMaskDesc& mask, const Tensor& dgamma, const Tensor& dbeta,
-                        int64_t rows, int64_t c) {
+                        int64_t rows, int64_t c, bool accumulate_dh) {
   dispatch_float(h.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    backward_typed<T>(dy.data<T>(), h.data<T>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(),
-                      mut_ptr_or_null<T>(dh), mut_ptr_or_null<T>(dx), dbias.defined() ? dbias.data<float>() : nullptr,
-                      d, mask, dgamma.data<float>(), dbeta.data<float>(), rows, c);
+    dispatch_float(dy.dtype(), [&](auto dtag) {  // dy: T, or 16-bit for an f32 h (the dispatcher checks)
+      using TD = decltype(dtag);
+      backward_typed<T, TD>(dy.data<TD>(), h.data<T>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(),
+                            mut_ptr_or_null<T>(dh), mut_ptr_or_null<T>(dx),
+                            dbias.defined() ? dbias.data<float>() : nullptr, d, mask, dgamma.data<float>(),
+                            dbeta.data<float>(), rows, c, accumulate_dh);
+    });
   });
 }
 

@@ -17,10 +17,11 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
                                              const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t c);
 // One backward for both ops: dh (optional) = LayerNorm input gradient; dx (optional) = mask ⊙ dh
 // / (1−p) (d.p == 0: dh); dbias (optional, needs dx) += Σ_rows dx; dgamma/dbeta accumulated.
-// Plain LayerNorm: h = its input x, dh = its dx, no dx/dbias.
+// Plain LayerNorm: h = its input x, dh = its dx, no dx/dbias; its y and dy may be 16-bit for an
+// f32 x, and accumulate_dh adds dh (rounded to h's dtype) to what dh holds.
 void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dh, const Tensor& dx, const Tensor& dbias,
                         const DropoutArgs& d, const DropoutMaskDesc& mask, const Tensor& dgamma, const Tensor& dbeta,
-                        int64_t rows, int64_t c);
+                        int64_t rows, int64_t c, bool accumulate_dh = false);
 
 }  // namespace foldcore::ops::cpu

@@ -13,6 +13,7 @@
 #include "kernels/cuda/layernorm_cuda.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/cuda/block_counters.cuh"
 #include "core/cuda/cuda_utils.cuh"
@@ -46,11 +47,12 @@ template <int V> __device__ __forceinline__ void pack_keep(const LnDropout& d, i
 }
 
 // kFused: h = residual + dropout(x + bias) is built and stored in the first pass, then normalised;
-// else x is normalised (h, res, bias unused). h may alias res (no __restrict__ on either).
-template <typename T, int G, int V, bool kFused>
+// else x is normalised (h, res, bias unused). h may alias res (no __restrict__ on either). y is
+// of type TY: T, or 16-bit for an f32 x (plain LayerNorm only), rounded once as it is stored.
+template <typename T, typename TY, int G, int V, bool kFused>
 __global__ void ln_forward_kernel(const T* x, const T* bias, const T* res, T* h, LnDropout d,
                                   const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
-                                  T* __restrict__ y, float* mean, float* rstd, int64_t rows, int c) {
+                                  TY* __restrict__ y, float* mean, float* rstd, int64_t rows, int c) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kRowBlock / G) + threadIdx.x / G;
   const int tid = threadIdx.x % G;
   if (row >= rows) return;  // uniform per group (G = block only when grid == rows)
@@ -91,13 +93,13 @@ __global__ void ln_forward_kernel(const T* x, const T* bias, const T* res, T* h,
     }
   }
   const float rs = rsqrtf(group_reduce<G>(q, SumOp{}) / static_cast<float>(c) + eps);
-  T* yr = y + row * c;
+  TY* yr = y + row * c;
   for (int j = tid * V; j < c; j += G * V) {
     const auto v = load_vec<T, V>(hr + j);
-    VecOf<T, V> o;
+    VecOf<TY, V> o;
 #pragma unroll
-    for (int e = 0; e < V; ++e) o.v[e] = from_f32<T>((to_f32(v.v[e]) - mu) * rs * gamma[j + e] + beta[j + e]);
-    store_vec<T, V>(yr + j, o);
+    for (int e = 0; e < V; ++e) o.v[e] = from_f32<TY>((to_f32(v.v[e]) - mu) * rs * gamma[j + e] + beta[j + e]);
+    store_vec<TY, V>(yr + j, o);
   }
   if (tid == 0) {
     mean[row] = mu;
@@ -106,22 +108,23 @@ __global__ void ln_forward_kernel(const T* x, const T* bias, const T* res, T* h,
 }
 
 // dh[r,c] = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)),  ĝ = dy·gamma, x̂ = (h − mean)·rstd; dh and the
-// dropout dx = mask ⊙ dh/(1−p) (from dh rounded to T) are each written when non-null.
-template <typename T, int G, int V>
-__global__ void ln_backward_dx_kernel(const T* __restrict__ dy, const T* __restrict__ h,
+// dropout dx = mask ⊙ dh/(1−p) (from dh rounded to T) are each written when non-null; with acc_dh
+// dh rounded to T is added to what dh holds. dy is of type TD (T, or 16-bit for an f32 h).
+template <typename T, typename TD, int G, int V>
+__global__ void ln_backward_dx_kernel(const TD* __restrict__ dy, const T* __restrict__ h,
                                       const float* __restrict__ gamma, const float* __restrict__ mean,
                                       const float* __restrict__ rstd, T* __restrict__ dh, T* __restrict__ dx,
-                                      LnDropout d, int64_t rows, int c) {
+                                      LnDropout d, int64_t rows, int c, bool acc_dh) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kRowBlock / G) + threadIdx.x / G;
   const int tid = threadIdx.x % G;
   if (row >= rows) return;
   const T* hr = h + row * c;
-  const T* dyr = dy + row * c;
+  const TD* dyr = dy + row * c;
   const float mu = mean[row], rs = rstd[row];
   float sg = 0.f, sgx = 0.f;
   for (int j = tid * V; j < c; j += G * V) {
     const auto hv = load_vec<T, V>(hr + j);
-    const auto dv = load_vec<T, V>(dyr + j);
+    const auto dv = load_vec<TD, V>(dyr + j);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const float g = to_f32(dv.v[e]) * gamma[j + e];
@@ -134,7 +137,9 @@ __global__ void ln_backward_dx_kernel(const T* __restrict__ dy, const T* __restr
   const float mgx = group_reduce<G>(sgx, SumOp{}) * inv_c;
   for (int j = tid * V; j < c; j += G * V) {
     const auto hv = load_vec<T, V>(hr + j);
-    const auto dv = load_vec<T, V>(dyr + j);
+    const auto dv = load_vec<TD, V>(dyr + j);
+    VecOf<T, V> prev{};
+    if (acc_dh) prev = load_vec<T, V>(dh + row * c + j);
     bool keep[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) keep[e] = true;
@@ -145,6 +150,7 @@ __global__ void ln_backward_dx_kernel(const T* __restrict__ dy, const T* __restr
       const float xh = (to_f32(hv.v[e]) - mu) * rs;
       o.v[e] = from_f32<T>(rs * (to_f32(dv.v[e]) * gamma[j + e] - mg - xh * mgx));
       od.v[e] = d.p > 0.f ? from_f32<T>(keep[e] ? to_f32(o.v[e]) * d.keep_scale : 0.f) : o.v[e];
+      if (acc_dh) o.v[e] = from_f32<T>(to_f32(prev.v[e]) + to_f32(o.v[e]));
     }
     if (dh) store_vec<T, V>(dh + row * c + j, o);
     if (dx) store_vec<T, V>(dx + row * c + j, od);
@@ -157,8 +163,8 @@ constexpr int kColTile = 32, kRowThreads = 8;
 // blockIdx.y for 32 columns; partial layout [nacc][chunks][c]. The last chunk of a column tile to
 // finish (block_counters.cuh) adds the tile's partials, chunks in order: dgamma[c] += Σ_chunk
 // partial[0][chunk][c], dbeta (and dbias when non-null) likewise.
-template <typename T>
-__global__ void ln_param_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ dx,
+template <typename T, typename TD>
+__global__ void ln_param_kernel(const TD* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ dx,
                                 const float* __restrict__ mean, const float* __restrict__ rstd, float* partial,
                                 int64_t rows, int c, int64_t rows_per_chunk, unsigned* counters, float* dgamma,
                                 float* dbeta, float* dbias) {
@@ -225,6 +231,21 @@ __global__ void ln_param_kernel(const T* __restrict__ dy, const T* __restrict__ 
 
 template <typename T> T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; }
 
+// Calls f(T{}, TO{}) for x's dtype T and the dtype TO of y (forward) or dy (backward): the same
+// dtype, or a 16-bit one for an f32 x (the dispatcher has checked the pair).
+template <typename F> void dispatch_pair(DType x, DType other, F&& f) {
+  cuda_dispatch_float(x, [&](auto t) {
+    using T = decltype(t);
+    if (other == x) {
+      f(T{}, T{});
+    } else if constexpr (std::is_same_v<T, float>) {
+      cuda_dispatch_float(other, [&](auto o) { f(float{}, o); });
+    } else {
+      FC_THROW("layernorm (cuda): ", dtype_name(other), " with a ", dtype_name(x), " input");
+    }
+  });
+}
+
 // Launches the forward kernel (kFused as above) for rows × c.
 template <bool kFused>
 void launch_forward(const Tensor& x, const Tensor& bias, const Tensor& residual, const Tensor& h, const LnDropout& d,
@@ -233,20 +254,26 @@ void launch_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
   FC_CHECK(c < (1ll << 31), "layernorm_forward (cuda): row length ", c, " too large");
   set_device(x.device());
   const cudaStream_t stream = cuda_stream_of(x.device());
-  cuda_dispatch_float(x.dtype(), [&](auto tag) {
+  auto go = [&](auto tag, auto ytag) {
     using T = decltype(tag);
+    using TY = decltype(ytag);
     const bool aligned = can_vectorise(c, sizeof(T),
                                        {x.data_ptr(), y.data_ptr(), gamma.data_ptr(), beta.data_ptr(),
                                         ptr_or_null<T>(residual), ptr_or_null<T>(h), ptr_or_null<T>(bias)});
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
-      launch_kernel<ln_forward_kernel<T, G, V, kFused>>(row_blocks<G>(rows), kRowBlock, 0, stream,
+      launch_kernel<ln_forward_kernel<T, TY, G, V, kFused>>(row_blocks<G>(rows), kRowBlock, 0, stream,
           static_cast<const T*>(x.data_ptr()), ptr_or_null<T>(bias), ptr_or_null<T>(residual), ptr_or_null<T>(h), d,
-          gamma.data<float>(), beta.data<float>(), eps, static_cast<T*>(y.data_ptr()), mean.data<float>(),
+          gamma.data<float>(), beta.data<float>(), eps, static_cast<TY*>(y.data_ptr()), mean.data<float>(),
           rstd.data<float>(), rows, static_cast<int>(c));
       FC_CUDA_CHECK_LAUNCH();
     });
-  });
+  };
+  if constexpr (kFused) {
+    cuda_dispatch_float(x.dtype(), [&](auto tag) { go(tag, tag); });  // y has x's dtype
+  } else {
+    dispatch_pair(x.dtype(), y.dtype(), go);
+  }
 }
 
 }  // namespace
@@ -268,7 +295,7 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
 void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dh, const Tensor& dx, const Tensor& dbias,
                         const DropoutArgs& d, const DropoutMaskDesc& mask, const Tensor& dgamma, const Tensor& dbeta,
-                        int64_t rows, int64_t c) {
+                        int64_t rows, int64_t c, bool accumulate_dh) {
   FC_CHECK(c < (1ll << 31), "layernorm_backward (cuda): row length ", c, " too large");
   const Device dev = h.device();
   set_device(dev);
@@ -280,21 +307,22 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
   const int64_t nacc = dbias.defined() ? 3 : 2;
   Tensor partial = Tensor::empty({nacc * chunks * c}, DType::f32, dev);
   const LnDropout drop = ln_dropout(d, mask);
-  cuda_dispatch_float(h.dtype(), [&](auto tag) {
+  dispatch_pair(h.dtype(), dy.dtype(), [&](auto tag, auto dtag) {
     using T = decltype(tag);
-    const T* dyp = static_cast<const T*>(dy.data_ptr());
+    using TD = decltype(dtag);
+    const TD* dyp = static_cast<const TD*>(dy.data_ptr());
     const T* hp = static_cast<const T*>(h.data_ptr());
     const bool aligned = can_vectorise(
         c, sizeof(T), {dy.data_ptr(), h.data_ptr(), gamma.data_ptr(), ptr_or_null<T>(dh), ptr_or_null<T>(dx)});
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
-      launch_kernel<ln_backward_dx_kernel<T, G, V>>(row_blocks<G>(rows), kRowBlock, 0, stream,
+      launch_kernel<ln_backward_dx_kernel<T, TD, G, V>>(row_blocks<G>(rows), kRowBlock, 0, stream,
           dyp, hp, gamma.data<float>(), mean.data<float>(), rstd.data<float>(), ptr_or_null<T>(dh), ptr_or_null<T>(dx),
-          drop, rows, static_cast<int>(c));
+          drop, rows, static_cast<int>(c), accumulate_dh);
       FC_CUDA_CHECK_LAUNCH();
     });
     const dim3 grid(static_cast<unsigned>((c + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
-    launch_kernel<ln_param_kernel<T>>(grid, dim3(kColTile, kRowThreads), 0, stream,
+    launch_kernel<ln_param_kernel<T, TD>>(grid, dim3(kColTile, kRowThreads), 0, stream,
         dyp, hp, dbias.defined() ? ptr_or_null<T>(dx) : nullptr, mean.data<float>(), rstd.data<float>(),
         partial.data<float>(), rows, static_cast<int>(c), rows_per_chunk, block_counters(dev, grid.x),
         dgamma.data<float>(), dbeta.data<float>(), dbias.defined() ? dbias.data<float>() : nullptr);

@@ -17,6 +17,6 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
 void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dh, const Tensor& dx, const Tensor& dbias,
                         const DropoutArgs& d, const DropoutMaskDesc& mask, const Tensor& dgamma, const Tensor& dbeta,
-                        int64_t rows, int64_t c);
+                        int64_t rows, int64_t c, bool accumulate_dh = false);
 
 }  // namespace foldcore::ops::cuda

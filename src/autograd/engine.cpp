@@ -116,6 +116,15 @@ Tensor BackwardCtx::new_grad(int i, std::optional<DType> dtype) {
   return tmp;
 }
 
+Tensor BackwardCtx::grad_to_add(int i, std::optional<DType> dtype) {
+  if (!needs_grad(i)) return Tensor();
+  const TensorMeta& m = node_->inputs[static_cast<size_t>(i)].meta;
+  Tensor& s = slot_of(i);
+  if (!s.defined() || s.dtype() != dtype.value_or(m.dtype) || !s.is_contiguous() || is_fresh(s)) return Tensor();
+  if (std::find(new_slots_.begin(), new_slots_.end(), &s) != new_slots_.end()) return Tensor();
+  return s;
+}
+
 void BackwardCtx::put_grad(int i, const Tensor& g) {
   const TensorMeta& m = node_->inputs[static_cast<size_t>(i)].meta;
   FC_CHECK(g.shape() == m.shape, "autograd: '", node_->name, "' produced a gradient of shape ", g.shape().str(),

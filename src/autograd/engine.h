@@ -53,6 +53,11 @@ class BackwardCtx {
   Tensor accumulate_grad(int i, std::optional<DType> dtype = std::nullopt);
   // A fresh contiguous uninitialised buffer of input i's shape for kernels that OVERWRITE.
   Tensor new_grad(int i, std::optional<DType> dtype = std::nullopt);
+  // Input i's gradient so far, for a kernel that can add its result into it (+=) in one pass, when
+  // there is one to add to: in `dtype` (default the input's), contiguous, written by an earlier
+  // node (not a packed slice nothing wrote, not handed out as an overwrite target by this node).
+  // Undefined otherwise: the caller then asks for new_grad, and the engine sums afterwards.
+  Tensor grad_to_add(int i, std::optional<DType> dtype = std::nullopt);
   // Hands over a computed gradient of input i (input's shape; any float dtype; made contiguous).
   // The ctx takes it over: the caller must not pass the same storage twice.
   void put_grad(int i, const Tensor& g);

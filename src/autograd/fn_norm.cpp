@@ -15,10 +15,14 @@ namespace {
 struct LayerNormFn final : Function {
   Tensor x, gamma, mean, rstd;
   void backward(BackwardCtx& ctx) override {
-    const Tensor dx = detail::new_grad_or_scratch(ctx, 0, x, x.dtype());
+    // Into x's gradient so far where there is one (the stream's gradient from the residual path):
+    // one pass instead of a temporary and an add.
+    Tensor dx = ctx.grad_to_add(0, x.dtype());
+    const bool add = dx.defined();
+    if (!add) dx = detail::new_grad_or_scratch(ctx, 0, x, x.dtype());
     const Tensor dgamma = detail::acc_grad_or_scratch(ctx, 1, gamma, DType::f32);
     const Tensor dbeta = detail::acc_grad_or_scratch(ctx, 2, gamma, DType::f32);
-    ops::layernorm_backward(ctx.grad_output(0), x, gamma, mean, rstd, dx, dgamma, dbeta);
+    ops::layernorm_backward(ctx.grad_output(0), x, gamma, mean, rstd, dx, dgamma, dbeta, add);
   }
 };
 
@@ -72,13 +76,14 @@ double default_denominator(const CrossEntropyOptions& opt, int64_t rows) {
 
 }  // namespace
 
-Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps) {
+Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps,
+                    std::optional<DType> out) {
   const int64_t c = x.size(-1);
   FC_CHECK(gamma.shape() == Shape({c}) && beta.shape() == Shape({c}), "layer_norm: gamma ", gamma.shape().str(),
            ", beta ", beta.shape().str(), " for x ", x.shape().str());
   const Tensor xv = x.value().contiguous();
   const Tensor gv = gamma.value().to(DType::f32), bv = beta.value().to(DType::f32);
-  Tensor y = detail::empty_like(xv);
+  Tensor y = detail::empty_like(xv, out.value_or(xv.dtype()));
   const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
   const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
   ops::layernorm_forward(xv, gv, bv, eps, y, mean, rstd);

@@ -42,8 +42,13 @@ LinearsStats linears_stats();
 Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false);
 
 // ---------------------------------------------------------------- normalisation, softmax, loss
-// LayerNorm over the last dim; gamma, beta f32 [C]; statistics in fp32; y has x's dtype.
-Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps = 1e-5f);
+// LayerNorm over the last dim; gamma, beta f32 [C]; statistics in fp32; y has x's dtype, or
+// `out` (a 16-bit dtype for an f32 x: y rounded once as it is stored, the same values as casting an
+// f32 y, without the f32 y; its gradient arrives in that dtype and is read as it is). The
+// backward adds x's gradient into an existing gradient of x directly where it can (a residual
+// stream's gradient summed over its uses) instead of through a temporary.
+Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps = 1e-5f,
+                    std::optional<DType> out = std::nullopt);
 Variable softmax(const Variable& x);  // over the last dim
 
 struct CrossEntropyOptions {

@@ -62,6 +62,13 @@ LayerNorm::LayerNorm(Scope scope, int64_t c, float eps) : Module(std::move(scope
 
 Variable LayerNorm::forward(const Variable& x) const { return autograd::layer_norm(x, scale_, offset_, eps_); }
 
+Variable LayerNorm::forward_for_gemm(const Variable& x) const {
+  const std::optional<DType> ac = autograd::autocast_dtype();
+  if (x.dtype() == DType::f32 && ac && (*ac == DType::bf16 || *ac == DType::f16))
+    return autograd::layer_norm(x, scale_, offset_, eps_, *ac);
+  return forward(x);
+}
+
 Dropout::Dropout(Scope scope, float p, std::vector<int> shared_dims)
     : Module(std::move(scope)), p_(p), shared_dims_(std::move(shared_dims)) {
   FC_CHECK(p >= 0.f && p < 1.f, "Dropout '", path(), "': rate ", p, " outside [0, 1)");

@@ -20,7 +20,9 @@ Transition::Transition(Scope scope, int64_t c, int64_t n)
   register_child(fc2_);
 }
 
-Variable Transition::forward(const Variable& x) const { return fc2_.forward(fc1_.forward(norm_.forward(x))); }
+Variable Transition::forward(const Variable& x) const {
+  return fc2_.forward(fc1_.forward(norm_.forward_for_gemm(x)));
+}
 
 FeedForward::FeedForward(Scope scope, int64_t d, int64_t ff, Init init)
     : Module(std::move(scope)),

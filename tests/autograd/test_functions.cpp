@@ -40,6 +40,45 @@ TEST(AutogradFunctions, LayerNormSoftmax) {
   expect_grads_match_fd([](const auto& v) { return softmax(v[0]); }, {randn({4, 6}, g)});
 }
 
+// x used by a LayerNorm and by another op: the LayerNorm's backward adds into the gradient the
+// other use left (grad_to_add) or writes it first (the other use's backward runs after it); both
+// orders against finite differences.
+TEST(AutogradFunctions, LayerNormGradientAddedIntoAnotherUsesGradient) {
+  Generator g(31);
+  expect_grads_match_fd([](const auto& v) { return add(layer_norm(v[0], v[1], v[2]), scale(v[0], 2.f)); },
+                        {randn({3, 7}, g), randn({7}, g), randn({7}, g)});
+  expect_grads_match_fd(
+      [](const auto& v) {
+        const Variable s = scale(v[0], -1.5f);  // before the LayerNorm: its backward runs after it
+        return add(layer_norm(v[0], v[1], v[2]), s);
+      },
+      {randn({3, 7}, g), randn({7}, g), randn({7}, g)});
+}
+
+// layer_norm with a bf16 output equals the f32 one cast to bf16: the same values, and the same
+// gradients of x, gamma and beta (the bf16 gradient read as it comes), bit for bit.
+TEST(AutogradFunctions, LayerNormSixteenBitOutputEqualsCastComposition) {
+  Generator g(32);
+  const Tensor x = randn({6, 24}, g, 0.5f, 2.f), gamma = randn({24}, g, 1.f, 0.3f), beta = randn({24}, g);
+  const Tensor w = randn({6, 24}, g).to(DType::bf16);
+  struct Grads {
+    std::vector<float> y, dx, dg, db;
+  };
+  auto run = [&](bool fused) {
+    Variable vx(x.clone(), true), vg(gamma.clone(), true), vb(beta.clone(), true);
+    const Variable base = add(vx, scale(vx, 0.5f));  // x's gradient summed over two uses
+    const Variable y = fused ? layer_norm(base, vg, vb, 1e-5f, DType::bf16) : cast(layer_norm(base, vg, vb), DType::bf16);
+    backward({y}, {w});
+    return Grads{y.value().to(DType::f32).to_vector(), vx.grad().to_vector(), vg.grad().to_vector(),
+                 vb.grad().to_vector()};
+  };
+  const Grads a = run(true), b = run(false);
+  EXPECT_EQ(a.y, b.y);
+  EXPECT_EQ(a.dx, b.dx);
+  EXPECT_EQ(a.dg, b.dg);
+  EXPECT_EQ(a.db, b.db);
+}
+
 TEST(AutogradFunctions, CrossEntropyHardSoftWeighted) {
   Generator g(4);
   CrossEntropyOptions hard;

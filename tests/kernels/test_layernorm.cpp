@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/random.h"
+#include "kernels/elementwise.h"
 #include "kernels/layernorm.h"
 #include "test_util.h"
 
@@ -98,10 +99,58 @@ TEST(LayerNorm, RejectsBadShapes) {
   Tensor g = Tensor::full({8}, 1.0, DType::f32), b = Tensor::zeros({8}, DType::f32);
   Tensor mean = Tensor::zeros({4}, DType::f32), rstd = Tensor::zeros({4}, DType::f32);
   EXPECT_THROW(ops::layernorm_forward(x, Tensor::zeros({7}, DType::f32), b, 1e-5f, y, mean, rstd), Error);
-  EXPECT_THROW(ops::layernorm_forward(x, g, b, 1e-5f, Tensor::zeros({4, 8}, DType::bf16), mean, rstd), Error);
+  // A 16-bit y is for an f32 x only (the LayerNorm before a bf16 GEMM); a bf16 x with an f32 y is an error.
+  const Tensor xb = x.to(DType::bf16);
+  EXPECT_THROW(ops::layernorm_forward(xb, g, b, 1e-5f, y, mean, rstd), Error);
+  EXPECT_THROW(ops::layernorm_backward(y, xb, g, mean, rstd, xb, Tensor::zeros({8}, DType::f32), b), Error);
   EXPECT_THROW(ops::layernorm_forward(x, g, b, 1e-5f, y, Tensor::zeros({3}, DType::f32), rstd), Error);
   EXPECT_THROW(ops::layernorm_forward(x.transpose(0, 1), g, b, 1e-5f, y, mean, rstd), Error);
   EXPECT_THROW(ops::layernorm_backward(y, x, g, mean, rstd, y, Tensor{}, b), Error);
+}
+
+// A 16-bit y for an f32 x equals the f32 y converted (one rounding, the same bits), and the
+// backward from that dy equals the backward from dy converted to f32, bit for bit; with
+// accumulate_dx the gradient rounded to dx's dtype is added to dx's contents, the same bits as a
+// temporary added afterwards (f32 x; and a bf16 x, where the sum rounds once more).
+TEST(LayerNorm, SixteenBitOutputAndAccumulatedGradientMatchTheComposition) {
+  Generator gen(25);
+  for (DType y16 : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(y16));
+    const int64_t rows = 9, c = 40;
+    const Tensor x = randn({rows, c}, gen, 0.5f, 2.f), gamma = randn({c}, gen, 1.f, 0.3f), beta = randn({c}, gen);
+    Tensor y = Tensor::empty({rows, c}, DType::f32), yh = Tensor::empty({rows, c}, y16);
+    Tensor mean = Tensor::empty({rows}, DType::f32), rstd = Tensor::empty({rows}, DType::f32);
+    ops::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
+    ops::layernorm_forward(x, gamma, beta, 1e-5f, yh, mean, rstd);
+    EXPECT_EQ(yh.to(DType::f32).to_vector(), y.to(y16).to(DType::f32).to_vector());
+    const Tensor dyh = randn({rows, c}, gen, 0, 1, y16);
+    Tensor dx = Tensor::empty({rows, c}, DType::f32), dxh = Tensor::empty({rows, c}, DType::f32);
+    Tensor dg = Tensor::zeros({c}, DType::f32), db = Tensor::zeros({c}, DType::f32);
+    Tensor dgh = Tensor::zeros({c}, DType::f32), dbh = Tensor::zeros({c}, DType::f32);
+    ops::layernorm_backward(dyh.to(DType::f32), x, gamma, mean, rstd, dx, dg, db);
+    ops::layernorm_backward(dyh, x, gamma, mean, rstd, dxh, dgh, dbh);
+    EXPECT_EQ(dxh.to_vector(), dx.to_vector());
+    EXPECT_EQ(dgh.to_vector(), dg.to_vector());
+    EXPECT_EQ(dbh.to_vector(), db.to_vector());
+    // accumulate_dx onto a previous gradient.
+    const Tensor prev = randn({rows, c}, gen);
+    Tensor acc = prev.clone(), sum = Tensor::empty({rows, c}, DType::f32);
+    ops::layernorm_backward(dyh, x, gamma, mean, rstd, acc, dgh, dbh, true);
+    ops::add(prev, dx, sum);
+    EXPECT_EQ(acc.to_vector(), sum.to_vector());
+  }
+  // bf16 x: the gradient is rounded to bf16, then added (and rounded again).
+  const int64_t rows = 5, c = 24;
+  const Tensor x = randn({rows, c}, gen, 0.f, 1.f, DType::bf16), gamma = randn({c}, gen, 1.f, 0.3f);
+  Tensor y = Tensor::empty({rows, c}, DType::bf16), mean = Tensor::empty({rows}, DType::f32);
+  Tensor rstd = Tensor::empty({rows}, DType::f32), dg = Tensor::zeros({c}, DType::f32), db = Tensor::zeros({c}, DType::f32);
+  ops::layernorm_forward(x, gamma, Tensor::zeros({c}, DType::f32), 1e-5f, y, mean, rstd);
+  const Tensor dy = randn({rows, c}, gen, 0, 1, DType::bf16), prev = randn({rows, c}, gen, 0, 1, DType::bf16);
+  Tensor dx = Tensor::empty({rows, c}, DType::bf16), acc = prev.clone(), sum = Tensor::empty({rows, c}, DType::bf16);
+  ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dg, db);
+  ops::layernorm_backward(dy, x, gamma, mean, rstd, acc, dg, db, true);
+  ops::add(prev, dx, sum);
+  EXPECT_EQ(acc.to(DType::f32).to_vector(), sum.to(DType::f32).to_vector());
 }
 
 // loss = Σ y ⊙ w; checks dx, dgamma, dbeta against central differences.

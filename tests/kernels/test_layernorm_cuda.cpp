@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/random.h"
+#include "kernels/elementwise.h"
 #include "kernels/layernorm.h"
 #include "test_util.h"
 
@@ -61,6 +62,43 @@ TEST(LayerNormCuda, MatchesCpuF32) {
 TEST(LayerNormCuda, MatchesCpuBf16) {
   FC_REQUIRE_CUDA();
   compare(DType::bf16, 2e-2, 1e-2, 501);
+}
+
+// On the device, a 16-bit y for an f32 x equals the device's f32 y converted (bit for bit), the
+// backward from a 16-bit dy equals the one from dy converted to f32, and accumulate_dx equals the
+// gradient added afterwards; the warp path (c = 128, vectorised, and c = 33) and the block path
+// (c = 1,031), each against the same composition on the device.
+TEST(LayerNormCuda, SixteenBitOutputAndAccumulatedGradientMatchTheComposition) {
+  FC_REQUIRE_CUDA();
+  Generator gen(503);
+  const Device dev = Device::cuda();
+  auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f32).to_vector(); };
+  for (const Shape& s : {Shape{70, 128}, Shape{7, 33}, Shape{5, 1031}}) {
+    for (DType y16 : {DType::bf16, DType::f16}) {
+      SCOPED_TRACE(s.str() + " " + std::string(dtype_name(y16)));
+      const int64_t c = s.back(), rows = s.product() / c;
+      const Tensor x = randn(s, gen, 0.5f, 2.f).to(dev), gamma = randn({c}, gen, 1.f, 0.3f).to(dev);
+      const Tensor beta = randn({c}, gen).to(dev);
+      Tensor y = Tensor::empty(s, DType::f32, dev), yh = Tensor::empty(s, y16, dev);
+      Tensor mean = Tensor::empty({rows}, DType::f32, dev), rstd = Tensor::empty({rows}, DType::f32, dev);
+      ops::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
+      ops::layernorm_forward(x, gamma, beta, 1e-5f, yh, mean, rstd);
+      EXPECT_EQ(host(yh), host(y.to(y16)));
+      const Tensor dyh = randn(s, gen, 0, 1, y16).to(dev), prev = randn(s, gen).to(dev);
+      Tensor dx = Tensor::empty(s, DType::f32, dev), dxh = Tensor::empty(s, DType::f32, dev), acc = prev.clone();
+      Tensor dg = Tensor::zeros({c}, DType::f32, dev), db = Tensor::zeros({c}, DType::f32, dev);
+      Tensor dgh = Tensor::zeros({c}, DType::f32, dev), dbh = Tensor::zeros({c}, DType::f32, dev);
+      ops::layernorm_backward(dyh.to(DType::f32), x, gamma, mean, rstd, dx, dg, db);
+      ops::layernorm_backward(dyh, x, gamma, mean, rstd, dxh, dgh, dbh);
+      EXPECT_EQ(host(dxh), host(dx));
+      EXPECT_EQ(host(dgh), host(dg));
+      EXPECT_EQ(host(dbh), host(db));
+      ops::layernorm_backward(dyh, x, gamma, mean, rstd, acc, dgh, dbh, true);
+      Tensor sum = Tensor::empty(s, DType::f32, dev);
+      ops::add(prev, dx, sum);
+      EXPECT_EQ(host(acc), host(sum));
+    }
+  }
 }
 
 TEST(LayerNormCuda, ParameterGradientsAreDeterministic) {

@@ -160,18 +160,20 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const std::f
     return bias;
   };
   return run_chunked(b, chunk, [&](int64_t s, int64_t len) {
-    const Variable xs = norm != nullptr ? norm->forward(autograd::narrow(x, 0, s, len))
+    const Variable xs = norm != nullptr ? norm->forward_for_gemm(autograd::narrow(x, 0, s, len))
                                         : autograd::narrow(x, 0, s, len);  // [len, L, c]
     const std::vector<Variable> biases{Variable(mb.narrow(0, s, len))};
     return pair_bias ? att.forward(xs, xs, biases, late) : att.forward(xs, xs, biases);
   }, 0, into);
 }
 
-Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln) {
+Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln, bool swapped) {
   FC_CHECK(z_ln.dim() == 3 && z_ln.size(0) == z_ln.size(1), "pair_bias '", feat_2d.path(), "': z ",
            z_ln.shape().str(), " (expected [L, L, c_z])");
   const Variable b = feat_2d.forward(z_ln);  // [L, L, H]
-  return autograd::unsqueeze(autograd::contiguous(autograd::permute(b, {2, 0, 1})), 0);  // [1, H, L, L]
+  return autograd::unsqueeze(autograd::contiguous(autograd::permute(b, swapped ? std::vector<int>{2, 1, 0}
+                                                                              : std::vector<int>{2, 0, 1})),
+                             0);  // [1, H, L, L]
 }
 
 Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable(int64_t, int64_t)>& z_ln_rows,

@@ -96,7 +96,9 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const std::f
                        const nn::LayerNorm* norm = nullptr);
 // The pair bias of Alg. 7 line 3 / Alg. 13 line 3: b[h, i, j] = Σ_c z[i, j, c] w[c, h] (no bias),
 // z [L, L, c_z] layer-normed → [1, H, L, L].
-Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln);
+// `swapped`: the bias of the pair with its residue axes swapped (b[h, i, j] from z_ln[j, i]), for
+// the ending node, without swapping z_ln itself.
+Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln, bool swapped = false);
 // The same for chunked inference, without a pair-sized LN(z): z_ln_rows(s, len) gives the
 // layer-normed rows [len, L, c_z] (recomputed per chunk), whose bias rows are written into the
 // [1, H, L, L] result chunk by chunk. No autograd graph (inference only).

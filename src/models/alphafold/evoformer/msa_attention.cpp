@@ -44,11 +44,11 @@ Variable MsaRowAttentionWithPairBias::forward(const Variable& m, const Variable&
   // autocast also had a bf16 copy for its GEMM: the block's peak at long N).
   const int64_t n = z.size(0);
   const Variable bias = chunk <= 0 || chunk >= n || autograd::grad_enabled()
-                            ? pair_bias(feat_2d_, feat_2d_norm_.forward(z))  // [1, H, N, N]
+                            ? pair_bias(feat_2d_, feat_2d_norm_.forward_for_gemm(z))  // [1, H, N, N]
                             : Variable(pair_bias_chunked(
                                   feat_2d_,
                                   [&](int64_t s, int64_t len) {
-                                    return feat_2d_norm_.forward(autograd::narrow(z, 0, s, len));
+                                    return feat_2d_norm_.forward_for_gemm(autograd::narrow(z, 0, s, len));
                                   },
                                   n, chunk));
   return row_attention(attention_, m, bias, msa_mask, chunk, into, &query_norm_);  // [S, N, c_m]
@@ -84,9 +84,14 @@ Variable MsaColumnAttention::forward_impl(const Variable& m, const Tensor& msa_m
   check_msa("MsaColumnAttention", m, query_norm_.scale().numel(), msa_mask);
   // Columns become rows: [N, S, c_m] (a view; each column chunk layer-normed as it is read), mask
   // [N, S]. `into` (m's stream): the column chunks are added into its columns (strided slices).
-  const Variable o = row_attention(attention_, autograd::transpose(m, 0, 1), Variable(),
-                                   msa_mask.transpose(0, 1).contiguous(), chunk,
-                                   into.defined() ? into.transpose(0, 1) : Tensor(), norm);
+  // Unchunked, m is normalised as it lies (LN acts on each (s, i) vector alone) and the result's
+  // axes swapped in the GEMMs' dtype: one copy of half the bytes of swapping an f32 m first.
+  const bool whole = chunk <= 0 || chunk >= m.size(1) || autograd::grad_enabled();
+  const Variable x = whole && norm != nullptr
+                         ? autograd::contiguous(autograd::transpose(norm->forward_for_gemm(m), 0, 1))
+                         : autograd::transpose(m, 0, 1);
+  const Variable o = row_attention(attention_, x, Variable(), msa_mask.transpose(0, 1).contiguous(), chunk,
+                                   into.defined() ? into.transpose(0, 1) : Tensor(), whole ? nullptr : norm);
   return into.defined() ? Variable(into) : autograd::transpose(o, 0, 1);  // [S, N, c_m] (a view)
 }
 

@@ -59,7 +59,7 @@ Tensor OuterProductMean::inverse_norm(const Tensor& rows_mask, const Tensor& mas
 std::pair<Variable, Variable> OuterProductMean::projections(const Variable& m, const Tensor& mask,
                                                             int64_t chunk) const {
   const auto project = [&](const Variable& rows, const Tensor& rows_mask) {
-    const Variable x = layer_norm_input_.forward(rows);
+    const Variable x = layer_norm_input_.forward_for_gemm(rows);
     const std::vector<Variable> lr = nn::project(x, {&left_, &right_});  // both from one cast of x
     const Variable &left = lr[0], &right = lr[1];
     // The mask (0 or 1) in the projections' dtype: under bf16 autocast the products stay bf16, the

@@ -33,8 +33,16 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
   const Tensor mask = starting_ ? pair_mask : pair_mask.transpose(0, 1).contiguous();
   const int64_t n = z.size(0);
   if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) {
-    const Variable z_ln = query_norm_.forward(zz);                       // [N, N, c_z]
-    const Variable bias = pair_bias(feat_2d_, z_ln);                      // [1, H, N, N]
+    // LN acts on each (i, j) vector alone, so the ending node normalises z as it lies: its bias
+    // swaps the axes of the small [H, N, N] result, and the attention's input is the LN output
+    // swapped (in the GEMMs' dtype under autocast: half the bytes of swapping an f32 z first).
+    // Under a 16-bit autocast the bias and the projections each read their own LN output, so
+    // that each is used once: their gradients reach z as two LayerNorm backwards summed in fp32,
+    // not as one 16-bit sum of the two (an f32 LN output is shared, as it sums in fp32).
+    const Variable ln_bias = query_norm_.forward_for_gemm(z);
+    const Variable bias = pair_bias(feat_2d_, ln_bias, !starting_);  // [1, H, N, N]
+    const Variable ln = ln_bias.dtype() == z.dtype() ? ln_bias : query_norm_.forward_for_gemm(z);
+    const Variable z_ln = starting_ ? ln : autograd::contiguous(autograd::transpose(ln, 0, 1));
     const Tensor into_rows = into.defined() && !starting_ ? into.transpose(0, 1) : into;
     const Variable o = row_attention(attention_, z_ln, bias, mask, chunk, into_rows);  // [N, N, c_z]
     if (into.defined()) return Variable(into);
@@ -44,7 +52,7 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
   // pair bias (b[h, i, j] = Σ_c LN(z)_ijc w_ch, written chunk by chunk) and once for the attention.
   // The ending node's output chunks go straight into z's orientation (columns of the result), so
   // no transposed pair-sized copy is made for the residual add.
-  auto z_ln = [&](int64_t s, int64_t len) { return query_norm_.forward(autograd::narrow(zz, 0, s, len)); };
+  auto z_ln = [&](int64_t s, int64_t len) { return query_norm_.forward_for_gemm(autograd::narrow(zz, 0, s, len)); };
   const Tensor bias = pair_bias_chunked(feat_2d_, z_ln, n, chunk);  // [1, H, N, N]
   return run_chunked(
       n, chunk,

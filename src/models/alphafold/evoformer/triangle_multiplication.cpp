@@ -70,7 +70,7 @@ Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_m
 }
 
 Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& mask) const {
-  const Variable x = layer_norm_input_.forward(z);  // [N, N, c_z]
+  const Variable x = layer_norm_input_.forward_for_gemm(z);  // [N, N, c_z], in the GEMMs' dtype
   // The five projections of x in one op (x cast once, one strided-batch GEMM where the widths
   // agree, one dx in the backward). The output gate's projection is made here too, in every mode, so
   // a recomputed segment's no-grad forward and its rerun compute it the same way.
@@ -165,7 +165,7 @@ Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor
     Tensor ac, bc;  // [cl, N, N]: ac[q, r, s] = a[r, s, c0 + q] (both directions use this layout)
     for (int64_t i0 = 0; i0 < n; i0 += chunk) {
       const int64_t len = std::min(chunk, n - i0);
-      const Variable x = layer_norm_input_.forward(autograd::narrow(z, 0, i0, len));  // [len, N, c_z]
+      const Variable x = layer_norm_input_.forward_for_gemm(autograd::narrow(z, 0, i0, len));  // [len, N, c_z]
       const Variable m3(mask.narrow(0, i0, len).unsqueeze(-1));                      // [len, N, 1]
       auto edge = [&](const Slice& gate, const Slice& proj) {  // mask ⊙ sigmoid(x W_g + b_g) ⊙ (x W_p + b_p)
         return autograd::mul(
@@ -189,7 +189,7 @@ Variable TriangleMultiplication::forward_chunked(const Variable& z, const Tensor
   Tensor out;
   for (int64_t i0 = 0; i0 < n; i0 += chunk) {
     const int64_t len = std::min(chunk, n - i0);
-    const Variable x = layer_norm_input_.forward(autograd::narrow(z, 0, i0, len));
+    const Variable x = layer_norm_input_.forward_for_gemm(autograd::narrow(z, 0, i0, len));
     const Variable o = output_projection_.forward(center_layer_norm_.forward(Variable(t.narrow(0, i0, len))));
     const Variable u = autograd::sigmoid_gate(gating_linear_.forward(x), o);  // [len, N, c_z]
     if (!out.defined())
@@ -223,7 +223,7 @@ Variable TriangleMultiplication::add_chunked(const Variable& z, const Tensor& ma
   Tensor bc;
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t len = std::min(chunk, n - r0);
-    const Variable x = layer_norm_input_.forward(autograd::narrow(z, 0, r0, len));  // [len, N, c_z]
+    const Variable x = layer_norm_input_.forward_for_gemm(autograd::narrow(z, 0, r0, len));  // [len, N, c_z]
     const Tensor b = edge(x, emask.narrow(0, r0, len).unsqueeze(-1), right_gate_, right_projection_);  // [len, N, c]
     // In the contraction's operand dtype (bf16 under autocast), so the GEMMs cast nothing whole.
     if (!bc.defined()) bc = Tensor::empty({c, n, n}, edge_dtype, b.device());
@@ -249,7 +249,7 @@ Variable TriangleMultiplication::add_chunked(const Variable& z, const Tensor& ma
       Tensor abt;
       for (int64_t u0 = 0; u0 < len; u0 += chunk) {
         const int64_t ul = std::min(chunk, len - u0);
-        const Variable x = layer_norm_input_.forward(Variable(block(z.value(), s0 + u0, ul)));
+        const Variable x = layer_norm_input_.forward_for_gemm(Variable(block(z.value(), s0 + u0, ul)));
         if (u0 + ul == len) x_last = x;
         const Tensor a = edge(x, block(emask, s0 + u0, ul).unsqueeze(-1), left_gate_, left_projection_);
         if (!abt.defined()) {
@@ -273,7 +273,7 @@ Variable TriangleMultiplication::add_chunked(const Variable& z, const Tensor& ma
     for (int64_t u0 = last0; u0 >= 0; u0 -= chunk) {
       const int64_t ul = std::min(chunk, len - u0);
       const Variable x = u0 == last0 ? std::move(x_last)
-                                     : layer_norm_input_.forward(Variable(block(z.value(), s0 + u0, ul)));  // [ul, N, c_z] | [N, ul, c_z]
+                                     : layer_norm_input_.forward_for_gemm(Variable(block(z.value(), s0 + u0, ul)));  // [ul, N, c_z] | [N, ul, c_z]
       Variable t_ij(tb.narrow(axis + 1, u0, ul).permute({1, 2, 0}).contiguous());  // x's layout, c channels
       Variable ln = center_layer_norm_.forward(t_ij);
       t_ij = Variable();
