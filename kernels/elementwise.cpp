@@ -165,6 +165,42 @@ void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout,
   FC_POINTWISE_DISPATCH(g.device(), sigmoid_gate_backward(g, x, dout, dg, dx));
 }
 
+namespace {
+// The masked gated edge's operands: g, p [N1, N2, C] (and dg, dp when given), m [N1, N2], the
+// channel-major tensor [C, N1, N2]; all contiguous, one float dtype, one device.
+void check_masked_gate(std::string_view op, const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& cm,
+                       const Tensor& dg = Tensor(), const Tensor& dp = Tensor()) {
+  FC_CHECK(g.defined() && g.dim() == 3 && is_floating(g.dtype()), op, ": g ", g.defined() ? g.str() : "undefined",
+           " must be a float [N1, N2, C] tensor");
+  const Shape& s = g.shape();
+  for (const Tensor* t : {&g, &p, &m, &cm, &dg, &dp}) {
+    if (t != &dg && t != &dp) FC_CHECK(t->defined(), op, ": an operand is undefined");
+    if (!t->defined()) continue;
+    FC_CHECK(t->dtype() == g.dtype() && t->device() == g.device() && t->is_contiguous(), op, ": ", t->str(),
+             " must be contiguous, ", dtype_name(g.dtype()), " and on ", g.device().str());
+  }
+  FC_CHECK(p.shape() == s && (!dg.defined() || dg.shape() == s) && (!dp.defined() || dp.shape() == s), op, ": p ",
+           p.shape().str(), " for g ", s.str());
+  FC_CHECK(m.shape() == Shape({s[0], s[1]}), op, ": mask ", m.shape().str(), " for g ", s.str());
+  FC_CHECK(cm.shape() == Shape({s[2], s[0], s[1]}), op, ": channel-major ", cm.shape().str(), " for g ", s.str());
+}
+}  // namespace
+
+void masked_gate_channel_major_forward(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& out) {
+  check_masked_gate("masked_gate_channel_major_forward", g, p, m, out);
+  if (g.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(g.device(), masked_gate_channel_major_forward(g, p, m, out));
+}
+
+void masked_gate_channel_major_backward(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& dout,
+                                        const Tensor& dg, const Tensor& dp) {
+  constexpr std::string_view op = "masked_gate_channel_major_backward";
+  check_masked_gate(op, g, p, m, dout, dg, dp);
+  FC_CHECK(dg.defined() && dp.defined(), op, ": dg and dp are required");
+  if (g.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(g.device(), masked_gate_channel_major_backward(g, p, m, dout, dg, dp));
+}
+
 void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
                                    const DropoutArgs& d, const Tensor& out) {
   constexpr std::string_view op = "bias_dropout_residual_forward";

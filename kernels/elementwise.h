@@ -41,6 +41,18 @@ void sigmoid_gate_forward(const Tensor& g, const Tensor& x, const Tensor& out);
 void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout, const Tensor& dg,
                            const Tensor& dx);
 
+// The triangle update's masked, gated edge, channel-major (AlphaFold2 Alg. 11/12 lines 2-3, laid
+// out for the per-channel contraction), in one pass:
+//   out[c, i, k] = T( T(σ(g[i, k, c]) · p[i, k, c]) · m[i, k] )
+// the values of sigmoid_gate_forward, then mul by the mask, then a permute to [C, N1, N2] made
+// contiguous. g, p: [N1, N2, C] contiguous, one float dtype; m: [N1, N2] contiguous, that dtype;
+// out: [C, N1, N2] contiguous, that dtype. Its backward from dout [C, N1, N2] is the composition's
+// too: d = T(dout[c, i, k] · m[i, k]), s = σ(g), dg = T(d · p · s(1−s)), dp = T(d · s), dg and dp
+// [N1, N2, C] contiguous.
+void masked_gate_channel_major_forward(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& out);
+void masked_gate_channel_major_backward(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& dout,
+                                        const Tensor& dg, const Tensor& dp);
+
 // Dropout with an optionally shared mask. `shared_dims` lists axes along which the mask is
 // broadcast (AlphaFold: row-wise dropout shares over axis −3 (rows of the MSA / pair), column-wise
 // over axis −2). The mask value at index i is philox_keep(seed, offset, idx') where idx' is the

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/philox.h"
+#include "kernels/elementwise.h"
 
 namespace foldcore::testing {
 
@@ -100,6 +101,27 @@ std::string shared_dir() {
 #else
   return "../shared";
 #endif
+}
+
+MaskedGateResult masked_gate_channel_major(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& dout,
+                                           bool fused) {
+  auto like = [](const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); };
+  MaskedGateResult r{like(dout), like(g), like(g)};
+  if (fused) {
+    ops::masked_gate_channel_major_forward(g, p, m, r.out);
+    ops::masked_gate_channel_major_backward(g, p, m, dout, r.dg, r.dp);
+    return r;
+  }
+  const Tensor m3 = m.unsqueeze(-1).expand(g.shape());
+  Tensor ga = like(g), a = like(g);
+  ops::sigmoid_gate_forward(g, p, ga);
+  ops::mul(ga, m3, a);
+  r.out.copy_(a.permute({2, 0, 1}));
+  Tensor da = like(g), dga = like(g);
+  da.copy_(dout.permute({1, 2, 0}));
+  ops::mul(da, m3, dga);
+  ops::sigmoid_gate_backward(g, p, dga, r.dg, r.dp);
+  return r;
 }
 
 }  // namespace foldcore::testing

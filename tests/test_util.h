@@ -44,6 +44,15 @@ void check_gradient(const std::function<double()>& loss, Tensor x, const Tensor&
 // sum(out * w) in double: the scalar a gradient test backpropagates (dloss/dout = w).
 double weighted_sum(const Tensor& out, const Tensor& w);
 
+// The triangle update's masked gated edge (ops::masked_gate_channel_major_*) computed the long
+// way on g's device: sigmoid_gate, the mask multiply, the permute to [C, N1, N2] and, from dout
+// [C, N1, N2], their backwards (`fused` false), or by the fused ops (`fused` true).
+struct MaskedGateResult {
+  Tensor out, dg, dp;
+};
+MaskedGateResult masked_gate_channel_major(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& dout,
+                                           bool fused);
+
 // Path of the shared data folder (../shared next to the repository), from FOLDCORE_SHARED_DIR
 // or derived from the source tree.
 std::string shared_dir();

@@ -2,6 +2,7 @@
 // 16-bit types converted on load/store. OpenMP splits the flat index range.
 #include "kernels/cpu/elementwise_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -137,6 +138,57 @@ void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout,
       st(pdg, i, d * xv * s * (1.f - s));
       st(pdx, i, d * s);
     }
+  });
+}
+
+// The masked gated edge, channel-major: blocks of kEdgeRows rows (i, k) in parallel, and within a
+// block channel by channel, so the channel-major side is written (or read) in runs of the block's
+// rows while the block's [rows, C] inputs stay in cache. The expressions are sigmoid_gate's and
+// mul's, in their order, so the values are the composition's.
+constexpr int64_t kEdgeRows = 64;
+
+template <typename F> void for_edge_blocks(int64_t rows, int64_t c, F f) {
+#pragma omp parallel for if (rows * c > kParallelMin)
+  for (int64_t r0 = 0; r0 < rows; r0 += kEdgeRows) {
+    const int64_t r1 = std::min(rows, r0 + kEdgeRows);
+    for (int64_t q = 0; q < c; ++q)
+      for (int64_t r = r0; r < r1; ++r) f(r, q);
+  }
+}
+
+void masked_gate_channel_major_forward(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& out) {
+  dispatch_float(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pg = static_cast<const T*>(g.data_ptr());
+    const T* pp = static_cast<const T*>(p.data_ptr());
+    const T* pm = static_cast<const T*>(m.data_ptr());
+    T* po = static_cast<T*>(out.data_ptr());
+    const int64_t rows = g.size(0) * g.size(1), c = g.size(2);
+    for_edge_blocks(rows, c, [&](int64_t r, int64_t q) {
+      const T ga = T(sigmoid(ld(pg, r * c + q)) * ld(pp, r * c + q));
+      st(po, q * rows + r, static_cast<float>(ga) * ld(pm, r));
+    });
+  });
+}
+
+void masked_gate_channel_major_backward(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& dout,
+                                        const Tensor& dg, const Tensor& dp) {
+  dispatch_float(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pg = static_cast<const T*>(g.data_ptr());
+    const T* pp = static_cast<const T*>(p.data_ptr());
+    const T* pm = static_cast<const T*>(m.data_ptr());
+    const T* pd = static_cast<const T*>(dout.data_ptr());
+    T* pdg = static_cast<T*>(dg.data_ptr());
+    T* pdp = static_cast<T*>(dp.data_ptr());
+    const int64_t rows = g.size(0) * g.size(1), c = g.size(2);
+    for_edge_blocks(rows, c, [&](int64_t r, int64_t q) {
+      const int64_t i = r * c + q;
+      const float d = static_cast<float>(T(ld(pd, q * rows + r) * ld(pm, r)));  // mul's backward
+      const float sg = sigmoid(ld(pg, i)), xv = ld(pp, i);
+      st(pdg, i, d * xv * sg * (1.f - sg));
+      st(pdp, i, d * sg);
+    });
   });
 }
 

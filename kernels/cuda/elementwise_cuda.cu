@@ -189,6 +189,64 @@ __global__ void sigmoid_gate_backward_kernel(int64_t n, const T* g, const T* x, 
   }
 }
 
+// The masked gated edge, channel-major: a block of 32 × 8 threads takes 32 rows (i, k) × 32
+// channels through a shared tile, so the [rows, C] side and the [C, rows] side are each read or
+// written 32 consecutive elements at a time. The expressions are SigmoidGate's, the mask
+// multiply's (Affine2 with gamma = 1: the product rounded once) and sigmoid_gate_backward_kernel's,
+// so the values are the composition's.
+constexpr int kEdgeTile = 32, kEdgeRowsPerPass = 8;
+
+template <typename T>
+__global__ void masked_gate_cm_forward_kernel(const T* __restrict__ g, const T* __restrict__ p,
+                                              const T* __restrict__ m, T* __restrict__ out, int64_t rows, int c) {
+  FC_SHARED(float, tile, [kEdgeTile][kEdgeTile + 1]);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kEdgeTile;
+  const int c0 = static_cast<int>(blockIdx.y) * kEdgeTile;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int k = ty; k < kEdgeTile; k += kEdgeRowsPerPass) {  // read along the channels
+    const int64_t r = r0 + k;
+    const int q = c0 + tx;
+    if (r < rows && q < c) {
+      const int64_t i = r * c + q;
+      const T ga = from_f32<T>(sigmoidf(to_f32(g[i])) * to_f32(p[i]));
+      tile[k][tx] = to_f32(from_f32<T>(to_f32(ga) * to_f32(m[r])));
+    }
+  }
+  __syncthreads();
+  for (int k = ty; k < kEdgeTile; k += kEdgeRowsPerPass) {  // write along the rows
+    const int q = c0 + k;
+    const int64_t r = r0 + tx;
+    if (r < rows && q < c) out[static_cast<int64_t>(q) * rows + r] = from_f32<T>(tile[tx][k]);
+  }
+}
+
+template <typename T>
+__global__ void masked_gate_cm_backward_kernel(const T* __restrict__ g, const T* __restrict__ p,
+                                               const T* __restrict__ m, const T* __restrict__ dout, T* __restrict__ dg,
+                                               T* __restrict__ dp, int64_t rows, int c) {
+  FC_SHARED(float, tile, [kEdgeTile][kEdgeTile + 1]);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kEdgeTile;
+  const int c0 = static_cast<int>(blockIdx.y) * kEdgeTile;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int k = ty; k < kEdgeTile; k += kEdgeRowsPerPass) {  // read dout along the rows
+    const int q = c0 + k;
+    const int64_t r = r0 + tx;
+    if (r < rows && q < c) tile[k][tx] = to_f32(dout[static_cast<int64_t>(q) * rows + r]);
+  }
+  __syncthreads();
+  for (int k = ty; k < kEdgeTile; k += kEdgeRowsPerPass) {  // the gradients along the channels
+    const int64_t r = r0 + k;
+    const int q = c0 + tx;
+    if (r < rows && q < c) {
+      const int64_t i = r * c + q;
+      const float d = to_f32(from_f32<T>(tile[tx][k] * to_f32(m[r])));  // the mask multiply's backward
+      const float sg = sigmoidf(to_f32(g[i])), xv = to_f32(p[i]);
+      dg[i] = from_f32<T>(d * xv * sg * (1.f - sg));
+      dp[i] = from_f32<T>(d * sg);
+    }
+  }
+}
+
 // ---- dropout ----
 struct DropoutParams {
   float p, keep_scale;
@@ -370,6 +428,38 @@ void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout,
     launch_kernel<sigmoid_gate_backward_kernel<T>>(grid_for(n, kBlock), kBlock, 0, cuda_stream_of(g.device()),
         n, static_cast<const T*>(g.data_ptr()), static_cast<const T*>(x.data_ptr()),
         static_cast<const T*>(dout.data_ptr()), static_cast<T*>(dg.data_ptr()), static_cast<T*>(dx.data_ptr()));
+    FC_CUDA_CHECK_LAUNCH();
+  });
+}
+
+namespace {
+dim3 edge_grid(int64_t rows, int64_t c) {
+  return dim3(static_cast<unsigned>((rows + kEdgeTile - 1) / kEdgeTile), static_cast<unsigned>((c + kEdgeTile - 1) / kEdgeTile));
+}
+}  // namespace
+
+void masked_gate_channel_major_forward(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& out) {
+  const int64_t rows = g.size(0) * g.size(1), c = g.size(2);
+  FC_CHECK(c <= 65535 * kEdgeTile, "masked_gate_channel_major_forward (cuda): ", c, " channels");
+  cuda_dispatch_float(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    launch_kernel<masked_gate_cm_forward_kernel<T>>(edge_grid(rows, c), dim3(kEdgeTile, kEdgeRowsPerPass), 0,
+        cuda_stream_of(g.device()), static_cast<const T*>(g.data_ptr()), static_cast<const T*>(p.data_ptr()),
+        static_cast<const T*>(m.data_ptr()), static_cast<T*>(out.data_ptr()), rows, static_cast<int>(c));
+    FC_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void masked_gate_channel_major_backward(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& dout,
+                                        const Tensor& dg, const Tensor& dp) {
+  const int64_t rows = g.size(0) * g.size(1), c = g.size(2);
+  FC_CHECK(c <= 65535 * kEdgeTile, "masked_gate_channel_major_backward (cuda): ", c, " channels");
+  cuda_dispatch_float(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    launch_kernel<masked_gate_cm_backward_kernel<T>>(edge_grid(rows, c), dim3(kEdgeTile, kEdgeRowsPerPass), 0,
+        cuda_stream_of(g.device()), static_cast<const T*>(g.data_ptr()), static_cast<const T*>(p.data_ptr()),
+        static_cast<const T*>(m.data_ptr()), static_cast<const T*>(dout.data_ptr()), static_cast<T*>(dg.data_ptr()),
+        static_cast<T*>(dp.data_ptr()), rows, static_cast<int>(c));
     FC_CUDA_CHECK_LAUNCH();
   });
 }

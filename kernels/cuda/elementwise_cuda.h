@@ -23,6 +23,9 @@ void gelu_backward(const Tensor& x, const Tensor& dy, const Tensor& dx);
 void sigmoid_forward(const Tensor& x, const Tensor& y);
 void sigmoid_backward(const Tensor& y, const Tensor& dy, const Tensor& dx);
 void sigmoid_gate_forward(const Tensor& g, const Tensor& x, const Tensor& out);
+void masked_gate_channel_major_forward(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& out);
+void masked_gate_channel_major_backward(const Tensor& g, const Tensor& p, const Tensor& m, const Tensor& dout,
+                                        const Tensor& dg, const Tensor& dp);
 void sigmoid_gate_backward(const Tensor& g, const Tensor& x, const Tensor& dout, const Tensor& dg,
                            const Tensor& dx);
 

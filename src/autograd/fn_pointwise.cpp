@@ -115,6 +115,15 @@ struct SigmoidGateFn final : Function {
   }
 };
 
+struct MaskedGateChannelMajorFn final : Function {
+  Tensor g, x, mask;
+  void backward(BackwardCtx& ctx) override {
+    const Tensor dg = detail::new_grad_or_scratch(ctx, 0, g, g.dtype());
+    const Tensor dx = detail::new_grad_or_scratch(ctx, 1, x, x.dtype());
+    ops::masked_gate_channel_major_backward(g, x, mask, ctx.grad_output(0), dg, dx);
+  }
+};
+
 struct BiasDropoutResidualFn final : Function {
   ops::DropoutArgs args;
   Shape x_shape, bias_shape;
@@ -213,6 +222,24 @@ Variable sigmoid_gate(const Variable& g0, const Variable& x0) {
   fn->g = gv;
   fn->x = xv;
   return record1("sigmoid_gate", std::move(fn), {g, x}, out);
+}
+
+Variable masked_gate_channel_major(const Variable& g0, const Variable& x0, const Tensor& mask) {
+  const DType dt = promoted(g0.dtype(), x0.dtype());
+  const Variable g = cast(g0, dt), x = cast(x0, dt);
+  FC_CHECK(g.dim() == 3 && g.shape() == x.shape() && mask.defined() && mask.shape() == Shape({g.size(0), g.size(1)}),
+           "masked_gate_channel_major: gate ", g.shape().str(), ", x ", x.shape().str(), ", mask ",
+           mask.defined() ? mask.shape().str() : "undefined", " (expected [N1, N2, C] twice and [N1, N2])");
+  const Tensor gv = g.value().contiguous(), xv = x.value().contiguous();
+  const Tensor mv = (mask.dtype() == dt ? mask : mask.to(dt)).contiguous();
+  Tensor out = Tensor::empty({g.size(2), g.size(0), g.size(1)}, dt, gv.device());
+  ops::masked_gate_channel_major_forward(gv, xv, mv, out);
+  if (!any_requires_grad({g, x})) return Variable(out);
+  auto fn = std::make_unique<MaskedGateChannelMajorFn>();
+  fn->g = gv;
+  fn->x = xv;
+  fn->mask = mv;
+  return record1("masked_gate_channel_major", std::move(fn), {g, x}, out);
 }
 
 Variable dropout(const Variable& x, const DropoutSpec& d) { return bias_dropout_residual(x, {}, {}, d); }

@@ -90,6 +90,11 @@ Variable relu(const Variable& x);
 Variable gelu(const Variable& x);
 Variable sigmoid(const Variable& x);
 Variable sigmoid_gate(const Variable& g, const Variable& x);  // sigmoid(g) ⊙ x
+// The triangle update's masked gated edge made channel-major in one op (kernels/elementwise.h,
+// masked_gate_channel_major_forward): out[c, i, k] = (sigmoid(g) ⊙ x)[i, k, c] · mask[i, k] for g, x
+// [N1, N2, C] and a constant mask [N1, N2] → [C, N1, N2]; the values and gradients of
+// contiguous(permute(mul(sigmoid_gate(g, x), mask[..., None]), {2, 0, 1})), without its passes.
+Variable masked_gate_channel_major(const Variable& g, const Variable& x, const Tensor& mask);
 
 // Dropout randomness: rate p, the generator the mask stream offset is reserved from, and the
 // axes along which the mask is shared (AF2 row-wise: {-3}, column-wise: {-2}). gen == nullptr or

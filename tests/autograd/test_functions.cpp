@@ -79,6 +79,25 @@ TEST(AutogradFunctions, LayerNormSixteenBitOutputEqualsCastComposition) {
   EXPECT_EQ(a.db, b.db);
 }
 
+// The masked gated edge, channel-major: gradients of g and x against finite differences (a mask
+// with zeros), and its values and gradients equal to the composition it replaces.
+TEST(AutogradFunctions, MaskedGateChannelMajor) {
+  Generator g(33);
+  const Tensor mask = Tensor::from_vector({1.f, 0.f, 1.f, 1.f, 1.f, 0.f}, {2, 3});
+  expect_grads_match_fd([&](const auto& v) { return masked_gate_channel_major(v[0], v[1], mask); },
+                        {randn({2, 3, 5}, g), randn({2, 3, 5}, g)});
+  const Tensor gv = randn({3, 4, 6}, g), xv = randn({3, 4, 6}, g), w = randn({6, 3, 4}, g);
+  const Tensor m = Tensor::from_vector({1.f, 1.f, 0.f, 1.f, 1.f, 1.f, 1.f, 0.f, 1.f, 0.f, 1.f, 1.f}, {3, 4});
+  auto run = [&](bool fused) {
+    Variable vg(gv.clone(), true), vx(xv.clone(), true);
+    const Variable y = fused ? masked_gate_channel_major(vg, vx, m)
+                             : contiguous(permute(mul(sigmoid_gate(vg, vx), Variable(m.unsqueeze(-1))), {2, 0, 1}));
+    backward({y}, {w});
+    return std::vector<std::vector<float>>{y.value().to_vector(), vg.grad().to_vector(), vx.grad().to_vector()};
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
 TEST(AutogradFunctions, CrossEntropyHardSoftWeighted) {
   Generator g(4);
   CrossEntropyOptions hard;

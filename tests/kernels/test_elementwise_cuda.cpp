@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/kernel_profile.h"
@@ -198,6 +199,33 @@ void expect_masks_match(const Shape& s, const ops::DropoutArgs& d) {
   ops::bias_dropout_residual_backward(ones, d, cdx, Tensor());
   ops::bias_dropout_residual_backward(ones.to(kGpu), d, gdx, Tensor());
   FC_EXPECT_CLOSE(gdx.to(Device::cpu()), cdx, 0, 0);
+}
+
+// The masked gated edge on the device: equal to the device's composition (gate, mask multiply,
+// permute and their backwards) bit for bit, and to the CPU's fused op within the libm/CUDA expf
+// ulps of the tolerances above; shapes with partial 32 × 32 tiles and more than one channel tile.
+TEST(ElementwiseCuda, MaskedGateChannelMajorMatchesCompositionAndCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(141);
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (const Shape& s : {Shape{5, 7, 37}, Shape{3, 70, 33}, Shape{33, 33, 128}}) {
+      SCOPED_TRACE(s.str() + " " + std::string(dtype_name(t)));
+      const Tensor g = rnd(s, gen, t, 2.f), p = rnd(s, gen, t);
+      std::vector<float> mv(static_cast<size_t>(s[0] * s[1]));
+      for (size_t i = 0; i < mv.size(); ++i) mv[i] = (i % 7 == 2) ? 0.f : 1.f;
+      const Tensor m = Tensor::from_vector(mv, {s[0], s[1]}, t);
+      const Tensor dout = rnd({s[2], s[0], s[1]}, gen, t);
+      const auto dev = testing::masked_gate_channel_major(g.to(kGpu), p.to(kGpu), m.to(kGpu), dout.to(kGpu), true);
+      const auto ref = testing::masked_gate_channel_major(g.to(kGpu), p.to(kGpu), m.to(kGpu), dout.to(kGpu), false);
+      const auto cpu = testing::masked_gate_channel_major(g, p, m, dout, true);
+      for (const auto& [x, y, c] : {std::tuple{dev.out, ref.out, cpu.out}, std::tuple{dev.dg, ref.dg, cpu.dg},
+                                    std::tuple{dev.dp, ref.dp, cpu.dp}}) {
+        const Tensor xh = x.to(Device::cpu());
+        EXPECT_EQ(xh.to(DType::f32).to_vector(), y.to(Device::cpu()).to(DType::f32).to_vector());
+        FC_EXPECT_CLOSE(xh, c, atol_for(t), rtol_for(t));
+      }
+    }
+  }
 }
 
 TEST(DropoutCuda, MasksAreBitIdenticalToCpu) {

@@ -76,17 +76,13 @@ Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& 
   // a recomputed segment's no-grad forward and its rerun compute it the same way.
   const std::vector<Variable> p =
       nn::project(x, {&left_projection_, &left_gate_, &right_projection_, &right_gate_, &gating_linear_});
-  const Variable ga = autograd::sigmoid_gate(p[1], p[0]);
-  const Variable gb = autograd::sigmoid_gate(p[3], p[2]);
-  // The mask (0 or 1) in the edges' dtype: under bf16 autocast the masked edges, their channel-major
-  // copies and the contraction's operands stay bf16 (the same values), with no conversion to fp32
-  // and back and half the bytes in the permutes.
-  const Variable mask3(mask_as(mask.unsqueeze(-1), ga.dtype()));  // [N, N, 1]
-  const Variable a = autograd::mul(ga, mask3);  // [N, N, c]
-  const Variable b = autograd::mul(gb, mask3);  // [N, N, c]
-  // Channel-major copies [c, N, N]: the batch of the GEMM is the channel.
-  const Variable ac = autograd::contiguous(autograd::permute(a, {2, 0, 1}));
-  const Variable bc = autograd::contiguous(autograd::permute(b, {2, 0, 1}));
+  // The edges a = mask ⊙ σ(gate) ⊙ proj, channel-major [c, N, N] (the batch of the GEMM is the
+  // channel), each in one pass from the projections (masked_gate_channel_major: the values of the
+  // gate, the mask multiply and the permute it replaces). The mask (0 or 1) in the edges' dtype:
+  // under bf16 autocast the edges and the contraction's operands stay bf16 (the same values).
+  const Tensor edge_mask = mask_as(mask, p[0].dtype());  // [N, N]
+  const Variable ac = autograd::masked_gate_channel_major(p[1], p[0], edge_mask);
+  const Variable bc = autograd::masked_gate_channel_major(p[3], p[2], edge_mask);
   // outgoing: t[c,i,j] = Σ_k a[c,i,k] b[c,j,k]  = A·Bᵀ
   // incoming: t[c,i,j] = Σ_k b[c,k,i] a[c,k,j]  = Bᵀ·A
   const Variable t = outgoing_ ? autograd::matmul(ac, bc, false, true) : autograd::matmul(bc, ac, true, false);
