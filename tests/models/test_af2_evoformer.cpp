@@ -12,6 +12,8 @@
 // output bias: all ≥ 1e-2 relative).
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -384,6 +386,69 @@ TEST(Af2Evoformer, GlobalColumnAttentionMatchesNaive) {
       }
   }
   expect_parity(got, Tensor::from_vector(want, {s, n, c}), "global attention vs naive", 1e-5);
+}
+
+// Derived masks: made once per DerivedMaskScope (keyed by the source view and the name), made
+// every time outside one, dropped when the outermost scope ends; a block's forward and backward
+// inside a scope (which takes its key biases, transposed masks and the outer product mean's
+// normaliser from the cache) give the same bits as without one.
+TEST(Af2Evoformer, DerivedMasksAreMadeOncePerScopeWithTheSameResults) {
+  const Tensor mask = Tensor::from_vector({1.f, 0.f, 1.f, 1.f, 1.f, 0.f}, {2, 3});
+  int made = 0;
+  auto make = [&] {
+    ++made;
+    return mask.transpose(0, 1).contiguous();
+  };
+  derived_mask(mask, "t", make);
+  derived_mask(mask, "t", make);
+  EXPECT_EQ(made, 2);
+  EXPECT_EQ(derived_mask_count(), 0u);
+  {
+    const DerivedMaskScope outer;
+    const Tensor a = derived_mask(mask, "t", make);
+    {
+      const DerivedMaskScope inner;  // shares the outer scope's entries
+      EXPECT_EQ(derived_mask(mask, "t", make).data_ptr(), a.data_ptr());
+    }
+    EXPECT_EQ(derived_mask(mask, "t", make).data_ptr(), a.data_ptr());
+    derived_mask(mask, "other", make);                    // another name
+    derived_mask(mask.narrow(1, 0, 2), "t", make);        // another view of the same storage
+    EXPECT_EQ(made, 5);
+    EXPECT_EQ(derived_mask_count(), 3u);
+    EXPECT_EQ(transposed_mask(mask).to_vector(), mask.transpose(0, 1).contiguous().to_vector());
+  }
+  EXPECT_EQ(derived_mask_count(), 0u);
+
+  const EvoformerBlockConfig c = small_block_config();
+  autograd::ParamStore ps;
+  Generator init{5}, gen{12};
+  EvoformerBlock block(nn::Scope{&ps, &init, nullptr, "block"}, c);
+  block.train(false);
+  ps.finalize();
+  {
+    std::vector<float> v = randn(ps.values().shape(), gen).to_vector();
+    for (float& x : v) x *= 0.4f;
+    Tensor(ps.values()).copy_(Tensor::from_vector(v, ps.values().shape()));
+  }
+  const int64_t s = 3, n = 5;
+  const Tensor m = randn({s, n, c.c_m}, gen), z = randn({n, n, c.c_z}, gen);
+  std::vector<float> mm(static_cast<size_t>(s * n), 1.f), pm(static_cast<size_t>(n * n), 1.f);
+  mm[4] = pm[3] = pm[11] = 0.f;
+  const Tensor msa_mask = Tensor::from_vector(mm, {s, n}), pair_mask = Tensor::from_vector(pm, {n, n});
+  auto run = [&](bool scoped) {
+    std::optional<DerivedMaskScope> scope;
+    if (scoped) scope.emplace();
+    ps.zero_grad();
+    Variable vm(m.clone(), true), vz(z.clone(), true);
+    const auto [mo, zo] = block.forward(vm, vz, msa_mask, pair_mask);
+    if (scoped) {
+      EXPECT_GE(derived_mask_count(), 4u);  // key biases, transposed masks, the normaliser
+    }
+    autograd::backward({mo, zo}, {Tensor::full(mo.shape(), 0.5, DType::f32), Tensor::full(zo.shape(), -0.25, DType::f32)});
+    return std::vector<std::vector<float>>{mo.value().to_vector(), zo.value().to_vector(), vm.grad().to_vector(),
+                                           vz.grad().to_vector(), ps.grads().to_vector()};
+  };
+  EXPECT_EQ(run(true), run(false));
 }
 
 TEST(Af2Evoformer, BadInputsAndUnfinalizedStore) {

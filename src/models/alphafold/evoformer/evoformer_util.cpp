@@ -1,6 +1,8 @@
 #include "models/alphafold/evoformer/evoformer_util.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "kernels/elementwise.h"
@@ -71,6 +73,53 @@ Tensor mask_bias(const Tensor& mask) {
   const Tensor one = Tensor::full({1}, 1.0, DType::f32, m.device());
   ops::axpby(1e9f, m, -1e9f, one, out);
   return out;
+}
+
+namespace {
+struct DerivedMask {
+  Tensor src;
+  std::string what;
+  Tensor value;
+};
+struct DerivedMasks {
+  int depth = 0;
+  std::vector<DerivedMask> entries;
+};
+DerivedMasks& derived_masks() {
+  thread_local DerivedMasks m;
+  return m;
+}
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.storage().get() == b.storage().get() && a.offset() == b.offset() && a.shape() == b.shape() &&
+         a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+}  // namespace
+
+DerivedMaskScope::DerivedMaskScope() { ++derived_masks().depth; }
+DerivedMaskScope::~DerivedMaskScope() {
+  DerivedMasks& m = derived_masks();
+  if (--m.depth == 0) m.entries.clear();
+}
+
+Tensor derived_mask(const Tensor& src, const std::string& what, const std::function<Tensor()>& make) {
+  DerivedMasks& m = derived_masks();
+  if (m.depth == 0 || !src.defined()) return make();
+  for (const DerivedMask& e : m.entries)
+    if (e.what == what && same_view(e.src, src)) return e.value;
+  Tensor value = make();
+  if (m.entries.size() < kMaxDerivedMasks) m.entries.push_back({src, what, value});
+  return value;
+}
+
+size_t derived_mask_count() { return derived_masks().entries.size(); }
+
+Tensor transposed_mask(const Tensor& mask) {
+  return derived_mask(mask, "transposed", [&] { return mask.transpose(0, 1).contiguous(); });
+}
+
+Tensor mask_in(const Tensor& mask, DType dtype) {
+  if (mask.dtype() == dtype) return mask;
+  return derived_mask(mask, std::string("as ") + std::string(dtype_name(dtype)), [&] { return mask.to(dtype); });
 }
 
 void add_into(const Tensor& dst, const Tensor& y) {
@@ -153,7 +202,11 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const std::f
            "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
            " (expected [B, L, c] and [B, L])");
   const int64_t b = x.size(0), l = x.size(1);
-  const Tensor mb = mask_bias(mask).view({b, 1, 1, l});  // [B, 1, 1, L]
+  // In the attention's operand dtype (the kernel's bias cast, made once: the same values).
+  const DType bias_dtype = autograd::autocast_dtype().value_or(DType::f32);
+  const Tensor mb = derived_mask(mask, std::string("key bias ") + std::string(dtype_name(bias_dtype)), [&] {
+                      return mask_as(mask_bias(mask), bias_dtype);
+                    }).view({b, 1, 1, l});  // [B, 1, 1, L]
   Variable bias;  // made once, by the first chunk
   const std::function<Variable()> late = [&] {
     if (!bias.defined()) bias = pair_bias();

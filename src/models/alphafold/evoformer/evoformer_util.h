@@ -79,6 +79,30 @@ Variable stream_residual(const Variable& x, const Variable& update, const autogr
 // caller's tensor is never changed). No autograd (inference only).
 Tensor own_stream(Variable& v, bool own);
 
+// Masks derived from the stacks' msa_mask / pair_mask (the attention's key-mask biases, the
+// transposed masks of the column-wise modules, the masks in the edges' dtype, the outer product
+// mean's normaliser) are the same in every block and pass of a training step. Inside a
+// DerivedMaskScope each is made once, at its first use, and kept until the outermost scope on the
+// thread ends (af2_train_step holds one over its forward and backward, so the recomputed blocks
+// reuse them too); without a scope derived_mask just calls make(). An entry is keyed by its source
+// tensor (storage, offset, shape, strides, dtype) and `what`, and keeps the source alive so that
+// its storage cannot come back under the same key; at most kMaxDerivedMasks entries are kept (the
+// rest are made each time). Masks are never written in place, so an entry stays valid.
+class DerivedMaskScope {
+ public:
+  DerivedMaskScope();
+  ~DerivedMaskScope();
+  DerivedMaskScope(const DerivedMaskScope&) = delete;
+  DerivedMaskScope& operator=(const DerivedMaskScope&) = delete;
+};
+constexpr size_t kMaxDerivedMasks = 64;
+Tensor derived_mask(const Tensor& src, const std::string& what, const std::function<Tensor()>& make);
+// How many derived masks the current scope holds (0 outside one): for tests.
+size_t derived_mask_count();
+// mask.transpose(0, 1).contiguous() and mask_as(mask, dtype), made once per scope.
+Tensor transposed_mask(const Tensor& mask);
+Tensor mask_in(const Tensor& mask, DType dtype);
+
 // AlphaFold's row-wise gated attention (Alg. 7 / 8 / 13 core): every row b of x [B, L, c] (already
 // layer-normed) attends over its L entries, with the key mask bias 1e9·(mask[b] − 1) ([B, 1, 1, L])
 // and, when defined, a pair bias [1, H, L, L] shared by all rows. Chunked over rows (inference).

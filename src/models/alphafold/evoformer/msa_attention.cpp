@@ -90,7 +90,7 @@ Variable MsaColumnAttention::forward_impl(const Variable& m, const Tensor& msa_m
   const Variable x = whole && norm != nullptr
                          ? autograd::contiguous(autograd::transpose(norm->forward_for_gemm(m), 0, 1))
                          : autograd::transpose(m, 0, 1);
-  const Variable o = row_attention(attention_, x, Variable(), msa_mask.transpose(0, 1).contiguous(), chunk,
+  const Variable o = row_attention(attention_, x, Variable(), transposed_mask(msa_mask), chunk,
                                    into.defined() ? into.transpose(0, 1) : Tensor(), whole ? nullptr : norm);
   return into.defined() ? Variable(into) : autograd::transpose(o, 0, 1);  // [S, N, c_m] (a view)
 }
@@ -124,7 +124,7 @@ Variable MsaColumnGlobalAttention::forward_impl(const Variable& m, const Tensor&
                                                 const Tensor& into, const nn::LayerNorm* norm) const {
   check_msa("MsaColumnGlobalAttention", m, query_norm_.scale().numel(), msa_mask);
   const Variable mt = autograd::transpose(m, 0, 1);             // [N, S, c_m] (a view)
-  const Tensor mask_t = msa_mask.transpose(0, 1).contiguous();  // [N, S]
+  const Tensor mask_t = transposed_mask(msa_mask);  // [N, S]
   const Variable o = run_chunked(mt.size(0), chunk, [&](int64_t s, int64_t len) {
     // Each column chunk layer-normed as it is read (no whole LN of the extra MSA beside it).
     const Variable cols = autograd::narrow(mt, 0, s, len);

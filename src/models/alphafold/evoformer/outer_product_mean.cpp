@@ -29,10 +29,11 @@ Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, in
            "OuterProductMean '", path(), "': m ", m.shape().str(), ", msa_mask ", msa_mask.shape().str(),
            " (expected [S, N, ", c_m, "] and [S, N])");
   const int64_t s = m.size(0), n = m.size(1);
-  const Tensor mask = msa_mask.to(DType::f32).contiguous();
+  const Tensor mask = mask_in(msa_mask, DType::f32).contiguous();
   const auto [a, b] = projections(m, mask, chunk);   // [S, N, c] each
   const Variable b2 = autograd::reshape(b, {s, n * c});  // [S, N·c]
-  const Tensor inv_norm = inverse_norm(mask, mask).view({n, n, 1});
+  const Tensor inv_norm =
+      derived_mask(mask, "outer product mean norm", [&] { return inverse_norm(mask, mask); }).view({n, n, 1});
   return run_chunked(n, chunk, [&](int64_t i0, int64_t len) {
     const Variable a2 = autograd::reshape(autograd::contiguous(autograd::narrow(a, 1, i0, len)), {s, len * c});
     const Variable outer = autograd::reshape(autograd::matmul(a2, b2, true, false), {len, c, n, c});  // [i,c,j,e]
@@ -64,7 +65,7 @@ std::pair<Variable, Variable> OuterProductMean::projections(const Variable& m, c
     const Variable &left = lr[0], &right = lr[1];
     // The mask (0 or 1) in the projections' dtype: under bf16 autocast the products stay bf16, the
     // same values as the fp32 products (exact), without a conversion to fp32 and back for the GEMM.
-    const Variable mask3(mask_as(rows_mask.unsqueeze(-1), left.dtype()));
+    const Variable mask3(mask_in(rows_mask, left.dtype()).unsqueeze(-1));
     return std::pair{autograd::mul(left, mask3), autograd::mul(right, mask3)};
   };
   const int64_t s = m.size(0);

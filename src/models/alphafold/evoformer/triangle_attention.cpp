@@ -30,7 +30,7 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
            " (expected [N, N, ", c, "] and [N, N])");
   // Ending node: z_ji (AF2 swaps the two residue axes, attends per row, swaps back).
   const Variable zz = starting_ ? z : autograd::transpose(z, 0, 1);
-  const Tensor mask = starting_ ? pair_mask : pair_mask.transpose(0, 1).contiguous();
+  const Tensor mask = starting_ ? pair_mask : transposed_mask(pair_mask);
   const int64_t n = z.size(0);
   if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) {
     // LN acts on each (i, j) vector alone, so the ending node normalises z as it lies: its bias

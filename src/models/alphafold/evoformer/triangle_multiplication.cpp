@@ -50,7 +50,7 @@ Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_m
                pair_mask.size(0) == z.size(0) && pair_mask.size(1) == z.size(1),
            "TriangleMultiplication '", path(), "': z ", z.shape().str(), ", pair_mask ", pair_mask.shape().str(),
            " (expected [N, N, ", c_z, "] and [N, N])");
-  const Tensor mask = pair_mask.to(DType::f32).contiguous();
+  const Tensor mask = mask_in(pair_mask, DType::f32).contiguous();
   FC_CHECK(!into.defined() || !autograd::grad_enabled(), "TriangleMultiplication '", path(),
            "': adding into a stream needs no-grad mode");
   if (!autograd::grad_enabled()) {
@@ -80,7 +80,7 @@ Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& 
   // channel), each in one pass from the projections (masked_gate_channel_major: the values of the
   // gate, the mask multiply and the permute it replaces). The mask (0 or 1) in the edges' dtype:
   // under bf16 autocast the edges and the contraction's operands stay bf16 (the same values).
-  const Tensor edge_mask = mask_as(mask, p[0].dtype());  // [N, N]
+  const Tensor edge_mask = mask_in(mask, p[0].dtype());  // [N, N]
   const Variable ac = autograd::masked_gate_channel_major(p[1], p[0], edge_mask);
   const Variable bc = autograd::masked_gate_channel_major(p[3], p[2], edge_mask);
   // outgoing: t[c,i,j] = Σ_k a[c,i,k] b[c,j,k]  = A·Bᵀ

@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/random.h"
 #include "data_pipeline/formats/npy.h"
+#include "models/alphafold/evoformer/evoformer_util.h"
 #include "models/alphafold/model/alphafold.h"
 #include "models/alphafold/params/alphafold_params.h"
 #include "models/alphafold/model/features.h"
@@ -74,6 +75,9 @@ TrainStepResult af2_train_step(const AlphaFold& model, ag::ParamStore& params, c
            " (fp32 or bf16)");
   params.zero_grad();
   ag::EnableGradGuard grad_on;
+  // The masks derived from the features (attention biases, transposed and bf16 masks, the outer
+  // product mean's normaliser) made once for the forward and the recomputed blocks' reruns.
+  const DerivedMaskScope derived_masks;
   // Under bf16 autocast each parameter is cast once for the step's forward, recomputed segments and
   // backward (the parameters do not change before the optimizer runs, after this function).
   // Under bf16 the whole flat parameter buffer is cast at once (one kernel; each parameter's cast is
