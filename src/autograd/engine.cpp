@@ -90,8 +90,7 @@ Tensor BackwardCtx::accumulate_grad(int i, std::optional<DType> dtype) {
   }
   // Direct accumulation into the existing gradient, unless it was handed out in this same
   // backward as an overwrite target (the kernel order would then decide the result).
-  const bool handed_as_new = std::find(new_slots_.begin(), new_slots_.end(), &s) != new_slots_.end();
-  if (s.dtype() == dt && s.is_contiguous() && !handed_as_new) return s;
+  if (s.dtype() == dt && s.is_contiguous() && !handed_as_new(s)) return s;
   Tensor tmp = Tensor::zeros(m.shape, dt, m.device);
   deferred_.push_back({&s, tmp, m.dtype});
   return tmp;
@@ -120,8 +119,8 @@ Tensor BackwardCtx::grad_to_add(int i, std::optional<DType> dtype) {
   if (!needs_grad(i)) return Tensor();
   const TensorMeta& m = node_->inputs[static_cast<size_t>(i)].meta;
   Tensor& s = slot_of(i);
-  if (!s.defined() || s.dtype() != dtype.value_or(m.dtype) || !s.is_contiguous() || is_fresh(s)) return Tensor();
-  if (std::find(new_slots_.begin(), new_slots_.end(), &s) != new_slots_.end()) return Tensor();
+  if (!s.defined() || s.dtype() != dtype.value_or(m.dtype) || !s.is_contiguous() || is_fresh(s) || handed_as_new(s))
+    return Tensor();
   return s;
 }
 

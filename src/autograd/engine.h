@@ -23,6 +23,7 @@
 // backward() returns. A gradient for a leaf already reported is an Error, not a silent miss.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <unordered_map>
@@ -75,6 +76,10 @@ class BackwardCtx {
   // written.
   bool is_fresh(const Tensor& s) const { return fresh_ != nullptr && fresh_->count(&s) != 0; }
   bool claim_fresh(const Tensor& s) { return fresh_ != nullptr && fresh_->erase(&s) != 0; }
+  // Whether `s` was handed out by this node as an overwrite target (new_grad, put_grad).
+  bool handed_as_new(const Tensor& s) const {
+    return std::find(new_slots_.begin(), new_slots_.end(), &s) != new_slots_.end();
+  }
   void finish();  // accumulates the deferred temporaries
   std::vector<const Tensor*> new_slots_;
   const Node* node_ = nullptr;

@@ -230,6 +230,15 @@ TEST(Af2Evoformer, StackEqualsBlocksInSequence) {
                 "evo_m untouched", 0.0);
 }
 
+// Random non-trivial parameters (gating/final layers are zero-initialised), scaled by 0.4 to keep
+// activations O(1).
+void randomize_params(autograd::ParamStore& ps, Generator& gen) {
+  Tensor values = ps.values();  // shares the flat buffer
+  std::vector<float> v = randn(values.shape(), gen).to_vector();
+  for (float& x : v) x *= 0.4f;
+  values.copy_(Tensor::from_vector(v, values.shape()));
+}
+
 // A small block (odd sizes, both column-attention kinds, a mask with zeros, random non-trivial
 // parameters) backpropagates correctly: analytic gradients of the inputs and of the parameters
 // (the flat ParamStore buffer, 64 sampled coordinates) against f32 central differences.
@@ -244,14 +253,7 @@ void check_block_gradients(bool global_column) {
   EvoformerBlock block(nn::Scope{&ps, &init, nullptr, "block"}, c);
   block.train(false);
   ps.finalize();
-  // Random non-trivial parameters (gating/final layers are zero-initialised), scaled by 0.4 to keep
-  // activations O(1).
-  Tensor values = ps.values();  // shares the flat buffer
-  {
-    std::vector<float> v = randn(values.shape(), gen).to_vector();
-    for (float& x : v) x *= 0.4f;
-    values.copy_(Tensor::from_vector(v, values.shape()));
-  }
+  randomize_params(ps, gen);
   const int64_t s = 3, n = 5;
   const Tensor m = randn({s, n, c.c_m}, gen), z = randn({n, n, c.c_z}, gen);
   std::vector<float> mm(static_cast<size_t>(s * n), 1.f), pm(static_cast<size_t>(n * n), 1.f);
@@ -425,11 +427,7 @@ TEST(Af2Evoformer, DerivedMasksAreMadeOncePerScopeWithTheSameResults) {
   EvoformerBlock block(nn::Scope{&ps, &init, nullptr, "block"}, c);
   block.train(false);
   ps.finalize();
-  {
-    std::vector<float> v = randn(ps.values().shape(), gen).to_vector();
-    for (float& x : v) x *= 0.4f;
-    Tensor(ps.values()).copy_(Tensor::from_vector(v, ps.values().shape()));
-  }
+  randomize_params(ps, gen);
   const int64_t s = 3, n = 5;
   const Tensor m = randn({s, n, c.c_m}, gen), z = randn({n, n, c.c_z}, gen);
   std::vector<float> mm(static_cast<size_t>(s * n), 1.f), pm(static_cast<size_t>(n * n), 1.f);

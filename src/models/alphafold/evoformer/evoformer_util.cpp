@@ -119,7 +119,7 @@ Tensor transposed_mask(const Tensor& mask) {
 
 Tensor mask_in(const Tensor& mask, DType dtype) {
   if (mask.dtype() == dtype) return mask;
-  return derived_mask(mask, std::string("as ") + std::string(dtype_name(dtype)), [&] { return mask.to(dtype); });
+  return derived_mask(mask, std::string("as ") + std::string(dtype_name(dtype)), [&] { return mask_as(mask, dtype); });
 }
 
 void add_into(const Tensor& dst, const Tensor& y) {
