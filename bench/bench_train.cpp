@@ -8,8 +8,9 @@
 //               [--model_config configs/model/model_1.yaml] [--device cpu|cuda:0] [--steps K]
 // (a build without yaml-cpp runs the built-in model_1_ptm config: model_1's widths plus the TM head)
 //
-// --configs: precision:recompute_blocks pairs (recompute_blocks 0 = no recomputation, k = k blocks
-// per recomputation segment). Model: the widths of --model_config (model_1: c_m 256, c_z 128,
+// --configs: precision:recompute_blocks[:keep] (recompute_blocks 0 = no recomputation, k = k blocks
+// per recomputation segment; keep: Af2Config::recompute_keep_blocks, the last `keep` Evoformer
+// blocks not recomputed, 0 when left out; e.g. bf16:1:24). Model: the widths of --model_config (model_1: c_m 256, c_z 128,
 // c_s 384, c_e 64, 8 structure-module layers, every head) with random parameters; depth reduced by
 // default to 2 Evoformer blocks and 1 extra-MSA block (reported in every line; --evoformer_blocks
 // 48 --extra_msa_blocks 4 is the real model), templates off (the sample has none), dropout on as in
@@ -79,9 +80,25 @@
 namespace {
 using namespace foldcore;
 
+struct Config {
+  std::string precision;
+  int64_t recompute = 0, keep = 0;
+  // The name in the profile lines: precision:recompute, with :keep when not 0.
+  std::string name() const {
+    std::string s = precision;
+    s += ':';
+    s += std::to_string(recompute);
+    if (keep != 0) {
+      s += ':';
+      s += std::to_string(keep);
+    }
+    return s;
+  }
+};
+
 struct Args {
   std::vector<int64_t> crops{64, 128, 256};
-  std::vector<std::pair<std::string, int64_t>> configs{{"fp32", 0}, {"fp32", 1}, {"bf16", 0}, {"bf16", 1}};
+  std::vector<Config> configs{{"fp32", 0}, {"fp32", 1}, {"bf16", 0}, {"bf16", 1}};
   int64_t evoformer_blocks = 2, extra_msa_blocks = 1, iterations = 1;
   int64_t steps = 0;  // steps per case, the fastest reported; 0: 1 on the CPU, 2 on CUDA
   std::string model_config = "configs/model/model_1.yaml";
@@ -149,10 +166,11 @@ struct Result {
   kernel_profile::Report kernels;  // FOLDCORE_PROFILE_KERNELS=1: the step's device time by kernel
 };
 
-Result run_case(const af2::Af2Config& base, const Sample& s, const std::string& precision, int64_t recompute,
-                Device device, int64_t steps = 1) {
+Result run_case(const af2::Af2Config& base, const Sample& s, const Config& c, Device device, int64_t steps = 1) {
+  const std::string& precision = c.precision;
   af2::Af2Config config = base;
-  config.recompute_blocks = recompute;
+  config.recompute_blocks = c.recompute;
+  config.recompute_keep_blocks = c.keep;
   config.chunk_size = 0;  // training runs unchunked, as `foldcore train` (af2_trainer.cpp)
   autograd::ParamStore params(device);
   Generator init_rng(7), dropout_rng(11);
@@ -213,10 +231,18 @@ int main(int argc, char** argv) {
       } else if (k == "--configs") {
         args.configs.clear();
         for (const std::string& c : split(v)) {
-          const size_t colon = c.find(':');
-          FC_CHECK(colon != std::string::npos, "bench_train: --configs entry '", c,
-                   "' is not precision:recompute_blocks (e.g. bf16:1)");
-          args.configs.emplace_back(c.substr(0, colon), std::stoll(c.substr(colon + 1)));
+          std::vector<std::string> parts;
+          for (size_t start = 0;;) {
+            const size_t colon = c.find(':', start);
+            parts.push_back(c.substr(start, colon - start));
+            if (colon == std::string::npos) break;
+            start = colon + 1;
+          }
+          FC_CHECK(parts.size() == 2 || parts.size() == 3, "bench_train: --configs entry '", c,
+                   "' is not precision:recompute_blocks[:keep_blocks] (e.g. bf16:1 or bf16:1:24)");
+          Config cfg{parts[0], std::stoll(parts[1]), parts.size() == 3 ? std::stoll(parts[2]) : 0};
+          FC_CHECK(cfg.recompute >= 0 && cfg.keep >= 0, "bench_train: --configs entry '", c, "': negative count");
+          args.configs.push_back(cfg);
         }
       } else if (k == "--evoformer_blocks") {
         args.evoformer_blocks = std::stoll(v);
@@ -262,7 +288,8 @@ int main(int argc, char** argv) {
     // GEMMs run through fp32 there). Best of 3, repeated 3 times: the largest (a shared machine's
     // load only ever lowers it).
     std::map<std::string, double> peak_flops;
-    for (const auto& [precision, recompute] : args.configs) {
+    for (const Config& cfg : args.configs) {
+      const std::string& precision = cfg.precision;
       const std::string key = args.device.is_cuda() ? precision : "fp32";
       if (!peak_flops.count(key)) {
         double best = 0;
@@ -282,7 +309,7 @@ int main(int argc, char** argv) {
     }
     {  // warm-up: one small step (code paths, thread pool, allocator)
       const Sample s = make_sample(chain, 16, 1);
-      run_case(config, s, args.configs.front().first, 0, args.device);
+      run_case(config, s, Config{args.configs.front().precision, 0, 0}, args.device);
     }
     constexpr double kMiB = 1 << 20;
     for (const int64_t crop : args.crops) {
@@ -291,11 +318,12 @@ int main(int argc, char** argv) {
       const double f = bench::af2_flops(config, static_cast<double>(b0.num_msa()),
                                         static_cast<double>(b0.num_extra_msa()), 0.0, static_cast<double>(crop));
       const double model_flops = (static_cast<double>(args.iterations) - 1 + 3) * f;
-      for (const auto& [precision, recompute] : args.configs) {
+      for (const Config& cfg : args.configs) {
+        const std::string& precision = cfg.precision;
         // On CUDA the first step at a new crop also pays for allocator growth and cuBLASLt's choice
         // of algorithms for the new shapes: two steps, the faster one reported.
         const int64_t steps = args.steps > 0 ? args.steps : args.device.is_cuda() ? 2 : 1;
-        const Result r = run_case(config, s, precision, recompute, args.device, steps);
+        const Result r = run_case(config, s, cfg, args.device, steps);
         const double peak = peak_flops.at(precision);
         bench::JsonLine()
             .str("bench", "train")
@@ -310,7 +338,8 @@ int main(int argc, char** argv) {
             .integer("extra_msa_blocks", config.num_extra_msa_blocks)
             .integer("iterations", args.iterations)
             .str("precision", precision)
-            .integer("recompute_blocks", recompute)
+            .integer("recompute_blocks", cfg.recompute)
+            .integer("recompute_keep_blocks", cfg.keep)
             .num("seconds", r.seconds)
             .num("step_peak_mib", static_cast<double>(r.step_peak) / kMiB)
             .num("peak_alloc_mib", static_cast<double>(r.peak) / kMiB)
@@ -327,8 +356,8 @@ int main(int argc, char** argv) {
             .integer("gemm_plans_made", r.plans.made)
             .integer("gemm_plans_reused", r.plans.reused)
             .print();
-        bench::print_profile("train_profile", precision + ":" + std::to_string(recompute), crop);
-        bench::print_kernel_profile("train_kernels", precision + ":" + std::to_string(recompute), crop, r.seconds,
+        bench::print_profile("train_profile", cfg.name(), crop);
+        bench::print_kernel_profile("train_kernels", cfg.name(), crop, r.seconds,
                                     &r.kernels);
       }
     }

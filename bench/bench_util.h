@@ -118,6 +118,7 @@ inline void print_profile(const std::string& bench_name, const std::string& case
         .num("seconds", s.seconds)
         .num("peak_end_mib", static_cast<double>(s.peak_end_bytes) / (1024.0 * 1024.0))
         .num("peak_raised_mib", static_cast<double>(s.peak_raised_bytes) / (1024.0 * 1024.0))
+        .num("held_mib", static_cast<double>(s.held_bytes) / (1024.0 * 1024.0))
         .integer("host_waits", s.waits.waits())
         .num("host_wait_seconds", static_cast<double>(s.waits.wait_ns) / 1e9)
         .integer("launches", s.waits.launches)

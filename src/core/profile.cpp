@@ -30,6 +30,13 @@ int64_t allocator_peak(Device d) {
     return 0;
   }
 }
+int64_t allocator_current(Device d) {
+  try {
+    return static_cast<int64_t>(default_allocator(d).stats().current);
+  } catch (...) {
+    return 0;
+  }
+}
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -55,6 +62,7 @@ Scope::Scope(const char* name, Device device) : on_(enabled()), device_(device) 
   if (!current_path.empty()) current_path += '/';
   current_path += name;
   peak_start_ = allocator_peak(device_);
+  current_start_ = allocator_current(device_);
   waits_start_ = host_waits();
   start_ = now_seconds();
 }
@@ -73,17 +81,19 @@ Scope::~Scope() {
   }
   const double dt = now_seconds() - start_;
   const int64_t peak = allocator_peak(device_);
+  const int64_t current = allocator_current(device_);
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     Stage* s = nullptr;
     for (Stage& x : r.stages)
       if (x.path == current_path) s = &x;
-    if (s == nullptr) s = &r.stages.emplace_back(Stage{current_path, 0, 0, 0, 0, {}});
+    if (s == nullptr) s = &r.stages.emplace_back(Stage{current_path, 0, 0, 0, 0, 0, {}});
     s->count += 1;
     s->seconds += dt;
     s->peak_end_bytes = peak;
     s->peak_raised_bytes += peak - peak_start_;
+    s->held_bytes += current - current_start_;
     s->waits += waits;
   }
   const size_t slash = current_path.rfind('/');

@@ -8,7 +8,9 @@
 // count and total seconds, and where the memory peak lies: `peak_end_bytes` is the device
 // allocator's running peak when the stage last ended, `peak_raised_bytes` how much the stage's runs
 // raised it in all (> 0: the stage holds a new peak; among nested stages, the innermost one
-// that raised it is where it happened). `waits` counts (and times) where the host waited for the device inside
+// that raised it is where it happened). `held_bytes`: what the stage's runs left allocated in all
+// (the allocator's current bytes at exit minus at entry; in a training forward, what the stage
+// keeps for the backward; negative where it freed more than it kept). `waits` counts (and times) where the host waited for the device inside
 // the stage (core/host_waits.h; the profiler's own waits at the stage borders excluded).
 #pragma once
 
@@ -34,6 +36,7 @@ class Scope {
   Device device_;
   double start_ = 0;
   int64_t peak_start_ = 0;
+  int64_t current_start_ = 0;
   HostWaits waits_start_;
 };
 
@@ -43,6 +46,7 @@ struct Stage {
   double seconds = 0;
   int64_t peak_end_bytes = 0;
   int64_t peak_raised_bytes = 0;
+  int64_t held_bytes = 0;
   HostWaits waits;  // summed over the stage's runs (staged copies included, they do not wait)
 };
 std::vector<Stage> report();  // all stages since the last reset

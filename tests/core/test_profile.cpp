@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +39,35 @@ TEST(Profile, NestedScopesAddUpByPath) {
   EXPECT_GE(r[2].seconds, r[0].seconds + r[1].seconds);  // the enclosing stage holds both
   profile::reset();
   EXPECT_TRUE(profile::report().empty());
+}
+
+// held_bytes: what a stage left allocated (the allocator's current bytes at exit minus at entry),
+// summed over its runs; a stage that frees what it allocated holds nothing, one that frees an
+// older tensor holds a negative amount.
+TEST(Profile, HeldBytesAreWhatTheStageLeftAllocated) {
+  ::setenv("FOLDCORE_PROFILE", "1", 1);
+  ASSERT_TRUE(profile::enabled());
+  profile::reset();
+  std::vector<Tensor> kept;
+  for (int i = 0; i < 2; ++i) {
+    const profile::Scope s("keeps", Device::cpu());
+    kept.push_back(Tensor::empty({1024, 256}, DType::f32));  // 1 MiB each run
+    const Tensor scratch = Tensor::empty({4096}, DType::f32);  // freed at the stage's end
+  }
+  {
+    const profile::Scope s("transient", Device::cpu());
+    const Tensor t = Tensor::empty({1 << 20}, DType::f32);
+  }
+  {
+    const profile::Scope s("frees", Device::cpu());
+    kept.pop_back();
+  }
+  std::map<std::string, int64_t> held;
+  for (const profile::Stage& st : profile::report()) held[st.path] = st.held_bytes;
+  EXPECT_EQ(held.at("keeps"), 2 * 1024 * 256 * 4);
+  EXPECT_EQ(held.at("transient"), 0);
+  EXPECT_EQ(held.at("frees"), -1024 * 256 * 4);
+  profile::reset();
 }
 
 // The autograd engine makes each node's backward a stage of its own, named by the op, under the

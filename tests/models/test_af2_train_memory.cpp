@@ -88,10 +88,12 @@ struct StepRun {
 
 // perturb: the single projection's weights (the structure module's input) rounded to bf16 — a
 // relative change ≤ 2^-9 per weight, the smallest perturbation bf16 makes anywhere.
+// keep_blocks: Af2Config::recompute_keep_blocks.
 StepRun run(DType precision, int64_t recompute_blocks, bool dropout, bool perturb = false, bool report_grads = true,
-            const Batch& b = batch()) {
+            const Batch& b = batch(), int64_t keep_blocks = 0) {
   Af2Config config = infer_af2_config(tc::params_path());
   config.recompute_blocks = recompute_blocks;
+  config.recompute_keep_blocks = keep_blocks;
   autograd::ParamStore params(Device::cpu());
   Generator init_rng(0), dropout_rng(20260101);
   AlphaFold model(nn::Scope{&params, &init_rng, dropout ? &dropout_rng : nullptr, ""}, config);
@@ -151,9 +153,10 @@ const StepRun& fp32_dropout() {
   return r;
 }
 
-TEST(Af2TrainMemory, RecomputationWithDropoutGivesTheSameGradientsAndALowerPeak) {
+// Test 1's comparison of a recomputed step with the plain one (fp32, dropout on); how many
+// gradient tensors equal bit for bit and the worst difference are printed.
+void expect_same_as_plain(const StepRun& rec, const char* what) {
   const StepRun& plain = fp32_dropout();
-  const StepRun rec = run(DType::f32, 1, true);
   ASSERT_TRUE(std::isfinite(plain.result.loss.loss));
   EXPECT_NEAR(rec.result.loss.loss, plain.result.loss.loss, 1e-6 * std::abs(plain.result.loss.loss));
   for (const auto& [name, v] : plain.result.loss.terms)
@@ -174,17 +177,42 @@ TEST(Af2TrainMemory, RecomputationWithDropoutGivesTheSameGradientsAndALowerPeak)
     const double e = rel_l2(rec.grads.at(key), g);
     if (e == 0) ++exact;
     if (e > worst) worst = e, worst_key = key;
-    EXPECT_LE(e, 5e-4) << key;
+    EXPECT_LE(e, 5e-4) << key << " (" << what << ")";
   }
+  std::printf("%s vs plain: %d of %zu gradient tensors bitwise equal, worst %.3g (%s); peak %.1f MiB -> %.1f MiB\n",
+              what, exact, plain.grads.size(), worst, worst_key.c_str(), static_cast<double>(plain.peak) / (1 << 20),
+              static_cast<double>(rec.peak) / (1 << 20));
+}
+
+TEST(Af2TrainMemory, RecomputationWithDropoutGivesTheSameGradientsAndALowerPeak) {
+  const StepRun& plain = fp32_dropout();
+  const StepRun rec = run(DType::f32, 1, true);
+  expect_same_as_plain(rec, "recompute");
   // The template pair stack trained (template 0 is real), so its recomputation was exercised.
   double template_stack = 0;
   for (const auto& [key, g] : plain.grads)
     if (key.find("template_pair_stack") != std::string::npos) template_stack += norm(g);
   EXPECT_GT(template_stack, 0.0);
-  std::printf("recompute vs plain: %d of %zu gradient tensors bitwise equal, worst %.3g (%s); peak %.1f MiB -> %.1f MiB\n",
-              exact, plain.grads.size(), worst, worst_key.c_str(), static_cast<double>(plain.peak) / (1 << 20),
-              static_cast<double>(rec.peak) / (1 << 20));
   EXPECT_LT(rec.peak, plain.peak);
+}
+
+// recompute_keep_blocks = 1: the second of the two Evoformer blocks runs outside any segment (its
+// activations kept, its dropout drawn in the forward's order), the rest recomputed: the plain
+// step's loss and gradients as in test 1, and a peak between the two (the kept block's
+// activations live until the backward; 2 and more: both blocks kept, more memory still).
+TEST(Af2TrainMemory, KeptBlocksGiveTheSameGradientsWithAPeakBetween) {
+  const StepRun& plain = fp32_dropout();
+  const StepRun all = run(DType::f32, 1, true, false, true, batch(), 0);
+  const StepRun keep1 = run(DType::f32, 1, true, false, true, batch(), 1);
+  const StepRun keep2 = run(DType::f32, 1, true, false, true, batch(), 5);
+  expect_same_as_plain(keep1, "recompute, 1 block kept");
+  expect_same_as_plain(keep2, "recompute, every Evoformer block kept");
+  std::printf("peaks: recompute all %.1f MiB, 1 kept %.1f MiB, 2 kept %.1f MiB, plain %.1f MiB\n",
+              static_cast<double>(all.peak) / (1 << 20), static_cast<double>(keep1.peak) / (1 << 20),
+              static_cast<double>(keep2.peak) / (1 << 20), static_cast<double>(plain.peak) / (1 << 20));
+  EXPECT_LT(all.peak, keep1.peak);
+  EXPECT_LT(keep1.peak, keep2.peak);
+  EXPECT_LT(keep2.peak, plain.peak);  // the extra-MSA and template stacks still recompute
 }
 
 TEST(Af2TrainMemory, FlatBufferNormEqualsTheReportedGradientsNorm) {

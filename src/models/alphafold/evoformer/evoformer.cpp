@@ -187,8 +187,10 @@ std::pair<Variable, Variable> EvoformerStack::run_blocks(Variable m, Variable z,
   if (k > 0 && autograd::grad_enabled()) {
     std::vector<Generator*> gens;
     if (scope().rng != nullptr) gens.push_back(scope().rng);
-    for (size_t b0 = 0; b0 < blocks_.size(); b0 += k) {
-      const size_t b1 = std::min(blocks_.size(), b0 + k);
+    // The last recompute_keep_blocks_ blocks keep their activations: they run below with a graph.
+    const size_t n_rec = blocks_.size() - std::min(blocks_.size(), static_cast<size_t>(recompute_keep_blocks_));
+    for (size_t b0 = 0; b0 < n_rec; b0 += k) {
+      const size_t b1 = std::min(n_rec, b0 + k);
       // Captures by value: the segment runs again in the backward, after this call returned.
       const autograd::SegmentFn segment = [one, b0, b1](const std::vector<Variable>& in) {
         Variable sm = in[0], sz = in[1];
@@ -200,6 +202,8 @@ std::pair<Variable, Variable> EvoformerStack::run_blocks(Variable m, Variable z,
       m = std::move(out[0]);
       z = std::move(out[1]);
     }
+    // The kept blocks: as without recomputation below.
+    for (size_t b = n_rec; b < blocks_.size(); ++b) std::tie(m, z) = one(b, std::move(m), std::move(z), true);
     return {std::move(m), std::move(z)};
   }
   for (size_t b = 0; b < blocks_.size(); ++b) std::tie(m, z) = one(b, std::move(m), std::move(z), true);
@@ -209,6 +213,11 @@ std::pair<Variable, Variable> EvoformerStack::run_blocks(Variable m, Variable z,
 void EvoformerStack::set_recompute_blocks(int64_t blocks) {
   FC_CHECK(blocks >= 0, "EvoformerStack '", path(), "': recompute_blocks ", blocks, " (must be >= 0)");
   recompute_blocks_ = blocks;
+}
+
+void EvoformerStack::set_recompute_keep_blocks(int64_t blocks) {
+  FC_CHECK(blocks >= 0, "EvoformerStack '", path(), "': recompute_keep_blocks ", blocks, " (must be >= 0)");
+  recompute_keep_blocks_ = blocks;
 }
 
 void EvoformerStack::add_af2_params(Af2ParamTable& t, const std::string& key) const {

@@ -137,6 +137,10 @@ class EvoformerStack : public nn::Module {
   // in the forward and again with one in the backward. 0: off (Af2Config::recompute_blocks).
   // The same under DAP, BP and both: a segment's collectives run again in its backward.
   void set_recompute_blocks(int64_t blocks);
+  // With recomputation on: the last `blocks` blocks run outside any segment and keep their
+  // activations for the backward (no second forward; more memory). More than the stack has: all
+  // of them. 0: every block recomputed (Af2Config::recompute_keep_blocks).
+  void set_recompute_keep_blocks(int64_t blocks);
 
   // Model parallelism (model_parallel.h; evoformer_parallel.cpp). DAP > 1: forward splits m along
   // its rows and z along its rows over the group (padding S and N with masked rows/residues up to
@@ -186,6 +190,7 @@ class EvoformerStack : public nn::Module {
   ModelParallel mp_;
   std::vector<std::unique_ptr<EvoformerBlock>> blocks_;
   int64_t recompute_blocks_ = 0;
+  int64_t recompute_keep_blocks_ = 0;
 };
 
 }  // namespace foldcore::af2

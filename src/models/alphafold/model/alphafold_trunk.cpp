@@ -50,6 +50,7 @@ EmbeddingsAndEvoformer::EmbeddingsAndEvoformer(nn::Scope scope, const Af2Config&
   single_activations_ = std::make_unique<nn::Linear>(child_scope("single_activations"), config_.c_m, config_.c_s);
   extra_msa_stack_->set_recompute_blocks(config_.recompute_blocks);
   evoformer_->set_recompute_blocks(config_.recompute_blocks);
+  evoformer_->set_recompute_keep_blocks(config_.recompute_keep_blocks);
   if (template_embedder_) template_embedder_->set_recompute_blocks(config_.recompute_blocks);
   register_child(*extra_msa_embedder_);
   register_child(*extra_msa_stack_);

@@ -108,6 +108,11 @@ struct Af2Config {
   // checkpoint segment in the Evoformer, extra-MSA and template pair stacks (autograd/recompute.h;
   // only each segment's inputs stay alive). 0: off. No effect in inference.
   int64_t recompute_blocks = 0;
+  // Training with recomputation on: the last this many Evoformer blocks (not extra-MSA or
+  // template ones) keep their activations instead, so the backward does not run their forward
+  // again: less time, more memory (docs/training.md gives the memory per kept block). 0: all
+  // recomputed; more than num_evoformer_blocks: none.
+  int64_t recompute_keep_blocks = 0;
 };
 
 // Throws foldcore::Error naming the first inconsistent or out-of-range field (positive

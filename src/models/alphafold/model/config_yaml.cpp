@@ -58,6 +58,7 @@ template <typename V> void visit_config(V& v, Af2Config& c) {
   v("chunk_size", c.chunk_size);
   v("precision", c.precision);
   v("recompute_blocks", c.recompute_blocks);
+  v("recompute_keep_blocks", c.recompute_keep_blocks);
   visit_block(v, "evoformer", c.evoformer);
   visit_block(v, "extra_msa", c.extra_msa);
   TemplateConfig& t = c.templates;

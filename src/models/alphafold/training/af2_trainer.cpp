@@ -160,6 +160,7 @@ std::string architecture_meta(const TrainConfig& c, int64_t num_params) {
   // Memory/runtime settings are not architecture: a run may resume with recomputation toggled.
   Af2Config arch = c.model;
   arch.recompute_blocks = 0;
+  arch.recompute_keep_blocks = 0;
   return std::string("{\"architecture\": ") + json_string(af2_config_to_yaml(arch)) +
          ", \"num_parameters\": " + std::to_string(num_params) + "}";
 }

@@ -195,6 +195,7 @@ TrainStepResult run_train_step(const TrainStepOptions& o) {
   Af2Config config = infer_af2_config(o.params_path);
   config.structure.stop_rotation_gradient = o.stop_rotation_gradient;
   config.recompute_blocks = o.recompute_blocks;
+  config.recompute_keep_blocks = o.recompute_keep_blocks;
   Af2LossConfig loss_config;
   loss_config.weights = o.weights ? *o.weights : LossWeights::stage(o.stage, config.heads.ptm);
   const Af2Features features = Af2Features::read_npz(o.batch_path);

@@ -44,6 +44,7 @@ struct TrainStepOptions {
   // weights (af2_train_step's `precision`).
   std::string precision = "fp32";
   int64_t recompute_blocks = 0;  // Af2Config::recompute_blocks (blocks per recomputation segment)
+  int64_t recompute_keep_blocks = 0;  // Af2Config::recompute_keep_blocks
 };
 
 struct TrainStepResult {
