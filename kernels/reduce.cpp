@@ -1,6 +1,7 @@
 // Validation, reduction planning and backend dispatch for kernels/reduce.h.
 #include "kernels/reduce.h"
 
+#include <atomic>
 #include <string>
 
 #include "kernels/cpu/reduce_cpu.h"
@@ -113,5 +114,15 @@ double max_abs(const Tensor& x) {
   }
   return cpu::max_abs(x);
 }
+
+namespace {
+std::atomic<bool>& col_sum_vec_choice() {
+  static std::atomic<bool> choice{true};
+  return choice;
+}
+}  // namespace
+
+void set_col_sum_vec(bool on) { col_sum_vec_choice().store(on); }
+bool col_sum_vec() { return col_sum_vec_choice().load(); }
 
 }  // namespace foldcore::ops

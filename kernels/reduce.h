@@ -23,4 +23,10 @@ double sum_squares(const Tensor& x);
 // Max |x| over all elements (host, synchronising). NaN anywhere gives NaN; 0 for an empty x.
 double max_abs(const Tensor& x);
 
+// CUDA: whether column sums of a row-major [R, K] (bias gradients) read 16 bytes per load where K
+// and the pointer allow (the default) or one element per thread; the two sum in different fixed
+// orders (the same to fp32 rounding). For tests and benchmarks; the CPU ignores it.
+void set_col_sum_vec(bool on);
+bool col_sum_vec();
+
 }  // namespace foldcore::ops

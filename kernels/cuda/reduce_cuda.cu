@@ -18,6 +18,8 @@
 #include "core/cuda/block_counters.cuh"
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
+#include "core/cuda/vec.cuh"
+#include "kernels/reduce.h"
 
 namespace foldcore::ops::cuda {
 namespace {
@@ -104,6 +106,69 @@ __global__ void col_sum_kernel(const TX* x, int64_t r, int64_t k, int64_t rows_p
   }
 }
 
+// The same sums 16 bytes per load (V = 16 / sizeof(TX) columns per thread), for K % V == 0 and a
+// 16-byte aligned x: block (16 column groups, 16 row lanes) covers 16·V columns; thread (cg, rl)
+// sums columns [c0, c0 + V), c0 = (blockIdx.x·16 + cg)·V, over rows r0 + rl, r0 + rl + 16, … of
+// split blockIdx.y, four rows in flight (four accumulators, added in order at the end); the row
+// lanes' sums are added in order of rl through shared memory, then as col_sum_kernel: written
+// directly (one split) or as partials that the last split of a column tile adds in order of s.
+// A fixed order from the sizes: the same bits every run (not col_sum_kernel's order).
+constexpr int kVecGroups = 16, kVecLanes = 16, kVecUnroll = 4;
+
+template <typename TX, typename TO>
+__global__ void col_sum_vec_kernel(const TX* x, int64_t r, int64_t k, int64_t rows_per_split, float* ws, TO* out,
+                                   float scale, bool accumulate, unsigned* counters) {
+  constexpr int V = 16 / static_cast<int>(sizeof(TX));
+  FC_SHARED(float, part, [kVecLanes][kVecGroups * V + 1]);
+  const int cg = threadIdx.x, rl = threadIdx.y;
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kVecGroups + cg) * V;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_split;
+  const int64_t r1 = min(r, r0 + rows_per_split);
+  float acc[kVecUnroll][V] = {};
+  if (c0 < k) {
+    int64_t row = r0 + rl;
+    for (; row + (kVecUnroll - 1) * kVecLanes < r1; row += kVecUnroll * kVecLanes) {
+      VecOf<TX, V> vs[kVecUnroll];
+      FC_UNROLL
+      for (int u = 0; u < kVecUnroll; ++u) vs[u] = load_vec<TX, V>(x + (row + u * kVecLanes) * k + c0);
+      FC_UNROLL
+      for (int u = 0; u < kVecUnroll; ++u)
+        FC_UNROLL
+        for (int e = 0; e < V; ++e) acc[u][e] += to_f32(vs[u].v[e]);
+    }
+    for (; row < r1; row += kVecLanes) {  // the split's last rows (fewer than kVecUnroll per lane)
+      const VecOf<TX, V> v = load_vec<TX, V>(x + row * k + c0);
+      FC_UNROLL
+      for (int e = 0; e < V; ++e) acc[0][e] += to_f32(v.v[e]);
+    }
+  }
+  FC_UNROLL
+  for (int e = 0; e < V; ++e) {
+    float s = acc[0][e];
+    FC_UNROLL
+    for (int u = 1; u < kVecUnroll; ++u) s += acc[u][e];
+    part[rl][cg * V + e] = s;
+  }
+  __syncthreads();
+  // Thread (cg, rl) for rl < V finishes column c0 + rl: the 16 row lanes' sums in order.
+  const int64_t col = c0 + rl;
+  const bool finisher = rl < V && c0 < k;
+  if (finisher) {
+    float s = 0.f;
+    for (int j = 0; j < kVecLanes; ++j) s += part[j][cg * V + rl];
+    if (gridDim.y == 1)
+      store_out(out, col, s, scale, accumulate);
+    else
+      ws[static_cast<int64_t>(blockIdx.y) * k + col] = s;
+  }
+  if (gridDim.y == 1 || !last_block_of_group(&counters[blockIdx.x], gridDim.y)) return;
+  if (finisher) {
+    float s = 0.f;
+    for (unsigned j = 0; j < gridDim.y; ++j) s += read_partial(&ws[static_cast<int64_t>(j) * k + col]);
+    store_out(out, col, s, scale, accumulate);
+  }
+}
+
 // out[o] (+)= scale · Σ_{s<S} ws[s·stride_s + o·stride_o], in order of s.
 template <typename TO>
 __global__ void combine_partials(const float* ws, int64_t k, int64_t splits, int64_t stride_s, int64_t stride_o,
@@ -171,7 +236,22 @@ void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accum
       using TO = decltype(otag);
       const TX* px = static_cast<const TX*>(x.data_ptr());
       TO* po = static_cast<TO*>(out.data_ptr());
-      if (plan.layout == ReducePlan::kReducedOuter && r > 0) {
+      constexpr int64_t kV = 16 / static_cast<int64_t>(sizeof(TX));
+      if (plan.layout == ReducePlan::kReducedOuter && r > 0 && col_sum_vec() && k % kV == 0 &&
+          reinterpret_cast<uintptr_t>(px) % 16 == 0) {
+        // Row splits from R alone: ≥ 256 rows per split, at most 256 splits.
+        const int64_t splits = std::clamp<int64_t>(ceil_div(r, 256), 1, 256);
+        const int64_t rps = ceil_div(r, splits);
+        Tensor ws;
+        if (splits > 1) ws = Tensor::empty({splits, k}, DType::f32, x.device());
+        float* pws = splits > 1 ? ws.data<float>() : nullptr;
+        const dim3 grid(static_cast<unsigned>(ceil_div(k, kVecGroups * kV)), static_cast<unsigned>(splits));
+        FC_CHECK(grid.x <= 0x7fffffffu, "sum: ", k, " columns exceed the CUDA grid");
+        unsigned* counters = splits > 1 ? block_counters(x.device(), grid.x) : nullptr;
+        launch_kernel<col_sum_vec_kernel<TX, TO>>(grid, dim3(kVecGroups, kVecLanes), 0, stream, px, r, k, rps, pws,
+                                                  po, scale, accumulate, counters);
+        FC_CUDA_CHECK_LAUNCH();
+      } else if (plan.layout == ReducePlan::kReducedOuter && r > 0) {
         // Row splits from R alone: ≥ 256 rows per split, at most 128 splits.
         const int64_t splits = std::clamp<int64_t>(ceil_div(r, 256), 1, 128);
         const int64_t rps = ceil_div(r, splits);

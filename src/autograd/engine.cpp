@@ -40,6 +40,13 @@ bool BackwardCtx::needs_grad(int i) const {
   return i >= 0 && i < static_cast<int>(node_->inputs.size()) && node_->inputs[static_cast<size_t>(i)].active();
 }
 
+DType BackwardCtx::grad_dtype(int i, DType offered) const {
+  const Edge& e = node_->inputs[static_cast<size_t>(i)];
+  if (offered == e.meta.dtype) return offered;
+  if (offered == DType::f32 && e.node && e.node->f32_output_grads) return DType::f32;
+  return e.meta.dtype;
+}
+
 Tensor& BackwardCtx::slot_of(int i) {
   FC_CHECK(needs_grad(i), "autograd: '", node_->name, "' wrote a gradient for input ", i,
            " which does not require one");
@@ -83,8 +90,14 @@ Tensor BackwardCtx::accumulate_grad(int i, std::optional<DType> dtype) {
   const TensorMeta& m = node_->inputs[static_cast<size_t>(i)].meta;
   const DType dt = dtype.value_or(m.dtype);
   Tensor& s = slot_of(i);
-  if (!s.defined()) {
-    s = Tensor::zeros(m.shape, m.dtype, m.device);
+  if (!s.defined() && grad_dtype(i, dt) == dt) {
+    s = Tensor::zeros(m.shape, dt, m.device);
+  } else if (!s.defined()) {
+    // The gradient's first contribution, in another dtype than the slot takes: accumulated into a
+    // zeroed temporary that becomes the slot, converted once (no zeroed slot to add it to).
+    Tensor tmp = Tensor::zeros(m.shape, dt, m.device);
+    deferred_.push_back({&s, tmp, grad_dtype(i, dt)});
+    return tmp;
   } else if (s.dtype() == dt && claim_fresh(s)) {
     s.zero_();  // a packed slice: zeroed in place, then accumulated into as any gradient
   }
@@ -92,7 +105,7 @@ Tensor BackwardCtx::accumulate_grad(int i, std::optional<DType> dtype) {
   // backward as an overwrite target (the kernel order would then decide the result).
   if (s.dtype() == dt && s.is_contiguous() && !handed_as_new(s)) return s;
   Tensor tmp = Tensor::zeros(m.shape, dt, m.device);
-  deferred_.push_back({&s, tmp, m.dtype});
+  deferred_.push_back({&s, tmp, grad_dtype(i, dt)});
   return tmp;
 }
 
@@ -100,7 +113,7 @@ Tensor BackwardCtx::new_grad(int i, std::optional<DType> dtype) {
   const TensorMeta& m = node_->inputs[static_cast<size_t>(i)].meta;
   const DType dt = dtype.value_or(m.dtype);
   Tensor& s = slot_of(i);
-  if (!s.defined() && dt == m.dtype) {
+  if (!s.defined() && dt == grad_dtype(i, dt)) {
     s = Tensor::empty(m.shape, dt, m.device);
     new_slots_.push_back(&s);
     return s;
@@ -111,7 +124,7 @@ Tensor BackwardCtx::new_grad(int i, std::optional<DType> dtype) {
     return s;
   }
   Tensor tmp = Tensor::empty(m.shape, dt, m.device);
-  deferred_.push_back({&s, tmp, m.dtype});
+  deferred_.push_back({&s, tmp, grad_dtype(i, dt)});
   return tmp;
 }
 
@@ -130,7 +143,7 @@ void BackwardCtx::put_grad(int i, const Tensor& g) {
            " for input ", i, " of shape ", m.shape.str());
   const Tensor c = g.contiguous();
   Tensor& s = slot_of(i);
-  if (!s.defined() && c.dtype() == m.dtype) {
+  if (!s.defined() && c.dtype() == grad_dtype(i, c.dtype())) {
     s = c;
     new_slots_.push_back(&s);  // not to be accumulated into by a later request of this node
     return;
@@ -140,7 +153,7 @@ void BackwardCtx::put_grad(int i, const Tensor& g) {
     new_slots_.push_back(&s);
     return;
   }
-  deferred_.push_back({&s, c, m.dtype});
+  deferred_.push_back({&s, c, grad_dtype(i, c.dtype())});
 }
 
 void BackwardCtx::finish() {
@@ -159,7 +172,7 @@ void BackwardCtx::finish() {
 
 class Engine {
  public:
-  void run(const std::vector<Variable>& roots, const std::vector<Tensor>& grads) {
+  void run(const std::vector<Variable>& roots, const std::vector<Tensor>& grads, bool take_grads) {
     FC_CHECK(grads.empty() || grads.size() == roots.size(), "autograd::backward: ", grads.size(), " grads for ",
              roots.size(), " roots");
     std::vector<std::shared_ptr<Node>> nodes;
@@ -189,7 +202,8 @@ class Engine {
       if (vec.empty()) vec.resize(root.node()->outputs.size());
       Tensor& slot = vec[static_cast<size_t>(root.output_index())];
       if (!slot.defined()) {
-        slot = g.to(root.dtype()).clone();
+        const bool own = take_grads && !grads.empty() && g.dtype() == root.dtype() && g.is_contiguous();
+        slot = own ? g : g.to(root.dtype()).clone();
       } else {
         accumulate_into(slot, g.contiguous());
       }
@@ -286,7 +300,7 @@ class Engine {
         Tensor& g = ctx.grad_outputs_[i];
         if (!g.defined()) {
           g = Tensor::zeros(m.shape, m.dtype, m.device);
-        } else if (g.dtype() != m.dtype) {
+        } else if (g.dtype() != m.dtype && !(n->f32_output_grads && g.dtype() == DType::f32)) {
           g = g.to(m.dtype);
         }
       }
@@ -313,9 +327,9 @@ class Engine {
   std::unordered_set<const Tensor*> fresh_;              // their slices nothing has written yet
 };
 
-void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads) {
+void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads, bool take_grads) {
   Engine engine;
-  engine.run(roots, grads);
+  engine.run(roots, grads, take_grads);
 }
 
 }  // namespace foldcore::autograd

@@ -59,6 +59,11 @@ class BackwardCtx {
   // node (not a packed slice nothing wrote, not handed out as an overwrite target by this node).
   // Undefined otherwise: the caller then asks for new_grad, and the engine sums afterwards.
   Tensor grad_to_add(int i, std::optional<DType> dtype = std::nullopt);
+  // The dtype input i's gradient takes when a Function offers one in `offered`: `offered` where it
+  // is the input's dtype, or fp32 for a 16-bit input whose producer reads fp32 gradients
+  // (Node::f32_output_grads); else the input's dtype (an offered gradient is converted to it).
+  // new_grad/put_grad/accumulate_grad route their gradients by it.
+  DType grad_dtype(int i, DType offered) const;
   // Hands over a computed gradient of input i (input's shape; any float dtype; made contiguous).
   // The ctx takes it over: the caller must not pass the same storage twice.
   void put_grad(int i, const Tensor& g);
@@ -68,7 +73,7 @@ class BackwardCtx {
   struct Pending {
     Tensor* slot = nullptr;  // where the input's gradient lives (pending map entry or leaf grad)
     Tensor tmp;              // to be accumulated into *slot after the backward
-    DType dtype = DType::f32;  // the slot's dtype (the input's)
+    DType dtype = DType::f32;  // the dtype of a slot made from tmp (grad_dtype)
   };
   Tensor& slot_of(int i);
   void pack_slots(const Node& producer, std::vector<Tensor>& vec);
@@ -92,7 +97,10 @@ class BackwardCtx {
 };
 
 // Backpropagates `grads` (default: ones, for scalar roots) from `roots`.
-void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads = {});
+// take_grads: the caller gives `grads` away (it does not read them after the call): a contiguous
+// grad in its non-leaf root's dtype becomes that root's gradient itself, which the backward may add
+// into in place, instead of a copy (a recompute segment's rerun takes its outputs' gradients so).
+void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads = {}, bool take_grads = false);
 inline void backward(const Variable& root) { backward(std::vector<Variable>{root}); }
 
 using GradReadyHook = std::function<void(const VariableImpl& leaf)>;

@@ -11,20 +11,28 @@ namespace {
 
 Tensor bhld(const Tensor& t) { return t.permute({0, 2, 1, 3}); }  // [B,L,H,D] <-> [B,H,L,D]
 
+// The autograd layout ([B, L, H, D], or [L, B, H, D] when seq_major) to the kernels' [B, H, L, D]
+// view of the same memory, and back.
+Tensor to_kernel(const Tensor& t, bool seq_major) { return seq_major ? t.permute({1, 2, 0, 3}) : bhld(t); }
+Tensor from_kernel(const Tensor& t, bool seq_major) { return seq_major ? t.permute({2, 0, 1, 3}) : bhld(t); }
+
 struct AttentionFn final : Function {
   ops::AttentionInputs in;  // kernel layout views of the saved compute-dtype inputs
   Tensor a_or_o, lse;
   DType cd = DType::f32;
   int n_bias = 0;
+  bool seq_major = false;
 
   void backward(BackwardCtx& ctx) override {
-    const Tensor d_o = bhld(ctx.grad_output(0));
+    const auto kv = [this](const Tensor& t) { return to_kernel(t, seq_major); };
+    const auto av = [this](const Tensor& t) { return from_kernel(t, seq_major); };
+    const Tensor d_o = kv(ctx.grad_output(0));
     ops::AttentionGrads g;
     // Every present input gets a destination: the kernel computes dq/dk/dv together anyway.
-    g.dq = bhld(detail::new_grad_or_scratch(ctx, 0, bhld(in.q), cd));
-    g.dk = bhld(detail::new_grad_or_scratch(ctx, 1, bhld(in.k), cd));
-    g.dv = bhld(detail::new_grad_or_scratch(ctx, 2, bhld(in.v), cd));
-    if (in.gate.defined()) g.dgate = bhld(detail::new_grad_or_scratch(ctx, 3, bhld(in.gate), cd));
+    g.dq = kv(detail::new_grad_or_scratch(ctx, 0, av(in.q), cd));
+    g.dk = kv(detail::new_grad_or_scratch(ctx, 1, av(in.k), cd));
+    g.dv = kv(detail::new_grad_or_scratch(ctx, 2, av(in.v), cd));
+    if (in.gate.defined()) g.dgate = kv(detail::new_grad_or_scratch(ctx, 3, av(in.gate), cd));
     for (int t = 0; t < n_bias; ++t)
       g.dbias.push_back(ctx.needs_grad(4 + t) ? ctx.accumulate_grad(4 + t, DType::f32) : Tensor());
     ops::attention_backward(in, a_or_o, lse, d_o, g);
@@ -51,33 +59,39 @@ namespace {
 // whose last dim is not unit-stride, or in another dtype, are copied once).
 ops::AttentionInputs kernel_inputs(const Variable& q, const Variable& k, const Variable& v,
                                    const std::vector<Variable>& biases, const Variable& gate,
-                                   const Tensor& cu_seqlens, float scale, DType cd) {
+                                   const Tensor& cu_seqlens, float scale, DType cd, bool seq_major = false) {
+  const char* layout = seq_major ? "[L, B, H, D]" : "[B, L, H, D]";
   FC_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "attention: q ", q.shape().str(), ", k ", k.shape().str(),
-           ", v ", v.shape().str(), " must be [B, L, H, D]");
-  FC_CHECK(k.shape() == v.shape() && q.size(0) == k.size(0) && q.size(2) == k.size(2) && q.size(3) == k.size(3),
-           "attention: q ", q.shape().str(), ", k ", k.shape().str(), ", v ", v.shape().str(), " are inconsistent");
+           ", v ", v.shape().str(), " must be ", layout);
+  const int bat = seq_major ? 1 : 0, seq = 1 - bat;  // the batch and sequence axes
+  FC_CHECK(k.shape() == v.shape() && q.size(bat) == k.size(bat) && q.size(2) == k.size(2) && q.size(3) == k.size(3),
+           "attention: q ", q.shape().str(), ", k ", k.shape().str(), ", v ", v.shape().str(), " are inconsistent (",
+           layout, ")");
   FC_CHECK(!gate.defined() || gate.shape() == q.shape(), "attention: gate ", gate.shape().str(), " vs q ",
            q.shape().str());
   FC_CHECK(static_cast<int>(biases.size()) <= ops::kMaxBiases, "attention: ", biases.size(), " biases (max ",
            ops::kMaxBiases, ")");
-  const int64_t b = q.size(0), lq = q.size(1), h = q.size(2), lk = k.size(1);
+  FC_CHECK(!seq_major || !cu_seqlens.defined(), "attention: packed sequences (cu_seqlens) need the [B, L, H, D] layout");
+  const int64_t b = q.size(bat), lq = q.size(seq), h = q.size(2), lk = k.size(seq);
   auto prep = [&](const Variable& x) {
     Tensor t = x.value().to(cd);
     if (t.stride(-1) != 1) t = t.contiguous();
-    return t;
+    return to_kernel(t, seq_major);
   };
   ops::AttentionInputs in;
-  in.q = bhld(prep(q));
-  in.k = bhld(prep(k));
-  in.v = bhld(prep(v));
-  if (gate.defined()) in.gate = bhld(prep(gate));
+  in.q = prep(q);
+  in.k = prep(k);
+  in.v = prep(v);
+  if (gate.defined()) in.gate = prep(gate);
   const Shape full{b, h, lq, lk};
   for (const Variable& bias : biases) {
     FC_CHECK(bias.dim() == 4, "attention: bias ", bias.shape().str(), " must be 4-D (broadcastable to ", full.str(),
              ")");
     FC_CHECK(broadcast_shapes(bias.shape(), full) == full, "attention: bias ", bias.shape().str(),
              " does not broadcast to ", full.str());
-    in.biases.push_back(prep(bias));  // un-expanded: dbias then has the bias's own shape
+    Tensor t = bias.value().to(cd);  // un-expanded: dbias then has the bias's own shape
+    if (t.stride(-1) != 1) t = t.contiguous();
+    in.biases.push_back(t);
   }
   in.cu_seqlens = cu_seqlens;
   in.scale = scale;
@@ -100,24 +114,25 @@ AttentionPart attention_part(const Variable& q, const Variable& k, const Variabl
 }
 
 Variable attention(const Variable& q, const Variable& k, const Variable& v, const std::vector<Variable>& biases,
-                   const Variable& gate, const Tensor& cu_seqlens, float scale) {
+                   const Variable& gate, const Tensor& cu_seqlens, float scale, bool seq_major) {
   const DType cd = detail::gemm_dtype(q.dtype());
-  ops::AttentionInputs in = kernel_inputs(q, k, v, biases, gate, cu_seqlens, scale, cd);
-  const int64_t b = q.size(0), lq = q.size(1), h = q.size(2), d = q.size(3);
+  ops::AttentionInputs in = kernel_inputs(q, k, v, biases, gate, cu_seqlens, scale, cd, seq_major);
+  const int64_t b = in.q.size(0), h = in.q.size(1), lq = in.q.size(2);
   std::vector<Variable> inputs{q, k, v, gate};
   inputs.insert(inputs.end(), biases.begin(), biases.end());
   const bool rg = any_requires_grad(inputs);
-  Tensor o = Tensor::empty({b, lq, h, d}, cd, q.device());
+  Tensor o = Tensor::empty(q.shape(), cd, q.device());  // q's layout, contiguous
   Tensor lse = Tensor::empty({b, h, lq}, DType::f32, q.device());
-  Tensor a = (rg && gate.defined()) ? Tensor::empty({b, lq, h, d}, cd, q.device()) : Tensor();
-  ops::attention_forward(in, bhld(o), lse, a.defined() ? bhld(a) : Tensor());
+  Tensor a = (rg && gate.defined()) ? Tensor::empty(q.shape(), cd, q.device()) : Tensor();
+  ops::attention_forward(in, to_kernel(o, seq_major), lse, a.defined() ? to_kernel(a, seq_major) : Tensor());
   if (!rg) return Variable(o);
   auto fn = std::make_unique<AttentionFn>();
   fn->in = std::move(in);
-  fn->a_or_o = gate.defined() ? bhld(a) : bhld(o);
+  fn->a_or_o = to_kernel(gate.defined() ? a : o, seq_major);
   fn->lse = lse;
   fn->cd = cd;
   fn->n_bias = static_cast<int>(biases.size());
+  fn->seq_major = seq_major;
   return record1("attention", std::move(fn), inputs, o);
 }
 

@@ -36,10 +36,16 @@ struct LinearFn final : Function {
       dp = t;
     }
     if (ctx.needs_grad(0)) {
-      Tensor dx = ctx.new_grad(0, cd).view({rows, n_in});
+      // dx in fp32 where x takes it (an fp32 x, or a 16-bit LayerNorm output: grad_dtype): the
+      // GEMM's fp32 accumulator written as it is, not rounded to 16 bits and converted back; added
+      // by the GEMM (beta = 1) into x's gradient so far where there is one in that dtype.
+      const DType dt = ctx.grad_dtype(0, DType::f32);
+      Tensor dx = ctx.grad_to_add(0, dt);
       ops::GemmArgs g;
       g.trans_b = true;
-      ops::gemm(dp, w, dx, g);
+      g.beta = dx.defined() ? 1.f : 0.f;
+      if (!dx.defined()) dx = ctx.new_grad(0, dt);
+      ops::gemm(dp, w, dx.view({rows, n_in}), g);
     }
     if (ctx.needs_grad(1)) {
       // Into the weight's own gradient (the fp32 master's, in place): under bf16 autocast a mixed
@@ -85,13 +91,18 @@ struct LinearsFn final : Function {
       is_packed = ctx.grad_output(i).data_ptr() == packed.narrow(0, offset[i], 1).data_ptr();
     auto dy = [&](int i) { return ctx.grad_output(i).view({rows, outs[i]}); };
 
-    // dx = Σ_i dy_i·W_iᵀ, accumulated by the GEMMs in fp32 (16-bit operands, fp32 out).
+    // dx = Σ_i dy_i·W_iᵀ, accumulated by the GEMMs in fp32 (16-bit operands, fp32 out); handed on
+    // in fp32 where x takes it (grad_dtype: a LayerNorm's 16-bit output does), else converted.
     if (ctx.needs_grad(0)) {
-      const Tensor dx = ctx.new_grad(0, DType::f32).view({rows, n_in});
+      // Into x's fp32 gradient so far where there is one (another consumer's: beta = 1 throughout).
+      Tensor dx = ctx.grad_to_add(0, DType::f32);
+      const bool add = dx.defined();
+      if (!add) dx = ctx.new_grad(0, DType::f32);
+      dx = dx.view({rows, n_in});
       for (int i = 0; i < n; ++i) {
         ops::GemmArgs g;
         g.trans_b = true;
-        g.beta = i == 0 ? 0.f : 1.f;
+        g.beta = i == 0 && !add ? 0.f : 1.f;
         ops::gemm(dy(i), w[i], dx, g);
       }
     }

@@ -93,7 +93,11 @@ Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& be
   fn->gamma = gv;
   fn->mean = mean;
   fn->rstd = rstd;
-  return record1("layer_norm", std::move(fn), {x, gamma, beta}, y);
+  Variable result = record1("layer_norm", std::move(fn), {x, gamma, beta}, y);
+  // A 16-bit output of an fp32 x: its backward reads an fp32 dy as well (the GEMMs that read the
+  // output give their dx in fp32, which then reaches it without a rounding pass).
+  if (result.node() && xv.dtype() == DType::f32 && y.dtype() != DType::f32) result.node()->f32_output_grads = true;
+  return result;
 }
 
 Variable bias_dropout_residual_layer_norm(const Variable& x0, const Variable& bias0, const Variable& residual0,

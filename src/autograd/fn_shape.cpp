@@ -14,14 +14,26 @@ namespace {
 
 struct ReshapeFn final : Function {
   Shape in_shape;
-  // The output grad is contiguous and owned by this backward: hand it over as a view.
+  // The output grad is contiguous and owned by this backward: hand it over as a view (in its own
+  // dtype: an fp32 gradient of a 16-bit view goes on as it is where the view passes it, below).
   void backward(BackwardCtx& ctx) override { ctx.put_grad(0, ctx.grad_output(0).view(in_shape)); }
 };
 
 struct PermuteFn final : Function {
   std::vector<int> order;
-  void backward(BackwardCtx& ctx) override { ctx.new_grad(0).permute(order).copy_(ctx.grad_output(0)); }
+  void backward(BackwardCtx& ctx) override {
+    const Tensor& g = ctx.grad_output(0);
+    ctx.new_grad(0, ctx.grad_dtype(0, g.dtype())).permute(order).copy_(g);
+  }
 };
+
+// A view of x passes an fp32 gradient of its 16-bit output on to x unconverted where x's producer
+// reads one (Node::f32_output_grads): the node does too.
+Variable pass_f32_grads(Variable out, const Variable& x) {
+  if (out.node() && x.node() && x.node()->f32_output_grads && x.dtype() != DType::f32)
+    out.node()->f32_output_grads = true;
+  return out;
+}
 
 struct NarrowFn final : Function {
   int axis = 0;
@@ -112,13 +124,13 @@ Variable reduce(const Variable& x, const std::vector<int>& axes0, bool is_mean) 
 Variable reshape(const Variable& x, const Shape& shape) {
   auto fn = std::make_unique<ReshapeFn>();
   fn->in_shape = x.shape();
-  return record1("reshape", std::move(fn), {x}, x.value().reshape(shape));
+  return pass_f32_grads(record1("reshape", std::move(fn), {x}, x.value().reshape(shape)), x);
 }
 
 Variable permute(const Variable& x, const std::vector<int>& order) {
   auto fn = std::make_unique<PermuteFn>();
   for (int a : order) fn->order.push_back(normalize_axis(a, x.dim()));
-  return record1("permute", std::move(fn), {x}, x.value().permute(order));
+  return pass_f32_grads(record1("permute", std::move(fn), {x}, x.value().permute(order)), x);
 }
 
 Variable transpose(const Variable& x, int a, int b) {
@@ -142,14 +154,14 @@ Variable narrow(const Variable& x, int axis, int64_t start, int64_t length) {
 Variable unsqueeze(const Variable& x, int axis) {
   auto fn = std::make_unique<ReshapeFn>();
   fn->in_shape = x.shape();
-  return record1("unsqueeze", std::move(fn), {x}, x.value().unsqueeze(axis));
+  return pass_f32_grads(record1("unsqueeze", std::move(fn), {x}, x.value().unsqueeze(axis)), x);
 }
 
 Variable contiguous(const Variable& x) {
   if (x.value().is_contiguous()) return x;
   auto fn = std::make_unique<ReshapeFn>();
   fn->in_shape = x.shape();
-  return record1("contiguous", std::move(fn), {x}, x.value().contiguous());
+  return pass_f32_grads(record1("contiguous", std::move(fn), {x}, x.value().contiguous()), x);
 }
 
 Variable sum(const Variable& x, const std::vector<int>& axes) { return reduce(x, axes, false); }

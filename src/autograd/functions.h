@@ -67,8 +67,13 @@ Variable softmax_cross_entropy(const Variable& logits, const CrossEntropyOptions
 // biases: 4-D Variables broadcastable to [B, H, Lq, Lk] (pair bias [1,H,Lq,Lk], mask bias
 // [B,1,1,Lk], …; gradients flow to those that require them); cu_seqlens i32 [n+1] (B == 1).
 // Returns o [B, Lq, H, D] = sigmoid(gate) ⊙ Σ_j softmax_j(scale·q·k + Σ biases) v.
+// seq_major: q, gate and o are [Lq, B, H, D], k and v [Lk, B, H, D] instead (the attention runs
+// along the first axis: AlphaFold's column-wise attentions on projections of a tensor as it lies,
+// with no transposed copies; the kernels take the permuted views, the gradients come back in
+// this layout); the biases keep their [B, H, Lq, Lk] terms. The same values.
 Variable attention(const Variable& q, const Variable& k, const Variable& v, const std::vector<Variable>& biases = {},
-                   const Variable& gate = {}, const Tensor& cu_seqlens = {}, float scale = 1.f);
+                   const Variable& gate = {}, const Tensor& cu_seqlens = {}, float scale = 1.f,
+                   bool seq_major = false);
 // Inference (no graph; inputs must not require grad): the ungated attention over one PART of the
 // keys, as attention() lays it out, with its log-sum-exp: {a [B, Lq, H, D], lse [B, H, Lq] f32}.
 // Parts over disjoint keys merge with ops::attention_combine (kernels/attention.h) on the

@@ -46,7 +46,9 @@ struct RecomputeFn final : Function {
       roots.push_back(outs[i]);
       grads.push_back(ctx.grad_output(static_cast<int>(i)));
     }
-    if (!roots.empty()) autograd::backward(roots, grads);
+    // The outputs' gradients are this node's, read by nothing after it: the rerun's backward takes
+    // them as they are (no copies of the segment's output gradients).
+    if (!roots.empty()) autograd::backward(roots, grads, /*take_grads=*/true);
     for (size_t i = 0; i < leaves.size(); ++i)
       if (ctx.needs_grad(static_cast<int>(i)) && leaves[i].grad().defined())
         ctx.put_grad(static_cast<int>(i), leaves[i].grad());

@@ -103,6 +103,10 @@ struct Node {
   // The outputs' gradients are gathered in one buffer, output after output, each a contiguous slice
   // (engine.h, BackwardCtx::packed_grad_outputs): set by ops that consume them together (linears).
   bool packed_output_grads = false;
+  // The Function's backward reads fp32 gradients of its 16-bit outputs as they come (a LayerNorm
+  // writing bf16 for GEMMs; views of such an output), so the engine leaves an fp32 gradient of
+  // such an output unconverted (BackwardCtx::grad_dtype): set by the ops that can.
+  bool f32_output_grads = false;
 };
 
 // True when an op on these inputs must record a graph: grad mode on and some input needs grad.

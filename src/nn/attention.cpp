@@ -70,6 +70,17 @@ Attention::Attention(Scope scope, const AttentionOptions& options)
   register_child(output_);
 }
 
+std::vector<Variable> Attention::self_projections(const Variable& x, const Shape& q_shape, const Shape& kv_shape,
+                                                 bool gate) const {
+  std::vector<const Linear*> layers{&q_, &k_, &v_};
+  std::vector<Shape> shapes{q_shape, kv_shape, kv_shape};
+  if (gate) {
+    layers.push_back(gate_.get());
+    shapes.push_back(q_shape);
+  }
+  return nn::project(x, layers, shapes);
+}
+
 Attention::Projected Attention::project(const Variable& q_data, const Variable& kv_data, bool gate) const {
   FC_CHECK(q_data.dim() >= 2 && kv_data.dim() == q_data.dim() && q_data.size(-1) == opt_.c_q &&
                kv_data.size(-1) == opt_.c_kv,
@@ -84,13 +95,7 @@ Attention::Projected Attention::project(const Variable& q_data, const Variable& 
   const bool with_gate = gate && gate_ != nullptr;
   const Shape qs{b, lq, h, d}, ks{b, lk, h, d};
   if (q_data.impl() == kv_data.impl()) {  // self-attention: every projection of the one input at once
-    std::vector<const Linear*> layers{&q_, &k_, &v_};
-    std::vector<Shape> shapes{qs, ks, ks};
-    if (with_gate) {
-      layers.push_back(gate_.get());
-      shapes.push_back(qs);
-    }
-    const std::vector<Variable> y = nn::project(q_data, layers, shapes);
+    const std::vector<Variable> y = self_projections(q_data, qs, ks, with_gate);
     return {y[0], y[1], y[2], scale, with_gate ? y[3] : Variable()};
   }
   return {autograd::reshape(q_.forward(q_data), qs), autograd::reshape(k_.forward(kv_data), ks),
@@ -141,6 +146,22 @@ Variable Attention::forward(const Variable& q_data, const Variable& kv_data, con
 Variable Attention::forward(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
                             const std::function<Variable()>& late_bias) const {
   return output_.forward(heads(q_data, kv_data, biases, Tensor(), late_bias));
+}
+
+Variable Attention::forward_seq_major(const Variable& x, const std::vector<Variable>& biases,
+                                      const std::function<Variable()>& late_bias) const {
+  FC_CHECK(x.dim() == 3 && x.size(2) == opt_.c_q && opt_.c_q == opt_.c_kv, "Attention '", path(), "': x ",
+           x.shape().str(), " (expected [L, B, ", opt_.c_q, "] for self-attention along the first axis)");
+  const int64_t l = x.size(0), b = x.size(1), h = opt_.num_heads, d = opt_.head_dim;
+  Variable o;
+  {  // the projections die before the output projection (no-grad: 4 fewer [L, B, H·d] beside it)
+    const std::vector<Variable> y = self_projections(x, {l, b, h, d}, {l, b, h, d}, gate_ != nullptr);
+    std::vector<Variable> all = biases;
+    if (late_bias) all.push_back(late_bias());
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    o = autograd::attention(y[0], y[1], y[2], all, gate_ ? y[3] : Variable(), Tensor(), scale, /*seq_major=*/true);
+  }
+  return output_.forward(autograd::reshape(o, {l, b, h * d}));
 }
 
 Variable Attention::forward_no_output_bias(const Variable& q_data, const Variable& kv_data,

@@ -38,6 +38,14 @@ class Attention : public Module {
   // order as forward(biases + {late_bias()}): the same result.
   Variable forward(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
                    const std::function<Variable()>& late_bias) const;
+  // Self-attention along the FIRST axis of x [L, B, c_q] (AlphaFold's column-wise attentions on a
+  // tensor as it lies: the triangle attention around the ending node, the MSA column attention):
+  // the projections of x as it is, the attention on their [L, B, H, d] layout (autograd::attention
+  // seq_major), the output projection → [L, B, c_out]. The values of forward() on x's transpose,
+  // transposed back, without either transposed copy. Biases (and late_bias's) broadcastable to
+  // [B, H, L, L], as forward()'s.
+  Variable forward_seq_major(const Variable& x, const std::vector<Variable>& biases,
+                             const std::function<Variable()>& late_bias = {}) const;
   // The same without the output bias, for a fused bias+dropout+residual consumer.
   Variable forward_no_output_bias(const Variable& q_data, const Variable& kv_data,
                                   const std::vector<Variable>& biases = {}, const Tensor& cu_seqlens = {}) const;
@@ -68,6 +76,10 @@ class Attention : public Module {
   // self-attention (q_data and kv_data the same Variable) the projections run as one op
   // (nn::project: x cast once, one strided-batch GEMM, one dx in the backward).
   Projected project(const Variable& q_data, const Variable& kv_data, bool gate = false) const;
+  // q, k, v (and the gate, with `gate`) of one input as one op (nn::project), shaped q_shape,
+  // kv_shape, kv_shape (, q_shape).
+  std::vector<Variable> self_projections(const Variable& x, const Shape& q_shape, const Shape& kv_shape,
+                                         bool gate) const;
   AttentionOptions opt_;
   Linear q_, k_, v_;
   std::unique_ptr<Linear> gate_;

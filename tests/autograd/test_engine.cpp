@@ -37,6 +37,24 @@ struct ThrowingFn final : Function {
   void backward(BackwardCtx&) override { FC_THROW("no backward here"); }
 };
 
+// take_grads: a root's given gradient (contiguous, the root's dtype) is its gradient itself, so a
+// contribution from another root's path is added into it in place (how a recompute segment's
+// rerun takes its outputs' gradients without copying them); without it the caller's tensor stays
+// as it was. The gradients reaching the leaf are the same either way.
+TEST(AutogradEngine, TakenRootGradientsAreUsedInPlace) {
+  for (bool take : {false, true}) {
+    SCOPED_TRACE(take);
+    Variable x(Tensor::from_vector({1.f, 2.f, 3.f}, {3}), true);
+    const Variable y = scale(x, 2.f);
+    const Variable z = mul(y, y);  // z's backward adds 2y·dz into y's gradient
+    const Tensor gy = Tensor::from_vector({1.f, 1.f, 1.f}, {3}), gz = Tensor::from_vector({0.5f, 0.5f, 0.5f}, {3});
+    backward({z, y}, {gz, gy}, take);
+    EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{6.f, 10.f, 14.f}));  // 2·(1 + 2y·0.5)
+    EXPECT_EQ(gy.to_vector(), take ? (std::vector<float>{3.f, 5.f, 7.f}) : (std::vector<float>{1.f, 1.f, 1.f}));
+    EXPECT_EQ(gz.to_vector(), (std::vector<float>{0.5f, 0.5f, 0.5f}));  // z's gradient is only read
+  }
+}
+
 TEST(AutogradEngine, ABackwardErrorNamesTheNode) {
   const Variable x(Tensor::full({2}, 1.0, DType::f32), true);
   const Variable y = record1("probe_op", std::make_unique<ThrowingFn>(), {x}, Tensor::full({2}, 2.0, DType::f32));

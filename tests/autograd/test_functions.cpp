@@ -1,6 +1,7 @@
 // Every autograd Function's backward (through the engine) against finite differences.
 #include <cmath>
 
+#include "autograd/grad_mode.h"
 #include "grad_check.h"
 #include "kernels/gemm.h"
 
@@ -9,6 +10,13 @@ namespace {
 
 using testing::expect_grads_match_fd;
 using testing::randn_away;
+
+// A key mask bias [B, 1, 1, L] (no gradient): 0, and −1e9 at flat index `masked` of [B, L].
+Tensor key_mask_bias(int64_t b, int64_t l, int64_t masked) {
+  std::vector<float> mask(static_cast<size_t>(b * l), 0.f);
+  mask[static_cast<size_t>(masked)] = -1e9f;
+  return Tensor::from_vector(mask, {b, 1, 1, l});
+}
 
 TEST(AutogradFunctions, LinearEpilogues) {
   Generator g(1);
@@ -79,6 +87,34 @@ TEST(AutogradFunctions, LayerNormSixteenBitOutputEqualsCastComposition) {
   EXPECT_EQ(a.db, b.db);
 }
 
+// Under bf16 autocast the GEMMs reading a LayerNorm's bf16 output hand their dx on in fp32
+// (BackwardCtx::grad_dtype), through views of that output (a transposed copy) and summed over two
+// consumers in fp32, and the LayerNorm's backward reads it as it is. So every gradient equals, bit
+// for bit, that of an fp32 LayerNorm output cast to bf16 inside the GEMMs (whose fp32 dx was never
+// rounded). Rounding the dx to bf16 on its way, as a conversion pass did, changes the bits.
+TEST(AutogradFunctions, GemmsHandAnFp32GradientToASixteenBitLayerNormOutput) {
+  Generator g(34);
+  const Tensor x = randn({4, 6, 16}, g, 0.5f, 2.f), gamma = randn({16}, g, 1.f, 0.3f), beta = randn({16}, g);
+  const Tensor w1 = randn({16, 8}, g), w2 = randn({16, 8}, g), b1 = randn({8}, g), b2 = randn({8}, g);
+  const Tensor w3 = randn({16, 12}, g);
+  const Tensor d1 = randn({4, 6, 8}, g), d2 = randn({4, 6, 8}, g), d3 = randn({6, 4, 12}, g);
+  const AutocastGuard bf16(DType::bf16);
+  auto run = [&](bool sixteen) {
+    Variable vx(x.clone(), true), vg(gamma.clone(), true), vb(beta.clone(), true);
+    Variable v1(w1.clone(), true), v2(w2.clone(), true), vb1(b1.clone(), true), vb2(b2.clone(), true);
+    Variable v3(w3.clone(), true);
+    const Variable y = sixteen ? layer_norm(vx, vg, vb, 1e-5f, DType::bf16) : layer_norm(vx, vg, vb);
+    const std::vector<Variable> p = linears(y, {v1, v2}, {vb1, vb2}, {});  // one consumer: fp32 dx
+    const Variable t = linear(contiguous(transpose(y, 0, 1)), v3);                 // another, through views
+    backward({p[0], p[1], t}, {d1.to(p[0].dtype()), d2.to(p[1].dtype()), d3.to(t.dtype())});
+    return std::vector<std::vector<float>>{vx.grad().to_vector(), vg.grad().to_vector(), vb.grad().to_vector(),
+                                           v1.grad().to_vector(), v2.grad().to_vector(), v3.grad().to_vector()};
+  };
+  const auto a = run(true), b = run(false);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "gradient " << i;
+}
+
 // The masked gated edge, channel-major: gradients of g and x against finite differences (a mask
 // with zeros), and its values and gradients equal to the composition it replaces.
 TEST(AutogradFunctions, MaskedGateChannelMajor) {
@@ -98,6 +134,33 @@ TEST(AutogradFunctions, MaskedGateChannelMajor) {
   EXPECT_EQ(run(true), run(false));
 }
 
+// attention(seq_major): q, k, v, gate and o laid out [L, B, H, D] (the column-wise attentions on
+// projections as they lie; finite differences in GatedAttentionWithBiases): bit for bit the [B, L, H, D] attention
+// on transposed copies of the inputs with its output transposed back (the same kernel on the same
+// values, read through other strides), gradients of every input and bias included.
+TEST(AutogradFunctions, SeqMajorAttentionEqualsTheTransposedComposition) {
+  Generator g(35);
+  const int64_t l = 5, b = 3, h = 2, d = 4;
+  const Tensor mask_bias = key_mask_bias(b, l, b * l - 2);
+  const Tensor q = randn({l, b, h, d}, g), k = randn({l, b, h, d}, g), v = randn({l, b, h, d}, g);
+  const Tensor gate = randn({l, b, h, d}, g), pair = randn({1, h, l, l}, g), w = randn({l, b, h, d}, g);
+  auto run = [&](bool seq_major) {
+    Variable vq(q.clone(), true), vk(k.clone(), true), vv(v.clone(), true), vg(gate.clone(), true);
+    Variable vp(pair.clone(), true);
+    const std::vector<Variable> biases{vp, Variable(mask_bias)};
+    auto t = [](const Variable& x) { return contiguous(transpose(x, 0, 1)); };
+    const Variable o = seq_major ? attention(vq, vk, vv, biases, vg, {}, 0.5f, true)
+                                 : transpose(attention(t(vq), t(vk), t(vv), biases, t(vg), {}, 0.5f), 0, 1);
+    backward({o}, {w});
+    return std::vector<std::vector<float>>{contiguous(o).value().to_vector(), vq.grad().to_vector(),
+                                           vk.grad().to_vector(), vv.grad().to_vector(), vg.grad().to_vector(),
+                                           vp.grad().to_vector()};
+  };
+  const auto a = run(true), c = run(false);
+  ASSERT_EQ(a.size(), c.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], c[i]) << "result " << i;
+}
+
 TEST(AutogradFunctions, CrossEntropyHardSoftWeighted) {
   Generator g(4);
   CrossEntropyOptions hard;
@@ -114,19 +177,20 @@ TEST(AutogradFunctions, CrossEntropyHardSoftWeighted) {
   EXPECT_NEAR(softmax_cross_entropy(Variable(x), one).value().item(), std::log(2.0), 1e-6);
 }
 
+// Both layouts: [B, L, H, D] and seq_major's [L, B, H, D].
 TEST(AutogradFunctions, GatedAttentionWithBiases) {
   Generator g(5);
   const int64_t b = 2, l = 5, h = 2, d = 3;
-  // Mask bias [B,1,1,L] without gradient: last key of batch 1 masked.
-  std::vector<float> mask(static_cast<size_t>(b * l), 0.f);
-  mask[static_cast<size_t>(b * l - 1)] = -1e9f;
-  const Tensor mask_bias = Tensor::from_vector(mask, {b, 1, 1, l});
-  expect_grads_match_fd(
-      [&](const auto& v) {
-        return attention(v[0], v[1], v[2], {v[4], Variable(mask_bias)}, v[3], {}, 0.5f);
-      },
-      {randn({b, l, h, d}, g), randn({b, l, h, d}, g), randn({b, l, h, d}, g), randn({b, l, h, d}, g),
-       randn({1, h, l, l}, g)});
+  const Tensor mask_bias = key_mask_bias(b, l, b * l - 1);  // the last key of the last row masked
+  for (bool seq_major : {false, true}) {
+    SCOPED_TRACE(seq_major);
+    const Shape s = seq_major ? Shape{l, b, h, d} : Shape{b, l, h, d};
+    expect_grads_match_fd(
+        [&](const auto& v) {
+          return attention(v[0], v[1], v[2], {v[4], Variable(mask_bias)}, v[3], {}, 0.5f, seq_major);
+        },
+        {randn(s, g), randn(s, g), randn(s, g), randn(s, g), randn({1, h, l, l}, g)});
+  }
 }
 
 TEST(AutogradFunctions, AttentionFromProjectionViewsAndPackedSequences) {

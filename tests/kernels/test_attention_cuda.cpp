@@ -40,12 +40,26 @@ struct Setup {
   int64_t B, H, Lq, Lk, D;
   bool gated, pair_bias, mask_bias, full_bias, strided;
   std::vector<int64_t> cu;
+  // Activations, outputs and gradients as views of [L, B, H, D] (autograd::attention's seq_major:
+  // the column-wise attentions on projections as they lie; batch rows H·D apart, sequence rows
+  // B·H·D apart). Overrides `strided`.
+  bool seq_major = false;
 };
+
+// An uninitialised [B, H, L, D] tensor laid out as `like` is: a permuted view of [L, B, H, D] when
+// that is how `like` lies, else contiguous.
+Tensor empty_as(const Tensor& like, DType dt, Device dev) {
+  const int64_t b = like.size(0), h = like.size(1), l = like.size(2), d = like.size(3);
+  if (l > 1 && b > 1 && like.stride(2) > like.stride(0))
+    return Tensor::empty({l, b, h, d}, dt, dev).permute({1, 2, 0, 3});
+  return Tensor::empty(like.shape(), dt, dev);
+}
 
 AttentionInputs make(const Setup& s, DType dt, Device dev, uint64_t seed) {
   Generator gen(seed);
   AttentionInputs in;
   auto act = [&](int64_t L) {
+    if (s.seq_major) return randn({L, s.B, s.H, s.D}, gen).to(dt).to(dev).permute({1, 2, 0, 3});
     if (!s.strided) return randn({s.B, s.H, L, s.D}, gen).to(dt).to(dev);
     return randn({s.B, L, s.H, s.D}, gen).to(dt).to(dev).permute({0, 2, 1, 3});  // [B,L,H,D] projection layout
   };
@@ -75,14 +89,14 @@ Result run(const AttentionInputs& in, const Tensor& d_o) {
   const Device dev = in.q.device();
   const DType dt = in.q.dtype();
   Result r;
-  r.o = Tensor::empty(in.q.shape(), dt, dev);
-  r.a = Tensor::empty(in.q.shape(), dt, dev);
+  r.o = empty_as(in.q, dt, dev);
+  r.a = empty_as(in.q, dt, dev);
   r.lse = Tensor::empty({in.q.size(0), in.q.size(1), in.q.size(2)}, DType::f32, dev);
   ops::attention_forward(in, r.o, r.lse, r.a);
-  r.grads.dq = Tensor::empty(in.q.shape(), dt, dev);
-  r.grads.dk = Tensor::empty(in.k.shape(), dt, dev);
-  r.grads.dv = Tensor::empty(in.v.shape(), dt, dev);
-  if (in.gate.defined()) r.grads.dgate = Tensor::empty(in.q.shape(), dt, dev);
+  r.grads.dq = empty_as(in.q, dt, dev);
+  r.grads.dk = empty_as(in.k, dt, dev);
+  r.grads.dv = empty_as(in.v, dt, dev);
+  if (in.gate.defined()) r.grads.dgate = empty_as(in.q, dt, dev);
   for (const Tensor& b : in.biases) r.grads.dbias.push_back(Tensor::full(b.shape(), 0.25, DType::f32, dev));  // +=
   ops::attention_backward(in, in.gate.defined() ? r.a : r.o, r.lse, d_o, r.grads);
   synchronize(dev);
@@ -92,7 +106,8 @@ Result run(const AttentionInputs& in, const Tensor& d_o) {
 void compare_inputs(const AttentionInputs& gpu, const AttentionInputs& cpu, DType dt) {
   const double tol = dt == DType::f32 ? 1e-3 : 2e-2;
   Generator gen(8);
-  const Tensor w = randn(gpu.q.shape(), gen).to(dt);
+  Tensor w = empty_as(gpu.q, dt, Device::cpu());
+  w.copy_(randn(gpu.q.shape(), gen).to(dt));
   const Result rg = run(gpu, w.to(Device::cuda())), rc = run(cpu, w);
   expect_close(rg.o, rc.o, tol, "o");
   expect_close(rg.a, rc.a, tol, "a");
@@ -161,6 +176,23 @@ TEST_P(AttentionCuda, OddShapesFullBiasAndPaddedHeadDims) {
   compare({2, 3, 17, 33, 8, true, false, false, true, true, {}}, dt());
   compare({3, 2, 1, 65, 20, false, true, true, false, false, {}}, dt());
   compare({1, 1, 129, 1, 16, true, true, false, true, false, {}}, dt());
+}
+
+// The column-wise attentions' layout (autograd::attention seq_major): q, k, v, the gate, the
+// outputs and every gradient as views of [L, B, H, D] (rows B·H·D apart), at the triangle
+// attention's and the MSA column attention's shapes (pair bias, key mask, gate, D = 32) and an odd
+// one (head dim 8, ragged tiles).
+TEST_P(AttentionCuda, SeqMajorLayout) {
+  FC_REQUIRE_CUDA();
+  foldcore::Setup tri{6, 4, 70, 70, 32, true, true, true, false, false, {}};
+  tri.seq_major = true;
+  compare(tri, dt());
+  foldcore::Setup msa{5, 8, 33, 33, 32, true, false, true, false, false, {}};
+  msa.seq_major = true;
+  compare(msa, dt());
+  foldcore::Setup odd{3, 2, 17, 17, 8, true, true, false, true, false, {}};
+  odd.seq_major = true;
+  compare(odd, dt());
 }
 
 // Biases in every layout the kernels read differently (the mma kernels stage the biases' sum per

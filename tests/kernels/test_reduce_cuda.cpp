@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "core/kernel_profile.h"
 #include "core/random.h"
 #include "kernels/reduce.h"
 #include "test_util.h"
@@ -70,6 +72,57 @@ TEST(ReduceCuda, SumMatchesCpuAllPathsAndIsDeterministic) {
         ops::mean(x, cs.axes, cm);
         ops::mean(gx, cs.axes, gm);
         FC_EXPECT_CLOSE(gm.to(Device::cpu()), cm, 1e-6, 1e-5);
+      }
+    }
+  }
+}
+
+// Column sums of a row-major [R, K] (bias gradients) in their 16-byte form against the
+// one-element form (ops::set_col_sum_vec) and the CPU: K a multiple of the vector (8 bf16, 4 f32)
+// over one and several column tiles, a partial tile (K = 24, 136), R with ragged splits and row
+// remainders; a pointer off the 16-byte grid and K = 37 take the one-element form in both
+// settings. The kernel profile says which ran. The two forms sum in different fixed orders: equal
+// to fp32 rounding (relative 1e-5 of the column's Σ|x|, f32 out; bf16 out one rounding apart).
+TEST(ReduceCuda, ColumnSumsVectorFormMatchesElementFormAndCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(204);
+  auto run = [](const Tensor& x, bool vec, DType out_dtype, int& vec_calls) {
+    ops::set_col_sum_vec(vec);
+    kernel_profile::reset();
+    kernel_profile::set_enabled(true);
+    Tensor out = Tensor::full({x.size(-1)}, 0.5, out_dtype, kGpu);
+    ops::sum(x, {0}, out, /*accumulate=*/true);
+    synchronize(kGpu);
+    kernel_profile::set_enabled(false);
+    ops::set_col_sum_vec(true);
+    vec_calls = 0;
+    for (const auto& row : kernel_profile::collect().kernels)
+      vec_calls += row.name.find("col_sum_vec_kernel<") != std::string::npos ? static_cast<int>(row.calls) : 0;
+    return out.to(Device::cpu()).to(DType::f32);
+  };
+  struct ColCase {
+    int64_t r, k;
+    bool misaligned;
+  };
+  for (DType t : {DType::bf16, DType::f32}) {
+    const int64_t v = t == DType::bf16 ? 8 : 4;
+    for (const ColCase& cc : {ColCase{5000, 128, false}, ColCase{1000, 24, false}, ColCase{257, 136, false},
+                              ColCase{70, 16 * v, false}, ColCase{3001, 128, true}, ColCase{300, 37, false}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " r " + std::to_string(cc.r) + " k " + std::to_string(cc.k) +
+                   (cc.misaligned ? " misaligned" : ""));
+      const Tensor base = randn({cc.r * cc.k + 1}, gen).to(t).to(kGpu);
+      const Tensor x = base.narrow(0, cc.misaligned ? 1 : 0, cc.r * cc.k).view({cc.r, cc.k});
+      for (DType out_dtype : {DType::f32, t}) {
+        int vec_calls = 0, elem_vec_calls = 0;
+        const Tensor a = run(x, true, out_dtype, vec_calls), b = run(x, false, out_dtype, elem_vec_calls);
+        const bool vector_form = !cc.misaligned && cc.k % v == 0;
+        EXPECT_EQ(vec_calls, vector_form ? 1 : 0);
+        EXPECT_EQ(elem_vec_calls, 0);
+        Tensor ref = Tensor::full({cc.k}, 0.5, out_dtype);
+        ops::sum(x.to(Device::cpu()), {0}, ref, true);
+        const double rtol = out_dtype == DType::f32 ? 1e-5 : 1e-2;
+        FC_EXPECT_CLOSE(a, ref.to(DType::f32), 1e-6 * cc.r + 1e-5, rtol);
+        FC_EXPECT_CLOSE(a, b, 1e-6 * cc.r + 1e-5, rtol);
       }
     }
   }

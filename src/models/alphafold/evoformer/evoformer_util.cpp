@@ -190,6 +190,19 @@ Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int6
   return Variable(out);
 }
 
+namespace {
+
+// The key mask bias 1e9·(mask − 1) of mask [B, L] as [B, 1, 1, L], in the attention's operand
+// dtype (made once per DerivedMaskScope: no cast per call, the same values).
+Tensor key_mask_bias(const Tensor& mask) {
+  const DType bias_dtype = autograd::autocast_dtype().value_or(DType::f32);
+  return derived_mask(mask, std::string("key bias ") + std::string(dtype_name(bias_dtype)), [&] {
+           return mask_as(mask_bias(mask), bias_dtype);
+         }).view({mask.size(0), 1, 1, mask.size(1)});
+}
+
+}  // namespace
+
 Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
                        int64_t chunk, const Tensor& into, const nn::LayerNorm* norm) {
   if (!pair_bias.defined()) return row_attention(att, x, std::function<Variable()>(), mask, chunk, into, norm);
@@ -201,12 +214,8 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const std::f
   FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(1),
            "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
            " (expected [B, L, c] and [B, L])");
-  const int64_t b = x.size(0), l = x.size(1);
-  // In the attention's operand dtype (the kernel's bias cast, made once: the same values).
-  const DType bias_dtype = autograd::autocast_dtype().value_or(DType::f32);
-  const Tensor mb = derived_mask(mask, std::string("key bias ") + std::string(dtype_name(bias_dtype)), [&] {
-                      return mask_as(mask_bias(mask), bias_dtype);
-                    }).view({b, 1, 1, l});  // [B, 1, 1, L]
+  const int64_t b = x.size(0);
+  const Tensor mb = key_mask_bias(mask);  // [B, 1, 1, L]
   Variable bias;  // made once, by the first chunk
   const std::function<Variable()> late = [&] {
     if (!bias.defined()) bias = pair_bias();
@@ -218,6 +227,15 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const std::f
     const std::vector<Variable> biases{Variable(mb.narrow(0, s, len))};
     return pair_bias ? att.forward(xs, xs, biases, late) : att.forward(xs, xs, biases);
   }, 0, into);
+}
+
+Variable column_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask) {
+  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(1) && mask.size(1) == x.size(0),
+           "column_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
+           " (expected [L, B, c] and [B, L])");
+  const std::vector<Variable> biases{Variable(key_mask_bias(mask))};
+  if (!pair_bias.defined()) return att.forward_seq_major(x, biases);
+  return att.forward_seq_major(x, biases, [&pair_bias] { return pair_bias; });
 }
 
 Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln, bool swapped) {

@@ -118,6 +118,12 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const Variab
 Variable row_attention(const nn::Attention& att, const Variable& x, const std::function<Variable()>& pair_bias,
                        const Tensor& mask, int64_t chunk, const Tensor& into = Tensor(),
                        const nn::LayerNorm* norm = nullptr);
+// The column-wise counterpart, unchunked: x [L, B, c] (already layer-normed) as it lies, every
+// column b attending over its L entries (nn::Attention::forward_seq_major), with the key mask bias
+// of mask [B, L] (the columns' masks: the transposed mask of x's [L, B]) and, when defined, a pair
+// bias [1, H, L, L] in the columns' terms. Returns [L, B, c_out]: the values of row_attention on
+// x's transpose, transposed back, without the two transposed copies.
+Variable column_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask);
 // The pair bias of Alg. 7 line 3 / Alg. 13 line 3: b[h, i, j] = Σ_c z[i, j, c] w[c, h] (no bias),
 // z [L, L, c_z] layer-normed → [1, H, L, L].
 // `swapped`: the bias of the pair with its residue axes swapped (b[h, i, j] from z_ln[j, i]), for

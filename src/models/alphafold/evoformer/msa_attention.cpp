@@ -82,16 +82,22 @@ Variable MsaColumnAttention::forward_normalized(const Variable& x, const Tensor&
 Variable MsaColumnAttention::forward_impl(const Variable& m, const Tensor& msa_mask, int64_t chunk,
                                           const Tensor& into, const nn::LayerNorm* norm) const {
   check_msa("MsaColumnAttention", m, query_norm_.scale().numel(), msa_mask);
-  // Columns become rows: [N, S, c_m] (a view; each column chunk layer-normed as it is read), mask
-  // [N, S]. `into` (m's stream): the column chunks are added into its columns (strided slices).
-  // Unchunked, m is normalised as it lies (LN acts on each (s, i) vector alone) and the result's
-  // axes swapped in the GEMMs' dtype: one copy of half the bytes of swapping an f32 m first.
-  const bool whole = chunk <= 0 || chunk >= m.size(1) || autograd::grad_enabled();
-  const Variable x = whole && norm != nullptr
-                         ? autograd::contiguous(autograd::transpose(norm->forward_for_gemm(m), 0, 1))
-                         : autograd::transpose(m, 0, 1);
+  // Unchunked, m is normalised as it lies (LN acts on each (s, i) vector alone) and the attention
+  // runs along its first axis on the projections as they lie (column_attention: no transposed
+  // copies), mask [N, S].
+  if (chunk <= 0 || chunk >= m.size(1) || autograd::grad_enabled()) {
+    const Variable o = column_attention(attention_, norm != nullptr ? norm->forward_for_gemm(m) : m, Variable(),
+                                        transposed_mask(msa_mask));  // [S, N, c_m]
+    if (!into.defined()) return o;
+    add_into(into, o.value());
+    return Variable(into);
+  }
+  // Chunked inference: columns become rows, [N, S, c_m] (a view; each column chunk layer-normed as
+  // it is read), mask [N, S]; `into` (m's stream): the column chunks are added into its columns
+  // (strided slices).
+  const Variable x = autograd::transpose(m, 0, 1);
   const Variable o = row_attention(attention_, x, Variable(), transposed_mask(msa_mask), chunk,
-                                   into.defined() ? into.transpose(0, 1) : Tensor(), whole ? nullptr : norm);
+                                   into.defined() ? into.transpose(0, 1) : Tensor(), norm);
   return into.defined() ? Variable(into) : autograd::transpose(o, 0, 1);  // [S, N, c_m] (a view)
 }
 

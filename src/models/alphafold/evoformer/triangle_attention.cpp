@@ -34,19 +34,17 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
   const int64_t n = z.size(0);
   if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) {
     // LN acts on each (i, j) vector alone, so the ending node normalises z as it lies: its bias
-    // swaps the axes of the small [H, N, N] result, and the attention's input is the LN output
-    // swapped (in the GEMMs' dtype under autocast: half the bytes of swapping an f32 z first).
-    // Under a 16-bit autocast the bias and the projections each read their own LN output, so
-    // that each is used once: their gradients reach z as two LayerNorm backwards summed in fp32,
-    // not as one 16-bit sum of the two (an f32 LN output is shared, as it sums in fp32).
-    const Variable ln_bias = query_norm_.forward_for_gemm(z);
-    const Variable bias = pair_bias(feat_2d_, ln_bias, !starting_);  // [1, H, N, N]
-    const Variable ln = ln_bias.dtype() == z.dtype() ? ln_bias : query_norm_.forward_for_gemm(z);
-    const Variable z_ln = starting_ ? ln : autograd::contiguous(autograd::transpose(ln, 0, 1));
-    const Tensor into_rows = into.defined() && !starting_ ? into.transpose(0, 1) : into;
-    const Variable o = row_attention(attention_, z_ln, bias, mask, chunk, into_rows);  // [N, N, c_z]
-    if (into.defined()) return Variable(into);
-    return starting_ ? o : autograd::transpose(o, 0, 1);
+    // swaps the axes of the small [H, N, N] result, and its attention runs along z's first axis
+    // on the projections as they lie (column_attention): no transposed copy of the input or of
+    // the update. The bias and the projections share the LN output: under a 16-bit autocast both
+    // hand their dx back in fp32 (BackwardCtx::grad_dtype), summed in fp32 for one LN backward.
+    const Variable ln = query_norm_.forward_for_gemm(z);
+    const Variable bias = pair_bias(feat_2d_, ln, !starting_);  // [1, H, N, N]
+    if (starting_) return row_attention(attention_, ln, bias, mask, chunk, into);  // [N, N, c_z]
+    const Variable o = column_attention(attention_, ln, bias, mask);                // [N, N, c_z]
+    if (!into.defined()) return o;
+    add_into(into, o.value());
+    return Variable(into);
   }
   // Chunked inference without a pair-sized LN(z): LN is recomputed per chunk of rows, once for the
   // pair bias (b[h, i, j] = Σ_c LN(z)_ijc w_ch, written chunk by chunk) and once for the attention.
