@@ -5,7 +5,8 @@
 // H = 4, L = N, D = 32, pair bias + mask + gate); --dtype: the operands' dtype (default bf16 on a
 // GPU, fp32 on the CPU).
 // Default: small shapes on the CPU; --full: AF2 N_res 256 (B = 256 rows, H = 8, L = 256) and BERT
-// (B = 8, H = 16, L = 512). FLOPs: 4·B·H·Lq·Lk·D forward, 2.5× that for the backward.
+// (B = 8, H = 16, L = 512), and the triangle attention's shape at crop 256 in the row-wise and the
+// column-wise modules' layouts side by side ("af2_triangle_layout": run_layout_case). FLOPs: 4·B·H·Lq·Lk·D forward, 2.5× that for the backward.
 // Each case also runs a naive baseline in the same process, the way an eager framework computes
 // attention (PyTorch eager: matmul + softmax + matmul): s = scale·q·kᵀ materialised by a batched
 // GEMM, biases added, softmax, a = p·v, gate; its backward materialises dp and ds. --forward:
@@ -261,6 +262,73 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
       .print();
 }
 
+// The same op on the two layouts AlphaFold's attentions hand it (the triangle attention's shape
+// at crop 256: B = 256 rows, H = 4, L = 256, D = 32, pair bias, key mask, gate): the row-wise
+// modules' projection layout [B, L, H, D] and the column-wise ones' [L, B, H, D]
+// (autograd::attention seq_major: sequence rows B·H·D elements apart), inputs, outputs and
+// gradients alike. "columns_vs_rows" = rows ms ÷ columns ms (below 1: the column layout is slower).
+void run_layout_case(Device dev, DType dt, bool forward_only, int64_t B, int64_t L) {
+  const int64_t H = 4, D = 32;
+  Generator gen(2);
+  auto make = [&](bool columns) {
+    struct Set {
+      ops::AttentionInputs in;
+      Tensor o, a, lse, d_o;
+      ops::AttentionGrads g;
+    } t;
+    auto act = [&] {  // [B, H, L, D] views of a projection's memory
+      return columns ? randn({L, B, H, D}, gen, 0, 1, dt, dev).permute({1, 2, 0, 3})
+                     : randn({B, L, H, D}, gen, 0, 1, dt, dev).permute({0, 2, 1, 3});
+    };
+    auto empty = [&] {
+      return columns ? Tensor::empty({L, B, H, D}, dt, dev).permute({1, 2, 0, 3})
+                     : Tensor::empty({B, L, H, D}, dt, dev).permute({0, 2, 1, 3});
+    };
+    t.in.q = act();
+    t.in.k = act();
+    t.in.v = act();
+    t.in.gate = act();
+    t.in.biases = {randn({1, H, L, L}, gen, 0, 1, dt, dev), Tensor::zeros({B, 1, 1, L}, dt, dev)};
+    t.in.scale = 1.f / std::sqrt(static_cast<float>(D));
+    t.o = empty();
+    t.a = empty();
+    t.d_o = act();
+    t.lse = Tensor::empty({B, H, L}, DType::f32, dev);
+    t.g.dq = empty();
+    t.g.dk = empty();
+    t.g.dv = empty();
+    t.g.dgate = empty();
+    t.g.dbias = {Tensor::zeros({1, H, L, L}, DType::f32, dev), Tensor()};
+    return t;
+  };
+  const int iters = dev.is_cuda() ? 20 : 3;
+  for (bool with_backward : {false, true}) {
+    if (with_backward && forward_only) break;
+    double ms[2];
+    for (int columns = 0; columns < 2; ++columns) {
+      auto t = make(columns != 0);
+      ms[columns] = bench::time_ms(dev, [&] {
+        ops::attention_forward(t.in, t.o, t.lse, t.a);
+        if (with_backward) ops::attention_backward(t.in, t.a, t.lse, t.d_o, t.g);
+      }, 2, iters);
+    }
+    bench::JsonLine()
+        .str("bench", "attention")
+        .str("case", std::string("af2_triangle_layout_") + (with_backward ? "fwd_bwd" : "fwd"))
+        .str("device", dev.str())
+        .str("dtype", std::string(dtype_name(dt)))
+        .str("kernel", dev.is_cuda() ? ops::attention_kernel_name(ops::attention_kernel()) : "cpu")
+        .integer("B", B)
+        .integer("H", H)
+        .integer("L", L)
+        .integer("D", D)
+        .num("rows_ms", ms[0])
+        .num("columns_ms", ms[1])
+        .num("columns_vs_rows", ms[0] / ms[1])
+        .print();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -292,9 +360,11 @@ int main(int argc, char** argv) {
     } else if (full) {
       run_case({"af2_msa_row", 256, 8, 256, 32, true}, dev, dt, forward_only);
       run_case({"bert_large", 8, 16, 512, 64, false}, dev, dt, forward_only);
+      run_layout_case(dev, dt, forward_only, 256, 256);
     } else {
       run_case({"af2_msa_row_small", 8, 8, 64, 32, true}, dev, dt, forward_only);
       run_case({"bert_small", 1, 16, 128, 64, false}, dev, dt, forward_only);
+      run_layout_case(dev, dt, forward_only, 8, 64);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_attention: %s\n", e.what());
