@@ -74,9 +74,29 @@ __device__ __forceinline__ float block_max(float v) {
 // ---- [R, K]: column sums ----
 constexpr int kColTile = 32, kRowLanes = 8;
 
-// Block (32, 8), grid (ceil(K/32), S): split s sums rows [s·rps, (s+1)·rps) of 32 columns.
-// S == 1: writes out directly; else writes ws[s·K + col], and the last split of a column tile to
-// finish (block_counters.cuh) adds the tile's S partials in order of s into out.
+// The end of a column-sum block (every thread calls it; `active` threads hold column col's sum s
+// over their split): one split (S == 1) writes out directly; else each writes ws[s·K + col], and
+// the last split of a column tile to finish (block_counters.cuh) adds the tile's S partials in
+// order of s into out.
+template <typename TO>
+__device__ __forceinline__ void finish_column_sums(bool active, int64_t col, float s, int64_t k, float* ws, TO* out,
+                                                   float scale, bool accumulate, unsigned* counters) {
+  if (active) {
+    if (gridDim.y == 1)
+      store_out(out, col, s, scale, accumulate);
+    else
+      ws[static_cast<int64_t>(blockIdx.y) * k + col] = s;
+  }
+  if (gridDim.y == 1 || !last_block_of_group(&counters[blockIdx.x], gridDim.y)) return;
+  if (active) {
+    float total = 0.f;
+    for (unsigned j = 0; j < gridDim.y; ++j) total += read_partial(&ws[static_cast<int64_t>(j) * k + col]);
+    store_out(out, col, total, scale, accumulate);
+  }
+}
+
+// Block (32, 8), grid (ceil(K/32), S): split s sums rows [s·rps, (s+1)·rps) of 32 columns, then
+// finish_column_sums.
 template <typename TX, typename TO>
 __global__ void col_sum_kernel(const TX* x, int64_t r, int64_t k, int64_t rows_per_split, float* ws, TO* out,
                                float scale, bool accumulate, unsigned* counters) {
@@ -89,30 +109,21 @@ __global__ void col_sum_kernel(const TX* x, int64_t r, int64_t k, int64_t rows_p
     for (int64_t row = r0 + threadIdx.y; row < r1; row += kRowLanes) acc += to_f32(x[row * k + col]);
   tile[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
-  if (threadIdx.y == 0 && col < k) {
-    float s = 0.f;
-#pragma unroll
+  const bool active = threadIdx.y == 0 && col < k;
+  float s = 0.f;
+  if (active) {
+    FC_UNROLL
     for (int j = 0; j < kRowLanes; ++j) s += tile[j][threadIdx.x];
-    if (gridDim.y == 1)
-      store_out(out, col, s, scale, accumulate);
-    else
-      ws[static_cast<int64_t>(blockIdx.y) * k + col] = s;
   }
-  if (gridDim.y == 1 || !last_block_of_group(&counters[blockIdx.x], gridDim.y)) return;
-  if (threadIdx.y == 0 && col < k) {
-    float s = 0.f;
-    for (unsigned j = 0; j < gridDim.y; ++j) s += read_partial(&ws[static_cast<int64_t>(j) * k + col]);
-    store_out(out, col, s, scale, accumulate);
-  }
+  finish_column_sums(active, col, s, k, ws, out, scale, accumulate, counters);
 }
 
 // The same sums 16 bytes per load (V = 16 / sizeof(TX) columns per thread), for K % V == 0 and a
 // 16-byte aligned x: block (16 column groups, 16 row lanes) covers 16·V columns; thread (cg, rl)
 // sums columns [c0, c0 + V), c0 = (blockIdx.x·16 + cg)·V, over rows r0 + rl, r0 + rl + 16, … of
 // split blockIdx.y, four rows in flight (four accumulators, added in order at the end); the row
-// lanes' sums are added in order of rl through shared memory, then as col_sum_kernel: written
-// directly (one split) or as partials that the last split of a column tile adds in order of s.
-// A fixed order from the sizes: the same bits every run (not col_sum_kernel's order).
+// lanes' sums are added in order of rl through shared memory by thread (cg, rl < V) for column
+// c0 + rl, then finish_column_sums. A fixed order from the sizes: the same bits every run (not col_sum_kernel's order).
 constexpr int kVecGroups = 16, kVecLanes = 16, kVecUnroll = 4;
 
 template <typename TX, typename TO>
@@ -151,22 +162,11 @@ __global__ void col_sum_vec_kernel(const TX* x, int64_t r, int64_t k, int64_t ro
   }
   __syncthreads();
   // Thread (cg, rl) for rl < V finishes column c0 + rl: the 16 row lanes' sums in order.
-  const int64_t col = c0 + rl;
-  const bool finisher = rl < V && c0 < k;
-  if (finisher) {
-    float s = 0.f;
+  const bool active = rl < V && c0 < k;
+  float s = 0.f;
+  if (active)
     for (int j = 0; j < kVecLanes; ++j) s += part[j][cg * V + rl];
-    if (gridDim.y == 1)
-      store_out(out, col, s, scale, accumulate);
-    else
-      ws[static_cast<int64_t>(blockIdx.y) * k + col] = s;
-  }
-  if (gridDim.y == 1 || !last_block_of_group(&counters[blockIdx.x], gridDim.y)) return;
-  if (finisher) {
-    float s = 0.f;
-    for (unsigned j = 0; j < gridDim.y; ++j) s += read_partial(&ws[static_cast<int64_t>(j) * k + col]);
-    store_out(out, col, s, scale, accumulate);
-  }
+  finish_column_sums(active, c0 + rl, s, k, ws, out, scale, accumulate, counters);
 }
 
 // out[o] (+)= scale · Σ_{s<S} ws[s·stride_s + o·stride_o], in order of s.
@@ -237,32 +237,26 @@ void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accum
       const TX* px = static_cast<const TX*>(x.data_ptr());
       TO* po = static_cast<TO*>(out.data_ptr());
       constexpr int64_t kV = 16 / static_cast<int64_t>(sizeof(TX));
-      if (plan.layout == ReducePlan::kReducedOuter && r > 0 && col_sum_vec() && k % kV == 0 &&
-          reinterpret_cast<uintptr_t>(px) % 16 == 0) {
-        // Row splits from R alone: ≥ 256 rows per split, at most 256 splits.
-        const int64_t splits = std::clamp<int64_t>(ceil_div(r, 256), 1, 256);
+      if (plan.layout == ReducePlan::kReducedOuter && r > 0) {
+        // 16 bytes per load where K and the pointer allow (col_sum_vec_kernel), else one element.
+        const bool vec = col_sum_vec() && k % kV == 0 && reinterpret_cast<uintptr_t>(px) % 16 == 0;
+        // Row splits from R alone: ≥ 256 rows per split, at most 256 (vector) or 128 splits.
+        const int64_t splits = std::clamp<int64_t>(ceil_div(r, 256), 1, vec ? 256 : 128);
         const int64_t rps = ceil_div(r, splits);
         Tensor ws;
         if (splits > 1) ws = Tensor::empty({splits, k}, DType::f32, x.device());
         float* pws = splits > 1 ? ws.data<float>() : nullptr;
-        const dim3 grid(static_cast<unsigned>(ceil_div(k, kVecGroups * kV)), static_cast<unsigned>(splits));
+        const dim3 grid(static_cast<unsigned>(ceil_div(k, vec ? kVecGroups * kV : kColTile)),
+                        static_cast<unsigned>(splits));
         FC_CHECK(grid.x <= 0x7fffffffu, "sum: ", k, " columns exceed the CUDA grid");
         unsigned* counters = splits > 1 ? block_counters(x.device(), grid.x) : nullptr;
-        launch_kernel<col_sum_vec_kernel<TX, TO>>(grid, dim3(kVecGroups, kVecLanes), 0, stream, px, r, k, rps, pws,
-                                                  po, scale, accumulate, counters);
-        FC_CUDA_CHECK_LAUNCH();
-      } else if (plan.layout == ReducePlan::kReducedOuter && r > 0) {
-        // Row splits from R alone: ≥ 256 rows per split, at most 128 splits.
-        const int64_t splits = std::clamp<int64_t>(ceil_div(r, 256), 1, 128);
-        const int64_t rps = ceil_div(r, splits);
-        Tensor ws;
-        if (splits > 1) ws = Tensor::empty({splits, k}, DType::f32, x.device());
-        float* pws = splits > 1 ? ws.data<float>() : nullptr;
-        const dim3 grid(static_cast<unsigned>(ceil_div(k, kColTile)), static_cast<unsigned>(splits));
-        FC_CHECK(grid.x <= 0x7fffffffu, "sum: ", k, " columns exceed the CUDA grid");
-        unsigned* counters = splits > 1 ? block_counters(x.device(), grid.x) : nullptr;
-        launch_kernel<col_sum_kernel<TX, TO>>(grid, dim3(kColTile, kRowLanes), 0, stream, px, r, k, rps, pws, po, scale,
-                                              accumulate, counters);
+        if (vec) {
+          launch_kernel<col_sum_vec_kernel<TX, TO>>(grid, dim3(kVecGroups, kVecLanes), 0, stream, px, r, k, rps, pws,
+                                                    po, scale, accumulate, counters);
+        } else {
+          launch_kernel<col_sum_kernel<TX, TO>>(grid, dim3(kColTile, kRowLanes), 0, stream, px, r, k, rps, pws, po,
+                                                scale, accumulate, counters);
+        }
         FC_CUDA_CHECK_LAUNCH();
       } else if (plan.layout == ReducePlan::kReducedInner && r >= 64) {  // short rows: thread per output
         // Chunks of ≥ 16384 elements per block, at most 64 per row (only long rows are split).

@@ -92,18 +92,14 @@ Tensor BackwardCtx::accumulate_grad(int i, std::optional<DType> dtype) {
   Tensor& s = slot_of(i);
   if (!s.defined() && grad_dtype(i, dt) == dt) {
     s = Tensor::zeros(m.shape, dt, m.device);
-  } else if (!s.defined()) {
-    // The gradient's first contribution, in another dtype than the slot takes: accumulated into a
-    // zeroed temporary that becomes the slot, converted once (no zeroed slot to add it to).
-    Tensor tmp = Tensor::zeros(m.shape, dt, m.device);
-    deferred_.push_back({&s, tmp, grad_dtype(i, dt)});
-    return tmp;
-  } else if (s.dtype() == dt && claim_fresh(s)) {
+  } else if (s.defined() && s.dtype() == dt && claim_fresh(s)) {
     s.zero_();  // a packed slice: zeroed in place, then accumulated into as any gradient
   }
   // Direct accumulation into the existing gradient, unless it was handed out in this same
-  // backward as an overwrite target (the kernel order would then decide the result).
-  if (s.dtype() == dt && s.is_contiguous() && !handed_as_new(s)) return s;
+  // backward as an overwrite target (the kernel order would then decide the result). Else a
+  // zeroed temporary, added afterwards, or, as the first contribution in another dtype than the
+  // slot takes, converted once into the slot (no zeroed slot to add it to).
+  if (s.defined() && s.dtype() == dt && s.is_contiguous() && !handed_as_new(s)) return s;
   Tensor tmp = Tensor::zeros(m.shape, dt, m.device);
   deferred_.push_back({&s, tmp, grad_dtype(i, dt)});
   return tmp;

@@ -73,11 +73,11 @@ ops::AttentionInputs kernel_inputs(const Variable& q, const Variable& k, const V
            ops::kMaxBiases, ")");
   FC_CHECK(!seq_major || !cu_seqlens.defined(), "attention: packed sequences (cu_seqlens) need the [B, L, H, D] layout");
   const int64_t b = q.size(bat), lq = q.size(seq), h = q.size(2), lk = k.size(seq);
-  auto prep = [&](const Variable& x) {
+  auto cast = [&](const Variable& x) {  // in cd, unit-stride last dim
     Tensor t = x.value().to(cd);
-    if (t.stride(-1) != 1) t = t.contiguous();
-    return to_kernel(t, seq_major);
+    return t.stride(-1) != 1 ? t.contiguous() : t;
   };
+  auto prep = [&](const Variable& x) { return to_kernel(cast(x), seq_major); };
   ops::AttentionInputs in;
   in.q = prep(q);
   in.k = prep(k);
@@ -89,9 +89,7 @@ ops::AttentionInputs kernel_inputs(const Variable& q, const Variable& k, const V
              ")");
     FC_CHECK(broadcast_shapes(bias.shape(), full) == full, "attention: bias ", bias.shape().str(),
              " does not broadcast to ", full.str());
-    Tensor t = bias.value().to(cd);  // un-expanded: dbias then has the bias's own shape
-    if (t.stride(-1) != 1) t = t.contiguous();
-    in.biases.push_back(t);
+    in.biases.push_back(cast(bias));  // un-expanded: dbias then has the bias's own shape
   }
   in.cu_seqlens = cu_seqlens;
   in.scale = scale;

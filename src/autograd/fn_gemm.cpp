@@ -39,12 +39,11 @@ struct LinearFn final : Function {
       // dx in fp32 where x takes it (an fp32 x, or a 16-bit LayerNorm output: grad_dtype): the
       // GEMM's fp32 accumulator written as it is, not rounded to 16 bits and converted back; added
       // by the GEMM (beta = 1) into x's gradient so far where there is one in that dtype.
-      const DType dt = ctx.grad_dtype(0, DType::f32);
-      Tensor dx = ctx.grad_to_add(0, dt);
+      bool add = false;
+      const Tensor dx = detail::grad_to_add_or_new(ctx, 0, ctx.grad_dtype(0, DType::f32), add);
       ops::GemmArgs g;
       g.trans_b = true;
-      g.beta = dx.defined() ? 1.f : 0.f;
-      if (!dx.defined()) dx = ctx.new_grad(0, dt);
+      g.beta = add ? 1.f : 0.f;
       ops::gemm(dp, w, dx.view({rows, n_in}), g);
     }
     if (ctx.needs_grad(1)) {
@@ -95,10 +94,8 @@ struct LinearsFn final : Function {
     // in fp32 where x takes it (grad_dtype: a LayerNorm's 16-bit output does), else converted.
     if (ctx.needs_grad(0)) {
       // Into x's fp32 gradient so far where there is one (another consumer's: beta = 1 throughout).
-      Tensor dx = ctx.grad_to_add(0, DType::f32);
-      const bool add = dx.defined();
-      if (!add) dx = ctx.new_grad(0, DType::f32);
-      dx = dx.view({rows, n_in});
+      bool add = false;
+      const Tensor dx = detail::grad_to_add_or_new(ctx, 0, DType::f32, add).view({rows, n_in});
       for (int i = 0; i < n; ++i) {
         ops::GemmArgs g;
         g.trans_b = true;

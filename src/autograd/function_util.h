@@ -20,6 +20,13 @@ inline Tensor empty_like(const Tensor& t, DType dt) { return Tensor::empty(t.sha
 inline Tensor new_grad_or_scratch(BackwardCtx& ctx, int i, const Tensor& like, DType dt) {
   return ctx.needs_grad(i) ? ctx.new_grad(i, dt) : Tensor::empty(like.shape(), dt, like.device());
 }
+// Input i's gradient so far in `dt` to add into (add = true; BackwardCtx::grad_to_add) where there
+// is one, else a new one to overwrite (add = false). Only where needs_grad(i).
+inline Tensor grad_to_add_or_new(BackwardCtx& ctx, int i, DType dt, bool& add) {
+  Tensor g = ctx.grad_to_add(i, dt);
+  add = g.defined();
+  return add ? g : ctx.new_grad(i, dt);
+}
 inline Tensor acc_grad_or_scratch(BackwardCtx& ctx, int i, const Tensor& like, DType dt) {
   return ctx.needs_grad(i) ? ctx.accumulate_grad(i, dt) : Tensor::zeros(like.shape(), dt, like.device());
 }

@@ -239,6 +239,31 @@ void randomize_params(autograd::ParamStore& ps, Generator& gen) {
   values.copy_(Tensor::from_vector(v, values.shape()));
 }
 
+// A small block (eval mode) with random parameters and inputs m [3, 5, c_m], z [5, 5, c_z], drawn
+// from `gen` after the parameters; the MSA mask is 0 at the flat indices `msa_zeros`, the pair
+// mask at 3 and 11.
+struct SmallBlock {
+  EvoformerBlockConfig c;
+  autograd::ParamStore ps;
+  Generator init, gen;
+  EvoformerBlock block;
+  Tensor m, z, msa_mask, pair_mask;
+  SmallBlock(const EvoformerBlockConfig& cfg, uint64_t init_seed, uint64_t gen_seed, const std::vector<int>& msa_zeros)
+      : c(cfg), init(init_seed), gen(gen_seed), block(nn::Scope{&ps, &init, nullptr, "block"}, c) {
+    block.train(false);
+    ps.finalize();
+    randomize_params(ps, gen);
+    const int64_t s = 3, n = 5;
+    m = randn({s, n, c.c_m}, gen);
+    z = randn({n, n, c.c_z}, gen);
+    std::vector<float> mm(static_cast<size_t>(s * n), 1.f), pm(static_cast<size_t>(n * n), 1.f);
+    for (int i : msa_zeros) mm[static_cast<size_t>(i)] = 0.f;
+    pm[3] = pm[11] = 0.f;
+    msa_mask = Tensor::from_vector(mm, {s, n});
+    pair_mask = Tensor::from_vector(pm, {n, n});
+  }
+};
+
 // A small block (odd sizes, both column-attention kinds, a mask with zeros, random non-trivial
 // parameters) backpropagates correctly: analytic gradients of the inputs and of the parameters
 // (the flat ParamStore buffer, 64 sampled coordinates) against f32 central differences.
@@ -246,20 +271,13 @@ void randomize_params(autograd::ParamStore& ps, Generator& gen) {
 // truncation error on O(1) outputs; atol 3e-3 + rtol 3e-2 is an order of magnitude above that
 // and far below any missing or wrong term.
 void check_block_gradients(bool global_column) {
-  EvoformerBlockConfig c = small_block_config();
-  c.global_column_attention = global_column;
-  autograd::ParamStore ps;
-  Generator init{3}, gen{11};
-  EvoformerBlock block(nn::Scope{&ps, &init, nullptr, "block"}, c);
-  block.train(false);
-  ps.finalize();
-  randomize_params(ps, gen);
-  const int64_t s = 3, n = 5;
-  const Tensor m = randn({s, n, c.c_m}, gen), z = randn({n, n, c.c_z}, gen);
-  std::vector<float> mm(static_cast<size_t>(s * n), 1.f), pm(static_cast<size_t>(n * n), 1.f);
-  mm[4] = mm[7] = 0.f;
-  pm[3] = pm[11] = 0.f;
-  const Tensor msa_mask = Tensor::from_vector(mm, {s, n}), pair_mask = Tensor::from_vector(pm, {n, n});
+  EvoformerBlockConfig cfg = small_block_config();
+  cfg.global_column_attention = global_column;
+  SmallBlock sb(cfg, 3, 11, {4, 7});
+  autograd::ParamStore& ps = sb.ps;
+  Generator& gen = sb.gen;
+  const EvoformerBlock& block = sb.block;
+  const Tensor &m = sb.m, &z = sb.z, &msa_mask = sb.msa_mask, &pair_mask = sb.pair_mask;
   auto f = [&](const std::vector<Variable>& in) {
     const auto [mo, zo] = block.forward(in[0], in[1], msa_mask, pair_mask);
     return autograd::concat({autograd::reshape(mo, {mo.numel()}), autograd::reshape(zo, {zo.numel()})}, 0);
@@ -421,18 +439,10 @@ TEST(Af2Evoformer, DerivedMasksAreMadeOncePerScopeWithTheSameResults) {
   }
   EXPECT_EQ(derived_mask_count(), 0u);
 
-  const EvoformerBlockConfig c = small_block_config();
-  autograd::ParamStore ps;
-  Generator init{5}, gen{12};
-  EvoformerBlock block(nn::Scope{&ps, &init, nullptr, "block"}, c);
-  block.train(false);
-  ps.finalize();
-  randomize_params(ps, gen);
-  const int64_t s = 3, n = 5;
-  const Tensor m = randn({s, n, c.c_m}, gen), z = randn({n, n, c.c_z}, gen);
-  std::vector<float> mm(static_cast<size_t>(s * n), 1.f), pm(static_cast<size_t>(n * n), 1.f);
-  mm[4] = pm[3] = pm[11] = 0.f;
-  const Tensor msa_mask = Tensor::from_vector(mm, {s, n}), pair_mask = Tensor::from_vector(pm, {n, n});
+  SmallBlock sb(small_block_config(), 5, 12, {4});
+  autograd::ParamStore& ps = sb.ps;
+  const EvoformerBlock& block = sb.block;
+  const Tensor &m = sb.m, &z = sb.z, &msa_mask = sb.msa_mask, &pair_mask = sb.pair_mask;
   auto run = [&](bool scoped) {
     std::optional<DerivedMaskScope> scope;
     if (scoped) scope.emplace();

@@ -184,11 +184,14 @@ std::pair<Variable, Variable> EvoformerStack::forward(Variable m, Variable z, co
 
 std::pair<Variable, Variable> EvoformerStack::run_blocks(Variable m, Variable z, const BlockFn& one) const {
   const size_t k = static_cast<size_t>(recompute_blocks_);
-  if (k > 0 && autograd::grad_enabled()) {
+  const bool recompute = k > 0 && autograd::grad_enabled();
+  // Blocks [0, n_rec) run in recomputation segments; the rest (the last recompute_keep_blocks_
+  // ones, or all without recomputation) directly, keeping their activations in grad mode.
+  const size_t n_rec =
+      recompute ? blocks_.size() - std::min(blocks_.size(), static_cast<size_t>(recompute_keep_blocks_)) : 0;
+  if (recompute) {
     std::vector<Generator*> gens;
     if (scope().rng != nullptr) gens.push_back(scope().rng);
-    // The last recompute_keep_blocks_ blocks keep their activations: they run below with a graph.
-    const size_t n_rec = blocks_.size() - std::min(blocks_.size(), static_cast<size_t>(recompute_keep_blocks_));
     for (size_t b0 = 0; b0 < n_rec; b0 += k) {
       const size_t b1 = std::min(n_rec, b0 + k);
       // Captures by value: the segment runs again in the backward, after this call returned.
@@ -202,11 +205,8 @@ std::pair<Variable, Variable> EvoformerStack::run_blocks(Variable m, Variable z,
       m = std::move(out[0]);
       z = std::move(out[1]);
     }
-    // The kept blocks: as without recomputation below.
-    for (size_t b = n_rec; b < blocks_.size(); ++b) std::tie(m, z) = one(b, std::move(m), std::move(z), true);
-    return {std::move(m), std::move(z)};
   }
-  for (size_t b = 0; b < blocks_.size(); ++b) std::tie(m, z) = one(b, std::move(m), std::move(z), true);
+  for (size_t b = n_rec; b < blocks_.size(); ++b) std::tie(m, z) = one(b, std::move(m), std::move(z), true);
   return {std::move(m), std::move(z)};
 }
 
