@@ -10,7 +10,9 @@
 //
 // --configs: precision:recompute_blocks[:keep] (recompute_blocks 0 = no recomputation, k = k blocks
 // per recomputation segment; keep: Af2Config::recompute_keep_blocks, the last `keep` Evoformer
-// blocks not recomputed, 0 when left out; e.g. bf16:1:24). Model: the widths of --model_config (model_1: c_m 256, c_z 128,
+// blocks not recomputed, 0 when left out; e.g. bf16:1:24; `auto`: as many as the device holds,
+// measured by one untimed step first, models/alphafold/training/keep_blocks.h; the line reports the
+// count chosen and kept_block_mib, what the measured block held). Model: the widths of --model_config (model_1: c_m 256, c_z 128,
 // c_s 384, c_e 64, 8 structure-module layers, every head) with random parameters; depth reduced by
 // default to 2 Evoformer blocks and 1 extra-MSA block (reported in every line; --evoformer_blocks
 // 48 --extra_msa_blocks 4 is the real model), templates off (the sample has none), dropout on as in
@@ -63,6 +65,7 @@
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "core/host_waits.h"
+#include "core/log.h"
 #include "core/philox.h"
 #include "core/timer.h"
 #include "data_pipeline/formats/mmcif_parser.h"
@@ -74,6 +77,7 @@
 #include "models/alphafold/model/config_yaml.h"
 #endif
 #include "models/alphafold/model/features.h"
+#include "models/alphafold/training/keep_blocks.h"
 #include "models/alphafold/training/train_step.h"
 #include "models/bert/bert_trainer.h"
 
@@ -82,7 +86,7 @@ using namespace foldcore;
 
 struct Config {
   std::string precision;
-  int64_t recompute = 0, keep = 0;
+  int64_t recompute = 0, keep = 0;  // keep: Af2Config::kKeepBlocksAuto for `auto`
   // The name in the profile lines: precision:recompute, with :keep when not 0.
   std::string name() const {
     std::string s = precision;
@@ -90,7 +94,7 @@ struct Config {
     s += std::to_string(recompute);
     if (keep != 0) {
       s += ':';
-      s += std::to_string(keep);
+      s += keep == af2::Af2Config::kKeepBlocksAuto ? std::string("auto") : std::to_string(keep);
     }
     return s;
   }
@@ -158,6 +162,8 @@ Sample make_sample(const data::TrainingChain& chain, int64_t crop, int64_t itera
 }
 
 struct Result {
+  int64_t keep = 0;               // the kept blocks the reported step ran with (auto: as resolved)
+  int64_t kept_block_bytes = 0;   // auto: what the measuring step's kept block held
   double seconds = 0, loss = 0;
   size_t step_peak = 0, peak = 0;
   HostWaits waits;  // inside the step (the bench's own synchronizes excluded)
@@ -183,6 +189,15 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const Config& c, De
   af2::Af2LossConfig loss_config;
   loss_config.weights = af2::LossWeights::stage("initial", config.heads.ptm);
   Allocator& alloc = default_allocator(device);
+  // keep `auto`: one more step first, untimed, which measures a kept block (keep_blocks.h).
+  af2::KeepBlocksAuto keep_auto(model, device);
+  if (keep_auto.active()) {
+    keep_auto.before_step();
+    af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
+                        af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
+    keep_auto.after_step();
+    log::info("bench_train: ", keep_auto.summary());
+  }
   Result best;
   // The same model and sample each step (the gradients are not applied): the fastest is reported.
   for (int64_t step = 0; step < steps; ++step) {
@@ -202,6 +217,8 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const Config& c, De
     const ops::GemmPlanStats plans_after = ops::gemm_plan_stats();
     synchronize(device);
     Result out;
+    out.keep = model.config().recompute_keep_blocks;
+    out.kept_block_bytes = keep_auto.block_bytes();
     out.waits = waits;
     out.plans = {plans_after.made - plans_before.made, plans_after.reused - plans_before.reused};
     out.host_seconds = host_seconds;
@@ -239,9 +256,12 @@ int main(int argc, char** argv) {
             start = colon + 1;
           }
           FC_CHECK(parts.size() == 2 || parts.size() == 3, "bench_train: --configs entry '", c,
-                   "' is not precision:recompute_blocks[:keep_blocks] (e.g. bf16:1 or bf16:1:24)");
-          Config cfg{parts[0], std::stoll(parts[1]), parts.size() == 3 ? std::stoll(parts[2]) : 0};
-          FC_CHECK(cfg.recompute >= 0 && cfg.keep >= 0, "bench_train: --configs entry '", c, "': negative count");
+                   "' is not precision:recompute_blocks[:keep_blocks] (e.g. bf16:1, bf16:1:24 or bf16:1:auto)");
+          const bool keep_auto = parts.size() == 3 && parts[2] == "auto";
+          Config cfg{parts[0], std::stoll(parts[1]),
+                     keep_auto ? af2::Af2Config::kKeepBlocksAuto : parts.size() == 3 ? std::stoll(parts[2]) : 0};
+          FC_CHECK(cfg.recompute >= 0 && (keep_auto || cfg.keep >= 0), "bench_train: --configs entry '", c,
+                   "': negative count");
           args.configs.push_back(cfg);
         }
       } else if (k == "--evoformer_blocks") {
@@ -339,7 +359,9 @@ int main(int argc, char** argv) {
             .integer("iterations", args.iterations)
             .str("precision", precision)
             .integer("recompute_blocks", cfg.recompute)
-            .integer("recompute_keep_blocks", cfg.keep)
+            .integer("recompute_keep_blocks", r.keep)
+            .boolean("recompute_keep_blocks_auto", cfg.keep == af2::Af2Config::kKeepBlocksAuto)
+            .num("kept_block_mib", static_cast<double>(r.kept_block_bytes) / kMiB)
             .num("seconds", r.seconds)
             .num("step_peak_mib", static_cast<double>(r.step_peak) / kMiB)
             .num("peak_alloc_mib", static_cast<double>(r.peak) / kMiB)

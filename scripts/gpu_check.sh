@@ -354,9 +354,10 @@ fi
 if want train; then
   run_bench 100 bench_train --device cuda:0 --crops 256,384 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4
   # the same step at crop 256 with the last 40 Evoformer blocks kept (recompute_keep_blocks; about
-  # 62 GB, what an 80 GB H100 holds) and without recomputation: what the recomputed forwards cost
+  # 62 GB, what an 80 GB H100 holds), with as many kept as this device holds (auto: the count and
+  # the measured block in the line) and without recomputation: what the recomputed forwards cost
   # on the GPU, and the step's peak when the blocks' activations stay alive until the backward
-  run_bench 90 bench_train --device cuda:0 --crops 256 --configs bf16:1:40,bf16:0 --evoformer_blocks 48 \
+  run_bench 120 bench_train --device cuda:0 --crops 256 --configs bf16:1:40,bf16:1:auto,bf16:0 --evoformer_blocks 48 \
     --extra_msa_blocks 4
 fi
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/memory_info.h"
 #include "models/alphafold/model/config.h"
 
 namespace foldcore::apps {
@@ -63,16 +64,6 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& config, int64_t num
 // Whether a prediction on `device` with `--result_arrays` `result_arrays` (full|summary) holds the
 // pair heads' logits on the device: only the CPU (the host is its device) with full arrays.
 bool pair_logits_on_device(Device device, const std::string& result_arrays);
-
-// Memory the device can give one process in all: CPU: physical memory, or the cgroup limit when
-// lower; CUDA: the device's total memory.
-int64_t device_memory_limit(Device device);
-
-// Memory available to this process now, for what it has not allocated yet: CPU: MemAvailable of
-// /proc/meminfo (or the cgroup's limit less its usage, when lower) plus the blocks the CPU
-// allocator caches; CUDA: the driver's free memory (cudaMemGetInfo) plus the caching allocator's
-// free blocks.
-int64_t device_memory_available(Device device);
 
 // Throws foldcore::Error naming `input`, its length, the estimated bytes and the device's limit
 // when the estimate (parameters included) exceeds the device's total memory.

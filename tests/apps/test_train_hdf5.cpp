@@ -106,6 +106,45 @@ TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
   EXPECT_NE(again.output.find("--resume"), std::string::npos) << again.output;
 }
 
+// recompute_keep_blocks: auto in a run (models/alphafold/training/keep_blocks.h): the first step
+// measures a kept block, the log names the count chosen (on this machine's memory the tiny model's
+// two blocks both fit), and the run's losses are those of a run configured with that count
+// directly, up to the rounding between a recomputed and a kept first block in step 1 (a no-grad
+// forward and its graph rerun sum in other orders: ≤ 1e-5 relative, carried through 3 steps).
+TEST(Train, RecomputeKeepBlocksAutoIsChosenByTheFirstStep) {
+  TempDir dir("train_keep_auto");
+  const fs::path store = make_train_store(dir.path());
+  auto model_with = [&](const std::string& name, const std::string& keep) {
+    std::string text = read_file(kSource + "/configs/model/tiny.yaml");
+    text = std::regex_replace(text, std::regex("\nnum_evoformer_blocks: 1\n"), "\nnum_evoformer_blocks: 2\n");
+    text = std::regex_replace(text, std::regex("\nrecompute_blocks: 0 [^\n]*\n"), "\nrecompute_blocks: 1\n");
+    text = std::regex_replace(text, std::regex("\nrecompute_keep_blocks: 0 [^\n]*\n"), "\nrecompute_keep_blocks: " + keep + "\n");
+    const fs::path model = dir.path() / (name + "_model.yaml");
+    std::ofstream(model) << text;
+    return tiny_train_config(dir.path(), name + ".yaml", {{"model", "model: " + model.string()}});
+  };
+  const RunResult automatic = run_foldcore(train_args(model_with("auto", "auto"), store, dir.path() / "auto", 3));
+  ASSERT_EQ(automatic.status, 0) << automatic.output;
+  EXPECT_NE(automatic.output.find("recompute_keep_blocks auto: 2 of 2 Evoformer blocks kept (one kept block holds"),
+            std::string::npos)
+      << automatic.output;
+  const RunResult fixed = run_foldcore(train_args(model_with("two", "2"), store, dir.path() / "two", 3));
+  ASSERT_EQ(fixed.status, 0) << fixed.output;
+  EXPECT_EQ(fixed.output.find("recompute_keep_blocks auto"), std::string::npos);
+  const std::vector<std::string> a = nonempty_lines(dir.path() / "auto" / "metrics.jsonl");
+  const std::vector<std::string> b = nonempty_lines(dir.path() / "two" / "metrics.jsonl");
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  const std::regex loss_field("\"loss\": ([-0-9.eE+]+)");
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::smatch ma, mb;
+    ASSERT_TRUE(std::regex_search(a[i], ma, loss_field)) << a[i];
+    ASSERT_TRUE(std::regex_search(b[i], mb, loss_field)) << b[i];
+    const double la = std::stod(ma[1]), lb = std::stod(mb[1]);
+    EXPECT_NEAR(la, lb, 1e-5 * std::abs(lb)) << "step " << i + 1;
+  }
+}
+
 // export_params turns a checkpoint into an official parameter file that run_features reads with
 // no config (the architecture is inferred from the array shapes); --ema exports the average.
 TEST(Train, ExportedParametersRunInRunFeatures) {

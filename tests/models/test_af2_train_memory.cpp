@@ -47,6 +47,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "af2_train_compare.h"
@@ -58,6 +59,7 @@
 #include "models/alphafold/model/alphafold.h"
 #include "models/alphafold/params/alphafold_params.h"
 #include "models/alphafold/model/features.h"
+#include "models/alphafold/training/keep_blocks.h"
 #include "models/alphafold/training/train_step.h"
 
 namespace foldcore::af2 {
@@ -86,40 +88,55 @@ struct StepRun {
   size_t peak = 0;  // allocator peak of the step above what existed before it (bytes)
 };
 
+// A model of the fixture's architecture with its weights, ready for training steps.
 // perturb: the single projection's weights (the structure module's input) rounded to bf16 — a
 // relative change ≤ 2^-9 per weight, the smallest perturbation bf16 makes anywhere.
-// keep_blocks: Af2Config::recompute_keep_blocks.
+// keep_blocks: Af2Config::recompute_keep_blocks (kKeepBlocksAuto: auto, for KeepBlocksAuto).
+struct Stepper {
+  Af2Config config;
+  autograd::ParamStore params{Device::cpu()};
+  Generator init_rng{0}, dropout_rng{20260101};
+  std::unique_ptr<AlphaFold> model;
+  Af2ParamTable table;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  Af2LossConfig loss_config;
+
+  Stepper(int64_t recompute_blocks, bool dropout, bool perturb, int64_t keep_blocks) {
+    config = infer_af2_config(tc::params_path());
+    config.recompute_blocks = recompute_blocks;
+    config.recompute_keep_blocks = keep_blocks;
+    model = std::make_unique<AlphaFold>(nn::Scope{&params, &init_rng, dropout ? &dropout_rng : nullptr, ""}, config);
+    model->train(dropout);
+    params.finalize();
+    model->add_af2_params(table);
+    load_af2_params(table, tc::params_path());
+    if (perturb)
+      for (const Af2ParamEntry& e : table.entries())
+        if (e.key.find("single_activations//weights") != std::string::npos) {
+          Tensor w = e.target;
+          w.copy_(w.to(DType::bf16).to(DType::f32));
+        }
+    shapes = af2_official_shapes(table, config);
+    loss_config.weights = LossWeights::stage("initial", config.heads.ptm);
+  }
+
+  StepRun step(DType precision, bool report_grads = true, const Batch& b = batch()) {
+    Allocator& alloc = default_allocator(Device::cpu());
+    const size_t before = alloc.stats().current;
+    alloc.reset_peak();
+    StepRun r;
+    r.result = af2_train_step(*model, params, table, shapes, b.features, b.last_slice, loss_config, Device::cpu(),
+                              precision, report_grads);
+    r.peak = alloc.stats().peak - before;
+    r.grads = std::map<std::string, Tensor>(r.result.grads.begin(), r.result.grads.end());
+    return r;
+  }
+};
+
 StepRun run(DType precision, int64_t recompute_blocks, bool dropout, bool perturb = false, bool report_grads = true,
             const Batch& b = batch(), int64_t keep_blocks = 0) {
-  Af2Config config = infer_af2_config(tc::params_path());
-  config.recompute_blocks = recompute_blocks;
-  config.recompute_keep_blocks = keep_blocks;
-  autograd::ParamStore params(Device::cpu());
-  Generator init_rng(0), dropout_rng(20260101);
-  AlphaFold model(nn::Scope{&params, &init_rng, dropout ? &dropout_rng : nullptr, ""}, config);
-  model.train(dropout);
-  params.finalize();
-  Af2ParamTable table;
-  model.add_af2_params(table);
-  load_af2_params(table, tc::params_path());
-  if (perturb)
-    for (const Af2ParamEntry& e : table.entries())
-      if (e.key.find("single_activations//weights") != std::string::npos) {
-        Tensor w = e.target;
-        w.copy_(w.to(DType::bf16).to(DType::f32));
-      }
-  const auto shapes = af2_official_shapes(table, config);
-  Af2LossConfig loss_config;
-  loss_config.weights = LossWeights::stage("initial", config.heads.ptm);
-  Allocator& alloc = default_allocator(Device::cpu());
-  const size_t before = alloc.stats().current;
-  alloc.reset_peak();
-  StepRun r;
-  r.result = af2_train_step(model, params, table, shapes, b.features, b.last_slice, loss_config, Device::cpu(),
-                            precision, report_grads);
-  r.peak = alloc.stats().peak - before;
-  r.grads = std::map<std::string, Tensor>(r.result.grads.begin(), r.result.grads.end());
-  return r;
+  Stepper st(recompute_blocks, dropout, perturb, keep_blocks);
+  return st.step(precision, report_grads, b);
 }
 
 double rel_l2(const Tensor& a, const Tensor& b) {
@@ -213,6 +230,42 @@ TEST(Af2TrainMemory, KeptBlocksGiveTheSameGradientsWithAPeakBetween) {
   EXPECT_LT(all.peak, keep1.peak);
   EXPECT_LT(keep1.peak, keep2.peak);
   EXPECT_LT(keep2.peak, plain.peak);  // the extra-MSA and template stacks still recompute
+}
+
+// recompute_keep_blocks: auto (keep_blocks.h). The first step keeps one block and measures what it
+// holds; with room for that step's peak and 1.5 blocks more, the later steps keep both Evoformer
+// blocks. Checked with it: the premise auto plans with — one more kept block raises the step's
+// peak by at most KeepBlocksAuto::kBlockMargin × the measured block (and by more than half of it:
+// the measurement is what the block really holds) — and that the resolved model computes what a
+// model configured with that count computes (dropout off: the same loss bit for bit).
+TEST(Af2TrainMemory, AutoKeepBlocksMeasuresOneBlockAndKeepsWhatFits) {
+  Stepper st(1, false, false, Af2Config::kKeepBlocksAuto);
+  EXPECT_EQ(st.model->config().recompute_keep_blocks, Af2Config::kKeepBlocksAuto);
+  Allocator& alloc = default_allocator(Device::cpu());
+  KeepBlocksAuto keep(*st.model, Device::cpu(), [&] {
+    const double room = 1.5 * KeepBlocksAuto::kBlockMargin * static_cast<double>(st.model->max_kept_block_bytes());
+    return static_cast<int64_t>((static_cast<double>(alloc.stats().peak) + room) / KeepBlocksAuto::kBudgetFraction);
+  });
+  ASSERT_TRUE(keep.active());
+  keep.before_step();
+  EXPECT_EQ(st.model->config().recompute_keep_blocks, 1);
+  const StepRun first = st.step(DType::f32, false);
+  ASSERT_TRUE(keep.after_step());
+  EXPECT_FALSE(keep.after_step());  // resolved once
+  ASSERT_GT(keep.block_bytes(), 0);
+  EXPECT_EQ(keep.kept_blocks(), 2);
+  keep.before_step();  // resolved: no change
+  EXPECT_EQ(st.model->config().recompute_keep_blocks, 2);
+  const StepRun second = st.step(DType::f32, false);
+  const double grew = static_cast<double>(second.peak) - static_cast<double>(first.peak);
+  std::printf("%s; peak with 1 kept %.2f MiB, with 2 kept %.2f MiB (+%.2f MiB)\n", keep.summary().c_str(),
+              static_cast<double>(first.peak) / (1 << 20), static_cast<double>(second.peak) / (1 << 20),
+              grew / (1 << 20));
+  EXPECT_LE(grew, KeepBlocksAuto::kBlockMargin * static_cast<double>(keep.block_bytes()));
+  EXPECT_GT(grew, 0.5 * static_cast<double>(keep.block_bytes()));
+  const StepRun direct = run(DType::f32, 1, false, false, false, batch(), 2);
+  EXPECT_EQ(second.result.loss.loss, direct.result.loss.loss);
+  EXPECT_EQ(second.result.grad_norm, direct.result.grad_norm);
 }
 
 TEST(Af2TrainMemory, FlatBufferNormEqualsTheReportedGradientsNorm) {

@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/recompute.h"
+#include "core/allocator.h"
 #include "core/profile.h"
 
 namespace foldcore::af2 {
@@ -206,7 +207,17 @@ std::pair<Variable, Variable> EvoformerStack::run_blocks(Variable m, Variable z,
       z = std::move(out[1]);
     }
   }
-  for (size_t b = n_rec; b < blocks_.size(); ++b) std::tie(m, z) = one(b, std::move(m), std::move(z), true);
+  // In grad mode these blocks keep their activations: what each leaves allocated is measured.
+  Allocator* const alloc =
+      autograd::grad_enabled() && n_rec < blocks_.size() ? &default_allocator(m.value().device()) : nullptr;
+  for (size_t b = n_rec; b < blocks_.size(); ++b) {
+    const size_t before = alloc ? alloc->stats().current : 0;
+    std::tie(m, z) = one(b, std::move(m), std::move(z), true);
+    if (alloc) {
+      const size_t after = alloc->stats().current;
+      if (after > before) max_kept_block_bytes_ = std::max(max_kept_block_bytes_, static_cast<int64_t>(after - before));
+    }
+  }
   return {std::move(m), std::move(z)};
 }
 

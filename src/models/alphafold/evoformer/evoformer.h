@@ -141,6 +141,11 @@ class EvoformerStack : public nn::Module {
   // activations for the backward (no second forward; more memory). More than the stack has: all
   // of them. 0: every block recomputed (Af2Config::recompute_keep_blocks).
   void set_recompute_keep_blocks(int64_t blocks);
+  int64_t recompute_keep_blocks() const { return recompute_keep_blocks_; }
+  // The most allocator bytes one block has left allocated (its activations kept for the backward
+  // and its output streams) when it ran in grad mode outside a recomputation segment, over every
+  // forward so far; 0 until one has. What keeping one more block costs (recompute_keep_blocks: auto).
+  int64_t max_kept_block_bytes() const { return max_kept_block_bytes_; }
 
   // Model parallelism (model_parallel.h; evoformer_parallel.cpp). DAP > 1: forward splits m along
   // its rows and z along its rows over the group (padding S and N with masked rows/residues up to
@@ -191,6 +196,7 @@ class EvoformerStack : public nn::Module {
   std::vector<std::unique_ptr<EvoformerBlock>> blocks_;
   int64_t recompute_blocks_ = 0;
   int64_t recompute_keep_blocks_ = 0;
+  mutable int64_t max_kept_block_bytes_ = 0;
 };
 
 }  // namespace foldcore::af2

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/profile.h"
+#include "models/alphafold/evoformer/evoformer.h"
 #include "models/alphafold/heads/confidence.h"
 #include "models/alphafold/heads/heads.h"
 #include "models/alphafold/parallel/pair_rows.h"
@@ -58,6 +59,8 @@ void AlphaFold::set_model_parallel(const ModelParallel& mp) {
   mp_ = mp;
   trunk_.set_model_parallel(mp);
 }
+
+int64_t AlphaFold::max_kept_block_bytes() const { return trunk_.stacks().back()->max_kept_block_bytes(); }
 
 void AlphaFold::add_af2_params(Af2ParamTable& table, const std::string& key_prefix) const {
   trunk_.add_af2_params(table, key_prefix);

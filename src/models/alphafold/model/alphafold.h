@@ -75,6 +75,15 @@ class AlphaFold : public nn::Module {
     trunk_.set_template_passes(passes);
   }
 
+  // Training with recomputation: the last `blocks` (>= 0) Evoformer blocks keep their activations
+  // (Af2Config::recompute_keep_blocks; what `auto` resolves to, training/keep_blocks.h).
+  void set_recompute_keep_blocks(int64_t blocks) {
+    trunk_.set_recompute_keep_blocks(blocks);
+    config_.recompute_keep_blocks = blocks;
+  }
+  // What one kept Evoformer block leaves allocated (EvoformerStack::max_kept_block_bytes).
+  int64_t max_kept_block_bytes() const;
+
   // One recycling iteration on `batch` (on the model's device) with the previous iteration's
   // state (undefined tensors: the first iteration, zeros). Writes the state for the next
   // iteration into *next and returns the iteration's outputs. outputs = false: only *next (the

@@ -84,8 +84,8 @@ void validate_af2_config(const Af2Config& c) {
            "config: template_passes must be 1, 2 or 0 (auto), got ", c.template_passes);
   FC_CHECK(c.recompute_blocks >= 0, "config: recompute_blocks must be >= 0 (0: no recomputation), got ",
            c.recompute_blocks);
-  FC_CHECK(c.recompute_keep_blocks >= 0,
-           "config: recompute_keep_blocks must be >= 0 (0: every Evoformer block recomputed), got ",
+  FC_CHECK(c.recompute_keep_blocks >= 0 || c.recompute_keep_blocks == Af2Config::kKeepBlocksAuto,
+           "config: recompute_keep_blocks must be >= 0 (0: every Evoformer block recomputed) or auto, got ",
            c.recompute_keep_blocks);
   FC_CHECK(c.recycle_max_bin > c.recycle_min_bin, "config: recycle_max_bin must exceed recycle_min_bin");
   FC_CHECK(c.precision == "fp32" || c.precision == "bf16", "config: precision must be fp32 or bf16, got '",

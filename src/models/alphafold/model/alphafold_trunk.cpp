@@ -50,12 +50,18 @@ EmbeddingsAndEvoformer::EmbeddingsAndEvoformer(nn::Scope scope, const Af2Config&
   single_activations_ = std::make_unique<nn::Linear>(child_scope("single_activations"), config_.c_m, config_.c_s);
   extra_msa_stack_->set_recompute_blocks(config_.recompute_blocks);
   evoformer_->set_recompute_blocks(config_.recompute_blocks);
-  evoformer_->set_recompute_keep_blocks(config_.recompute_keep_blocks);
+  // auto: none until the trainer's first step has measured what a kept block holds (keep_blocks.h).
+  evoformer_->set_recompute_keep_blocks(std::max<int64_t>(config_.recompute_keep_blocks, 0));
   if (template_embedder_) template_embedder_->set_recompute_blocks(config_.recompute_blocks);
   register_child(*extra_msa_embedder_);
   register_child(*extra_msa_stack_);
   register_child(*evoformer_);
   register_child(*single_activations_);
+}
+
+void EmbeddingsAndEvoformer::set_recompute_keep_blocks(int64_t blocks) {
+  evoformer_->set_recompute_keep_blocks(blocks);
+  config_.recompute_keep_blocks = blocks;
 }
 
 EmbeddingsAndEvoformer::~EmbeddingsAndEvoformer() = default;

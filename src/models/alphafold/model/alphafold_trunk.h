@@ -83,6 +83,8 @@ class EmbeddingsAndEvoformer : public nn::Module {
   // picks it per target from the memory estimate.
   void set_chunk_size(int64_t chunk) { config_.chunk_size = chunk; }
   void set_template_passes(int64_t passes) { config_.template_passes = passes; }
+  // Training: the main Evoformer stack's kept blocks (EvoformerStack::set_recompute_keep_blocks).
+  void set_recompute_keep_blocks(int64_t blocks);
 
  private:
   Af2Config config_;

@@ -111,7 +111,9 @@ struct Af2Config {
   // Training with recomputation on: the last this many Evoformer blocks (not extra-MSA or
   // template ones) keep their activations instead, so the backward does not run their forward
   // again: less time, more memory (docs/training.md gives the memory per kept block). 0: all
-  // recomputed; more than num_evoformer_blocks: none.
+  // recomputed; more than num_evoformer_blocks: none. kKeepBlocksAuto (YAML `auto`): as many as
+  // the device's memory holds, measured by the first training step (training/keep_blocks.h).
+  static constexpr int64_t kKeepBlocksAuto = -1;
   int64_t recompute_keep_blocks = 0;
 };
 

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -36,6 +37,12 @@ template <typename V> void visit_block(V& v, const std::string& p, EvoformerBloc
   v(p + ".global_column_attention", b.global_column_attention);
 }
 
+// An integer field that also takes the word `auto` (stored as `auto_value`).
+struct IntOrAuto {
+  int64_t* value;
+  int64_t auto_value;
+};
+
 template <typename V> void visit_config(V& v, Af2Config& c) {
   v("preset", c.preset);
   v("target_feat_dim", c.target_feat_dim);
@@ -58,7 +65,8 @@ template <typename V> void visit_config(V& v, Af2Config& c) {
   v("chunk_size", c.chunk_size);
   v("precision", c.precision);
   v("recompute_blocks", c.recompute_blocks);
-  v("recompute_keep_blocks", c.recompute_keep_blocks);
+  IntOrAuto keep_blocks{&c.recompute_keep_blocks, Af2Config::kKeepBlocksAuto};
+  v("recompute_keep_blocks", keep_blocks);
   visit_block(v, "evoformer", c.evoformer);
   visit_block(v, "extra_msa", c.extra_msa);
   TemplateConfig& t = c.templates;
@@ -140,14 +148,31 @@ struct Reader {
     if (!it->second.IsScalar()) fail(key, it->second, std::string("expected a scalar, got ") + node_kind(it->second));
     return &it->second;
   }
+  // The whole of `s` as an integer, or nothing.
+  static std::optional<int64_t> integer(const std::string& s) {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+    return v;
+  }
   void operator()(const std::string& key, int64_t& out) {
     const YAML::Node* n = find(key);
     if (n == nullptr) return;
-    const std::string& s = n->Scalar();
-    int64_t v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) fail(key, *n, "expected an integer, got '" + s + "'");
-    out = v;
+    const std::optional<int64_t> v = integer(n->Scalar());
+    if (!v) fail(key, *n, "expected an integer, got '" + n->Scalar() + "'");
+    out = *v;
+  }
+  void operator()(const std::string& key, IntOrAuto& out) {
+    const YAML::Node* n = find(key);
+    if (n == nullptr) return;
+    const std::optional<int64_t> v = integer(n->Scalar());
+    if (n->Scalar() == "auto") {
+      *out.value = out.auto_value;
+    } else if (!v || *v < 0) {
+      fail(key, *n, "expected a count >= 0 or auto, got '" + n->Scalar() + "'");
+    } else {
+      *out.value = *v;
+    }
   }
   void operator()(const std::string& key, float& out) {
     const YAML::Node* n = find(key);
@@ -233,6 +258,11 @@ struct Writer {
     os << std::string(2 * (parts.size() - 1), ' ') << parts.back() << ": ";
   }
   void operator()(const std::string& k, int64_t& v) { key(k); os << v << "\n"; }
+  void operator()(const std::string& k, IntOrAuto& v) {
+    key(k);
+    if (*v.value == v.auto_value) os << "auto\n";
+    else os << *v.value << "\n";
+  }
   void operator()(const std::string& k, float& v) { key(k); os << format_float(v) << "\n"; }
   void operator()(const std::string& k, bool& v) { key(k); os << (v ? "true" : "false") << "\n"; }
   void operator()(const std::string& k, std::string& v) { key(k); os << v << "\n"; }

@@ -26,6 +26,7 @@
 #include "data_pipeline/training/training_sample.h"
 #include "models/alphafold/params/af2_export.h"
 #include "models/alphafold/training/af2_validation.h"
+#include "models/alphafold/training/keep_blocks.h"
 #include "models/alphafold/model/alphafold.h"
 #include "models/alphafold/model/config_yaml.h"
 #include "models/alphafold/model/features.h"
@@ -375,6 +376,10 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   const int64_t n = params.grads().numel();
   std::vector<float> acc(static_cast<size_t>(n));
   TrainSummary summary;
+  // recompute_keep_blocks: auto, resolved by the run's first training step (keep_blocks.h). Its
+  // allocator peak reset leaves the run's earlier peak in peak_before_auto.
+  KeepBlocksAuto keep_auto(model, o.device);
+  size_t peak_before_auto = 0;
   double run_seconds = 0;
   int64_t run_steps = 0;
   auto checkpoint = [&] {
@@ -462,9 +467,14 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
           dp_launched_in_backward = par->buckets_launched();
         });
       }
+      if (keep_auto.active() && !keep_auto.resolved()) {
+        peak_before_auto = default_allocator(o.device).stats().peak;
+        keep_auto.before_step();
+      }
       const TrainStepResult r =
           af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device, precision,
                          /*report_grads=*/false, mp_grads ? &*mp_grads : nullptr);
+      if (keep_auto.after_step() && writer) log::info("train: ", keep_auto.summary());
       hook.reset();
       FC_CHECK(dropout_rng.offset() - dropout_start < kDropoutStreamsPerSample, "train: one sample drew ",
                dropout_rng.offset() - dropout_start, " dropout streams, more than the ", kDropoutStreamsPerSample,
@@ -529,7 +539,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     run_seconds += seconds;
     ++run_steps;
-    const size_t peak = default_allocator(o.device).stats().peak;
+    const size_t peak = std::max(peak_before_auto, default_allocator(o.device).stats().peak);
 
     std::ostringstream line;
     line << "{\"step\": " << step << ", \"loss\": " << fmt(loss);
