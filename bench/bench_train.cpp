@@ -11,8 +11,8 @@
 // --configs: precision:recompute_blocks[:keep] (recompute_blocks 0 = no recomputation, k = k blocks
 // per recomputation segment; keep: Af2Config::recompute_keep_blocks, the last `keep` Evoformer
 // blocks not recomputed, 0 when left out; e.g. bf16:1:24; `auto`: as many as the device holds,
-// measured by one untimed step first, models/alphafold/training/keep_blocks.h; the line reports the
-// count chosen and kept_block_mib, what the measured block held). Model: the widths of --model_config (model_1: c_m 256, c_z 128,
+// measured by one or two untimed steps first, models/alphafold/training/keep_blocks.h; the line
+// reports the count chosen and kept_block_mib, what the measured block held). Model: the widths of --model_config (model_1: c_m 256, c_z 128,
 // c_s 384, c_e 64, 8 structure-module layers, every head) with random parameters; depth reduced by
 // default to 2 Evoformer blocks and 1 extra-MSA block (reported in every line; --evoformer_blocks
 // 48 --extra_msa_blocks 4 is the real model), templates off (the sample has none), dropout on as in
@@ -189,14 +189,13 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const Config& c, De
   af2::Af2LossConfig loss_config;
   loss_config.weights = af2::LossWeights::stage("initial", config.heads.ptm);
   Allocator& alloc = default_allocator(device);
-  // keep `auto`: one more step first, untimed, which measures a kept block (keep_blocks.h).
+  // keep `auto`: its measuring steps first, untimed (one or two; keep_blocks.h).
   af2::KeepBlocksAuto keep_auto(model, device);
-  if (keep_auto.active()) {
+  while (!keep_auto.resolved()) {
     keep_auto.before_step();
     af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
                         af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
-    keep_auto.after_step();
-    log::info("bench_train: ", keep_auto.summary());
+    if (keep_auto.after_step()) log::info("bench_train: ", keep_auto.summary());
   }
   Result best;
   // The same model and sample each step (the gradients are not applied): the fastest is reported.

@@ -43,9 +43,10 @@ template <int Dp> struct BwdMmaLayout {
 };
 static_assert(kMmaBlockM == 64 && kMmaBlockN == 64 && kThreads == 128, "4 warps × 16 keys, 64-row query tiles");
 
-// ptxas (sm_90a, CUDA 13): 167 / 138 / 120 registers at Dp = 64 / 32 / 16, no spills, so 3 / 3 / 4
-// CTAs per SM (214 at Dp = 32 before the 16-query slices: 2). A minimum-blocks bound gains nothing:
-// it lets ptxas use up to its limit (165 at Dp = 32) and spills at Dp = 64.
+// ptxas (sm_90a, CUDA 13): 168 / 102 / 84 registers at Dp = 64 / 32 / 16, no spills, so 3 / 4 / 5
+// CTAs per SM (registers go 256 per warp: 102 per thread take 104, and a fifth CTA of 4 warps needs
+// 96 or fewer; 214 at Dp = 32 before the 16-query slices: 2). A bound of 5 CTAs per SM
+// (__launch_bounds__(128, 5): 96 registers) spills: 152-byte frames at Dp = 32, 600 at Dp = 64.
 template <int Dp> __global__ void __launch_bounds__(kThreads) attention_bwd_mma_kernel(const AttnParams p) {
   using L = BwdMmaLayout<Dp>;
   constexpr int kKSteps = Dp / 16;

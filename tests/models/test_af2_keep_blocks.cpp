@@ -1,5 +1,5 @@
-// recompute_keep_blocks: auto's arithmetic (models/alphafold/training/keep_blocks.h) and when it
-// acts. What a kept block holds and how the step's peak grows with it are measured on the
+// recompute_keep_blocks: auto's arithmetic (models/alphafold/training/keep_blocks.h), its two
+// estimates, and when it acts. What a kept block holds and how the step's peak grows with it are measured on the
 // training fixture in test_af2_train_memory.cpp (AutoKeepBlocksMeasuresOneBlockAndKeepsWhatFits).
 #include <gtest/gtest.h>
 
@@ -28,11 +28,26 @@ TEST(KeepBlocksAuto, FittingCountIsOnePlusTheBlocksTheRoomHolds) {
   // Nothing measured, or no blocks: none.
   EXPECT_EQ(fitting_keep_blocks(48, 0, peak, usable_for(peak, block, 10.5)), 0);
   EXPECT_EQ(fitting_keep_blocks(0, block, peak, usable_for(peak, block, 10.5)), 0);
-  // An H100's 80 GB at crop 256, with the emulated step's numbers (docs/benchmarks.md: 5,576 MiB
-  // with every block recomputed, 1,493 MiB held by a kept block): between 40 and 48.
-  const int64_t k = fitting_keep_blocks(48, block, (int64_t{5576} << 20) + block, int64_t{80} * 1000 * 1000 * 1000);
-  EXPECT_GE(k, 40);
-  EXPECT_LT(k, 48);
+}
+
+// Step 2: the observed growth of the peak per kept block replaces the measured block. The numbers of
+// the emulated crop-256 step with an H100's memory (docs/benchmarks.md): one kept block counted
+// 1,679 MiB, peak 6,331 MiB with one kept, 64,416 MiB with the first estimate's 41: the slope,
+// 1,452 MiB, leaves room for all 48.
+TEST(KeepBlocksAuto, RefinedCountUsesThePeaksSlope) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  const int64_t block = 1679 * kMiB, peak1 = 6331 * kMiB, usable = 81559 * kMiB;
+  EXPECT_EQ(fitting_keep_blocks(48, block, peak1, usable), 41);
+  EXPECT_EQ(refined_keep_blocks(48, block, peak1, 41, 64416 * kMiB, usable), 48);
+  // A slope of 2 GiB per block from 10 kept: the room beyond peak₂ holds 4 more, not all.
+  const int64_t slope = 2048 * kMiB, peak10 = peak1 + 9 * slope;
+  EXPECT_EQ(refined_keep_blocks(48, block, peak1, 10, peak10, usable_for(peak10, slope, 4.5)), 14);
+  // Over budget after all: fewer than the first estimate.
+  EXPECT_EQ(refined_keep_blocks(48, block, peak1, 10, peak10, usable_for(peak10, slope, -2.5)), 7);
+  // A peak that did not grow: half a block per block, not nothing.
+  EXPECT_EQ(refined_keep_blocks(48, block, peak1, 10, peak1, usable_for(peak1, block / 2, 3.5)), 13);
+  // One kept (no slope to read): unchanged.
+  EXPECT_EQ(refined_keep_blocks(48, block, peak1, 1, peak1, int64_t{1} << 50), 1);
 }
 
 TEST(KeepBlocksAuto, ActsOnlyOnAutoWithRecomputation) {
@@ -52,7 +67,7 @@ TEST(KeepBlocksAuto, ActsOnlyOnAutoWithRecomputation) {
     plan.before_step();
     // Inactive: the configured count stays; active: the measuring step keeps one block.
     EXPECT_EQ(model.config().recompute_keep_blocks, active ? 1 : keep);
-    EXPECT_FALSE(plan.resolved());
+    EXPECT_EQ(plan.resolved(), !active);  // nothing to measure when inactive
   }
 }
 

@@ -101,15 +101,18 @@ struct Stepper {
   std::map<std::string, std::vector<int64_t>> shapes;
   Af2LossConfig loss_config;
 
-  Stepper(int64_t recompute_blocks, bool dropout, bool perturb, int64_t keep_blocks) {
+  // evoformer_blocks > 0: that many Evoformer blocks instead of the fixture's 2, with random
+  // weights (the fixture's are not loaded).
+  Stepper(int64_t recompute_blocks, bool dropout, bool perturb, int64_t keep_blocks, int64_t evoformer_blocks = 0) {
     config = infer_af2_config(tc::params_path());
     config.recompute_blocks = recompute_blocks;
     config.recompute_keep_blocks = keep_blocks;
+    if (evoformer_blocks > 0) config.num_evoformer_blocks = evoformer_blocks;
     model = std::make_unique<AlphaFold>(nn::Scope{&params, &init_rng, dropout ? &dropout_rng : nullptr, ""}, config);
     model->train(dropout);
     params.finalize();
     model->add_af2_params(table);
-    load_af2_params(table, tc::params_path());
+    if (evoformer_blocks == 0) load_af2_params(table, tc::params_path());
     if (perturb)
       for (const Af2ParamEntry& e : table.entries())
         if (e.key.find("single_activations//weights") != std::string::npos) {
@@ -266,6 +269,41 @@ TEST(Af2TrainMemory, AutoKeepBlocksMeasuresOneBlockAndKeepsWhatFits) {
   const StepRun direct = run(DType::f32, 1, false, false, false, batch(), 2);
   EXPECT_EQ(second.result.loss.loss, direct.result.loss.loss);
   EXPECT_EQ(second.result.grad_norm, direct.result.grad_norm);
+}
+
+// The second measurement: with 4 Evoformer blocks (random weights) and room for 1.5 blocks by the
+// first step's count, the second step keeps 2 and reads the peak's slope from them; with room
+// for many more by then, every later step keeps all 4 — and computes what a model configured
+// with 4 kept blocks does.
+TEST(Af2TrainMemory, AutoKeepBlocksRefinesTheCountFromTheSecondStep) {
+  Stepper st(1, false, false, Af2Config::kKeepBlocksAuto, 4);
+  Allocator& alloc = default_allocator(Device::cpu());
+  int calls = 0;
+  KeepBlocksAuto keep(*st.model, Device::cpu(), [&] {
+    if (++calls > 1) return int64_t{1} << 40;
+    const double room = 1.5 * KeepBlocksAuto::kBlockMargin * static_cast<double>(st.model->max_kept_block_bytes());
+    return static_cast<int64_t>((static_cast<double>(alloc.stats().peak) + room) / KeepBlocksAuto::kBudgetFraction);
+  });
+  keep.before_step();
+  const StepRun one = st.step(DType::f32, false);
+  EXPECT_FALSE(keep.after_step());  // not settled: a second measurement follows
+  EXPECT_EQ(keep.first_estimate(), 2);
+  keep.before_step();
+  EXPECT_EQ(st.model->config().recompute_keep_blocks, 2);
+  const StepRun two = st.step(DType::f32, false);
+  ASSERT_TRUE(keep.after_step());
+  EXPECT_TRUE(keep.resolved());
+  EXPECT_EQ(keep.kept_blocks(), 4);
+  EXPECT_EQ(st.model->config().recompute_keep_blocks, 4);
+  std::printf("%s; step peaks %.2f / %.2f MiB\n", keep.summary().c_str(), static_cast<double>(one.peak) / (1 << 20),
+              static_cast<double>(two.peak) / (1 << 20));
+  EXPECT_LE(static_cast<double>(two.peak) - static_cast<double>(one.peak),
+            KeepBlocksAuto::kBlockMargin * static_cast<double>(keep.block_bytes()));
+  const StepRun four = st.step(DType::f32, false);
+  Stepper direct(1, false, false, 4, 4);
+  const StepRun d = direct.step(DType::f32, false);
+  EXPECT_EQ(four.result.loss.loss, d.result.loss.loss);
+  EXPECT_EQ(four.result.grad_norm, d.result.grad_norm);
 }
 
 TEST(Af2TrainMemory, FlatBufferNormEqualsTheReportedGradientsNorm) {

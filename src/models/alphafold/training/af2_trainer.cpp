@@ -376,8 +376,8 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   const int64_t n = params.grads().numel();
   std::vector<float> acc(static_cast<size_t>(n));
   TrainSummary summary;
-  // recompute_keep_blocks: auto, resolved by the run's first training step (keep_blocks.h). Its
-  // allocator peak reset leaves the run's earlier peak in peak_before_auto.
+  // recompute_keep_blocks: auto, settled by the run's first one or two training steps
+  // (keep_blocks.h). Their allocator peak resets leave the run's earlier peak in peak_before_auto.
   KeepBlocksAuto keep_auto(model, o.device);
   size_t peak_before_auto = 0;
   double run_seconds = 0;
@@ -468,12 +468,22 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
         });
       }
       if (keep_auto.active() && !keep_auto.resolved()) {
-        peak_before_auto = default_allocator(o.device).stats().peak;
+        peak_before_auto = std::max(peak_before_auto, default_allocator(o.device).stats().peak);
         keep_auto.before_step();
       }
-      const TrainStepResult r =
-          af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device, precision,
-                         /*report_grads=*/false, mp_grads ? &*mp_grads : nullptr);
+      TrainStepResult r;
+      try {
+        r = af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device, precision,
+                           /*report_grads=*/false, mp_grads ? &*mp_grads : nullptr);
+      } catch (Error& e) {
+        // Out of memory with blocks kept by auto: name the setting that trades the memory back.
+        if (keep_auto.active() && std::string(e.what()).find("out of memory") != std::string::npos)
+          e.add_context("the step kept " + std::to_string(model.config().recompute_keep_blocks) + " of " +
+                        std::to_string(cfg.model.num_evoformer_blocks) +
+                        " Evoformer blocks (recompute_keep_blocks: auto); a fixed, lower recompute_keep_blocks in " +
+                        cfg.model_path + " leaves more memory");
+        throw;
+      }
       if (keep_auto.after_step() && writer) log::info("train: ", keep_auto.summary());
       hook.reset();
       FC_CHECK(dropout_rng.offset() - dropout_start < kDropoutStreamsPerSample, "train: one sample drew ",
