@@ -5,7 +5,7 @@
 //
 //   bench_train [--crops 64,128,256] [--configs fp32:0,fp32:1,bf16:0,bf16:1]
 //               [--evoformer_blocks 2] [--extra_msa_blocks 1] [--iterations 1]
-//               [--model_config configs/model/model_1.yaml] [--device cpu|cuda:0] [--steps K]
+//               [--model_config configs/model/model_1.yaml] [--device cpu|cuda:0] [--steps K] [--samples K]
 // (a build without yaml-cpp runs the built-in model_1_ptm config: model_1's widths plus the TM head)
 //
 // --configs: precision:recompute_blocks[:keep] (recompute_blocks 0 = no recomputation, k = k blocks
@@ -35,6 +35,13 @@
 // 3 such measurements), measured before the cases.
 // One step per case, after one warm-up step at crop 16 (code paths, thread pool, allocator); on
 // CUDA two steps per case, the faster reported (--steps K: K steps of the same model, the fastest).
+// --samples K: the average training step instead, the step the goal is about (AlphaFold2
+// trains with num_recycles uniform in 0..3 and 0..4 templates): K samples drawn as the trainer's
+// are (sample keys 0..K−1; training_sample.h), the model with its config's template stack and the
+// chain given 4 templates made from its own structure; each sample timed once after one untimed
+// step; one "af2_step_average" line per crop and config with the mean seconds, each sample's
+// iterations, templates and seconds, and the mean model FLOPs ((I − 1)·F + 3·F with F counting the
+// sample's templates). --iterations and --steps do not apply there.
 // FOLDCORE_PROFILE=1 adds "train_profile" lines:
 // seconds per stage of the case's last step (forward, loss, backward; core/profile.h). The step is
 // the trainer's: no per-key gradient report on the host (af2_train_step report_grads = false).
@@ -54,6 +61,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -69,6 +77,7 @@
 #include "core/philox.h"
 #include "core/timer.h"
 #include "data_pipeline/formats/mmcif_parser.h"
+#include "data_pipeline/formats/msa.h"
 #include "data_pipeline/training/training_chain.h"
 #include "data_pipeline/training/training_sample.h"
 #include "models/alphafold/params/af2_export.h"
@@ -105,6 +114,7 @@ struct Args {
   std::vector<Config> configs{{"fp32", 0}, {"fp32", 1}, {"bf16", 0}, {"bf16", 1}};
   int64_t evoformer_blocks = 2, extra_msa_blocks = 1, iterations = 1;
   int64_t steps = 0;  // steps per case, the fastest reported; 0: 1 on the CPU, 2 on CUDA
+  int64_t samples = 0;  // > 0: that many samples drawn as the trainer's, each timed once (the average step)
   std::string model_config = "configs/model/model_1.yaml";
   std::string data_dir;
   Device device = Device::cpu();
@@ -126,32 +136,43 @@ std::string shared_data_dir() {
 struct Sample {
   af2::Af2Features features;
   std::map<std::string, Tensor> last_slice;
+  int64_t iterations = 1;  // recycling iterations (I − 1 without gradients)
+  int64_t templates = 0;   // template slots holding a template
 };
 
-// One training sample of the chain at `crop` (as the trainer's sample_of builds it), `iterations`
-// recycling iterations.
-Sample make_sample(const data::TrainingChain& chain, int64_t crop, int64_t iterations) {
+// One training sample of `chain` at `crop`. iterations > 0: that many recycling iterations, no
+// templates; 0: drawn as the trainer's samples are (training_sample.h: the crop, the MSA rows,
+// num_recycles uniform in 0..3 and 0..4 of the chain's templates, for sample `index`).
+Sample make_sample(const data::TrainingChain& chain, int64_t crop, int64_t iterations, int64_t index = 0) {
   data::TrainingSampleConfig sc = data::TrainingSampleConfig::initial();
   sc.crop_size = crop;
-  sc.use_templates = false;
-  sc.max_templates = 0;
-  sc.max_recycles = static_cast<int>(iterations - 1);
-  const data::FeatureDict d = data::make_training_sample(chain, sc, data::SampleKey{0, 0, 0});
+  const bool drawn = iterations == 0;
+  if (!drawn) {
+    sc.use_templates = false;
+    sc.max_templates = 0;
+    sc.max_recycles = static_cast<int>(iterations - 1);
+  }
+  const data::FeatureDict d = data::make_training_sample(chain, sc, data::SampleKey{0, 0, index});
+  Sample s;
+  s.iterations = drawn ? d.at("num_recycles").to_tensor().to(DType::i64).to_vector_i64().at(0) + 1 : iterations;
+  if (d.contains("template_mask")) {
+    const Tensor mask = d.at("template_mask").to_tensor();  // [T, R]
+    for (float m : mask.select(-1, 0).contiguous().to_vector()) s.templates += m > 0 ? 1 : 0;
+  }
   std::set<std::string> recycled;
   for (const data::TrainingFeatureSpec& spec : data::training_sample_layout(sc)) {
     if (spec.name == "num_recycles") break;
     recycled.insert(spec.name);
   }
-  Sample s;
   std::map<std::string, Tensor> arrays;
   for (const auto& [name, a] : d.arrays()) {
     if (a.dtype.kind == 'S') continue;
     Tensor x = a.to_tensor();
     if (recycled.count(name)) {
-      FC_CHECK(x.dim() >= 1 && x.size(-1) >= iterations, "bench_train: feature '", name, "' ", x.shape().str(),
-               " has fewer than ", iterations, " recycling iterations");
-      x = x.narrow(-1, 0, iterations);
-      s.last_slice[name] = x.select(-1, iterations - 1).contiguous().clone();
+      FC_CHECK(x.dim() >= 1 && x.size(-1) >= s.iterations, "bench_train: feature '", name, "' ", x.shape().str(),
+               " has fewer than ", s.iterations, " recycling iterations");
+      x = x.narrow(-1, 0, s.iterations);
+      s.last_slice[name] = x.select(-1, s.iterations - 1).contiguous().clone();
       arrays[name] = x.contiguous().clone();
     } else {
       s.last_slice[name] = x.clone();
@@ -159,6 +180,27 @@ Sample make_sample(const data::TrainingChain& chain, int64_t crop, int64_t itera
   }
   s.features = af2::Af2Features::from_arrays(arrays, "2q2k_A training sample");
   return s;
+}
+
+// `count` templates of the chain made from its own structure (the template stack's cost depends
+// on the shapes only), best first, for the drawn samples.
+void add_self_templates(data::TrainingChain& chain, int count) {
+  const size_t n = chain.sequence.size();
+  for (int t = 0; t < count; ++t) {
+    data::TemplateFeatures tf;
+    tf.domain_name = chain.name;
+    tf.sequence = chain.sequence;
+    tf.positions = chain.all_atom_positions;
+    tf.masks = chain.all_atom_mask;
+    tf.aatype.assign(n * 22, 0.0f);
+    for (size_t i = 0; i < n; ++i) {
+      const int id = data::hhblits_aa_to_id(chain.sequence[i]);
+      tf.aatype[i * 22 + static_cast<size_t>(id < 0 ? data::kHhblitsUnknown : id)] = 1.0f;
+    }
+    tf.sum_probs = static_cast<float>(count - t);
+    chain.templates.push_back(std::move(tf));
+  }
+  chain.validate();
 }
 
 struct Result {
@@ -172,34 +214,49 @@ struct Result {
   kernel_profile::Report kernels;  // FOLDCORE_PROFILE_KERNELS=1: the step's device time by kernel
 };
 
-Result run_case(const af2::Af2Config& base, const Sample& s, const Config& c, Device device, int64_t steps = 1) {
-  const std::string& precision = c.precision;
-  af2::Af2Config config = base;
-  config.recompute_blocks = c.recompute;
-  config.recompute_keep_blocks = c.keep;
-  config.chunk_size = 0;  // training runs unchunked, as `foldcore train` (af2_trainer.cpp)
-  autograd::ParamStore params(device);
-  Generator init_rng(7), dropout_rng(11);
-  af2::AlphaFold model(nn::Scope{&params, &init_rng, &dropout_rng, ""}, config);
-  model.train(true);
-  params.finalize();
+// One configuration's model, run step by step (the gradients are not applied: the same weights
+// every step).
+struct Case {
+  std::string precision;
+  Device device;
+  autograd::ParamStore params;
+  Generator init_rng{7}, dropout_rng{11};
+  std::unique_ptr<af2::AlphaFold> model;
   af2::Af2ParamTable table;
-  model.add_af2_params(table);
-  const auto shapes = af2::af2_official_shapes(table, config);
+  std::map<std::string, std::vector<int64_t>> shapes;
   af2::Af2LossConfig loss_config;
-  loss_config.weights = af2::LossWeights::stage("initial", config.heads.ptm);
-  Allocator& alloc = default_allocator(device);
-  // keep `auto`: its measuring steps first, untimed (one or two; keep_blocks.h).
-  af2::KeepBlocksAuto keep_auto(model, device);
-  while (!keep_auto.resolved()) {
-    keep_auto.before_step();
-    af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
-                        af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
-    if (keep_auto.after_step()) log::info("bench_train: ", keep_auto.summary());
+  std::unique_ptr<af2::KeepBlocksAuto> keep_auto;
+
+  Case(const af2::Af2Config& base, const Config& c, Device dev) : precision(c.precision), device(dev), params(dev) {
+    af2::Af2Config config = base;
+    config.recompute_blocks = c.recompute;
+    config.recompute_keep_blocks = c.keep;
+    config.chunk_size = 0;  // training runs unchunked, as `foldcore train` (af2_trainer.cpp)
+    model = std::make_unique<af2::AlphaFold>(nn::Scope{&params, &init_rng, &dropout_rng, ""}, config);
+    model->train(true);
+    params.finalize();
+    model->add_af2_params(table);
+    shapes = af2::af2_official_shapes(table, config);
+    loss_config.weights = af2::LossWeights::stage("initial", config.heads.ptm);
+    keep_auto = std::make_unique<af2::KeepBlocksAuto>(*model, device);
   }
-  Result best;
-  // The same model and sample each step (the gradients are not applied): the fastest is reported.
-  for (int64_t step = 0; step < steps; ++step) {
+
+  af2::TrainStepResult run(const Sample& s) {
+    return af2::af2_train_step(*model, params, table, shapes, s.features, s.last_slice, loss_config, device,
+                               af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
+  }
+
+  // keep `auto`: its measuring steps (one or two; keep_blocks.h), untimed.
+  void settle_kept_blocks(const Sample& s) {
+    while (!keep_auto->resolved()) {
+      keep_auto->before_step();
+      run(s);
+      if (keep_auto->after_step()) log::info("bench_train: ", keep_auto->summary());
+    }
+  }
+
+  Result timed_step(const Sample& s) {
+    Allocator& alloc = default_allocator(device);
     profile::reset();
     synchronize(device);
     const size_t before = alloc.stats().current;
@@ -208,16 +265,14 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const Config& c, De
     kernel_profile::reset();
     const ops::GemmPlanStats plans_before = ops::gemm_plan_stats();
     WallTimer timer;
-    const af2::TrainStepResult r =
-        af2::af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, device,
-                            af2::train_precision(precision, "bench_train: --configs"), /*report_grads=*/false);
+    const af2::TrainStepResult r = run(s);
     const HostWaits waits = host_waits();
     const double host_seconds = timer.seconds();
     const ops::GemmPlanStats plans_after = ops::gemm_plan_stats();
     synchronize(device);
     Result out;
-    out.keep = model.config().recompute_keep_blocks;
-    out.kept_block_bytes = keep_auto.block_bytes();
+    out.keep = model->config().recompute_keep_blocks;
+    out.kept_block_bytes = keep_auto->block_bytes();
     out.waits = waits;
     out.plans = {plans_after.made - plans_before.made, plans_after.reused - plans_before.reused};
     out.host_seconds = host_seconds;
@@ -226,7 +281,73 @@ Result run_case(const af2::Af2Config& base, const Sample& s, const Config& c, De
     out.step_peak = out.peak - before;
     out.loss = r.loss.loss;
     if (kernel_profile::enabled()) out.kernels = kernel_profile::collect();
-    if (step == 0 || out.seconds < best.seconds) best = out;
+    return out;
+  }
+};
+
+// The average training step (--samples): each sample, drawn as the trainer's are, timed once
+// after an untimed step at this crop (allocator growth, GEMM plans); one "af2_step_average" line
+// with the mean, the samples' iterations, templates and seconds, and the mean model FLOPs.
+void run_average_case(const af2::Af2Config& config, const std::vector<Sample>& samples, const Config& cfg,
+                      int64_t crop, Device device, const std::map<std::string, double>& peak_flops) {
+  Case k(config, cfg, device);
+  k.settle_kept_blocks(samples.front());
+  k.run(samples.front());
+  std::vector<double> seconds, iterations, templates;
+  double flops = 0, launches = 0;
+  size_t step_peak = 0;
+  for (const Sample& s : samples) {
+    const Result r = k.timed_step(s);
+    const af2::Af2Batch b0 = s.features.iteration(0);
+    const double f = bench::af2_flops(config, static_cast<double>(b0.num_msa()), static_cast<double>(b0.num_extra_msa()),
+                                      static_cast<double>(s.templates), static_cast<double>(crop));
+    flops += (static_cast<double>(s.iterations) - 1 + 3) * f;
+    seconds.push_back(r.seconds);
+    iterations.push_back(static_cast<double>(s.iterations));
+    templates.push_back(static_cast<double>(s.templates));
+    launches += static_cast<double>(r.waits.launches);
+    step_peak = std::max(step_peak, r.step_peak);
+  }
+  const double n = static_cast<double>(samples.size());
+  double mean = 0;
+  for (double x : seconds) mean += x / n;
+  flops /= n;
+  constexpr double kMiB = 1 << 20;
+  bench::JsonLine()
+      .str("bench", "train")
+      .str("case", "af2_step_average")
+      .str("device", device.str())
+      .integer("crop", crop)
+      .integer("evoformer_blocks", config.num_evoformer_blocks)
+      .integer("extra_msa_blocks", config.num_extra_msa_blocks)
+      .boolean("templates_enabled", config.templates.enabled)
+      .str("precision", cfg.precision)
+      .integer("recompute_blocks", cfg.recompute)
+      .integer("recompute_keep_blocks", k.model->config().recompute_keep_blocks)
+      .boolean("recompute_keep_blocks_auto", cfg.keep == af2::Af2Config::kKeepBlocksAuto)
+      .integer("samples", static_cast<long long>(samples.size()))
+      .nums("iterations", iterations)
+      .nums("templates", templates)
+      .nums("step_seconds", seconds)
+      .num("seconds", mean)
+      .num("seconds_min", *std::min_element(seconds.begin(), seconds.end()))
+      .num("seconds_max", *std::max_element(seconds.begin(), seconds.end()))
+      .num("step_peak_mib", static_cast<double>(step_peak) / kMiB)
+      .num("model_gflop", flops / 1e9)
+      .num("gflops", flops / mean / 1e9)
+      .num("fraction_of_gemm_peak", flops / mean / peak_flops.at(cfg.precision))
+      .num("launches", launches / n)
+      .print();
+}
+
+// `steps` steps of the same sample, the fastest reported.
+Result run_case(const af2::Af2Config& base, const Sample& s, const Config& c, Device device, int64_t steps = 1) {
+  Case k(base, c, device);
+  k.settle_kept_blocks(s);
+  Result best;
+  for (int64_t step = 0; step < steps; ++step) {
+    Result out = k.timed_step(s);
+    if (step == 0 || out.seconds < best.seconds) best = std::move(out);
   }
   return best;
 }
@@ -271,6 +392,8 @@ int main(int argc, char** argv) {
         args.iterations = std::stoll(v);
       } else if (k == "--steps") {
         args.steps = std::stoll(v);
+      } else if (k == "--samples") {
+        args.samples = std::stoll(v);
       } else if (k == "--model_config") {
         args.model_config = v;
       } else if (k == "--data_dir") {
@@ -294,14 +417,17 @@ int main(int argc, char** argv) {
              " needs yaml-cpp, which this build lacks (without it: the built-in model_1_ptm widths)");
     af2::Af2Config config;
 #endif
+    FC_CHECK(args.samples >= 0, "bench_train: --samples ", args.samples, " (must be >= 0)");
     config.num_evoformer_blocks = args.evoformer_blocks;
     config.num_extra_msa_blocks = args.extra_msa_blocks;
-    config.templates.enabled = false;
+    // Fixed samples have no templates; drawn ones (--samples) as many as training draws, with the
+    // model config's template stack.
+    config.templates.enabled = config.templates.enabled && args.samples > 0;
     af2::validate_af2_config(config);
 
     const data::Structure structure = data::read_mmcif(args.data_dir + "/mmcifs/2q2k.cif");
-    const data::TrainingChain chain =
-        data::training_chain_from_mmcif(structure, "A", args.data_dir + "/2q2k_A/alignments");
+    data::TrainingChain chain = data::training_chain_from_mmcif(structure, "A", args.data_dir + "/2q2k_A/alignments");
+    if (config.templates.enabled) add_self_templates(chain, 4);
 
     // The dense-GEMM peak per compute dtype; on the CPU one fp32 sgemm peak serves both (bf16
     // GEMMs run through fp32 there). Best of 3, repeated 3 times: the largest (a shared machine's
@@ -332,6 +458,12 @@ int main(int argc, char** argv) {
     }
     constexpr double kMiB = 1 << 20;
     for (const int64_t crop : args.crops) {
+      if (args.samples > 0) {
+        std::vector<Sample> samples;
+        for (int64_t i = 0; i < args.samples; ++i) samples.push_back(make_sample(chain, crop, 0, i));
+        for (const Config& cfg : args.configs) run_average_case(config, samples, cfg, crop, args.device, peak_flops);
+        continue;
+      }
       const Sample s = make_sample(chain, crop, args.iterations);
       const af2::Af2Batch b0 = s.features.iteration(0);
       const double f = bench::af2_flops(config, static_cast<double>(b0.num_msa()),

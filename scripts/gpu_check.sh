@@ -23,7 +23,8 @@
 # bench_predict and bench_train with FOLDCORE_PROFILE=1, one line per model stage, and
 # bench_evoformer --profile, one line per Evoformer submodule, and bench_attention's phases of the
 # fused attention op), --kernels (device time per kernel, FOLDCORE_PROFILE_KERNELS=1, of the crop-256
-# training step and the N = 1,000 prediction); default --tests --sanitize --bench. Tests and the sanitizer run first, side by side (--jobs N test binaries at a time,
+# training step and the N = 1,000 prediction), --ncu (Nsight Compute's counters of the attention
+# kernels and of a sample of the training step's kernels, ncu_*.txt); default --tests --sanitize --bench. Tests and the sanitizer run first, side by side (--jobs N test binaries at a time,
 # default 4: they check numbers, not time), then the benchmarks one at a time, alone on the GPU.
 # Every binary runs under a time limit (TEST_TIMEOUT, SAN_TIMEOUT seconds, default 600 and 240,
 # cut so that tests and sanitizer together end within CHECK_SECONDS, default unlimited;
@@ -49,8 +50,8 @@ while [ $# -gt 0 ]; do
     --prebuilt) PREBUILT=${2:?--prebuilt needs a directory}; shift 2 ;;
     --prebuilt-mpi) PREBUILT_MPI=${2:?--prebuilt-mpi needs an archive or directory}; shift 2 ;;
     --jobs) JOBS=${2:?--jobs needs a number}; shift 2 ;;
-    --tests|--sanitize|--bench|--bert|--train|--long|--largest|--profile|--kernels) PARTS+=("${1#--}"); shift ;;
-    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--prebuilt-mpi DIR|FILE.tar.xz] [--jobs N] [--tests] [--sanitize] [--bench] [--bert] [--train] [--long] [--largest] [--profile] [--kernels]" >&2; exit 2 ;;
+    --tests|--sanitize|--bench|--bert|--train|--long|--largest|--profile|--kernels|--ncu) PARTS+=("${1#--}"); shift ;;
+    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--prebuilt-mpi DIR|FILE.tar.xz] [--jobs N] [--tests] [--sanitize] [--bench] [--bert] [--train] [--long] [--largest] [--profile] [--kernels] [--ncu]" >&2; exit 2 ;;
   esac
 done
 TEST_TIMEOUT=${TEST_TIMEOUT:-600}
@@ -359,6 +360,11 @@ if want train; then
   # on the GPU, and the step's peak when the blocks' activations stay alive until the backward
   run_bench 120 bench_train --device cuda:0 --crops 256 --configs bf16:1:40,bf16:1:auto,bf16:0 --evoformer_blocks 48 \
     --extra_msa_blocks 4
+  # the goal's step: the average training step (8 samples drawn as the trainer's: 1-4 recycling
+  # iterations, 0-4 templates; the "af2_step_average" line), with every block recomputed and with
+  # auto kept blocks
+  run_bench 240 bench_train --device cuda:0 --crops 256 --configs bf16:1,bf16:1:auto --evoformer_blocks 48 \
+    --extra_msa_blocks 4 --samples 8
 fi
 
 # 5c. Where the time goes: stage times of a full-depth prediction and of a training step, and the
@@ -381,6 +387,49 @@ if want kernels; then
     --evoformer_blocks 48 --extra_msa_blocks 4
   FOLDCORE_PROFILE_KERNELS=1 run_bench 100 bench_predict --device cuda:0 --precision bf16 --lengths 1000 \
     --evoformer_blocks 48 --extra_msa_blocks 4 --msa_rows 1024 --recycles 3
+fi
+
+# 5c''. Hardware counters (Nsight Compute, where the machine's runtime lets ncu read them; not on
+# every one): per kernel its duration, memory and SM throughput against the device's peaks,
+# occupancy, issue slots and the warps' stall reasons. The attention backward's main kernel and
+# its pre/dq passes at the MSA-row shape (bench_attention --full's first case; the backward takes
+# 5.8x its forward where FlashAttention-2's takes about 2.5x: which stall), the forward, and a
+# sample of a crop-256 training step's kernels: 60 of its elementwise, LayerNorm, copy and
+# reduction kernels and 24 of its GEMMs (past the warm-up step's; bench_train --steps 1), whether
+# they reach the bandwidth their bytes need. Text reports in ncu_<name>.txt; an ncu that cannot
+# read the counters is noted, not counted as a failure.
+run_ncu() {  # limit name kernel-regex launch-skip launch-count bench [args...]
+  local limit name=$2 regex=$3 skip=$4 count=$5 b=$BIN_DIR/bench/$6 rc
+  limit=$(awk -v a="$1" -v s="$BENCH_SCALE" 'BEGIN { printf "%d", a * s }')
+  shift 6
+  if ! command -v ncu > /dev/null; then
+    echo "gpu_check: ncu not on PATH, ncu_$name skipped" | tee -a "$OUT_DIR/gpu_bench.log"
+    return 0
+  fi
+  [ -x "$b" ] || { failed+=("$(basename "$b") (not built)"); return 0; }
+  echo "gpu_check: ncu ($name) $(basename "$b") $* (limit ${limit} s)" | tee -a "$OUT_DIR/gpu_bench.log"
+  set +e
+  timeout "$limit" ncu --clock-control none -k "regex:$regex" --launch-skip "$skip" --launch-count "$count" \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section SchedulerStats --section MemoryWorkloadAnalysis "$b" "$@" > "$OUT_DIR/ncu_$name.txt" 2>&1
+  rc=$?
+  set -e
+  if [ "$rc" -eq 124 ]; then failed+=("ncu ($name) (time limit of ${limit} s)")
+  elif ! grep -q "Duration" "$OUT_DIR/ncu_$name.txt"; then
+    echo "gpu_check: ncu ($name) read no counters (exit $rc): $(grep -m1 -i 'error' "$OUT_DIR/ncu_$name.txt")" |
+      tee -a "$OUT_DIR/gpu_bench.log"
+  fi
+}
+if want ncu; then
+  run_ncu 240 attention_bwd 'attention_bwd_mma_kernel|attention_bwd_pre|dq_convert' 0 6 bench_attention --device cuda --full
+  run_ncu 120 attention_fwd 'attention_fwd_mma_kernel' 0 2 bench_attention --device cuda --full --forward
+  # about 8,300 launches of these kernels per step at 48 + 4 blocks (the emulation's launch list):
+  # the warm-up step's, then 2,000 into the crop-256 step (its Evoformer forward)
+  run_ncu 300 train_kernels \
+    'ln_forward|ln_backward|ln_param|bias_dropout_residual|dropout_backward|masked_gate|run_copy|transpose_copy|strided_copy|contiguous_convert|strided_binary|col_sum' \
+    10300 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4 --steps 1
+  run_ncu 300 train_gemms 'gemm|nvjet|xmma|cutlass' 3000 24 bench_train --device cuda:0 --crops 256 --configs bf16:1 \
+    --evoformer_blocks 48 --extra_msa_blocks 4 --steps 1
 fi
 
 # 5d. Long sequences: the bf16 memory curve from the CUDA allocator and its fit (n_max_80gb), with
