@@ -15,7 +15,8 @@
 // times both CUDA kernel families of the fused op ("kernel": mma, the register-tiled default, and
 // smem, the shared-memory WMMA kernels); the mma line's "speedup_vs_smem" is smem ms ÷ mma ms.
 // The AlphaFold case also times forward + backward without the bias gradients
-// ("fwd_bwd_no_dbias", "dbias_share": the part of fwd_bwd the bias gradients take), and on a GPU
+// ("fwd_bwd_no_dbias", "dbias_share": the part of fwd_bwd the bias gradients take), without dq
+// ("fwd_bwd_no_dq", "dq_share") and without both ("fwd_bwd_no_dq_no_dbias"), and on a GPU
 // the mma kernels with the batch-reduced bias-gradient pass ("fwd_bwd_dbias_pass",
 // "speedup_vs_atomic"), and the mma forward without its pipelined form ("sync_ms",
 // "speedup_vs_sync": ops::set_attention_pipeline; the backward is the same in both). With
@@ -222,23 +223,36 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
   if (forward_only) return;
   const std::vector<double> with_dbias = run_passes(true);
   if (!s.alphafold) return;
-  // Diagnostic: the same forward + backward without the bias gradients. The pair bias [1, H, L, L]
-  // is shared by the B batch rows, so its gradient is summed over B with atomicAdd by B CTAs per
-  // element; "dbias_share" is the part of the fwd_bwd time that the bias gradients take.
-  ops::AttentionGrads no_dbias = g;
-  no_dbias.dbias.clear();
-  for (size_t kix = 0; kix < kernels.size(); ++kix) {
-    ops::set_attention_kernel(kernels[kix]);
-    double ms;
-    size_t peak;
-    measure([&] {
-      ops::attention_forward(in, o, lse, a);
-      ops::attention_backward(in, a, lse, d_o, no_dbias);
-    }, &ms, &peak);
-    line_for("fwd_bwd_no_dbias", ops::attention_kernel_name(kernels[kix]))
-        .num("ms", ms)
-        .num("dbias_share", 1.0 - ms / with_dbias[kix])
-        .print();
+  // Diagnostics: the same forward + backward without the bias gradients, without dq, and without
+  // both. The pair bias [1, H, L, L] is shared by the B batch rows, so its gradient is summed over
+  // B with atomicAdd by B CTAs per element; dq takes the backward's second product per query tile
+  // (dS·K), a barrier and an fp32 atomicAdd per element per key block, plus the scratch's zeroing
+  // and conversion. "<x>_share" is the part of the fwd_bwd time that leaving <x> out saves: where
+  // the backward's main kernel spends its time, without hardware counters.
+  struct Ablation {
+    const char* name;
+    const char* share;
+    bool dq, dbias;
+  };
+  for (const Ablation& ab : {Ablation{"fwd_bwd_no_dbias", "dbias_share", true, false},
+                             Ablation{"fwd_bwd_no_dq", "dq_share", false, true},
+                             Ablation{"fwd_bwd_no_dq_no_dbias", "dq_dbias_share", false, false}}) {
+    ops::AttentionGrads fewer = g;
+    if (!ab.dq) fewer.dq = Tensor();
+    if (!ab.dbias) fewer.dbias.clear();
+    for (size_t kix = 0; kix < kernels.size(); ++kix) {
+      ops::set_attention_kernel(kernels[kix]);
+      double ms;
+      size_t peak;
+      measure([&] {
+        ops::attention_forward(in, o, lse, a);
+        ops::attention_backward(in, a, lse, d_o, fewer);
+      }, &ms, &peak);
+      line_for(ab.name, ops::attention_kernel_name(kernels[kix]))
+          .num("ms", ms)
+          .num(ab.share, 1.0 - ms / with_dbias[kix])
+          .print();
+    }
   }
   ops::set_attention_kernel(saved);
   if (!dev.is_cuda() || dt != DType::bf16) return;

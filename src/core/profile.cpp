@@ -1,5 +1,6 @@
 #include "core/profile.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -44,13 +45,24 @@ double now_seconds() {
 
 }  // namespace
 
+namespace {
+// -1: FOLDCORE_PROFILE decides; 0 / 1: set_enabled's override.
+std::atomic<int> g_override{-1};
+}  // namespace
+
 bool enabled() {
-  static const bool on = [] {
+  static const bool from_env = [] {
     const char* v = std::getenv("FOLDCORE_PROFILE");
     return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
   }();
-  return on;
+  const int o = g_override.load(std::memory_order_relaxed);
+  return o < 0 ? from_env : o == 1;
 }
+
+void set_enabled(std::optional<bool> on) { g_override.store(on ? (*on ? 1 : 0) : -1, std::memory_order_relaxed); }
+
+EnabledGuard::EnabledGuard() : before_(g_override.load()) { set_enabled(true); }
+EnabledGuard::~EnabledGuard() { g_override.store(before_); }
 
 
 Scope::Scope(const char* name, Device device) : on_(enabled()), device_(device) {

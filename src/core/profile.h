@@ -14,6 +14,7 @@
 // the stage (core/host_waits.h; the profiler's own waits at the stage borders excluded).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,21 @@
 
 namespace foldcore::profile {
 
-bool enabled();  // FOLDCORE_PROFILE is set, non-empty and not "0" (read once)
+bool enabled();  // FOLDCORE_PROFILE is set, non-empty and not "0" (read once), unless overridden
+// Overrides FOLDCORE_PROFILE for the rest of the process (true / false), or gives it back
+// (nullopt): a test or a tool that profiles whatever ran before it in the same process.
+void set_enabled(std::optional<bool> on);
+// set_enabled(true) for its lifetime, then the setting it found.
+class EnabledGuard {
+ public:
+  EnabledGuard();
+  ~EnabledGuard();
+  EnabledGuard(const EnabledGuard&) = delete;
+  EnabledGuard& operator=(const EnabledGuard&) = delete;
+
+ private:
+  int before_;
+};
 
 class Scope {
  public:

@@ -120,7 +120,7 @@ TEST(HostWaits, StagedCopiesArriveWhenTheRingWraps) {
 // A profile stage reports the waits made inside it, not the profiler's own at its borders.
 TEST(HostWaits, ProfileStagesCountTheirWaits) {
   FC_REQUIRE_CUDA();
-  ::setenv("FOLDCORE_PROFILE", "1", 1);
+  const profile::EnabledGuard profiling;
   ASSERT_TRUE(profile::enabled());
   const Device d = Device::cuda();
   const Tensor x = Tensor::from_vector({1, 2}, {2}).to(d);

@@ -18,7 +18,7 @@ namespace foldcore {
 namespace {
 
 TEST(Profile, NestedScopesAddUpByPath) {
-  ::setenv("FOLDCORE_PROFILE", "1", 1);
+  const profile::EnabledGuard profiling;
   ASSERT_TRUE(profile::enabled());
   profile::reset();
   for (int i = 0; i < 3; ++i) {
@@ -45,7 +45,7 @@ TEST(Profile, NestedScopesAddUpByPath) {
 // summed over its runs; a stage that frees what it allocated holds nothing, one that frees an
 // older tensor holds a negative amount.
 TEST(Profile, HeldBytesAreWhatTheStageLeftAllocated) {
-  ::setenv("FOLDCORE_PROFILE", "1", 1);
+  const profile::EnabledGuard profiling;
   ASSERT_TRUE(profile::enabled());
   profile::reset();
   std::vector<Tensor> kept;
@@ -73,7 +73,7 @@ TEST(Profile, HeldBytesAreWhatTheStageLeftAllocated) {
 // The autograd engine makes each node's backward a stage of its own, named by the op, under the
 // stage that runs the backward: where a training step's backward goes, op by op.
 TEST(Profile, BackwardNodesAreStagesNamedByTheirOp) {
-  ::setenv("FOLDCORE_PROFILE", "1", 1);
+  const profile::EnabledGuard profiling;
   ASSERT_TRUE(profile::enabled());
   profile::reset();
   const autograd::Variable a(Tensor::full({4, 3}, 1.0, DType::f32), true), b(Tensor::full({4, 3}, 1.0, DType::f32), true);

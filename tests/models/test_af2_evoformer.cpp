@@ -298,10 +298,9 @@ void check_block_gradients(bool global_column) {
 
 // With FOLDCORE_PROFILE=1 each module of a block's forward with gradients (training's forward and
 // the recomputed forward inside the backward) is a stage of its own, as in the chunked no-grad
-// path: where a training step's forward goes, module by module. (FOLDCORE_PROFILE is read once per
-// process; ctest runs each test in its own.)
+// path: where a training step's forward goes, module by module.
 TEST(Af2Evoformer, GradForwardModulesAreProfileStages) {
-  ::setenv("FOLDCORE_PROFILE", "1", 1);
+  const profile::EnabledGuard profiling;
   ASSERT_TRUE(profile::enabled());
   const EvoformerBlockConfig c = small_block_config();
   autograd::ParamStore ps;

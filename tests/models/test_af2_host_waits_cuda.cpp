@@ -116,7 +116,7 @@ HostWaits step_waits(DType precision, int64_t blocks) {
 // Three times the blocks, the same waits: none is made per block.
 void expect_no_wait_per_block(DType precision) {
   FC_REQUIRE_CUDA();
-  ::setenv("FOLDCORE_PROFILE", "1", 1);
+  const profile::EnabledGuard profiling;
   ASSERT_TRUE(profile::enabled());
   const HostWaits one = step_waits(precision, 1), three = step_waits(precision, 3);
   EXPECT_EQ(three.copies_to_host, one.copies_to_host);
