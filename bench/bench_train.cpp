@@ -86,6 +86,7 @@
 #include "models/alphafold/model/config_yaml.h"
 #endif
 #include "models/alphafold/model/features.h"
+#include "models/alphafold/training/step_sample.h"
 #include "models/alphafold/training/keep_blocks.h"
 #include "models/alphafold/training/train_step.h"
 #include "models/bert/bert_trainer.h"
@@ -133,9 +134,7 @@ std::string shared_data_dir() {
   return "../shared/data";
 }
 
-struct Sample {
-  af2::Af2Features features;
-  std::map<std::string, Tensor> last_slice;
+struct Sample : af2::StepSample {
   int64_t iterations = 1;  // recycling iterations (I − 1 without gradients)
   int64_t templates = 0;   // template slots holding a template
 };
@@ -159,26 +158,11 @@ Sample make_sample(const data::TrainingChain& chain, int64_t crop, int64_t itera
     const Tensor mask = d.at("template_mask").to_tensor();  // [T, R]
     for (float m : mask.select(-1, 0).contiguous().to_vector()) s.templates += m > 0 ? 1 : 0;
   }
-  std::set<std::string> recycled;
-  for (const data::TrainingFeatureSpec& spec : data::training_sample_layout(sc)) {
-    if (spec.name == "num_recycles") break;
-    recycled.insert(spec.name);
-  }
   std::map<std::string, Tensor> arrays;
-  for (const auto& [name, a] : d.arrays()) {
-    if (a.dtype.kind == 'S') continue;
-    Tensor x = a.to_tensor();
-    if (recycled.count(name)) {
-      FC_CHECK(x.dim() >= 1 && x.size(-1) >= s.iterations, "bench_train: feature '", name, "' ", x.shape().str(),
-               " has fewer than ", s.iterations, " recycling iterations");
-      x = x.narrow(-1, 0, s.iterations);
-      s.last_slice[name] = x.select(-1, s.iterations - 1).contiguous().clone();
-      arrays[name] = x.contiguous().clone();
-    } else {
-      s.last_slice[name] = x.clone();
-    }
-  }
-  s.features = af2::Af2Features::from_arrays(arrays, "2q2k_A training sample");
+  for (const auto& [name, a] : d.arrays())
+    if (a.dtype.kind != 'S') arrays[name] = a.to_tensor();
+  static_cast<af2::StepSample&>(s) =
+      af2::split_step_sample(arrays, s.iterations, af2::recycled_keys(sc), "2q2k_A training sample");
   return s;
 }
 

@@ -77,8 +77,9 @@ void* CpuAllocator::allocate(size_t bytes) {
     empty_cache();
     p = std::aligned_alloc(kAlignment, rounded);
   }
-  FC_CHECK(p != nullptr, "host allocation of ", bytes, " bytes failed (current ", stats_.get().current,
-           " bytes)");
+  if (p == nullptr)
+    throw OutOfMemoryError(detail::concat("host allocation of ", bytes, " bytes failed (current ",
+                                          stats_.get().current, " bytes)"));
   stats_.on_alloc(bytes);
   stats_.on_reserve(rounded);
   return p;
@@ -176,8 +177,8 @@ void* CudaCachingAllocator::allocate(size_t bytes) {
   }
   if (p == nullptr) {
     const MemStats s = stats_.get();
-    FC_THROW("CUDA out of memory on cuda:", device_index_, ": requested ", size, " bytes with ", s.current,
-             " bytes in use and ", s.reserved, " reserved");
+    throw OutOfMemoryError(detail::concat("CUDA out of memory on cuda:", device_index_, ": requested ", size,
+                                          " bytes with ", s.current, " bytes in use and ", s.reserved, " reserved"));
   }
   block_size_[p] = size;
   stats_.on_reserve(size);

@@ -27,6 +27,14 @@ class Error : public std::runtime_error {
   std::string full_;
 };
 
+// An allocation the allocator could not satisfy even after giving its cache back (device or host
+// memory): an Error whose type says so, for callers that can trade memory back (the trainer names
+// the setting that kept activations, recompute_keep_blocks).
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 template <typename... Args> std::string concat(Args&&... args) {
   std::ostringstream os;

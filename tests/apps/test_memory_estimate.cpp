@@ -57,7 +57,10 @@ Measured measure(int64_t n, const std::string& precision, int64_t chunk, int64_t
 void expect_within_margin(const Measured& m) {
   const double est = static_cast<double>(m.estimate.activation_bytes);
   EXPECT_GE(est, m.activations);
-  EXPECT_LE(est, 1.15 * m.activations);
+  // 1.2: the structure module's per-layer outputs no longer go to the host layer by layer
+  // (2026-11-30), and the bf16 chunk-16 peak at N = 128 fell from 17.24 to 16.39 MiB (ratio 1.135
+  // → 1.194); the constants were fitted before and not refitted (the estimate errs on the safe side).
+  EXPECT_LE(est, 1.2 * m.activations);
   // Features: counted from the shapes; within a factor 2 either way (they are a small term).
   EXPECT_GE(static_cast<double>(m.estimate.feature_bytes), 0.5 * m.features);
   EXPECT_LE(static_cast<double>(m.estimate.feature_bytes), 2.0 * m.features);

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "core/allocator.h"
@@ -66,6 +67,19 @@ TEST(CpuAllocator, LargeBlocksAreCachedAndReused) {
   alloc.empty_cache();
   EXPECT_EQ(alloc.stats().reserved, 0u);
   EXPECT_EQ(alloc.stats().num_allocs, alloc.stats().num_frees);
+}
+
+// A host request that cannot be met is an OutOfMemoryError naming the size, not a crash.
+TEST(CpuAllocator, ExhaustionIsAnOutOfMemoryError) {
+  CpuAllocator alloc;
+  try {
+    alloc.allocate(size_t{1} << 60);
+    ADD_FAILURE() << "no error";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("host allocation of 1152921504606846976 bytes failed"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(alloc.stats().current, 0u);
 }
 
 TEST(ActivationArena, BumpLifoReclaimAndHighWater) {

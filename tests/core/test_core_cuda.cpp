@@ -33,6 +33,24 @@ TEST(CudaCachingAllocator, ReusesBlocksAndTracksPeak) {
   EXPECT_EQ(alloc.stats().reserved, 0u);
 }
 
+// A request no device can hold is an OutOfMemoryError (the trainer recognises it by its type),
+// and the allocator stays usable after it.
+TEST(CudaCachingAllocator, ExhaustionIsAnOutOfMemoryError) {
+  FC_REQUIRE_CUDA();
+  CudaCachingAllocator alloc(0);
+  void* a = alloc.allocate(4096);
+  try {
+    alloc.allocate(size_t{1} << 50);  // 1 PiB
+    ADD_FAILURE() << "no error";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA out of memory on cuda:0"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(alloc.stats().current, 4096u);
+  alloc.deallocate(a, 4096);
+  void* b = alloc.allocate(4096);
+  alloc.deallocate(b, 4096);
+}
+
 TEST(CudaTensor, StridedCopyAndConversionMatchCpu) {
   FC_REQUIRE_CUDA();
   Generator gen(11);

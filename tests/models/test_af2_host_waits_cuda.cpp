@@ -48,6 +48,20 @@ bool stack_module_stage(const std::string& path) {
          path.find("recompute") != std::string::npos;
 }
 
+// The structure module's geometry ops (kernels/rigid.h), as autograd nodes in the backward
+// ("backward/pre_compose"): they run on the device and never wait.
+bool geometry_backward_stage(const std::string& path) {
+  for (const char* op : {"pre_compose", "quat_to_rot", "torsion_angles_to_frames", "frames_to_atom14_positions",
+                         "softplus", "norm_last", "l2_normalize_last"})
+    if (path == std::string("backward/") + op) return true;
+  return false;
+}
+
+// A structure-module forward waits at most this often, whatever its number of layers: its
+// residue types and mask read on the host once, every layer's outputs to the host in one copy,
+// the atom37 map and mask (2 layers in the tiny preset used to wait 68 times: 32 per layer).
+constexpr int64_t kStructureModuleWaits = 5;
+
 // The waits of the second of two training steps of the tiny preset with `blocks` Evoformer,
 // extra-MSA and template pair blocks, printed by stage.
 HostWaits step_waits(DType precision, int64_t blocks) {
@@ -85,7 +99,7 @@ HostWaits step_waits(DType precision, int64_t blocks) {
               static_cast<long long>(all.copies_to_host), static_cast<long long>(all.sync_copies_to_device),
               static_cast<long long>(all.synchronizes), static_cast<long long>(all.staged_copies_to_device),
               static_cast<long long>(all.launches));
-  int64_t module_stages = 0, in_steps = 0, launches_in_steps = 0;
+  int64_t module_stages = 0, in_steps = 0, launches_in_steps = 0, structure_stages = 0, geometry_stages = 0;
   for (const profile::Stage& s : profile::report()) {
     if (s.waits.waits() > 0)
       std::printf("  %-44s %2lld runs: %3lld to the host (%lld bytes), %lld synchronous to the device, %lld "
@@ -95,6 +109,15 @@ HostWaits step_waits(DType precision, int64_t blocks) {
                   static_cast<long long>(s.waits.synchronizes));
     if (stack_module_stage(s.path)) {
       ++module_stages;
+      EXPECT_EQ(s.waits.waits(), 0) << s.path;
+    }
+    const std::string sm = "/structure_module";
+    if (s.path.size() >= sm.size() && s.path.compare(s.path.size() - sm.size(), sm.size(), sm) == 0) {
+      ++structure_stages;
+      EXPECT_LE(s.waits.waits(), kStructureModuleWaits * s.count) << s.path;
+    }
+    if (geometry_backward_stage(s.path)) {
+      ++geometry_stages;
       EXPECT_EQ(s.waits.waits(), 0) << s.path;
     }
     if (s.path == "forward" || s.path == "loss" || s.path == "backward") {
@@ -107,6 +130,8 @@ HostWaits step_waits(DType precision, int64_t blocks) {
                   static_cast<long long>(s.waits.launches));
   }
   EXPECT_GT(module_stages, 10);  // the stacks' module stages were seen (forward and recomputed)
+  EXPECT_GE(structure_stages, 1);
+  EXPECT_GE(geometry_stages, 4);
   EXPECT_EQ(in_steps, all.waits());  // every wait is inside one of the step's three stages
   // The few launches after the backward's stage (the gradients' norm) do not depend on the depth.
   EXPECT_LE(all.launches - launches_in_steps, 8);

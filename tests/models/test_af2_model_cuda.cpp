@@ -4,8 +4,9 @@
 // fp32 on CUDA vs fp32 on the CPU: the same math with a different summation order (cuBLAS and the
 // CUDA reduction trees vs OpenBLAS; GEMMs in plain fp32, no TF32), i.e. the regime of the CPU vs
 // reference test (test_af2_model.cpp): every array within atol 1e-4·max|cpu| + rtol 1e-3, atom
-// positions within 1e-3 Å. The structure module's geometry runs on the host in both runs
-// (rigid.h), so positions differ only through the network's inputs to it.
+// positions within 1e-3 Å. The structure module's geometry runs the same per-residue math on
+// both devices (kernels/rigid_math.h; on the GPU differing only by FMA contraction), so positions
+// differ through the network's inputs to it.
 //
 // bf16 on CUDA vs fp32 on the CPU: the bounds derived in af2_precision_check.h (trunk-head
 // logits within 5%·max|fp32|, pLDDT within 2 points, …); test_af2_model_bf16.cpp checks the same

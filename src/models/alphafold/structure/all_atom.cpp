@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "data_pipeline/structure/residue_constants.h"
+#include "kernels/rigid_math.h"
 
 namespace foldcore::af2 {
 namespace {
@@ -26,36 +27,15 @@ Rigid torsion_angles_to_frames(const Tensor& aatype, const Rigid& backbone, cons
            ", 7, 2], got ", angles_sin_cos.shape().str());
   FC_CHECK(backbone.batch_shape() == Shape({n}), "torsion_angles_to_frames: backbone must be a Rigid [", n,
            "], got rot ", backbone.rot.shape().str());
-  const Tensor ang = host_f32(angles_sin_cos);
+  const Tensor ang = host_f32(angles_sin_cos), br = host_f32(backbone.rot), bt = host_f32(backbone.trans);
   const auto& c = rc::rigid_group_constants();
-
-  // Frames of the 8 groups relative to the backbone frame.
-  Rigid local{Tensor::empty({n, 8, 3, 3}, DType::f32), Tensor::empty({n, 8, 3}, DType::f32)};
-  for (int64_t i = 0; i < n; ++i) {
-    for (int g = 0; g < 8; ++g) {
-      const auto& m = c.default_frame[static_cast<size_t>(aa[static_cast<size_t>(i)])][static_cast<size_t>(g)];
-      // Rotation about x by the torsion: R_x = [[1,0,0],[0,cos,−sin],[0,sin,cos]] (backbone: identity).
-      const float s = g == 0 ? 0.f : ang.data<float>()[(i * 7 + g - 1) * 2];
-      const float co = g == 0 ? 1.f : ang.data<float>()[(i * 7 + g - 1) * 2 + 1];
-      float* r = local.rot.data<float>() + (i * 8 + g) * 9;
-      float* t = local.trans.data<float>() + (i * 8 + g) * 3;
-      for (int row = 0; row < 3; ++row) {
-        r[3 * row] = m[row][0];
-        r[3 * row + 1] = m[row][1] * co + m[row][2] * s;
-        r[3 * row + 2] = m[row][1] * -s + m[row][2] * co;
-        t[row] = m[row][3];
-      }
-    }
-  }
-  // χ2, χ3, χ4: compose onto the previous χ frame (groups 4 → 5 → 6 → 7), one residue-batch at a time.
-  for (int g = 5; g < 8; ++g) {
-    const Rigid parent{local.rot.select(1, g - 1).contiguous(), local.trans.select(1, g - 1).contiguous()};
-    const Rigid child{local.rot.select(1, g).contiguous(), local.trans.select(1, g).contiguous()};
-    const Rigid chained = compose(parent, child);
-    local.rot.select(1, g).copy_(chained.rot);
-    local.trans.select(1, g).copy_(chained.trans);
-  }
-  return compose(backbone, local);
+  // L_g = D_g ∘ R_x(α_g); χ2..χ4 chained onto the previous χ frame; then the backbone frame ∘ each.
+  Rigid out{Tensor::empty({n, 8, 3, 3}, DType::f32), Tensor::empty({n, 8, 3}, DType::f32)};
+  for (int64_t i = 0; i < n; ++i)
+    ops::detail::torsion_frames_elem(&c.default_frame[static_cast<size_t>(aa[static_cast<size_t>(i)])][0][0][0],
+                                     br.data<float>() + 9 * i, bt.data<float>() + 3 * i, ang.data<float>() + 14 * i,
+                                     out.rot.data<float>() + 72 * i, out.trans.data<float>() + 24 * i);
+  return out;
 }
 
 Tensor frames_to_atom14_positions(const Tensor& aatype, const Rigid& frames) {
@@ -75,7 +55,7 @@ Tensor frames_to_atom14_positions(const Tensor& aatype, const Rigid& frames) {
       const float* m = rot.data<float>() + (i * 8 + g) * 9;
       const float* t = trans.data<float>() + (i * 8 + g) * 3;
       float* o = out.data<float>() + (i * rc::kAtom14Num + a) * 3;
-      for (int k = 0; k < 3; ++k) o[k] = m[3 * k] * p[0] + m[3 * k + 1] * p[1] + m[3 * k + 2] * p[2] + t[k];
+      ops::detail::frame_point_elem(m, t, p.data(), o);
     }
   }
   return out;

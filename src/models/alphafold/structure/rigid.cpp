@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/rigid_math.h"
+
 namespace foldcore::af2 {
 namespace {
 
@@ -44,13 +46,9 @@ int64_t broadcast_factor(const Shape& outer, const Shape& inner, const char* op)
   return f;
 }
 
-// y = R x (+ t), R row-major 3x3.
-inline void rot_vec(const float* r, const float* x, float* y) {
-  for (int i = 0; i < 3; ++i) y[i] = r[3 * i] * x[0] + r[3 * i + 1] * x[1] + r[3 * i + 2] * x[2];
-}
-inline void rot_t_vec(const float* r, const float* x, float* y) {
-  for (int i = 0; i < 3; ++i) y[i] = r[i] * x[0] + r[3 + i] * x[1] + r[6 + i] * x[2];
-}
+// y = R x, y = Rᵀ x (R row-major 3x3): the per-residue math shared with the device ops.
+inline void rot_vec(const float* r, const float* x, float* y) { ops::detail::rigid_rot_vec(r, x, y); }
+inline void rot_t_vec(const float* r, const float* x, float* y) { ops::detail::rigid_rot_t_vec(r, x, y); }
 
 }  // namespace
 
@@ -87,19 +85,7 @@ Tensor quat_to_rot(const Tensor& quat) {
   Tensor r = Tensor::empty(with(leading(q.shape(), 1, "quat_to_rot"), {3, 3}), DType::f32);
   const float* qp = q.data<float>();
   float* rp = r.data<float>();
-  for (int64_t b = 0; b < q.numel() / 4; ++b) {
-    const float w = qp[4 * b], x = qp[4 * b + 1], y = qp[4 * b + 2], z = qp[4 * b + 3];
-    float* m = rp + 9 * b;
-    m[0] = w * w + x * x - y * y - z * z;
-    m[1] = 2 * (x * y - w * z);
-    m[2] = 2 * (x * z + w * y);
-    m[3] = 2 * (x * y + w * z);
-    m[4] = w * w - x * x + y * y - z * z;
-    m[5] = 2 * (y * z - w * x);
-    m[6] = 2 * (x * z - w * y);
-    m[7] = 2 * (y * z + w * x);
-    m[8] = w * w - x * x - y * y + z * z;
-  }
+  for (int64_t b = 0; b < q.numel() / 4; ++b) ops::detail::quat_to_rot_elem(qp + 4 * b, rp + 9 * b);
   return r;
 }
 
@@ -131,12 +117,7 @@ Tensor rot_to_quat(const Tensor& rot) {
 }
 
 namespace {
-inline void hamilton(const float* a, const float* b, float* c) {
-  c[0] = a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3];
-  c[1] = a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2];
-  c[2] = a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1];
-  c[3] = a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0];
-}
+inline void hamilton(const float* a, const float* b, float* c) { ops::detail::quat_hamilton(a, b, c); }
 }  // namespace
 
 Tensor quat_multiply(const Tensor& a, const Tensor& b) {
@@ -174,13 +155,8 @@ Rigid compose(const Rigid& a, const Rigid& b) {
     const float* ra = ar.data<float>() + 9 * (i / f);
     const float* ta = at.data<float>() + 3 * (i / f);
     const float* rb = br.data<float>() + 9 * i;
-    float* rc = c.rot.data<float>() + 9 * i;
-    for (int r = 0; r < 3; ++r)
-      for (int col = 0; col < 3; ++col)
-        rc[3 * r + col] = ra[3 * r] * rb[col] + ra[3 * r + 1] * rb[3 + col] + ra[3 * r + 2] * rb[6 + col];
-    float* tc = c.trans.data<float>() + 3 * i;
-    rot_vec(ra, bt.data<float>() + 3 * i, tc);
-    for (int k = 0; k < 3; ++k) tc[k] += ta[k];
+    ops::detail::rigid_compose(ra, ta, rb, bt.data<float>() + 3 * i, c.rot.data<float>() + 9 * i,
+                               c.trans.data<float>() + 3 * i);
   }
   return c;
 }
@@ -327,22 +303,11 @@ QuatRigid pre_compose(const QuatRigid& a, const Tensor& update) {
   const Shape batch = leading(u.shape(), 1, "pre_compose");
   FC_CHECK(leading(a.quat.shape(), 1, "pre_compose") == batch, "pre_compose: quat ", a.quat.shape().str(),
            " and update ", update.shape().str(), " batch shapes differ");
-  const Tensor q = host_f32(a.quat), t = host_f32(a.trans), rot = quat_to_rot(q);
+  const Tensor q = host_f32(a.quat), t = host_f32(a.trans);
   QuatRigid out{Tensor::empty(q.shape(), DType::f32), Tensor::empty(t.shape(), DType::f32)};
-  for (int64_t i = 0; i < batch.product(); ++i) {
-    const float* ui = u.data<float>() + 6 * i;
-    const float* qi = q.data<float>() + 4 * i;
-    const float v[4] = {0.f, ui[0], ui[1], ui[2]};
-    float dq[4];
-    hamilton(qi, v, dq);
-    float* qo = out.quat.data<float>() + 4 * i;
-    for (int k = 0; k < 4; ++k) qo[k] = qi[k] + dq[k];
-    const float n = std::sqrt(qo[0] * qo[0] + qo[1] * qo[1] + qo[2] * qo[2] + qo[3] * qo[3]);
-    for (int k = 0; k < 4; ++k) qo[k] /= n;
-    float* to = out.trans.data<float>() + 3 * i;
-    rot_vec(rot.data<float>() + 9 * i, ui + 3, to);
-    for (int k = 0; k < 3; ++k) to[k] += t.data<float>()[3 * i + k];
-  }
+  for (int64_t i = 0; i < batch.product(); ++i)
+    ops::detail::quat_pre_compose_elem(q.data<float>() + 4 * i, t.data<float>() + 3 * i, u.data<float>() + 6 * i,
+                                       out.quat.data<float>() + 4 * i, out.trans.data<float>() + 3 * i);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "models/alphafold/parallel/pair_rows.h"
 #include "models/alphafold/structure/all_atom.h"
+#include "models/alphafold/structure/structure_geometry.h"
 #include "models/alphafold/structure/structure_module_ops.h"
 
 namespace foldcore::af2 {
@@ -16,7 +17,7 @@ namespace ag = autograd;
 // Haiku's names for the k-th module of the same name: "name", "name_1", "name_2", …
 std::string hk_name(const std::string& base, int k) { return k == 0 ? base : base + "_" + std::to_string(k); }
 
-// Stacks equally shaped tensors on a new leading axis.
+// Stacks equally shaped tensors on a new leading axis (host f32).
 Tensor stack(const std::vector<Tensor>& xs) {
   FC_CHECK(!xs.empty(), "stack: no tensors");
   Shape s;
@@ -24,6 +25,35 @@ Tensor stack(const std::vector<Tensor>& xs) {
   for (int i = 0; i < xs[0].dim(); ++i) s.push_back(xs[0].size(i));
   Tensor out = Tensor::empty(s, DType::f32);
   for (size_t i = 0; i < xs.size(); ++i) out.select(0, static_cast<int64_t>(i)).copy_(xs[i]);
+  return out;
+}
+
+// Host f32 copies of tensors on one device. On a GPU they are gathered into one device buffer
+// first, so the copy to the host (which waits for the device's queue) happens once per forward
+// instead of once per tensor per layer.
+std::vector<Tensor> to_host_together(const std::vector<Tensor>& xs) {
+  std::vector<Tensor> out;
+  if (xs.empty()) return out;
+  const Device dev = xs[0].device();
+  if (!dev.is_cuda()) {
+    for (const Tensor& x : xs) out.push_back(host_f32(x));
+    return out;
+  }
+  int64_t total = 0;
+  for (const Tensor& x : xs) total += x.numel();
+  const Tensor buf = Tensor::empty({total}, DType::f32, dev);
+  int64_t off = 0;
+  for (const Tensor& x : xs) {
+    FC_CHECK(x.device() == dev, "to_host_together: tensors on ", dev.str(), " and ", x.device().str());
+    buf.narrow(0, off, x.numel()).view(x.shape()).copy_(x);
+    off += x.numel();
+  }
+  const Tensor host = buf.to(Device::cpu());
+  off = 0;
+  for (const Tensor& x : xs) {
+    out.push_back(host.narrow(0, off, x.numel()).view(x.shape()));
+    off += x.numel();
+  }
   return out;
 }
 
@@ -135,16 +165,17 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
   const Device dev = s.device();
   const QuatRigid identity = QuatRigid::identity({n});
   QuatFrameVar frame{Variable(identity.quat.to(dev)), Variable(identity.trans.to(dev))};
+  const ResidueGeometry geo = ResidueGeometry::of(in.aatype, n, dev);
 
-  std::vector<Tensor> frames7, sidechain, positions, angles, unnormalized, states;
   StructureModuleOutputs out;
+  std::vector<Variable> states;
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     // AF2 stop_gradient on rotations: the rotation enters the iteration as a constant (for IPA and
     // for the quaternion update); the translation carries its graph from the previous layers.
     // (cfg.stop_rotation_gradient false: the whole chain, for finite-difference checks.)
     const bool stop = cfg_.stop_rotation_gradient;
     const Variable quat_in = stop ? frame.quat.detach() : frame.quat;
-    const Variable rot_in = stop ? Variable(quat_to_rot(quat_in.value()).to(dev)) : quat_to_rot_var(quat_in);
+    const Variable rot_in = quat_to_rot_var(quat_in);  // a constant when quat_in is detached
     const Variable update = ipa_.forward(s, z_rows, mask, rot_in, frame.trans, in.pair_split);
     s = attention_layer_norm_.forward(ipa_dropout_.forward(ag::add(s, update)));
     Variable x = s;
@@ -155,30 +186,44 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
     const Variable ua = rigid_sidechain_.forward(s, s_initial);                 // Alg. 24
     const Variable a = l2_normalize_last(ua);
     const RigidVar bb{quat_to_rot_var(frame.quat), ag::scale(frame.trans, cfg_.position_scale)};
-    const RigidVar groups = torsion_angles_to_frames_var(in.aatype, bb, a);
-    const Variable atom14 = frames_to_atom14_positions_var(in.aatype, groups);
-
-    frames7.push_back(QuatRigid{host_f32(frame.quat.value()), host_f32(frame.trans.value())}.to_tensor7(
-        cfg_.position_scale));
-    sidechain.push_back(rigid_to_4x4(Rigid{host_f32(groups.rot.value()), host_f32(groups.trans.value())}));
-    positions.push_back(host_f32(atom14.value()));
-    angles.push_back(host_f32(a.value()));
-    unnormalized.push_back(host_f32(ua.value()));
-    states.push_back(host_f32(s.value()));
+    const RigidVar groups = torsion_angles_to_frames_var(geo, bb, a);
+    const Variable atom14 = frames_to_atom14_positions_var(geo, groups);
     out.angles_vars.push_back(a);
     out.unnormalized_angles_vars.push_back(ua);
     out.frames_vars.push_back(frame);
     out.sidechain_frames_vars.push_back(groups);
     out.positions_vars.push_back(atom14);
+    states.push_back(s);
+  }
+  // Every layer's outputs to the host in one copy: per layer quat, trans, group rot, group trans,
+  // atom14, angles, unnormalised angles, state.
+  std::vector<Tensor> dev_values;
+  for (int64_t l = 0; l < cfg_.num_layers; ++l) {
+    const auto k = static_cast<size_t>(l);
+    for (const Variable* v : {&out.frames_vars[k].quat, &out.frames_vars[k].trans, &out.sidechain_frames_vars[k].rot,
+                              &out.sidechain_frames_vars[k].trans, &out.positions_vars[k], &out.angles_vars[k],
+                              &out.unnormalized_angles_vars[k], &states[k]})
+      dev_values.push_back(v->value());
+  }
+  const std::vector<Tensor> host = to_host_together(dev_values);
+  std::vector<Tensor> frames7, sidechain, positions, angles, unnormalized, state_values;
+  for (size_t l = 0; l < states.size(); ++l) {
+    const Tensor* h = &host[8 * l];
+    frames7.push_back(QuatRigid{h[0], h[1]}.to_tensor7(cfg_.position_scale));
+    sidechain.push_back(rigid_to_4x4(Rigid{h[2], h[3]}));
+    positions.push_back(h[4]);
+    angles.push_back(h[5]);
+    unnormalized.push_back(h[6]);
+    state_values.push_back(h[7]);
   }
   out.frames = stack(frames7);
   out.sidechain_frames = stack(sidechain);
   out.positions = stack(positions);
   out.angles = stack(angles);
   out.unnormalized_angles = stack(unnormalized);
-  out.states = stack(states);
+  out.states = stack(state_values);
   out.single = s;
-  out.final_frames = QuatRigid{host_f32(frame.quat.value()), host_f32(frame.trans.value())};
+  out.final_frames = QuatRigid{host[host.size() - 8].clone(), host[host.size() - 7].clone()};
   out.final_atom14_positions = positions.back();
 
   Tensor residx = in.residx_atom37_to_atom14, exists = in.atom37_atom_exists;
@@ -187,8 +232,8 @@ StructureModuleOutputs StructureModule::forward(const StructureModuleInputs& in)
     if (!residx.defined()) residx = maps.residx_atom37_to_atom14;
     if (!exists.defined()) exists = maps.atom37_atom_exists;
   }
-  out.final_atom_positions = atom14_to_atom37(out.final_atom14_positions, residx, exists);
-  out.final_atom_mask = host_f32(exists);
+  out.final_atom_mask = host_f32(exists);  // read once: the mask and the positions' map
+  out.final_atom_positions = atom14_to_atom37(out.final_atom14_positions, residx, out.final_atom_mask);
   return out;
 }
 

@@ -1,9 +1,6 @@
 #include "models/alphafold/structure/structure_module_ops.h"
 
-#include <algorithm>
-#include <cmath>
-
-#include "models/alphafold/structure/rigid.h"
+#include "kernels/rigid.h"
 
 namespace foldcore::af2 {
 namespace {
@@ -11,57 +8,34 @@ namespace {
 using autograd::BackwardCtx;
 using autograd::Function;
 
-// The result of a host computation, in the dtype and on the device of `like`.
-Tensor back_to(const Tensor& host, const Tensor& like) { return host.to(like.dtype()).to(like.device()); }
+Tensor f32c(const Tensor& t) { return t.to(DType::f32).contiguous(); }
+
+// A result computed in fp32, handed on in the input's dtype (under bf16 autocast the angle ResNet's
+// and IPA's bf16 values come back as bf16, as the ops they feed expect; fp32 stays fp32).
+Tensor in_dtype_of(const Tensor& y, const Variable& x) { return y.to(x.dtype()); }
 
 struct SoftplusFn final : Function {
-  Tensor x;  // host f32
+  Tensor x;  // fp32
   void backward(BackwardCtx& ctx) override {
-    const Tensor g = host_f32(ctx.grad_output(0));
-    Tensor dx = Tensor::empty(x.shape(), DType::f32);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      const float v = x.data<float>()[i];
-      dx.data<float>()[i] = g.data<float>()[i] / (1.f + std::exp(-v));
-    }
-    ctx.put_grad(0, back_to(dx, ctx.grad_output(0)));
+    const Tensor dx = ctx.new_grad(0, DType::f32);
+    ops::softplus_backward(x, f32c(ctx.grad_output(0)), dx);
   }
 };
 
 struct NormLastFn final : Function {
-  Tensor x, y;  // host f32
+  Tensor x, y;  // fp32
   void backward(BackwardCtx& ctx) override {
-    const Tensor g = host_f32(ctx.grad_output(0));
-    const int64_t c = x.size(-1);
-    Tensor dx = Tensor::empty(x.shape(), DType::f32);
-    for (int64_t r = 0; r < y.numel(); ++r) {
-      const float s = g.data<float>()[r] / y.data<float>()[r];
-      for (int64_t k = 0; k < c; ++k) dx.data<float>()[r * c + k] = s * x.data<float>()[r * c + k];
-    }
-    ctx.put_grad(0, back_to(dx, ctx.grad_output(0)));
+    const Tensor dx = ctx.new_grad(0, DType::f32);
+    ops::norm_rows_backward(x, y, f32c(ctx.grad_output(0)), dx);
   }
 };
 
 struct L2NormalizeFn final : Function {
-  Tensor y, n;  // host f32: output and the clamped norm per row
+  Tensor y, n;  // fp32: output and the clamped norm per row
   float eps = 0.f;
   void backward(BackwardCtx& ctx) override {
-    const Tensor g = host_f32(ctx.grad_output(0));
-    const int64_t c = y.size(-1);
-    Tensor dx = Tensor::empty(y.shape(), DType::f32);
-    for (int64_t r = 0; r < n.numel(); ++r) {
-      const float* yr = y.data<float>() + r * c;
-      const float* gr = g.data<float>() + r * c;
-      float* d = dx.data<float>() + r * c;
-      const float nr = n.data<float>()[r];
-      if (nr * nr <= eps) {  // clamp active: y = x/√eps, a linear map
-        for (int64_t k = 0; k < c; ++k) d[k] = gr[k] / nr;
-        continue;
-      }
-      float gy = 0.f;
-      for (int64_t k = 0; k < c; ++k) gy += gr[k] * yr[k];
-      for (int64_t k = 0; k < c; ++k) d[k] = (gr[k] - gy * yr[k]) / nr;
-    }
-    ctx.put_grad(0, back_to(dx, ctx.grad_output(0)));
+    const Tensor dx = ctx.new_grad(0, DType::f32);
+    ops::l2_normalize_rows_backward(y, n, eps, f32c(ctx.grad_output(0)), dx);
   }
 };
 
@@ -70,56 +44,35 @@ struct L2NormalizeFn final : Function {
 Variable softplus(const Variable& x) {
   FC_CHECK(x.defined(), "softplus: undefined input");
   auto fn = std::make_unique<SoftplusFn>();
-  fn->x = host_f32(x.value());
-  Tensor y = Tensor::empty(x.shape(), DType::f32);
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    const float v = fn->x.data<float>()[i];
-    y.data<float>()[i] = std::max(v, 0.f) + std::log1p(std::exp(-std::fabs(v)));
-  }
-  const Tensor out = back_to(y, x.value());
-  return autograd::record1("softplus", std::move(fn), {x}, out);
+  fn->x = f32c(x.value());
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());
+  ops::softplus_forward(fn->x, y);
+  return autograd::record1("softplus", std::move(fn), {x}, in_dtype_of(y, x));
 }
 
 Variable norm_last(const Variable& x, float eps) {
   FC_CHECK(x.defined() && x.dim() >= 1, "norm_last: input must have at least one axis");
   auto fn = std::make_unique<NormLastFn>();
-  fn->x = host_f32(x.value());
+  fn->x = f32c(x.value());
   Shape s;
   for (int i = 0; i < x.dim() - 1; ++i) s.push_back(x.size(i));
-  const int64_t c = x.size(-1);
-  Tensor y = Tensor::empty(s, DType::f32);
-  for (int64_t r = 0; r < y.numel(); ++r) {
-    float acc = eps;
-    for (int64_t k = 0; k < c; ++k) {
-      const float v = fn->x.data<float>()[r * c + k];
-      acc += v * v;
-    }
-    y.data<float>()[r] = std::sqrt(acc);
-  }
+  Tensor y = Tensor::empty(s, DType::f32, x.device());
+  ops::norm_rows(fn->x, eps, y);
   fn->y = y;
-  const Tensor out = back_to(y, x.value());
-  return autograd::record1("norm_last", std::move(fn), {x}, out);
+  return autograd::record1("norm_last", std::move(fn), {x}, in_dtype_of(y, x));
 }
 
 Variable l2_normalize_last(const Variable& x, float eps) {
   FC_CHECK(x.defined() && x.dim() >= 1, "l2_normalize_last: input must have at least one axis");
   auto fn = std::make_unique<L2NormalizeFn>();
-  const Tensor xh = host_f32(x.value());
-  const int64_t c = x.size(-1), rows = x.numel() / c;
-  Tensor y = Tensor::empty(x.shape(), DType::f32), n = Tensor::empty({rows}, DType::f32);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = xh.data<float>() + r * c;
-    float ss = 0.f;
-    for (int64_t k = 0; k < c; ++k) ss += xr[k] * xr[k];
-    const float nr = std::sqrt(std::max(ss, eps));
-    n.data<float>()[r] = nr;
-    for (int64_t k = 0; k < c; ++k) y.data<float>()[r * c + k] = xr[k] / nr;
-  }
+  const Tensor xf = f32c(x.value());
+  const int64_t rows = x.numel() / x.size(-1);
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device()), n = Tensor::empty({rows}, DType::f32, x.device());
+  ops::l2_normalize_rows(xf, eps, y, n);
   fn->y = y;
   fn->n = n;
   fn->eps = eps;
-  const Tensor out = back_to(y, x.value());
-  return autograd::record1("l2_normalize_last", std::move(fn), {x}, out);
+  return autograd::record1("l2_normalize_last", std::move(fn), {x}, in_dtype_of(y, x));
 }
 
 void add_linear_params(Af2ParamTable& table, const std::string& key, const nn::Linear& linear, int64_t stack_index) {

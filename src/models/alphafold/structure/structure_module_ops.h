@@ -1,7 +1,6 @@
 // Differentiable pointwise ops the structure module needs and src/autograd does not provide
 // (softplus, Euclidean norms over a short last axis). Each is an autograd Function whose forward
-// and backward run in fp32 on the host (the operands are tiny: [H] point weights, [N, H·P]
-// point norms, [N, 7, 2] angles); inputs on a device are copied over and results copied back.
+// and backward run in fp32 on the input's device (kernels/rigid.h), so none waits for the device.
 #pragma once
 
 #include <string>

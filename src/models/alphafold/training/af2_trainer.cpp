@@ -27,6 +27,7 @@
 #include "models/alphafold/params/af2_export.h"
 #include "models/alphafold/training/af2_validation.h"
 #include "models/alphafold/training/keep_blocks.h"
+#include "models/alphafold/training/step_sample.h"
 #include "models/alphafold/model/alphafold.h"
 #include "models/alphafold/model/config_yaml.h"
 #include "models/alphafold/model/features.h"
@@ -41,49 +42,18 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// One sample of a loader batch in train_step's layout: the model features over the iterations the
-// sample asks for (num_recycles + 1 of the R padded slices) and the loss's arrays at the last of
-// them. Copies, so the pooled batch buffer can go back to the loader.
-struct StepSample {
-  Af2Features features;
-  std::map<std::string, Tensor> last_slice;
-};
-
+// Sample b of a loader batch in train_step's layout (step_sample.h), its loss arrays checked.
 StepSample sample_of(const data::TrainingBatch& batch, int64_t b, const std::set<std::string>& recycled) {
   const int64_t num_recycles = batch.at("num_recycles").select(0, b).to(Device::cpu()).to_vector_i64().at(0);
-  const int64_t iterations = num_recycles + 1;
   std::map<std::string, Tensor> arrays;
-  StepSample s;
-  for (const auto& [name, t] : batch.features) {
-    Tensor x = t.select(0, b).to(Device::cpu());
-    if (recycled.count(name)) {
-      FC_CHECK(x.dim() >= 1 && x.size(-1) >= iterations, "train: sample feature '", name, "' ", x.shape().str(),
-               " has fewer than the ", iterations, " recycling iterations the sample asks for");
-      x = x.narrow(-1, 0, iterations);
-      s.last_slice[name] = x.select(-1, iterations - 1).clone();
-      arrays[name] = x.clone();
-    } else {
-      s.last_slice[name] = x.clone();
-    }
-  }
+  for (const auto& [name, t] : batch.features) arrays[name] = t.select(0, b).to(Device::cpu());
   std::ostringstream origin;
   origin << "training sample of chain " << batch.chains.at(static_cast<size_t>(b)) << " (epoch " << batch.epoch
          << ", batch " << batch.step << ")";
-  s.features = Af2Features::from_arrays(arrays, origin.str());
+  StepSample s = split_step_sample(arrays, num_recycles + 1, recycled, origin.str());
   for (const std::string& key : Af2LossBatch::keys())
     FC_CHECK(s.last_slice.count(key), origin.str(), ": the loss needs '", key, "', which the sample lacks");
   return s;
-}
-
-// The sample keys that carry the recycling axis: the processed features, which
-// training_sample_layout lists before num_recycles (the labels follow it).
-std::set<std::string> recycled_keys(const data::TrainingSampleConfig& config) {
-  std::set<std::string> out;
-  for (const data::TrainingFeatureSpec& spec : data::training_sample_layout(config)) {
-    if (spec.name == "num_recycles") break;
-    out.insert(spec.name);
-  }
-  return out;
 }
 
 Tensor i64_scalar(int64_t v) {
@@ -475,9 +445,9 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
       try {
         r = af2_train_step(model, params, table, shapes, s.features, s.last_slice, loss_config, o.device, precision,
                            /*report_grads=*/false, mp_grads ? &*mp_grads : nullptr);
-      } catch (Error& e) {
+      } catch (OutOfMemoryError& e) {
         // Out of memory with blocks kept by auto: name the setting that trades the memory back.
-        if (keep_auto.active() && std::string(e.what()).find("out of memory") != std::string::npos)
+        if (keep_auto.active())
           e.add_context("the step kept " + std::to_string(model.config().recompute_keep_blocks) + " of " +
                         std::to_string(cfg.model.num_evoformer_blocks) +
                         " Evoformer blocks (recompute_keep_blocks: auto); a fixed, lower recompute_keep_blocks in " +
