@@ -164,7 +164,7 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
 }
 
 Af2GraphOutputs AlphaFold::forward_graph(const Af2Batch& batch, const Af2RecycleState& prev,
-                                         Af2RecycleState* next) const {
+                                         Af2RecycleState* next, bool heads) const {
   const Device dev = batch.aatype.device();
   std::optional<profile::Scope> stage;
   stage.emplace("trunk", dev);
@@ -185,9 +185,12 @@ Af2GraphOutputs AlphaFold::forward_graph(const Af2Batch& batch, const Af2Recycle
     sm = std::make_shared<StructureModuleOutputs>(structure_module_->forward(sin));
   }
   stage.reset();
-  stage.emplace("heads", dev);
-  auto ho = std::make_shared<HeadOutputs>(heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm->single}));
-  stage.reset();
+  std::shared_ptr<HeadOutputs> ho;
+  if (heads) {
+    stage.emplace("heads", dev);
+    ho = std::make_shared<HeadOutputs>(heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm->single}));
+    stage.reset();
+  }
   if (next != nullptr) {  // values only: the recycled state carries no graph (AF2 stop_gradient)
     next->m1 = trunk.m1.value();
     next->z = trunk.pair.value();
@@ -203,7 +206,7 @@ Af2GraphOutputs AlphaFold::forward_train(const Af2Features& features, Device dev
   for (int64_t r = 0; r + 1 < iterations; ++r) {
     ag::NoGradGuard no_grad;
     Af2RecycleState next;
-    forward_graph(batch_to(features.iteration(r), device), state, &next);
+    forward_graph(batch_to(features.iteration(r), device), state, &next, /*heads=*/false);  // only `next` is used
     state = std::move(next);
   }
   return forward_graph(batch_to(features.iteration(iterations - 1), device), state);

@@ -101,7 +101,10 @@ class AlphaFold : public nn::Module {
 
   // The same iteration keeping the graph handles of what the training losses read (run it with
   // grad mode on for a training step). `next`, when given, receives the detached recycled state.
-  Af2GraphOutputs forward_graph(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next = nullptr) const;
+  // heads false: the heads are skipped (their outputs are null), for a recycling iteration whose
+  // only result is `next`.
+  Af2GraphOutputs forward_graph(const Af2Batch& batch, const Af2RecycleState& prev, Af2RecycleState* next = nullptr,
+                                bool heads = true) const;
 
   // Training forward over recycling as AlphaFold2 trains (suppl. 1.10): R = features.num_iterations()
   // (the sample's recycling extent); iterations 0..R−2 on the slices [..., r] run without a graph
