@@ -38,12 +38,13 @@ LIBGOMP_A=$(${CXX:-g++} -print-file-name=libgomp.a)
 [ -f "$LIBGOMP_A" ] || die "no static libgomp ($LIBGOMP_A)"
 
 # OpenMP_gomp_LIBRARY preset: FindOpenMP links what that cache entry names, the static archive.
+# FOLDCORE_LLD=OFF: GNU ld, the linker these archives have run on the GPU machine with.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOLDCORE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DFOLDCORE_APPS=OFF -DFOLDCORE_HDF5=OFF -DFOLDCORE_BLAS=OFF \
   -DFOLDCORE_DATA=ON -DFOLDCORE_RDKIT=OFF -DFOLDCORE_MPI=$MPI_OPT -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON \
   -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DFOLDCORE_GTEST_SOURCE="$GTEST_SRC" -DBUILD_SHARED_LIBS=OFF \
   -DZLIB_USE_STATIC_LIBS=ON -DOpenMP_gomp_LIBRARY="$LIBGOMP_A" \
-  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" -DFOLDCORE_TEST_SOURCE_DIR=. >/dev/null
+  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" -DFOLDCORE_LLD=OFF -DFOLDCORE_TEST_SOURCE_DIR=. >/dev/null
 
 TESTS=()
 if [ "$MPI" = 1 ]; then

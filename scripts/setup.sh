@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential cmake ninja-build ccache pkg-config git lld
   libopenblas-dev libopenblas-openmp-dev libomp-dev zlib1g-dev
   libhdf5-dev libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libcpp-httplib-dev
   libsqlite3-dev chromium
