@@ -8,11 +8,13 @@
 //               [--model_config configs/model/model_1.yaml] [--device cpu|cuda:0] [--steps K] [--samples K]
 // (a build without yaml-cpp runs the built-in model_1_ptm config: model_1's widths plus the TM head)
 //
-// --configs: precision:recompute_blocks[:keep] (recompute_blocks 0 = no recomputation, k = k blocks
-// per recomputation segment; keep: Af2Config::recompute_keep_blocks, the last `keep` Evoformer
-// blocks not recomputed, 0 when left out; e.g. bf16:1:24; `auto`: as many as the device holds,
-// measured by one or two untimed steps first, models/alphafold/training/keep_blocks.h; the line
-// reports the count chosen and kept_block_mib, what the measured block held). Model: the widths of --model_config (model_1: c_m 256, c_z 128,
+// --configs: precision:recompute_blocks[:keep[:keep_extra]] (recompute_blocks 0 = no recomputation,
+// k = k blocks per recomputation segment; keep: Af2Config::recompute_keep_blocks, the last `keep`
+// Evoformer blocks not recomputed, 0 when left out; keep_extra: recompute_keep_extra_msa_blocks,
+// the same for the extra-MSA stack; e.g. bf16:1:24 or bf16:1:48:4; `auto`: as many of both as the
+// device holds, extra-MSA blocks first, measured by one or two untimed steps first,
+// models/alphafold/training/keep_blocks.h; the line reports the counts chosen and kept_block_mib /
+// kept_extra_msa_block_mib, what the measured blocks held). Model: the widths of --model_config (model_1: c_m 256, c_z 128,
 // c_s 384, c_e 64, 8 structure-module layers, every head) with random parameters; depth reduced by
 // default to 2 Evoformer blocks and 1 extra-MSA block (reported in every line; --evoformer_blocks
 // 48 --extra_msa_blocks 4 is the real model), templates off (the sample has none), dropout on as in
@@ -96,16 +98,19 @@ using namespace foldcore;
 
 struct Config {
   std::string precision;
-  int64_t recompute = 0, keep = 0;  // keep: Af2Config::kKeepBlocksAuto for `auto`
-  // The name in the profile lines: precision:recompute, with :keep when not 0.
+  int64_t recompute = 0, keep = 0;  // keep: Af2Config::kKeepBlocksAuto for `auto` (both stacks)
+  int64_t keep_extra = 0;            // the extra-MSA stack's (auto with keep)
+  // The name in the profile lines: precision:recompute, with :keep when not 0 and :keep_extra when
+  // not 0 (and not auto).
   std::string name() const {
     std::string s = precision;
     s += ':';
     s += std::to_string(recompute);
-    if (keep != 0) {
+    if (keep != 0 || keep_extra != 0) {
       s += ':';
       s += keep == af2::Af2Config::kKeepBlocksAuto ? std::string("auto") : std::to_string(keep);
     }
+    if (keep_extra != 0 && keep != af2::Af2Config::kKeepBlocksAuto) s += ':' + std::to_string(keep_extra);
     return s;
   }
 };
@@ -189,7 +194,9 @@ void add_self_templates(data::TrainingChain& chain, int count) {
 
 struct Result {
   int64_t keep = 0;               // the kept blocks the reported step ran with (auto: as resolved)
+  int64_t keep_extra = 0;         // the same for the extra-MSA stack
   int64_t kept_block_bytes = 0;   // auto: what the measuring step's kept block held
+  int64_t kept_extra_block_bytes = 0;  // auto: the same for an extra-MSA block
   double seconds = 0, loss = 0;
   size_t step_peak = 0, peak = 0;
   HostWaits waits;  // inside the step (the bench's own synchronizes excluded)
@@ -215,6 +222,7 @@ struct Case {
     af2::Af2Config config = base;
     config.recompute_blocks = c.recompute;
     config.recompute_keep_blocks = c.keep;
+    config.recompute_keep_extra_msa_blocks = c.keep_extra;
     config.chunk_size = 0;  // training runs unchunked, as `foldcore train` (af2_trainer.cpp)
     model = std::make_unique<af2::AlphaFold>(nn::Scope{&params, &init_rng, &dropout_rng, ""}, config);
     model->train(true);
@@ -256,7 +264,9 @@ struct Case {
     synchronize(device);
     Result out;
     out.keep = model->config().recompute_keep_blocks;
+    out.keep_extra = model->config().recompute_keep_extra_msa_blocks;
     out.kept_block_bytes = keep_auto->block_bytes();
+    out.kept_extra_block_bytes = keep_auto->extra_msa_block_bytes();
     out.waits = waits;
     out.plans = {plans_after.made - plans_before.made, plans_after.reused - plans_before.reused};
     out.host_seconds = host_seconds;
@@ -308,6 +318,7 @@ void run_average_case(const af2::Af2Config& config, const std::vector<Sample>& s
       .str("precision", cfg.precision)
       .integer("recompute_blocks", cfg.recompute)
       .integer("recompute_keep_blocks", k.model->config().recompute_keep_blocks)
+      .integer("recompute_keep_extra_msa_blocks", k.model->config().recompute_keep_extra_msa_blocks)
       .boolean("recompute_keep_blocks_auto", cfg.keep == af2::Af2Config::kKeepBlocksAuto)
       .integer("samples", static_cast<long long>(samples.size()))
       .nums("iterations", iterations)
@@ -359,13 +370,17 @@ int main(int argc, char** argv) {
             if (colon == std::string::npos) break;
             start = colon + 1;
           }
-          FC_CHECK(parts.size() == 2 || parts.size() == 3, "bench_train: --configs entry '", c,
-                   "' is not precision:recompute_blocks[:keep_blocks] (e.g. bf16:1, bf16:1:24 or bf16:1:auto)");
-          const bool keep_auto = parts.size() == 3 && parts[2] == "auto";
+          FC_CHECK(parts.size() >= 2 && parts.size() <= 4, "bench_train: --configs entry '", c,
+                   "' is not precision:recompute_blocks[:keep_blocks[:keep_extra_msa_blocks]] (e.g. bf16:1, "
+                   "bf16:1:24, bf16:1:48:4 or bf16:1:auto)");
+          const bool keep_auto = parts.size() >= 3 && parts[2] == "auto";
+          FC_CHECK(!keep_auto || parts.size() == 3, "bench_train: --configs entry '", c,
+                   "': auto decides the extra-MSA blocks too");
           Config cfg{parts[0], std::stoll(parts[1]),
-                     keep_auto ? af2::Af2Config::kKeepBlocksAuto : parts.size() == 3 ? std::stoll(parts[2]) : 0};
-          FC_CHECK(cfg.recompute >= 0 && (keep_auto || cfg.keep >= 0), "bench_train: --configs entry '", c,
-                   "': negative count");
+                     keep_auto ? af2::Af2Config::kKeepBlocksAuto : parts.size() >= 3 ? std::stoll(parts[2]) : 0,
+                     keep_auto ? af2::Af2Config::kKeepBlocksAuto : parts.size() == 4 ? std::stoll(parts[3]) : 0};
+          FC_CHECK(cfg.recompute >= 0 && (keep_auto || (cfg.keep >= 0 && cfg.keep_extra >= 0)),
+                   "bench_train: --configs entry '", c, "': negative count");
           args.configs.push_back(cfg);
         }
       } else if (k == "--evoformer_blocks") {
@@ -475,8 +490,10 @@ int main(int argc, char** argv) {
             .str("precision", precision)
             .integer("recompute_blocks", cfg.recompute)
             .integer("recompute_keep_blocks", r.keep)
+            .integer("recompute_keep_extra_msa_blocks", r.keep_extra)
             .boolean("recompute_keep_blocks_auto", cfg.keep == af2::Af2Config::kKeepBlocksAuto)
             .num("kept_block_mib", static_cast<double>(r.kept_block_bytes) / kMiB)
+            .num("kept_extra_msa_block_mib", static_cast<double>(r.kept_extra_block_bytes) / kMiB)
             .num("seconds", r.seconds)
             .num("step_peak_mib", static_cast<double>(r.step_peak) / kMiB)
             .num("peak_alloc_mib", static_cast<double>(r.peak) / kMiB)

@@ -56,6 +56,7 @@ TEST(Af2ConfigYaml, EveryPresetLoadsCompletelyWithAf2Settings) {
       // Training recomputes one block per segment and keeps as many as the device holds.
       EXPECT_EQ(c.recompute_blocks, 1);
       EXPECT_EQ(c.recompute_keep_blocks, Af2Config::kKeepBlocksAuto);
+      EXPECT_EQ(c.recompute_keep_extra_msa_blocks, Af2Config::kKeepBlocksAuto);
     }
   }
 }
@@ -64,14 +65,16 @@ TEST(Af2ConfigYaml, Model1PtmPresetEqualsTheBuiltInDefaults) {
   // config.h's defaults are model_1_ptm; the preset file must say exactly the same (chunk_size
   // aside: the preset chunks as AF2's subbatch_size 4, the struct default does not chunk; and
   // recompute_blocks: the preset trains with AlphaFold2's one block per recomputation segment,
-  // the struct default does not recompute; and recompute_keep_blocks: auto in the preset).
+  // the struct default does not recompute; and the kept blocks of both stacks: auto in the preset).
   Af2Config file = load_af2_config(preset_path("model_1_ptm"));
   EXPECT_EQ(file.chunk_size, 4);
   EXPECT_EQ(file.recompute_blocks, 1);
   EXPECT_EQ(file.recompute_keep_blocks, Af2Config::kKeepBlocksAuto);
+  EXPECT_EQ(file.recompute_keep_extra_msa_blocks, Af2Config::kKeepBlocksAuto);
   file.chunk_size = 0;
   file.recompute_blocks = 0;
   file.recompute_keep_blocks = 0;
+  file.recompute_keep_extra_msa_blocks = 0;
   EXPECT_EQ(af2_config_to_yaml(file), af2_config_to_yaml(Af2Config{}));
 }
 
@@ -98,8 +101,10 @@ TEST(Af2ConfigYaml, WriterAndReaderRoundTrip) {
   c.precision = "bf16";
   c.heads.ptm = false;
   c.recompute_keep_blocks = Af2Config::kKeepBlocksAuto;
+  c.recompute_keep_extra_msa_blocks = 3;
   const std::string text = af2_config_to_yaml(c);
   EXPECT_NE(text.find("recompute_keep_blocks: auto\n"), std::string::npos);
+  EXPECT_NE(text.find("recompute_keep_extra_msa_blocks: 3\n"), std::string::npos);
   std::vector<std::string> missing;
   const Af2Config back = parse_af2_config(text, "roundtrip.yaml", &missing);
   EXPECT_TRUE(missing.empty());
@@ -108,7 +113,10 @@ TEST(Af2ConfigYaml, WriterAndReaderRoundTrip) {
   EXPECT_EQ(back.evoformer.msa_row.num_head, 4);
   EXPECT_FALSE(back.evoformer.msa_row.gating);
   EXPECT_EQ(back.recompute_keep_blocks, Af2Config::kKeepBlocksAuto);
+  EXPECT_EQ(back.recompute_keep_extra_msa_blocks, 3);
   EXPECT_EQ(parse_af2_config("recompute_keep_blocks: 12\n", "k.yaml").recompute_keep_blocks, 12);
+  EXPECT_EQ(parse_af2_config("recompute_keep_extra_msa_blocks: auto\n", "k.yaml").recompute_keep_extra_msa_blocks,
+            Af2Config::kKeepBlocksAuto);
 }
 
 TEST(Af2ConfigYaml, PartialConfigKeepsDefaultsAndReportsMissingKeys) {
@@ -141,6 +149,8 @@ TEST(Af2ConfigYaml, BadConfigsNameFileAndKey) {
       {"precision: fp8\n", {"bad.yaml", "precision must be fp32 or bf16"}},
       {"recompute_keep_blocks: -1\n", {"bad.yaml:1", "key 'recompute_keep_blocks'", "a count >= 0 or auto", "'-1'"}},
       {"recompute_keep_blocks: most\n", {"key 'recompute_keep_blocks'", "a count >= 0 or auto", "'most'"}},
+      {"recompute_keep_extra_msa_blocks: -2\n",
+       {"key 'recompute_keep_extra_msa_blocks'", "a count >= 0 or auto", "'-2'"}},
       {"evoformer:\n  tri_att: {num_head: 0}\n", {"bad.yaml", "evoformer", "num_head"}},
   };
   for (const Case& c : cases) {

@@ -91,7 +91,8 @@ struct StepRun {
 // A model of the fixture's architecture with its weights, ready for training steps.
 // perturb: the single projection's weights (the structure module's input) rounded to bf16 — a
 // relative change ≤ 2^-9 per weight, the smallest perturbation bf16 makes anywhere.
-// keep_blocks: Af2Config::recompute_keep_blocks (kKeepBlocksAuto: auto, for KeepBlocksAuto).
+// keep_blocks, keep_extra_blocks: Af2Config::recompute_keep_blocks and
+// recompute_keep_extra_msa_blocks (kKeepBlocksAuto: auto, for KeepBlocksAuto).
 struct Stepper {
   Af2Config config;
   autograd::ParamStore params{Device::cpu()};
@@ -103,10 +104,12 @@ struct Stepper {
 
   // evoformer_blocks > 0: that many Evoformer blocks instead of the fixture's 2, with random
   // weights (the fixture's are not loaded).
-  Stepper(int64_t recompute_blocks, bool dropout, bool perturb, int64_t keep_blocks, int64_t evoformer_blocks = 0) {
+  Stepper(int64_t recompute_blocks, bool dropout, bool perturb, int64_t keep_blocks, int64_t evoformer_blocks = 0,
+          int64_t keep_extra_blocks = 0) {
     config = infer_af2_config(tc::params_path());
     config.recompute_blocks = recompute_blocks;
     config.recompute_keep_blocks = keep_blocks;
+    config.recompute_keep_extra_msa_blocks = keep_extra_blocks;
     if (evoformer_blocks > 0) config.num_evoformer_blocks = evoformer_blocks;
     model = std::make_unique<AlphaFold>(nn::Scope{&params, &init_rng, dropout ? &dropout_rng : nullptr, ""}, config);
     model->train(dropout);
@@ -137,8 +140,8 @@ struct Stepper {
 };
 
 StepRun run(DType precision, int64_t recompute_blocks, bool dropout, bool perturb = false, bool report_grads = true,
-            const Batch& b = batch(), int64_t keep_blocks = 0) {
-  Stepper st(recompute_blocks, dropout, perturb, keep_blocks);
+            const Batch& b = batch(), int64_t keep_blocks = 0, int64_t keep_extra_blocks = 0) {
+  Stepper st(recompute_blocks, dropout, perturb, keep_blocks, 0, keep_extra_blocks);
   return st.step(precision, report_grads, b);
 }
 
@@ -219,30 +222,40 @@ TEST(Af2TrainMemory, RecomputationWithDropoutGivesTheSameGradientsAndALowerPeak)
 // recompute_keep_blocks = 1: the second of the two Evoformer blocks runs outside any segment (its
 // activations kept, its dropout drawn in the forward's order), the rest recomputed: the plain
 // step's loss and gradients as in test 1, and a peak between the two (the kept block's
-// activations live until the backward; 2 and more: both blocks kept, more memory still).
+// activations live until the backward; 2 and more: both blocks kept, more memory still). With
+// recompute_keep_extra_msa_blocks = 1 the extra-MSA stack's block is kept too: the same again,
+// and more memory than the Evoformer's blocks alone (only the template stack recomputes).
 TEST(Af2TrainMemory, KeptBlocksGiveTheSameGradientsWithAPeakBetween) {
   const StepRun& plain = fp32_dropout();
   const StepRun all = run(DType::f32, 1, true, false, true, batch(), 0);
   const StepRun keep1 = run(DType::f32, 1, true, false, true, batch(), 1);
   const StepRun keep2 = run(DType::f32, 1, true, false, true, batch(), 5);
+  const StepRun keep_extra = run(DType::f32, 1, true, false, true, batch(), 5, 1);
   expect_same_as_plain(keep1, "recompute, 1 block kept");
   expect_same_as_plain(keep2, "recompute, every Evoformer block kept");
-  std::printf("peaks: recompute all %.1f MiB, 1 kept %.1f MiB, 2 kept %.1f MiB, plain %.1f MiB\n",
+  expect_same_as_plain(keep_extra, "recompute, every Evoformer and extra-MSA block kept");
+  std::printf("peaks: recompute all %.1f MiB, 1 kept %.1f MiB, 2 kept %.1f MiB, 2 + extra-MSA kept %.1f MiB, plain "
+              "%.1f MiB\n",
               static_cast<double>(all.peak) / (1 << 20), static_cast<double>(keep1.peak) / (1 << 20),
-              static_cast<double>(keep2.peak) / (1 << 20), static_cast<double>(plain.peak) / (1 << 20));
+              static_cast<double>(keep2.peak) / (1 << 20), static_cast<double>(keep_extra.peak) / (1 << 20),
+              static_cast<double>(plain.peak) / (1 << 20));
   EXPECT_LT(all.peak, keep1.peak);
   EXPECT_LT(keep1.peak, keep2.peak);
+  EXPECT_LT(keep2.peak, keep_extra.peak);
   EXPECT_LT(keep2.peak, plain.peak);  // the extra-MSA and template stacks still recompute
+  EXPECT_LE(keep_extra.peak, plain.peak);
 }
 
-// recompute_keep_blocks: auto (keep_blocks.h). The first step keeps one block and measures what it
-// holds; with room for that step's peak and 1.5 blocks more, the later steps keep both Evoformer
-// blocks. Checked with it: the premise auto plans with — one more kept block raises the step's
-// peak by at most KeepBlocksAuto::kBlockMargin × the measured block (and by more than half of it:
-// the measurement is what the block really holds) — and that the resolved model computes what a
-// model configured with that count computes (dropout off: the same loss bit for bit).
+// recompute_keep_blocks and recompute_keep_extra_msa_blocks: auto (keep_blocks.h). The first step
+// keeps one block of each stack and measures what each holds; with room for that step's peak and
+// 1.5 Evoformer blocks more, the later steps keep both Evoformer blocks (the fixture's one
+// extra-MSA block is kept from the first step on). Checked with it: the premise auto plans with —
+// one more kept block raises the step's peak by at most KeepBlocksAuto::kBlockMargin × the
+// measured block (and by more than half of it: the measurement is what the block really holds) —
+// and that the resolved model computes what a model configured with those counts computes
+// (dropout off: the same loss bit for bit).
 TEST(Af2TrainMemory, AutoKeepBlocksMeasuresOneBlockAndKeepsWhatFits) {
-  Stepper st(1, false, false, Af2Config::kKeepBlocksAuto);
+  Stepper st(1, false, false, Af2Config::kKeepBlocksAuto, 0, Af2Config::kKeepBlocksAuto);
   EXPECT_EQ(st.model->config().recompute_keep_blocks, Af2Config::kKeepBlocksAuto);
   Allocator& alloc = default_allocator(Device::cpu());
   KeepBlocksAuto keep(*st.model, Device::cpu(), [&] {
@@ -252,13 +265,17 @@ TEST(Af2TrainMemory, AutoKeepBlocksMeasuresOneBlockAndKeepsWhatFits) {
   ASSERT_TRUE(keep.active());
   keep.before_step();
   EXPECT_EQ(st.model->config().recompute_keep_blocks, 1);
+  EXPECT_EQ(st.model->config().recompute_keep_extra_msa_blocks, 1);
   const StepRun first = st.step(DType::f32, false);
   ASSERT_TRUE(keep.after_step());
   EXPECT_FALSE(keep.after_step());  // resolved once
   ASSERT_GT(keep.block_bytes(), 0);
+  ASSERT_GT(keep.extra_msa_block_bytes(), 0);
   EXPECT_EQ(keep.kept_blocks(), 2);
+  EXPECT_EQ(keep.kept_extra_msa_blocks(), 1);
   keep.before_step();  // resolved: no change
   EXPECT_EQ(st.model->config().recompute_keep_blocks, 2);
+  EXPECT_EQ(st.model->config().recompute_keep_extra_msa_blocks, 1);
   const StepRun second = st.step(DType::f32, false);
   const double grew = static_cast<double>(second.peak) - static_cast<double>(first.peak);
   std::printf("%s; peak with 1 kept %.2f MiB, with 2 kept %.2f MiB (+%.2f MiB)\n", keep.summary().c_str(),
@@ -266,7 +283,7 @@ TEST(Af2TrainMemory, AutoKeepBlocksMeasuresOneBlockAndKeepsWhatFits) {
               grew / (1 << 20));
   EXPECT_LE(grew, KeepBlocksAuto::kBlockMargin * static_cast<double>(keep.block_bytes()));
   EXPECT_GT(grew, 0.5 * static_cast<double>(keep.block_bytes()));
-  const StepRun direct = run(DType::f32, 1, false, false, false, batch(), 2);
+  const StepRun direct = run(DType::f32, 1, false, false, false, batch(), 2, 1);
   EXPECT_EQ(second.result.loss.loss, direct.result.loss.loss);
   EXPECT_EQ(second.result.grad_norm, direct.result.grad_norm);
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "kernels/rigid_math.h"
 
 namespace foldcore::af2::loss_detail {
 namespace {
@@ -81,28 +82,15 @@ Frame frame_from_4x4(const double* m) {
 }
 
 std::array<double, 9> quat_to_rot(const double* q) {
-  const double w = q[0], x = q[1], y = q[2], z = q[3];
-  return {w * w + x * x - y * y - z * z, 2 * (x * y - w * z),         2 * (x * z + w * y),
-          2 * (x * y + w * z),         w * w - x * x + y * y - z * z, 2 * (y * z - w * x),
-          2 * (x * z - w * y),         2 * (y * z + w * x),         w * w - x * x - y * y + z * z};
+  std::array<double, 9> r;
+  ops::detail::quat_to_rot_elem(q, r.data());
+  return r;
 }
 
 std::array<double, 4> quat_to_rot_backward(const double* q, const std::array<double, 9>& g) {
-  const double w = q[0], x = q[1], y = q[2], z = q[3];
-  // ∂R/∂w = 2[[w,−z,y],[z,w,−x],[−y,x,w]], ∂R/∂x = 2[[x,y,z],[y,−x,−w],[z,w,−x]],
-  // ∂R/∂y = 2[[−y,x,w],[x,y,z],[−w,z,−y]], ∂R/∂z = 2[[−z,−w,x],[w,−z,y],[x,y,z]].
-  const std::array<double, 9> dw = {w, -z, y, z, w, -x, -y, x, w};
-  const std::array<double, 9> dx = {x, y, z, y, -x, -w, z, w, -x};
-  const std::array<double, 9> dy = {-y, x, w, x, y, z, -w, z, -y};
-  const std::array<double, 9> dz = {-z, -w, x, w, -z, y, x, y, z};
-  std::array<double, 4> out{};
-  for (int k = 0; k < 9; ++k) {
-    out[0] += 2 * dw[k] * g[k];
-    out[1] += 2 * dx[k] * g[k];
-    out[2] += 2 * dy[k] * g[k];
-    out[3] += 2 * dz[k] * g[k];
-  }
-  return out;
+  std::array<double, 4> dq;
+  ops::detail::quat_to_rot_backward_elem(q, g.data(), dq.data());
+  return dq;
 }
 
 std::array<double, 3> to_local(const Frame& f, const double* x) {

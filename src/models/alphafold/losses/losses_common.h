@@ -42,6 +42,7 @@ Frame frame_from_4x4(const double* m);
 // R = Σ_ij q_i q_j M_ij; a unit quaternion gives a rotation):
 //   [[w²+x²−y²−z², 2(xy−wz), 2(xz+wy)], [2(xy+wz), w²−x²+y²−z², 2(yz−wx)],
 //    [2(xz−wy), 2(yz+wx), w²−x²−y²+z²]]
+// in double: kernels/rigid_math.h's per-residue expressions, which the geometry ops share.
 std::array<double, 9> quat_to_rot(const double* q);
 // Chain rule through quat_to_rot: dL/dq [4] from dL/dR [9] (row-major).
 std::array<double, 4> quat_to_rot_backward(const double* q, const std::array<double, 9>& grad_r);

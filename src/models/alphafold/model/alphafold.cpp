@@ -61,6 +61,9 @@ void AlphaFold::set_model_parallel(const ModelParallel& mp) {
 }
 
 int64_t AlphaFold::max_kept_block_bytes() const { return trunk_.stacks().back()->max_kept_block_bytes(); }
+int64_t AlphaFold::max_kept_extra_msa_block_bytes() const {
+  return trunk_.stacks().front()->max_kept_block_bytes();
+}
 
 void AlphaFold::add_af2_params(Af2ParamTable& table, const std::string& key_prefix) const {
   trunk_.add_af2_params(table, key_prefix);

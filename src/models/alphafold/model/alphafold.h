@@ -81,8 +81,15 @@ class AlphaFold : public nn::Module {
     trunk_.set_recompute_keep_blocks(blocks);
     config_.recompute_keep_blocks = blocks;
   }
+  // The same for the extra-MSA stack (Af2Config::recompute_keep_extra_msa_blocks).
+  void set_recompute_keep_extra_msa_blocks(int64_t blocks) {
+    trunk_.set_recompute_keep_extra_msa_blocks(blocks);
+    config_.recompute_keep_extra_msa_blocks = blocks;
+  }
   // What one kept Evoformer block leaves allocated (EvoformerStack::max_kept_block_bytes).
   int64_t max_kept_block_bytes() const;
+  // What one kept extra-MSA block leaves allocated.
+  int64_t max_kept_extra_msa_block_bytes() const;
 
   // One recycling iteration on `batch` (on the model's device) with the previous iteration's
   // state (undefined tensors: the first iteration, zeros). Writes the state for the next

@@ -87,6 +87,9 @@ void validate_af2_config(const Af2Config& c) {
   FC_CHECK(c.recompute_keep_blocks >= 0 || c.recompute_keep_blocks == Af2Config::kKeepBlocksAuto,
            "config: recompute_keep_blocks must be >= 0 (0: every Evoformer block recomputed) or auto, got ",
            c.recompute_keep_blocks);
+  FC_CHECK(c.recompute_keep_extra_msa_blocks >= 0 || c.recompute_keep_extra_msa_blocks == Af2Config::kKeepBlocksAuto,
+           "config: recompute_keep_extra_msa_blocks must be >= 0 (0: every extra-MSA block recomputed) or auto, got ",
+           c.recompute_keep_extra_msa_blocks);
   FC_CHECK(c.recycle_max_bin > c.recycle_min_bin, "config: recycle_max_bin must exceed recycle_min_bin");
   FC_CHECK(c.precision == "fp32" || c.precision == "bf16", "config: precision must be fp32 or bf16, got '",
            c.precision, "'");

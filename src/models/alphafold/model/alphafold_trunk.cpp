@@ -52,6 +52,7 @@ EmbeddingsAndEvoformer::EmbeddingsAndEvoformer(nn::Scope scope, const Af2Config&
   evoformer_->set_recompute_blocks(config_.recompute_blocks);
   // auto: none until the trainer's first step has measured what a kept block holds (keep_blocks.h).
   evoformer_->set_recompute_keep_blocks(std::max<int64_t>(config_.recompute_keep_blocks, 0));
+  extra_msa_stack_->set_recompute_keep_blocks(std::max<int64_t>(config_.recompute_keep_extra_msa_blocks, 0));
   if (template_embedder_) template_embedder_->set_recompute_blocks(config_.recompute_blocks);
   register_child(*extra_msa_embedder_);
   register_child(*extra_msa_stack_);
@@ -62,6 +63,11 @@ EmbeddingsAndEvoformer::EmbeddingsAndEvoformer(nn::Scope scope, const Af2Config&
 void EmbeddingsAndEvoformer::set_recompute_keep_blocks(int64_t blocks) {
   evoformer_->set_recompute_keep_blocks(blocks);
   config_.recompute_keep_blocks = blocks;
+}
+
+void EmbeddingsAndEvoformer::set_recompute_keep_extra_msa_blocks(int64_t blocks) {
+  extra_msa_stack_->set_recompute_keep_blocks(blocks);
+  config_.recompute_keep_extra_msa_blocks = blocks;
 }
 
 EmbeddingsAndEvoformer::~EmbeddingsAndEvoformer() = default;

@@ -85,6 +85,7 @@ class EmbeddingsAndEvoformer : public nn::Module {
   void set_template_passes(int64_t passes) { config_.template_passes = passes; }
   // Training: the main Evoformer stack's kept blocks (EvoformerStack::set_recompute_keep_blocks).
   void set_recompute_keep_blocks(int64_t blocks);
+  void set_recompute_keep_extra_msa_blocks(int64_t blocks);
 
  private:
   Af2Config config_;

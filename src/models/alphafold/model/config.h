@@ -115,6 +115,11 @@ struct Af2Config {
   // the device's memory holds, measured by the first training step (training/keep_blocks.h).
   static constexpr int64_t kKeepBlocksAuto = -1;
   int64_t recompute_keep_blocks = 0;
+  // The same for the extra-MSA stack's blocks (its last this many keep their activations). One
+  // kept extra-MSA block holds about what an Evoformer block holds at crop 256 and saves more
+  // time, so `auto` on both keeps the extra-MSA blocks first (training/keep_blocks.h).
+  // kKeepBlocksAuto: decided with the others by the first steps.
+  int64_t recompute_keep_extra_msa_blocks = 0;
 };
 
 // Throws foldcore::Error naming the first inconsistent or out-of-range field (positive

@@ -67,6 +67,8 @@ template <typename V> void visit_config(V& v, Af2Config& c) {
   v("recompute_blocks", c.recompute_blocks);
   IntOrAuto keep_blocks{&c.recompute_keep_blocks, Af2Config::kKeepBlocksAuto};
   v("recompute_keep_blocks", keep_blocks);
+  IntOrAuto keep_extra_blocks{&c.recompute_keep_extra_msa_blocks, Af2Config::kKeepBlocksAuto};
+  v("recompute_keep_extra_msa_blocks", keep_extra_blocks);
   visit_block(v, "evoformer", c.evoformer);
   visit_block(v, "extra_msa", c.extra_msa);
   TemplateConfig& t = c.templates;

@@ -449,9 +449,11 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
         // Out of memory with blocks kept by auto: name the setting that trades the memory back.
         if (keep_auto.active())
           e.add_context("the step kept " + std::to_string(model.config().recompute_keep_blocks) + " of " +
-                        std::to_string(cfg.model.num_evoformer_blocks) +
-                        " Evoformer blocks (recompute_keep_blocks: auto); a fixed, lower recompute_keep_blocks in " +
-                        cfg.model_path + " leaves more memory");
+                        std::to_string(cfg.model.num_evoformer_blocks) + " Evoformer blocks and " +
+                        std::to_string(model.config().recompute_keep_extra_msa_blocks) + " of " +
+                        std::to_string(cfg.model.num_extra_msa_blocks) +
+                        " extra-MSA blocks (recompute_keep_blocks, recompute_keep_extra_msa_blocks: auto); fixed, "
+                        "lower counts in " + cfg.model_path + " leave more memory");
         throw;
       }
       if (keep_auto.after_step() && writer) log::info("train: ", keep_auto.summary());
