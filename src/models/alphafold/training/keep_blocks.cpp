@@ -15,9 +15,11 @@ void fit_kept_blocks(std::vector<KeptBlocks>& stacks, int64_t peak, int64_t usab
   double room = KeepBlocksAuto::kBudgetFraction * static_cast<double>(usable_bytes) - static_cast<double>(peak);
   for (KeptBlocks& s : stacks)
     s.kept = s.num_blocks <= 0 || s.cost <= 0 ? 0 : std::clamp<int64_t>(s.kept, 0, s.num_blocks);
+  // From here a stack without blocks or cost keeps 0 and gets none: every add and removal below is
+  // bounded by num_blocks − kept or by kept, and its room by a positive cost.
   if (room >= 0) {
     for (KeptBlocks& s : stacks) {
-      if (s.cost <= 0 || s.num_blocks <= 0) continue;
+      if (s.cost <= 0) continue;
       const double each = KeepBlocksAuto::kBlockMargin * s.cost;
       const int64_t add =
           static_cast<int64_t>(std::min(std::floor(room / each), static_cast<double>(s.num_blocks - s.kept)));
@@ -27,7 +29,7 @@ void fit_kept_blocks(std::vector<KeptBlocks>& stacks, int64_t peak, int64_t usab
     return;
   }
   for (auto it = stacks.rbegin(); it != stacks.rend() && room < 0; ++it) {
-    if (it->cost <= 0 || it->num_blocks <= 0) continue;
+    if (it->cost <= 0) continue;
     const double each = KeepBlocksAuto::kBlockMargin * it->cost;
     const int64_t remove = static_cast<int64_t>(std::min(std::ceil(-room / each), static_cast<double>(it->kept)));
     it->kept -= remove;
@@ -68,12 +70,11 @@ int64_t refined_keep_blocks(int64_t num_blocks, int64_t block_bytes, int64_t pea
 KeepBlocksAuto::KeepBlocksAuto(AlphaFold& model, Device device, std::function<int64_t()> usable)
     : model_(&model), device_(device), usable_(std::move(usable)) {
   const Af2Config& c = model.config();
-  evoformer_.what = "Evoformer";
-  evoformer_.automatic = c.recompute_keep_blocks == Af2Config::kKeepBlocksAuto;
-  evoformer_.num = c.num_evoformer_blocks;
-  extra_msa_.what = "extra-MSA";
-  extra_msa_.automatic = c.recompute_keep_extra_msa_blocks == Af2Config::kKeepBlocksAuto;
-  extra_msa_.num = c.num_extra_msa_blocks;
+  evoformer_ = {"Evoformer", c.recompute_keep_blocks == Af2Config::kKeepBlocksAuto, c.num_evoformer_blocks, 0, 0, 0,
+                &AlphaFold::set_recompute_keep_blocks, &AlphaFold::max_kept_block_bytes};
+  extra_msa_ = {"extra-MSA", c.recompute_keep_extra_msa_blocks == Af2Config::kKeepBlocksAuto,
+                c.num_extra_msa_blocks, 0, 0, 0, &AlphaFold::set_recompute_keep_extra_msa_blocks,
+                &AlphaFold::max_kept_extra_msa_block_bytes};
   active_ = (evoformer_.automatic || extra_msa_.automatic) && c.recompute_blocks > 0;
   if (!active_) stage_ = Stage::resolved;
   if (!usable_)
@@ -87,13 +88,6 @@ std::vector<KeepBlocksAuto::Stack*> KeepBlocksAuto::planned() {
   for (Stack* s : {&extra_msa_, &evoformer_})
     if (s->automatic) out.push_back(s);
   return out;
-}
-
-void KeepBlocksAuto::apply(const Stack& s) {
-  if (&s == &evoformer_)
-    model_->set_recompute_keep_blocks(s.kept);
-  else
-    model_->set_recompute_keep_extra_msa_blocks(s.kept);
 }
 
 int64_t KeepBlocksAuto::step_peak() const {
@@ -118,19 +112,18 @@ bool KeepBlocksAuto::after_step() {
   measuring_ = false;
   usable_bytes_ = usable_();
   const std::vector<Stack*> stacks = planned();
+  if (stage_ == Stage::one)
+    for (Stack* s : {&extra_msa_, &evoformer_}) s->bytes = (model_->*s->kept_bytes)();
   std::vector<KeptBlocks> fit;
   for (const Stack* s : stacks) fit.push_back({s->num, s->kept, static_cast<double>(s->bytes)});
   if (stage_ == Stage::one) {
     peak_with_one_ = step_peak();
-    evoformer_.bytes = model_->max_kept_block_bytes();
-    extra_msa_.bytes = model_->max_kept_extra_msa_block_bytes();
-    for (size_t i = 0; i < stacks.size(); ++i) fit[i].cost = static_cast<double>(stacks[i]->bytes);
     fit_kept_blocks(fit, peak_with_one_, usable_bytes_);
     // A second measurement only where a slope can be read (no count fell, one grew) and more (or
     // fewer) blocks could follow.
     bool grew = false, fell = false, room_left = false;
     for (size_t i = 0; i < stacks.size(); ++i) {
-      grew |= fit[i].kept > stacks[i]->kept && fit[i].cost > 0;
+      grew |= fit[i].kept > stacks[i]->kept;
       fell |= fit[i].kept < stacks[i]->kept;
       room_left |= fit[i].kept < stacks[i]->num;
       stacks[i]->first = stacks[i]->kept = fit[i].kept;

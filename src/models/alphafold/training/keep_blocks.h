@@ -112,11 +112,13 @@ class KeepBlocksAuto {
     const char* what = "";
     bool automatic = false;
     int64_t num = 0, kept = 0, first = 0, bytes = 0;
+    void (AlphaFold::*set_kept)(int64_t) = nullptr;     // the model's setter of this stack's count
+    int64_t (AlphaFold::*kept_bytes)() const = nullptr;  // what one of its kept blocks held
   };
   int64_t step_peak() const;
   // The automatic stacks in fitting order: the extra-MSA stack's blocks first.
   std::vector<Stack*> planned();
-  void apply(const Stack& s);  // sets s.kept on the model
+  void apply(const Stack& s) { (model_->*s.set_kept)(s.kept); }
 
   AlphaFold* model_;
   Device device_;
