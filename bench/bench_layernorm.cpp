@@ -2,7 +2,9 @@
 // move: x read + y written; dy, x read + dx written), with the ratio to a same-size device copy
 // measured in the same run (the bandwidth roofline). Then the post-LN residual block at BERT
 // shapes, fused (bias_dropout_residual_layernorm_*) vs unfused (bias_dropout_residual_* then
-// layernorm_*) with dropout p = 0.1, timed side by side. One JSON line per case.
+// layernorm_*) with dropout p = 0.1, timed side by side. On CUDA each backward line also times the
+// backward's two-pass form (two_pass_ms, speedup_vs_two_pass: ops::set_layernorm_backward_one_pass).
+// One JSON line per case.
 //   bench_layernorm [--device cpu|cuda] [--quick|--full]
 #include <cstring>
 #include <string>
@@ -32,14 +34,21 @@ void run_case(const Case& k, DType dt, Device dev, int iters) {
   const double copy_gbs = 2 * tensor_bytes / (copy_ms * 1e6);
   const double fwd_ms =
       bench::time_ms(dev, [&] { ops::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd); }, 1, iters);
-  const double bwd_ms = bench::time_ms(
-      dev, [&] { ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta); }, 1, iters);
+  auto backward_ms = [&](bool one_pass) {
+    const bool was = ops::layernorm_backward_one_pass();
+    ops::set_layernorm_backward_one_pass(one_pass);
+    const double ms = bench::time_ms(
+        dev, [&] { ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta); }, 1, iters);
+    ops::set_layernorm_backward_one_pass(was);
+    return ms;
+  };
+  const double bwd_ms = backward_ms(true), two_pass_ms = backward_ms(false);
   const size_t peak = bench::peak_bytes(dev);
   for (int pass = 0; pass < 2; ++pass) {
     const double ms = pass == 0 ? fwd_ms : bwd_ms;
     const double gbs = (pass == 0 ? 2 : 3) * tensor_bytes / (ms * 1e6);
-    bench::JsonLine()
-        .str("bench", "layernorm")
+    bench::JsonLine line;
+    line.str("bench", "layernorm")
         .str("case", std::string(k.name) + (pass == 0 ? "_fwd" : "_bwd"))
         .str("device", dev.str())
         .str("dtype", std::string(dtype_name(dt)))
@@ -49,8 +58,10 @@ void run_case(const Case& k, DType dt, Device dev, int iters) {
         .num("gbs", gbs)
         .num("copy_gbs", copy_gbs)
         .num("ratio_to_copy", gbs / copy_gbs)
-        .integer("peak_bytes", static_cast<long long>(peak))
-        .print();
+        .integer("peak_bytes", static_cast<long long>(peak));
+    // The backward's two forms (ops::set_layernorm_backward_one_pass; the CPU has one).
+    if (pass == 1 && dev.is_cuda()) line.num("two_pass_ms", two_pass_ms).num("speedup_vs_two_pass", two_pass_ms / ms);
+    line.print();
   }
 }
 
@@ -80,13 +91,20 @@ void run_fused_case(const Case& k, DType dt, Device dev, int iters) {
     ops::layernorm_backward(dy, h, gamma, mean, rstd, dh, dgamma, dbeta);
     ops::bias_dropout_residual_backward(dh, d, dx, dbias);
   }, 1, iters);
-  const double fused_bwd = bench::time_ms(dev, [&] {
-    ops::bias_dropout_residual_layernorm_backward(dy, h, gamma, mean, rstd, d, dx, dbias, dh, dgamma, dbeta);
-  }, 1, iters);
+  auto fused_backward_ms = [&](bool one_pass) {
+    const bool was = ops::layernorm_backward_one_pass();
+    ops::set_layernorm_backward_one_pass(one_pass);
+    const double ms = bench::time_ms(dev, [&] {
+      ops::bias_dropout_residual_layernorm_backward(dy, h, gamma, mean, rstd, d, dx, dbias, dh, dgamma, dbeta);
+    }, 1, iters);
+    ops::set_layernorm_backward_one_pass(was);
+    return ms;
+  };
+  const double fused_bwd = fused_backward_ms(true), fused_bwd_two_pass = fused_backward_ms(false);
   for (int pass = 0; pass < 2; ++pass) {
     const double fused_ms = pass == 0 ? fused_fwd : fused_bwd, unfused_ms = pass == 0 ? unfused_fwd : unfused_bwd;
-    bench::JsonLine()
-        .str("bench", "layernorm")
+    bench::JsonLine line;
+    line.str("bench", "layernorm")
         .str("case", std::string(k.name) + (pass == 0 ? "_bias_dropout_residual_ln_fwd" : "_bias_dropout_residual_ln_bwd"))
         .str("device", dev.str())
         .str("dtype", std::string(dtype_name(dt)))
@@ -94,8 +112,10 @@ void run_fused_case(const Case& k, DType dt, Device dev, int iters) {
         .integer("c", k.c)
         .num("fused_ms", fused_ms)
         .num("unfused_ms", unfused_ms)
-        .num("speedup", unfused_ms / fused_ms)
-        .print();
+        .num("speedup", unfused_ms / fused_ms);
+    if (pass == 1 && dev.is_cuda())
+      line.num("two_pass_ms", fused_bwd_two_pass).num("speedup_vs_two_pass", fused_bwd_two_pass / fused_ms);
+    line.print();
   }
 }
 

@@ -2,13 +2,11 @@
 #include "kernels/attention.h"
 
 #include <atomic>
-#include <cstdlib>
-#include <initializer_list>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/attention_cpu.h"
+#include "kernels/env_choice.h"
 #ifdef FOLDCORE_HAVE_CUDA
 #include "kernels/cuda/attention_cuda.h"
 #endif
@@ -93,19 +91,7 @@ void check_lse(const Tensor& lse, const Tensor& q, const char* op) {
 }  // namespace
 
 namespace {
-// The index in `values` of the environment variable's value; unset or empty: 0.
-int choice_from_env(const char* var, std::initializer_list<std::string_view> values) {
-  const char* e = std::getenv(var);
-  if (e == nullptr || *e == '\0') return 0;
-  int i = 0;
-  for (std::string_view v : values) {
-    if (v == e) return i;
-    ++i;
-  }
-  std::string expected;
-  for (std::string_view v : values) expected += (expected.empty() ? "" : " or ") + std::string(v);
-  FC_THROW(var, "=", e, ": expected ", expected);
-}
+using detail::choice_from_env;
 std::atomic<int>& kernel_choice() {
   static std::atomic<int> choice{choice_from_env("FOLDCORE_ATTENTION_KERNEL", {"mma", "smem"})};
   return choice;

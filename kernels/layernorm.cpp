@@ -2,7 +2,10 @@
 // LayerNorm's backward is the fused op's backward with h = x, dh = dx and no dropout gradient.
 #include "kernels/layernorm.h"
 
+#include <atomic>
+
 #include "kernels/cpu/layernorm_cpu.h"
+#include "kernels/env_choice.h"
 #include "kernels/dropout_mask.h"
 #include "kernels/pointwise_checks.h"
 #ifdef FOLDCORE_HAVE_CUDA
@@ -15,6 +18,11 @@ namespace {
 struct RowsC {
   int64_t rows, c;
 };
+
+std::atomic<bool>& one_pass_choice() {
+  static std::atomic<bool> choice{detail::choice_from_env("FOLDCORE_LN_BACKWARD", {"one_pass", "two_pass"}) == 0};
+  return choice;
+}
 
 std::string str_of(const Tensor& t) { return t.defined() ? t.str() : std::string("undefined"); }
 
@@ -134,5 +142,8 @@ void bias_dropout_residual_layernorm_backward(const Tensor& dy, const Tensor& h,
   FC_POINTWISE_DISPATCH(h.device(),
                  layernorm_backward(dy, h, gamma, mean, rstd, dresidual, dx, dbias, d, mask, dgamma, dbeta, rows, c));
 }
+
+void set_layernorm_backward_one_pass(bool on) { one_pass_choice().store(on); }
+bool layernorm_backward_one_pass() { return one_pass_choice().load(); }
 
 }  // namespace foldcore::ops

@@ -53,4 +53,12 @@ void bias_dropout_residual_layernorm_backward(const Tensor& dy, const Tensor& h,
                                               const Tensor& dx, const Tensor& dbias, const Tensor& dresidual,
                                               const Tensor& dgamma, const Tensor& dbeta);
 
+// On CUDA, whether the backward forms dgamma/dbeta (and the fused op's dbias) in its dx pass where
+// a warp's row fits (C ≤ 512 with 16-byte vectors; the default), reading x and dy once, or in a
+// second pass over them (the form for longer rows). The two sum the rows in other orders (the
+// same to fp32 rounding). FOLDCORE_LN_BACKWARD=one_pass|two_pass sets the initial choice;
+// bench_layernorm times both. No effect on the CPU.
+void set_layernorm_backward_one_pass(bool on);
+bool layernorm_backward_one_pass();
+
 }  // namespace foldcore::ops

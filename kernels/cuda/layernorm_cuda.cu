@@ -7,9 +7,11 @@
 //    dx = mask ⊙ dh/(1−p) in the same row pass. Dropout keep decisions are whole Philox blocks
 //    (dropout_keep4, kernels/dropout_mask.h) on the vector path, per element otherwise: the same
 //    mask bias_dropout_residual draws.
-//  dgamma/dbeta (and dbias = Σ_rows dx): deterministic two-stage column reduction: stage 1 tiles
-//    [32 columns × a chunk of rows] per block and writes per-chunk partial sums to scratch; stage
-//    2 sums the chunks in order and accumulates (+=). No atomics, same bits every run.
+//  dgamma/dbeta (and dbias = Σ_rows dx): deterministic two-stage column reduction over chunks of
+//    rows: stage 1 writes per-chunk partial sums to scratch, stage 2 sums the chunks in order and
+//    accumulates (+=). No atomics, same bits every run. Where a warp's row fits 16 accumulators per
+//    lane (C ≤ 512 with 16-byte vectors: every AlphaFold LayerNorm) stage 1 is the dx pass itself
+//    (ln_backward_fused_kernel: x and dy read once); otherwise ln_param_kernel reads them again.
 #include "kernels/cuda/layernorm_cuda.h"
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
 #include "kernels/cuda/softmax_row_reduce.cuh"
+#include "kernels/layernorm.h"
 
 namespace foldcore::ops::cuda {
 namespace {
@@ -107,22 +110,25 @@ __global__ void ln_forward_kernel(const T* x, const T* bias, const T* res, T* h,
   }
 }
 
-// dh[r,c] = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)),  ĝ = dy·gamma, x̂ = (h − mean)·rstd; dh and the
+// One row's backward by the G threads of a group (thread tid's elements j = (tid + k·G)·V + e):
+//   dh[r,c] = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)),  ĝ = dy·gamma, x̂ = (h − mean)·rstd; dh and the
 // dropout dx = mask ⊙ dh/(1−p) (from dh rounded to T) are each written when non-null; with acc_dh
 // dh rounded to T is added to what dh holds. dy is of type TD (T, or 16-bit for an f32 h).
-template <typename T, typename TD, int G, int V>
-__global__ void ln_backward_dx_kernel(const TD* __restrict__ dy, const T* __restrict__ h,
-                                      const float* __restrict__ gamma, const float* __restrict__ mean,
-                                      const float* __restrict__ rstd, T* __restrict__ dh, T* __restrict__ dx,
-                                      LnDropout d, int64_t rows, int c, bool acc_dh) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kRowBlock / G) + threadIdx.x / G;
+// S > 0: the thread has at most S slots k (c ≤ S·G·V), unrolled, and sink(k, e, dy, x̂, dx) sees
+// every element (the fused kernel's γ/β sums); S = 0: any number of slots, sink unused.
+struct NoSink {};  // for S = 0, where the sink is not called
+template <typename T, typename TD, int G, int V, int S, typename Sink>
+__device__ __forceinline__ void ln_backward_row(const TD* __restrict__ dy, const T* __restrict__ h,
+                                                const float* __restrict__ gamma, float mu, float rs, T* dh, T* dx,
+                                                const LnDropout& d, int64_t row, int c, bool acc_dh, Sink& sink) {
   const int tid = threadIdx.x % G;
-  if (row >= rows) return;
   const T* hr = h + row * c;
   const TD* dyr = dy + row * c;
-  const float mu = mean[row], rs = rstd[row];
   float sg = 0.f, sgx = 0.f;
-  for (int j = tid * V; j < c; j += G * V) {
+#pragma unroll
+  for (int k = 0; S == 0 || k < S; ++k) {
+    const int j = (tid + k * G) * V;
+    if (j >= c) break;
     const auto hv = load_vec<T, V>(hr + j);
     const auto dv = load_vec<TD, V>(dyr + j);
 #pragma unroll
@@ -135,7 +141,10 @@ __global__ void ln_backward_dx_kernel(const TD* __restrict__ dy, const T* __rest
   const float inv_c = 1.f / static_cast<float>(c);
   const float mg = group_reduce<G>(sg, SumOp{}) * inv_c;
   const float mgx = group_reduce<G>(sgx, SumOp{}) * inv_c;
-  for (int j = tid * V; j < c; j += G * V) {
+#pragma unroll
+  for (int k = 0; S == 0 || k < S; ++k) {
+    const int j = (tid + k * G) * V;
+    if (j >= c) break;
     const auto hv = load_vec<T, V>(hr + j);
     const auto dv = load_vec<TD, V>(dyr + j);
     VecOf<T, V> prev{};
@@ -150,11 +159,97 @@ __global__ void ln_backward_dx_kernel(const TD* __restrict__ dy, const T* __rest
       const float xh = (to_f32(hv.v[e]) - mu) * rs;
       o.v[e] = from_f32<T>(rs * (to_f32(dv.v[e]) * gamma[j + e] - mg - xh * mgx));
       od.v[e] = d.p > 0.f ? from_f32<T>(keep[e] ? to_f32(o.v[e]) * d.keep_scale : 0.f) : o.v[e];
+      if constexpr (S > 0) sink(k, e, to_f32(dv.v[e]), xh, to_f32(od.v[e]));
       if (acc_dh) o.v[e] = from_f32<T>(to_f32(prev.v[e]) + to_f32(o.v[e]));
     }
     if (dh) store_vec<T, V>(dh + row * c + j, o);
     if (dx) store_vec<T, V>(dx + row * c + j, od);
   }
+}
+
+// dh (and dx) only; the parameters' sums by ln_param_kernel. A row per group of G threads.
+template <typename T, typename TD, int G, int V>
+__global__ void ln_backward_dx_kernel(const TD* __restrict__ dy, const T* __restrict__ h,
+                                      const float* __restrict__ gamma, const float* __restrict__ mean,
+                                      const float* __restrict__ rstd, T* __restrict__ dh, T* __restrict__ dx,
+                                      LnDropout d, int64_t rows, int c, bool acc_dh) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kRowBlock / G) + threadIdx.x / G;
+  if (row >= rows) return;
+  NoSink none;
+  ln_backward_row<T, TD, G, V, 0>(dy, h, gamma, mean[row], rstd[row], dh, dx, d, row, c, acc_dh, none);
+}
+
+// The backward with the parameters' sums in the same pass, for rows of at most S·32·V elements:
+// block b takes the rows of chunk b (rows_per_chunk of them), its 8 warps one row each in turn;
+// each lane keeps Σ dy·x̂, Σ dy (and with kSumDx Σ dx, the dbias of the fused op) for its
+// columns in registers; the block adds its warps' sums in order (shared memory [8][c]) and writes
+// them as the chunk's partials, layout [nacc][chunks][c]. ln_param_finalize_kernel adds the
+// chunks. x and dy are read once (ln_param_kernel reads both again), and the sums' order is fixed
+// by the shapes alone: the same bits every run.
+template <typename T, typename TD, int V, int S, bool kSumDx>
+__global__ void __launch_bounds__(kRowBlock) ln_backward_fused_kernel(
+    const TD* __restrict__ dy, const T* __restrict__ h, const float* __restrict__ gamma,
+    const float* __restrict__ mean, const float* __restrict__ rstd, T* __restrict__ dh, T* __restrict__ dx,
+    LnDropout d, int64_t rows, int c, bool acc_dh, int64_t rows_per_chunk, float* __restrict__ partial) {
+  constexpr int G = 32, kWarps = kRowBlock / G, kSums = kSumDx ? 3 : 2;
+  FC_DYNAMIC_SHARED(float, sred, 16);  // [kWarps][c]
+  const int warp = threadIdx.x / G, lane = threadIdx.x % G;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+  float acc[kSums][S][V];
+#pragma unroll
+  for (int a = 0; a < kSums; ++a)
+#pragma unroll
+    for (int k = 0; k < S; ++k)
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[a][k][e] = 0.f;
+  auto sink = [&](int k, int e, float dyv, float xh, float dxv) {
+    acc[0][k][e] += dyv * xh;
+    acc[1][k][e] += dyv;
+    if constexpr (kSumDx) acc[kSums - 1][k][e] += dxv;
+  };
+  for (int64_t row = r0 + warp; row < r1; row += kWarps)
+    ln_backward_row<T, TD, G, V, S>(dy, h, gamma, mean[row], rstd[row], dh, dx, d, row, c, acc_dh, sink);
+  const int64_t chunks = gridDim.x;
+#pragma unroll
+  for (int a = 0; a < kSums; ++a) {  // unrolled: acc stays in registers
+#pragma unroll
+    for (int k = 0; k < S; ++k) {
+      const int j = (lane + k * G) * V;
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        if (j + e < c) sred[warp * c + j + e] = acc[a][k][e];
+    }
+    __syncthreads();
+    for (int col = threadIdx.x; col < c; col += kRowBlock) {
+      float t = 0.f;
+      for (int w = 0; w < kWarps; ++w) t += sred[w * c + col];
+      partial[(a * chunks + blockIdx.x) * static_cast<int64_t>(c) + col] = t;
+    }
+    __syncthreads();  // sred is rewritten for the next sum
+  }
+}
+
+// dgamma[c] += Σ_chunk partial[0][chunk][c], dbeta from partial[1], dbias (blockIdx.y = 2) from
+// partial[2]: block (blockIdx.x, a) adds 32 columns' chunks, row-thread ty the chunks ty, ty + 32,
+// …, then ty = 0 their 32 sums in order.
+__global__ void ln_param_finalize_kernel(const float* __restrict__ partial, int64_t chunks, int c, float* dgamma,
+                                         float* dbeta, float* dbias) {
+  FC_SHARED(float, ssum, [32][33]);
+  const int tx = threadIdx.x, ty = threadIdx.y, a = blockIdx.y;
+  const int col = blockIdx.x * 32 + tx;
+  const float* part = partial + a * chunks * static_cast<int64_t>(c);
+  float t = 0.f;
+  if (col < c) {
+#pragma unroll 8
+    for (int64_t k = ty; k < chunks; k += 32) t += part[k * c + col];
+  }
+  ssum[ty][tx] = t;
+  __syncthreads();
+  if (ty != 0 || col >= c) return;
+  for (int k = 1; k < 32; ++k) t += ssum[k][tx];
+  float* out = a == 0 ? dgamma : (a == 1 ? dbeta : dbias);
+  out[col] += t;
 }
 
 constexpr int kColTile = 32, kRowThreads = 8;
@@ -300,12 +395,14 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
   const Device dev = h.device();
   set_device(dev);
   const cudaStream_t stream = cuda_stream_of(dev);
-  // Chunks of ≥ 64 rows, at most 512 of them: enough blocks to fill the GPU for narrow C while
-  // keeping stage 2 (chunks × C reads) cheap.
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(512, rows / 64));
-  const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+  // Chunks of rows, each chunk's sums one partial: at most 512 chunks of ≥ 64 rows for
+  // ln_param_kernel (its last block adds them); at most 1,024 of ≥ 32 rows for the one-pass kernel,
+  // a block per chunk, whose blocks hold 3-4 per SM: several waves, so the last one's idle SMs cost
+  // little, and ln_param_finalize_kernel adds 32 partials per thread. Fixed by the shape alone.
+  const int64_t chunks2 = std::max<int64_t>(1, std::min<int64_t>(512, rows / 64));
+  const int64_t chunks1 = std::max<int64_t>(1, std::min<int64_t>(1024, rows / 32));
   const int64_t nacc = dbias.defined() ? 3 : 2;
-  Tensor partial = Tensor::empty({nacc * chunks * c}, DType::f32, dev);
+  Tensor partial = Tensor::empty({nacc * std::max(chunks1, chunks2) * c}, DType::f32, dev);
   const LnDropout drop = ln_dropout(d, mask);
   dispatch_pair(h.dtype(), dy.dtype(), [&](auto tag, auto dtag) {
     using T = decltype(tag);
@@ -314,17 +411,53 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
     const T* hp = static_cast<const T*>(h.data_ptr());
     const bool aligned = can_vectorise(
         c, sizeof(T), {dy.data_ptr(), h.data_ptr(), gamma.data_ptr(), ptr_or_null<T>(dh), ptr_or_null<T>(dx)});
+    bool fused = false;
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
+      // One pass with the parameters' sums where a warp's row fits S·32·V elements, S·V ≤ 16
+      // accumulators of each sum per lane (c ≤ 512 with 16-byte vectors, ≤ 128 element by element).
+      int64_t slots = (c + 32 * V - 1) / (32 * V);
+      auto fused_launch = [&](auto s) {
+        constexpr int S = decltype(s)::value;
+        auto go = [&](auto sum_dx) {
+          launch_kernel<ln_backward_fused_kernel<T, TD, V, S, decltype(sum_dx)::value>>(static_cast<unsigned>(chunks1),
+              kRowBlock, sizeof(float) * (kRowBlock / 32) * static_cast<size_t>(c), stream, dyp, hp,
+              gamma.data<float>(), mean.data<float>(), rstd.data<float>(), ptr_or_null<T>(dh), ptr_or_null<T>(dx),
+              drop, rows, static_cast<int>(c), accumulate_dh, (rows + chunks1 - 1) / chunks1, partial.data<float>());
+        };
+        if (dbias.defined()) go(std::true_type{});
+        else go(std::false_type{});
+        FC_CUDA_CHECK_LAUNCH();
+        fused = true;
+      };
+      if constexpr (G == 32) {
+        if (!layernorm_backward_one_pass()) slots = 0;  // the two-pass form, by choice
+        constexpr int kMaxSlots = 16 / V < 4 ? 16 / V : 4;
+        if (slots == 1) {
+          fused_launch(std::integral_constant<int, 1>{});
+        } else if (slots == 2 && kMaxSlots >= 2) {
+          fused_launch(std::integral_constant<int, 2>{});
+        } else if constexpr (kMaxSlots >= 4) {
+          if (slots <= 4) fused_launch(std::integral_constant<int, 4>{});
+        }
+      }
+      if (fused) return;
       launch_kernel<ln_backward_dx_kernel<T, TD, G, V>>(row_blocks<G>(rows), kRowBlock, 0, stream,
           dyp, hp, gamma.data<float>(), mean.data<float>(), rstd.data<float>(), ptr_or_null<T>(dh), ptr_or_null<T>(dx),
           drop, rows, static_cast<int>(c), accumulate_dh);
       FC_CUDA_CHECK_LAUNCH();
     });
-    const dim3 grid(static_cast<unsigned>((c + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
+    if (fused) {
+      launch_kernel<ln_param_finalize_kernel>(dim3(static_cast<unsigned>((c + 31) / 32), static_cast<unsigned>(nacc)),
+          dim3(32, 32), 0, stream, static_cast<const float*>(partial.data<float>()), chunks1, static_cast<int>(c),
+          dgamma.data<float>(), dbeta.data<float>(), dbias.defined() ? dbias.data<float>() : nullptr);
+      FC_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    const dim3 grid(static_cast<unsigned>((c + kColTile - 1) / kColTile), static_cast<unsigned>(chunks2));
     launch_kernel<ln_param_kernel<T, TD>>(grid, dim3(kColTile, kRowThreads), 0, stream,
         dyp, hp, dbias.defined() ? ptr_or_null<T>(dx) : nullptr, mean.data<float>(), rstd.data<float>(),
-        partial.data<float>(), rows, static_cast<int>(c), rows_per_chunk, block_counters(dev, grid.x),
+        partial.data<float>(), rows, static_cast<int>(c), (rows + chunks2 - 1) / chunks2, block_counters(dev, grid.x),
         dgamma.data<float>(), dbeta.data<float>(), dbias.defined() ? dbias.data<float>() : nullptr);
     FC_CUDA_CHECK_LAUNCH();
   });

@@ -1,6 +1,11 @@
 // CUDA LayerNorm vs the CPU reference, f32 and bf16. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "core/kernel_profile.h"
 #include "core/random.h"
 #include "kernels/elementwise.h"
 #include "kernels/layernorm.h"
@@ -30,7 +35,14 @@ Outs run(Device dev, const Tensor& x, const Tensor& dy, const Tensor& gamma, con
 }
 
 // Row lengths: warp path (odd, vector-aligned 128/256/1024), block path (odd and aligned > 1024).
-const Shape kShapes[] = {{1, 1}, {7, 33}, {3, 5, 128}, {65, 256}, {9, 1024}, {5, 1031}, {4, 4096}, {1000, 64}};
+// The backward's one-pass form (the parameters' sums in the dx pass) takes rows of up to 4 slots
+// of 32 lanes × V elements per lane (16 accumulators per sum and lane): 1 slot (c = 64, 96, 128
+// in f32; 128, 256 in bf16), 2 (c = 33 element by element; 512 in bf16), 4 (c = 384 in f32,
+// 3 slots used); 4,100 rows make 128 chunks of 33 rows: the last rows (8) in chunk 124, chunks
+// 125-127 empty. c = 129 (5 slots element by element), 1,024 and the block path take the
+// two-pass form.
+const Shape kShapes[] = {{1, 1},    {7, 33},      {3, 5, 128}, {65, 256}, {9, 1024},  {5, 1031},
+                         {4, 4096}, {1000, 64},   {4100, 128}, {130, 384}, {300, 512}, {40, 129}, {70, 96}};
 
 void compare(DType dt, double atol, double rtol, uint64_t seed) {
   Generator gen(seed);
@@ -98,6 +110,58 @@ TEST(LayerNormCuda, SixteenBitOutputAndAccumulatedGradientMatchTheComposition) {
       ops::add(prev, dx, sum);
       EXPECT_EQ(host(acc), host(sum));
     }
+  }
+}
+
+// Which form of the backward ran: the one-pass kernel (and its chunk sum) where the row fits, the
+// dx kernel and ln_param_kernel otherwise; so the shapes above test both.
+TEST(LayerNormCuda, BackwardFormFollowsTheRowLength) {
+  FC_REQUIRE_CUDA();
+  Generator gen(504);
+  auto kernels_for = [&](const Shape& s, DType dt) {
+    Tensor x = randn(s, gen, 0.5f, 2.f, dt), dy = randn(s, gen, 0, 1, dt);
+    Tensor gamma = randn({s.back()}, gen, 1.f, 0.3f), beta = randn({s.back()}, gen);
+    kernel_profile::reset();
+    kernel_profile::set_enabled(true);
+    run(Device::cuda(), x, dy, gamma, beta);
+    kernel_profile::set_enabled(false);
+    std::string names;
+    for (const auto& row : kernel_profile::collect().kernels) names += row.name + "\n";
+    return names;
+  };
+  for (const auto& [s, dt, one_pass] : {std::tuple{Shape{300, 128}, DType::f32, true},
+                                        std::tuple{Shape{30, 384}, DType::f32, true},
+                                        std::tuple{Shape{30, 512}, DType::bf16, true},
+                                        std::tuple{Shape{30, 33}, DType::f32, true},
+                                        std::tuple{Shape{30, 129}, DType::f32, false},
+                                        std::tuple{Shape{9, 1024}, DType::f32, false},
+                                        std::tuple{Shape{3, 1031}, DType::f32, false}}) {
+    SCOPED_TRACE(s.str() + " " + std::string(dtype_name(dt)));
+    const std::string names = kernels_for(s, dt);
+    EXPECT_EQ(names.find("ln_backward_fused_kernel") != std::string::npos, one_pass) << names;
+    EXPECT_EQ(names.find("ln_param_finalize_kernel") != std::string::npos, one_pass) << names;
+    EXPECT_EQ(names.find("ln_param_kernel") != std::string::npos, !one_pass) << names;
+    EXPECT_EQ(names.find("ln_backward_dx_kernel") != std::string::npos, !one_pass) << names;
+  }
+}
+
+// The two-pass form, chosen where the one-pass form would run: the same dx bit for bit (the same
+// per-row math in the same order), and the parameters' sums to fp32 rounding (other orders).
+TEST(LayerNormCuda, TwoPassFormMatchesOnePass) {
+  FC_REQUIRE_CUDA();
+  Generator gen(505);
+  for (const auto& [s, dt] : {std::pair{Shape{4100, 128}, DType::f32}, std::pair{Shape{300, 512}, DType::bf16}}) {
+    SCOPED_TRACE(s.str() + " " + std::string(dtype_name(dt)));
+    Tensor x = randn(s, gen, 0.5f, 2.f, dt), dy = randn(s, gen, 0, 1, dt);
+    Tensor gamma = randn({s.back()}, gen, 1.f, 0.3f), beta = randn({s.back()}, gen);
+    const Outs one = run(Device::cuda(), x, dy, gamma, beta);
+    ops::set_layernorm_backward_one_pass(false);
+    const Outs two = run(Device::cuda(), x, dy, gamma, beta);
+    ops::set_layernorm_backward_one_pass(true);
+    EXPECT_EQ(one.dx.to(DType::f32).to_vector(), two.dx.to(DType::f32).to_vector());
+    const double rows = static_cast<double>(s.product() / s.back());
+    FC_EXPECT_CLOSE(one.dgamma, two.dgamma, 1e-5 * rows, 1e-4);
+    FC_EXPECT_CLOSE(one.dbeta, two.dbeta, 1e-5 * rows, 1e-4);
   }
 }
 
