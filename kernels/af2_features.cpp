@@ -64,4 +64,21 @@ void template_pair_features(const TemplatePairInputs& in, const Tensor& out, int
   FC_POINTWISE_DISPATCH(out.device(), template_pair_features(in, out, row0));
 }
 
+void extra_msa_features(const Tensor& extra_msa, const Tensor& has_deletion, const Tensor& deletion_value,
+                        const Tensor& out) {
+  constexpr std::string_view op = "extra_msa_features";
+  detail::check_defined(op, "extra_msa", extra_msa);
+  detail::check_contiguous(op, "extra_msa", extra_msa);
+  FC_CHECK(extra_msa.dim() == 2 && (extra_msa.dtype() == DType::i32 || extra_msa.dtype() == DType::i64), op,
+           ": extra_msa ", extra_msa.str(), " must be i32/i64 [E, N]");
+  const int64_t e = extra_msa.size(0), n = extra_msa.size(1);
+  check_f32(op, "has_deletion", has_deletion, {e, n});
+  check_f32(op, "deletion_value", deletion_value, {e, n});
+  check_f32(op, "out", out, {e, n, kExtraMsaFeatureDim});
+  for (const Tensor* t : {&has_deletion, &deletion_value, &out})
+    detail::check_same_device(op, "extra_msa", extra_msa, "an input or out", *t);
+  if (out.numel() == 0) return;
+  FC_POINTWISE_DISPATCH(out.device(), extra_msa_features(extra_msa, has_deletion, deletion_value, out));
+}
+
 }  // namespace foldcore::ops

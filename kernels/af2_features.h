@@ -19,6 +19,12 @@
 //   use_template_unit_vector off). Inputs: pseudo_beta [N, 3], pseudo_beta_mask [N],
 //   backbone_mask [N], frames [N, 12] (e1, e2, e3, CA) f32 contiguous; aatype [N] i32 in [0, 22)
 //   (checked by the caller).
+// extra_msa_features (AF2's extra_msa_feat, Suppl. 1.2.9 / Table 1): extra_msa [E, N] (i32/i64,
+//   residue classes 0..22: 20 amino acids, X, gap, the masked-MSA token), extra_has_deletion and
+//   extra_deletion_value [E, N] f32 → out [E, N, 25] f32 contiguous: one_hot(extra_msa, 23) (a class
+//   outside [0, 23) gives zeros, as ops::one_hot; callers validate where the values are on the
+//   host), then has_deletion, then deletion_value. Built where the features lie: on a GPU without
+//   a copy to the host and back (which waited for the device's queue in every recycling iteration).
 // CUDA computes the same fp32/double operations in the same order with rounding intrinsics (no
 // contraction into FMAs), so both backends give equal bits (tests/kernels/test_af2_features*.cpp).
 #pragma once
@@ -43,5 +49,10 @@ struct TemplatePairInputs {
   DistogramBins bins;
 };
 void template_pair_features(const TemplatePairInputs& in, const Tensor& out, int64_t row0 = 0);
+
+constexpr int64_t kExtraMsaClasses = 23;                          // 20 amino acids + X + gap + mask token
+constexpr int64_t kExtraMsaFeatureDim = kExtraMsaClasses + 2;     // + has_deletion + deletion_value
+void extra_msa_features(const Tensor& extra_msa, const Tensor& has_deletion, const Tensor& deletion_value,
+                        const Tensor& out);
 
 }  // namespace foldcore::ops

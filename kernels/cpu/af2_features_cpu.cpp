@@ -50,4 +50,22 @@ void template_pair_features(const TemplatePairInputs& in, const Tensor& out, int
                                                              br.lower.data(), br.upper.data());
 }
 
+void extra_msa_features(const Tensor& extra_msa, const Tensor& has_deletion, const Tensor& deletion_value,
+                        const Tensor& out) {
+  const int64_t rows = extra_msa.numel(), c = kExtraMsaFeatureDim;
+  const float* hd = has_deletion.data<float>();
+  const float* dv = deletion_value.data<float>();
+  float* o = out.data<float>();
+  const void* aa = extra_msa.data_ptr();
+  const bool is64 = extra_msa.dtype() == DType::i64;
+#pragma omp parallel for schedule(static) if (rows >= (1 << 16))
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t cls = is64 ? static_cast<const int64_t*>(aa)[r] : static_cast<const int32_t*>(aa)[r];
+    float* orow = o + r * c;
+    for (int64_t k = 0; k < kExtraMsaClasses; ++k) orow[k] = cls == k ? 1.f : 0.f;
+    orow[kExtraMsaClasses] = hd[r];
+    orow[kExtraMsaClasses + 1] = dv[r];
+  }
+}
+
 }  // namespace foldcore::ops::cpu

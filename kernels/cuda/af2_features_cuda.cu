@@ -62,6 +62,19 @@ __global__ void template_pair_kernel(const float* pos, const float* pb, const in
   }
 }
 
+// One thread per output element: out[r, k] = [aa_r == k] for k < 23, then has_deletion_r, deletion_value_r.
+template <typename TI>
+__global__ void extra_msa_kernel(const TI* aa, const float* hd, const float* dv, int64_t rows, float* out) {
+  constexpr int64_t c = kExtraMsaFeatureDim;
+  const int64_t total = rows * c;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = e / c, k = e - r * c;
+    out[e] = k < kExtraMsaClasses ? (static_cast<int64_t>(aa[r]) == k ? 1.f : 0.f)
+                                  : (k == kExtraMsaClasses ? hd[r] : dv[r]);
+  }
+}
+
 }  // namespace
 
 void distogram_one_hot(const Tensor& positions, const DistogramBins& bins, int64_t row0, const Tensor& out) {
@@ -80,6 +93,21 @@ void template_pair_features(const TemplatePairInputs& in, const Tensor& out, int
                                       in.aatype.data<int32_t>(), in.backbone_mask.data<float>(),
                                       in.frames.defined() ? in.frames.data<float>() : nullptr, n, row0, out.size(0),
                                       in.bins.num_bins, out.size(2), br, out.data<float>());
+  FC_CUDA_CHECK_LAUNCH();
+}
+
+void extra_msa_features(const Tensor& extra_msa, const Tensor& has_deletion, const Tensor& deletion_value,
+                        const Tensor& out) {
+  const int64_t rows = extra_msa.numel();
+  const cudaStream_t stream = cuda_stream_of(out.device());
+  auto go = [&](auto tag) {
+    using TI = decltype(tag);
+    launch_kernel<extra_msa_kernel<TI>>(grid_for(out.numel(), kBlock), kBlock, 0, stream,
+                                        static_cast<const TI*>(extra_msa.data_ptr()), has_deletion.data<float>(),
+                                        deletion_value.data<float>(), rows, out.data<float>());
+  };
+  if (extra_msa.dtype() == DType::i64) go(int64_t{});
+  else go(int32_t{});
   FC_CUDA_CHECK_LAUNCH();
 }
 

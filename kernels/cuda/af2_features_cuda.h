@@ -7,5 +7,7 @@ namespace foldcore::ops::cuda {
 
 void distogram_one_hot(const Tensor& positions, const DistogramBins& bins, int64_t row0, const Tensor& out);
 void template_pair_features(const TemplatePairInputs& in, const Tensor& out, int64_t row0);
+void extra_msa_features(const Tensor& extra_msa, const Tensor& has_deletion, const Tensor& deletion_value,
+                        const Tensor& out);
 
 }  // namespace foldcore::ops::cuda

@@ -145,6 +145,35 @@ TEST(Af2Features, BadInputIsAnError) {
   EXPECT_THROW(ops::template_pair_features(in, Tensor::empty({3, 8, 88}, DType::f32), -1), Error);
 }
 
+// The extra MSA's features against their definition, element by element: a one-hot of the class
+// (zeros for a class outside [0, 23): the op's contract, the model checks the values first), then
+// has_deletion and deletion_value; i32 and i64 classes give the same array; bad shapes are errors.
+TEST(Af2Features, ExtraMsaFeaturesOneHotThenDeletions) {
+  Generator g(31);
+  const int64_t e = 5, n = 7;
+  std::vector<int64_t> cls = randint({e, n}, g, 0, 23, DType::i64).to_vector_i64();
+  cls[3] = 23;   // outside: zeros
+  cls[4] = -1;   // outside: zeros
+  cls[5] = 22;   // the mask token
+  const Tensor msa = Tensor::from_vector_i64(cls, {e, n}, DType::i64);
+  const Tensor hd = rand_uniform({e, n}, g), dv = randn({e, n}, g);
+  Tensor out = Tensor::empty({e, n, ops::kExtraMsaFeatureDim}, DType::f32);
+  ops::extra_msa_features(msa, hd, dv, out);
+  const std::vector<float> o = out.to_vector(), h = hd.to_vector(), d = dv.to_vector();
+  for (int64_t r = 0; r < e * n; ++r) {
+    for (int64_t k = 0; k < ops::kExtraMsaClasses; ++k)
+      EXPECT_EQ(o[r * 25 + k], cls[r] == k ? 1.f : 0.f) << r << " " << k;
+    EXPECT_EQ(o[r * 25 + 23], h[r]);
+    EXPECT_EQ(o[r * 25 + 24], d[r]);
+  }
+  Tensor out32 = Tensor::empty({e, n, 25}, DType::f32);
+  ops::extra_msa_features(msa.to(DType::i32), hd, dv, out32);
+  FC_EXPECT_CLOSE(out32, out, 0, 0);
+  EXPECT_THROW(ops::extra_msa_features(msa.to(DType::f32), hd, dv, out), Error);                      // not integer
+  EXPECT_THROW(ops::extra_msa_features(msa, hd.reshape({n, e}), dv, out), Error);                     // shape
+  EXPECT_THROW(ops::extra_msa_features(msa, hd, dv, Tensor::empty({e, n, 24}, DType::f32)), Error);  // width
+}
+
 // A row block (row0, rows) is the same rows of the whole array, bit for bit (each element is
 // computed alone), so inference can build the features one row chunk at a time.
 TEST(Af2Features, TemplateFeatureRowBlocksEqualWholeRows) {

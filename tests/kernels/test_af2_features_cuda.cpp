@@ -67,5 +67,21 @@ TEST(Af2FeaturesCuda, TemplateFeaturesEqualCpu) {
   }
 }
 
+// The extra MSA's features: classes in range and outside it (zeros on both), i64 and i32.
+TEST(Af2FeaturesCuda, ExtraMsaFeaturesEqualCpu) {
+  FC_REQUIRE_CUDA();
+  Generator g(23);
+  const int64_t e = 37, n = 29;
+  const Tensor msa = randint({e, n}, g, -2, 25, DType::i64);
+  const Tensor hd = rand_uniform({e, n}, g), dv = randn({e, n}, g);
+  Tensor c = Tensor::empty({e, n, ops::kExtraMsaFeatureDim}, DType::f32);
+  ops::extra_msa_features(msa, hd, dv, c);
+  for (DType it : {DType::i64, DType::i32}) {
+    Tensor d = Tensor::empty({e, n, ops::kExtraMsaFeatureDim}, DType::f32, kGpu);
+    ops::extra_msa_features(msa.to(it).to(kGpu), hd.to(kGpu), dv.to(kGpu), d);
+    FC_EXPECT_CLOSE(d.to(Device::cpu()), c, 0, 0);
+  }
+}
+
 }  // namespace
 }  // namespace foldcore

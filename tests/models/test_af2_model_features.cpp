@@ -107,6 +107,17 @@ TEST(Af2Features, ForeignTruncatedAndInconsistentFilesAreClearErrors) {
   EXPECT_NE(msg.find("expected rank 3"), std::string::npos) << msg;
   msg = write_with("atoms.npz", "atom37_atom_exists", data::NpyArray::from_f32(std::vector<float>(40 * 36 * 2, 1.f), {40, 36, 2}));
   EXPECT_NE(msg.find("must be 37"), std::string::npos) << msg;
+  // An extra-MSA class outside [0, 23): named with the file (the model's one-hot on a GPU would
+  // silently give zeros for it).
+  {
+    const data::NpyArray em = all.at("extra_msa");
+    std::vector<int32_t> v(static_cast<size_t>(em.shape[0] * em.shape[1] * em.shape[2]), 0);
+    v[5] = 23;
+    msg = write_with("bad_class.npz", "extra_msa", data::NpyArray::from_i32(v, em.shape));
+    EXPECT_NE(msg.find("bad_class.npz"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'extra_msa'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("value 23 at flat index 5"), std::string::npos) << msg;
+  }
   all.erase("template_mask");
   msg = write_with("partial_templates.npz", "", {});
   EXPECT_NE(msg.find("template features are incomplete"), std::string::npos) << msg;

@@ -125,17 +125,23 @@ Tensor extra_msa_feat(const Tensor& extra_msa, const Tensor& extra_has_deletion,
            "extra_msa_feat: extra_msa ", extra_msa.shape().str(), ", extra_has_deletion ",
            extra_has_deletion.shape().str(), ", extra_deletion_value ", extra_deletion_value.shape().str(),
            " must all be [S, N]");
-  constexpr int64_t kClasses = 23, kC = kClasses + 2;
-  const auto aa = host_ints(extra_msa);
-  const auto hd = host_floats(extra_has_deletion), dv = host_floats(extra_deletion_value);
-  std::vector<float> out(aa.size() * kC, 0.f);
-  for (size_t r = 0; r < aa.size(); ++r) {
-    FC_CHECK(aa[r] >= 0 && aa[r] < kClasses, "extra_msa_feat: extra_msa value ", aa[r], " outside [0, 23)");
-    out[r * kC + aa[r]] = 1.f;
-    out[r * kC + kClasses] = hd[r];
-    out[r * kC + kClasses + 1] = dv[r];
+  // On the features' device (ops::extra_msa_features): on a GPU no copy to the host and back. The
+  // classes are checked where they are on the host already (a GPU batch's were, when its feature
+  // file was read: Af2Features).
+  if (extra_msa.device().is_cpu()) {
+    const auto aa = host_ints(extra_msa);
+    for (size_t r = 0; r < aa.size(); ++r)
+      FC_CHECK(aa[r] >= 0 && aa[r] < ops::kExtraMsaClasses, "extra_msa_feat: extra_msa value ", aa[r],
+               " outside [0, ", ops::kExtraMsaClasses, ")");
   }
-  return Tensor::from_vector(out, {extra_msa.size(0), extra_msa.size(1), kC}, DType::f32, extra_msa.device());
+  const Device dev = extra_msa.device();
+  auto f32 = [&](const Tensor& t) { return t.to(dev).to(DType::f32).contiguous(); };
+  const Tensor msa = extra_msa.dtype() == DType::i32 || extra_msa.dtype() == DType::i64
+                         ? extra_msa.contiguous()
+                         : extra_msa.to(DType::i64).contiguous();
+  Tensor out = Tensor::empty({extra_msa.size(0), extra_msa.size(1), ops::kExtraMsaFeatureDim}, DType::f32, dev);
+  ops::extra_msa_features(msa, f32(extra_has_deletion), f32(extra_deletion_value), out);
+  return out;
 }
 
 // ---------------------------------------------------------------- InputEmbedder (Alg. 3, 4)

@@ -1,10 +1,13 @@
 #include "models/alphafold/model/features.h"
 
 #include <cctype>
+#include <string_view>
+#include <vector>
 #include <utility>
 
 #include "core/error.h"
 #include "data_pipeline/formats/npy.h"
+#include "kernels/af2_features.h"
 
 namespace foldcore::af2 {
 namespace {
@@ -129,6 +132,14 @@ Af2Features Af2Features::from_arrays(const std::map<std::string, Tensor>& arrays
     Tensor t = in;
     const DType want = spec.integer ? DType::i64 : DType::f32;
     if (t.dtype() != want) t = t.to(want);
+    if (std::string_view(spec.name) == "extra_msa" && t.device().is_cpu()) {
+      // Checked here, on the host, once per file: the model builds its one-hot features on the
+      // batch's device, where an out-of-range class would silently give zeros.
+      const std::vector<int64_t> v = t.contiguous().to_vector_i64();
+      for (size_t k = 0; k < v.size(); ++k)
+        FC_CHECK(v[k] >= 0 && v[k] < ops::kExtraMsaClasses, what, ": value ", v[k], " at flat index ", k,
+                 " is outside [0, ", ops::kExtraMsaClasses, ") (20 amino acids, X, gap, the mask token)");
+    }
     f.arrays_.emplace(spec.name, std::move(t));
   }
   FC_CHECK(iterations >= 1, path, ": the recycling axis is empty");
