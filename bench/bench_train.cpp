@@ -59,7 +59,9 @@
 // for the host (launch-bound: fewer, larger kernels help, faster ones do not); a large
 // host_wait_seconds means the host ran ahead and the device's work is the step's time.
 // FOLDCORE_PROFILE_KERNELS=1 adds "train_kernels" lines (bench_util.h print_kernel_profile): the
-// step's device time by kernel, and its idle time (the device waiting for the host inside the step).
+// step's device time by kernel, and its idle time (the device waiting for the host inside the step);
+// with --samples, the samples' kernels together under the case "<config>:average" (summed over the
+// samples: divide by `samples` for the average step; scripts/gemm_floor.py does).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -288,10 +290,12 @@ void run_average_case(const af2::Af2Config& config, const std::vector<Sample>& s
   k.settle_kept_blocks(samples.front());
   k.run(samples.front());
   std::vector<double> seconds, iterations, templates;
+  std::vector<kernel_profile::Report> kernels;
   double flops = 0, launches = 0;
   size_t step_peak = 0;
   for (const Sample& s : samples) {
     const Result r = k.timed_step(s);
+    if (kernel_profile::enabled()) kernels.push_back(r.kernels);
     const af2::Af2Batch b0 = s.features.iteration(0);
     const double f = bench::af2_flops(config, static_cast<double>(b0.num_msa()), static_cast<double>(b0.num_extra_msa()),
                                       static_cast<double>(s.templates), static_cast<double>(crop));
@@ -333,6 +337,14 @@ void run_average_case(const af2::Af2Config& config, const std::vector<Sample>& s
       .num("fraction_of_gemm_peak", flops / mean / peak_flops.at(cfg.precision))
       .num("launches", launches / n)
       .print();
+  // FOLDCORE_PROFILE_KERNELS=1: the samples' kernels together ("<config>:average", calls and times
+  // summed over the `samples` steps; scripts/gemm_floor.py divides by it).
+  if (!kernels.empty()) {
+    double wall = 0;
+    for (double x : seconds) wall += x;
+    const kernel_profile::Report merged = bench::merge_kernel_reports(kernels);
+    bench::print_kernel_profile("train_kernels", cfg.name() + ":average", crop, wall, &merged);
+  }
 }
 
 // `steps` steps of the same sample, the fastest reported.

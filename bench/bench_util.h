@@ -131,6 +131,35 @@ inline void print_profile(const std::string& bench_name, const std::string& case
 // busy, and the run's wall seconds), one per kernel name for the `top` largest (calls, seconds,
 // mean µs, share of busy) and one for the rest, and one per profile stage when FOLDCORE_PROFILE=1
 // named stages. Collects (and clears) the records unless a report is given.
+// Several reports as one (the samples of an average step): rows of the same name summed, each
+// list ordered by total time as collect() orders it; launches, busy and span times summed.
+inline kernel_profile::Report merge_kernel_reports(const std::vector<kernel_profile::Report>& reports) {
+  kernel_profile::Report out;
+  auto merge = [](std::vector<kernel_profile::Row>& into, const std::vector<kernel_profile::Row>& rows) {
+    for (const kernel_profile::Row& r : rows) {
+      auto it = std::find_if(into.begin(), into.end(), [&](const kernel_profile::Row& x) { return x.name == r.name; });
+      if (it == into.end()) {
+        into.push_back(r);
+      } else {
+        it->calls += r.calls;
+        it->seconds += r.seconds;
+      }
+    }
+  };
+  for (const kernel_profile::Report& r : reports) {
+    merge(out.kernels, r.kernels);
+    merge(out.stages, r.stages);
+    merge(out.kernel_stages, r.kernel_stages);
+    out.launches += r.launches;
+    out.busy_seconds += r.busy_seconds;
+    out.span_seconds += r.span_seconds;
+  }
+  for (auto* rows : {&out.kernels, &out.stages, &out.kernel_stages})
+    std::stable_sort(rows->begin(), rows->end(),
+                     [](const kernel_profile::Row& a, const kernel_profile::Row& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
 inline void print_kernel_profile(const std::string& bench_name, const std::string& case_name, int64_t size,
                                  double wall_seconds, const kernel_profile::Report* given = nullptr, size_t top = 40) {
   if (!kernel_profile::enabled()) return;

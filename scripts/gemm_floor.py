@@ -12,7 +12,10 @@ batch 4"). A model, not a measurement: every assumption is a flag.
       FOLDCORE_EMU_DEVICE_MEMORY_MB=65536 build-emu-rel/bench/bench_train --device cuda:0 --crops 256 \\
       --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4 --steps 1 > step.jsonl
     scripts/gemm_floor.py step.jsonl                        # H100 SXM figures (below)
-    scripts/gemm_floor.py step.jsonl --bandwidth_tbs 4.8    # an H200's bandwidth
+    scripts/gemm_floor.py step.jsonl --bandwidth_tbs 4.3    # 90% of an H200's 4.8 TB/s
+
+With `bench_train --samples K` (the average training step) the kernel lines of case
+"<config>:average" sum the K samples' steps; the bound is then given per step (their mean).
 
 Bytes per GEMM, two counts. The bound: A and B read once per call, C written once, in their
 dtypes, and for a batched call A counted once (the step's batched GEMMs share their input across
@@ -62,17 +65,21 @@ def main():
 
     stream = sys.stdin if args.jsonl == "-" else open(args.jsonl)
     kernels = []
+    samples = 1  # bench_train --samples K: the "<config>:average" lines sum K steps
     for line in stream:
         line = line.strip()
         if not line.startswith("{"):
             continue
         row = json.loads(line)
+        if row.get("case") == "af2_step_average":
+            samples = int(row["samples"])
         if row.get("bench") != "train_kernels" or row.get("part") != "kernel":
             continue
         if args.case is None:
             args.case = row.get("case")
         if row.get("case") == args.case:
             kernels.append(row)
+    per_step = samples if str(args.case).endswith(":average") else 1
     if not kernels:
         sys.exit(f"{args.jsonl}: no train_kernels kernel lines (run bench_train with FOLDCORE_PROFILE_KERNELS=1 "
                  "and FOLDCORE_PROFILE_TOP=0)")
@@ -92,30 +99,32 @@ def main():
         flop, bound, estimate, c = cost
         memory_bound = bound / (args.bandwidth_tbs * 1e12) > flop / (args.peak_tflops * 1e12)
         cls = f"{c} output, {'memory' if memory_bound else 'arithmetic'}-bound"
+        calls = row["calls"] / per_step
         k = per_class[cls]
-        k["calls"] += row["calls"]
-        k["tflop"] += flop * row["calls"] / 1e12
-        k["gb"] += bound * row["calls"] / 1e9
-        k["seconds"] += seconds(flop, bound) * row["calls"]
-        k["estimate"] += seconds(flop, estimate) * row["calls"]
-        shapes.append((seconds(flop, bound) * row["calls"], row["calls"], row["name"], flop / 1e9, bound / 1e6))
+        k["calls"] += calls
+        k["tflop"] += flop * calls / 1e12
+        k["gb"] += bound * calls / 1e9
+        k["seconds"] += seconds(flop, bound) * calls
+        k["estimate"] += seconds(flop, estimate) * calls
+        shapes.append((seconds(flop, bound) * calls, calls, row["name"], flop / 1e9, bound / 1e6))
 
-    print(f"case {args.case}: {len(kernels)} kernels; roofline {args.peak_tflops:g} TFLOP/s, "
-          f"{args.bandwidth_tbs:g} TB/s, {args.call_us:g} us per call")
+    print(f"case {args.case}: {len(kernels)} kernels"
+          + (f", per step (the mean of {samples} samples)" if per_step > 1 else "")
+          + f"; roofline {args.peak_tflops:g} TFLOP/s, {args.bandwidth_tbs:g} TB/s, {args.call_us:g} us per call")
     print(f"  {'':36s} {'calls':>6s}  {'TFLOP':>7s}  {'GB':>5s}  {'bound':>7s}  {'estimate':>8s}")
     total = {"calls": 0, "tflop": 0.0, "gb": 0.0, "seconds": 0.0, "estimate": 0.0}
     for cls in sorted(per_class):
         k = per_class[cls]
         for key in total:
             total[key] += k[key]
-        print(f"  {cls:36s} {k['calls']:6d}  {k['tflop']:7.1f}  {k['gb']:5.0f}  {k['seconds']:6.3f}s  {k['estimate']:7.3f}s")
-    print(f"  {'all GEMMs':36s} {total['calls']:6d}  {total['tflop']:7.1f}  {total['gb']:5.0f}  {total['seconds']:6.3f}s  "
+        print(f"  {cls:36s} {k['calls']:6.0f}  {k['tflop']:7.1f}  {k['gb']:5.0f}  {k['seconds']:6.3f}s  {k['estimate']:7.3f}s")
+    print(f"  {'all GEMMs':36s} {total['calls']:6.0f}  {total['tflop']:7.1f}  {total['gb']:5.0f}  {total['seconds']:6.3f}s  "
           f"{total['estimate']:7.3f}s")
-    print(f"  other kernels: {calls_other} calls, not bounded here")
+    print(f"  other kernels: {calls_other / per_step:.0f} calls, not bounded here")
     if args.top > 0:
         print("largest GEMM bounds (seconds, calls, shape, GFLOP per call, bound MB per call):")
         for s in sorted(shapes, reverse=True)[: args.top]:
-            print(f"  {s[0]:.4f}  {s[1]:5d}  {s[2]:45s} {s[3]:8.2f} {s[4]:8.1f}")
+            print(f"  {s[0]:.4f}  {s[1]:7.1f}  {s[2]:45s} {s[3]:8.2f} {s[4]:8.1f}")
 
 if __name__ == "__main__":
     main()

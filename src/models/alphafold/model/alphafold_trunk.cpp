@@ -7,6 +7,7 @@
 #include "autograd/functions.h"
 #include "core/error.h"
 #include "core/profile.h"
+#include "kernels/elementwise.h"
 #include "models/alphafold/evoformer/embedders.h"
 #include "models/alphafold/evoformer/evoformer.h"
 #include "models/alphafold/evoformer/template.h"
@@ -18,12 +19,14 @@ namespace ag = autograd;
 using nn::Variable;
 
 Tensor pair_mask_from_seq_mask(const Tensor& seq_mask) {
+  // m_i · m_j on the mask's device (no copy to the host, which waited for the device's queue in
+  // every recycling iteration): row i filled with m_i, then times m_j; the fp32 products as before.
   const int64_t n = seq_mask.size(0);
-  const std::vector<float> m = seq_mask.to(Device::cpu()).to(DType::f32).to_vector();
-  std::vector<float> out(static_cast<size_t>(n * n));
-  for (size_t i = 0; i < m.size(); ++i)
-    for (size_t j = 0; j < m.size(); ++j) out[i * m.size() + j] = m[i] * m[j];
-  return Tensor::from_vector(out, {n, n}, DType::f32, seq_mask.device());
+  const Tensor m = seq_mask.to(DType::f32).contiguous();
+  Tensor out = Tensor::empty({n, n}, DType::f32, m.device());
+  out.copy_(m.view({n, 1}).expand({n, n}));
+  ops::mul(out, m.view({1, n}), out);
+  return out;
 }
 
 EmbeddingsAndEvoformer::EmbeddingsAndEvoformer(nn::Scope scope, const Af2Config& config)
