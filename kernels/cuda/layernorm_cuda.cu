@@ -431,14 +431,14 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
         fused = true;
       };
       if constexpr (G == 32) {
-        if (!layernorm_backward_one_pass()) slots = 0;  // the two-pass form, by choice
+        if (!layernorm_backward_one_pass()) slots = 0;  // the two-pass form, by choice (no branch below takes 0)
         constexpr int kMaxSlots = 16 / V < 4 ? 16 / V : 4;
         if (slots == 1) {
           fused_launch(std::integral_constant<int, 1>{});
         } else if (slots == 2 && kMaxSlots >= 2) {
           fused_launch(std::integral_constant<int, 2>{});
         } else if constexpr (kMaxSlots >= 4) {
-          if (slots <= 4) fused_launch(std::integral_constant<int, 4>{});
+          if (slots >= 3 && slots <= 4) fused_launch(std::integral_constant<int, 4>{});
         }
       }
       if (fused) return;

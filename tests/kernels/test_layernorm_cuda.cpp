@@ -150,14 +150,22 @@ TEST(LayerNormCuda, BackwardFormFollowsTheRowLength) {
 TEST(LayerNormCuda, TwoPassFormMatchesOnePass) {
   FC_REQUIRE_CUDA();
   Generator gen(505);
-  for (const auto& [s, dt] : {std::pair{Shape{4100, 128}, DType::f32}, std::pair{Shape{300, 512}, DType::bf16}}) {
+  for (const auto& [s, dt] : {std::pair{Shape{4100, 128}, DType::f32}, std::pair{Shape{130, 384}, DType::f32},
+                              std::pair{Shape{300, 512}, DType::bf16}}) {
     SCOPED_TRACE(s.str() + " " + std::string(dtype_name(dt)));
     Tensor x = randn(s, gen, 0.5f, 2.f, dt), dy = randn(s, gen, 0, 1, dt);
     Tensor gamma = randn({s.back()}, gen, 1.f, 0.3f), beta = randn({s.back()}, gen);
     const Outs one = run(Device::cuda(), x, dy, gamma, beta);
     ops::set_layernorm_backward_one_pass(false);
+    kernel_profile::reset();
+    kernel_profile::set_enabled(true);
     const Outs two = run(Device::cuda(), x, dy, gamma, beta);
+    kernel_profile::set_enabled(false);
     ops::set_layernorm_backward_one_pass(true);
+    std::string names;  // the two-pass form did run
+    for (const auto& row : kernel_profile::collect().kernels) names += row.name + "\n";
+    EXPECT_EQ(names.find("ln_backward_fused_kernel"), std::string::npos) << names;
+    EXPECT_NE(names.find("ln_param_kernel"), std::string::npos) << names;
     EXPECT_EQ(one.dx.to(DType::f32).to_vector(), two.dx.to(DType::f32).to_vector());
     const double rows = static_cast<double>(s.product() / s.back());
     FC_EXPECT_CLOSE(one.dgamma, two.dgamma, 1e-5 * rows, 1e-4);
