@@ -7,6 +7,7 @@
 // One JSON line per case.
 //   bench_layernorm [--device cpu|cuda] [--quick|--full]
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "bench/bench_util.h"
@@ -15,6 +16,16 @@
 
 namespace foldcore {
 namespace {
+
+// The milliseconds of `backward` with the LayerNorm backward's one-pass form on or off
+// (ops::set_layernorm_backward_one_pass), the choice restored afterwards.
+double backward_form_ms(Device dev, bool one_pass, int iters, const std::function<void()>& backward) {
+  const bool was = ops::layernorm_backward_one_pass();
+  ops::set_layernorm_backward_one_pass(one_pass);
+  const double ms = bench::time_ms(dev, backward, 1, iters);
+  ops::set_layernorm_backward_one_pass(was);
+  return ms;
+}
 
 struct Case {
   const char* name;
@@ -34,15 +45,9 @@ void run_case(const Case& k, DType dt, Device dev, int iters) {
   const double copy_gbs = 2 * tensor_bytes / (copy_ms * 1e6);
   const double fwd_ms =
       bench::time_ms(dev, [&] { ops::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd); }, 1, iters);
-  auto backward_ms = [&](bool one_pass) {
-    const bool was = ops::layernorm_backward_one_pass();
-    ops::set_layernorm_backward_one_pass(one_pass);
-    const double ms = bench::time_ms(
-        dev, [&] { ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta); }, 1, iters);
-    ops::set_layernorm_backward_one_pass(was);
-    return ms;
-  };
-  const double bwd_ms = backward_ms(true), two_pass_ms = backward_ms(false);
+  const auto backward = [&] { ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta); };
+  const double bwd_ms = backward_form_ms(dev, true, iters, backward);
+  const double two_pass_ms = backward_form_ms(dev, false, iters, backward);
   const size_t peak = bench::peak_bytes(dev);
   for (int pass = 0; pass < 2; ++pass) {
     const double ms = pass == 0 ? fwd_ms : bwd_ms;
@@ -91,16 +96,11 @@ void run_fused_case(const Case& k, DType dt, Device dev, int iters) {
     ops::layernorm_backward(dy, h, gamma, mean, rstd, dh, dgamma, dbeta);
     ops::bias_dropout_residual_backward(dh, d, dx, dbias);
   }, 1, iters);
-  auto fused_backward_ms = [&](bool one_pass) {
-    const bool was = ops::layernorm_backward_one_pass();
-    ops::set_layernorm_backward_one_pass(one_pass);
-    const double ms = bench::time_ms(dev, [&] {
-      ops::bias_dropout_residual_layernorm_backward(dy, h, gamma, mean, rstd, d, dx, dbias, dh, dgamma, dbeta);
-    }, 1, iters);
-    ops::set_layernorm_backward_one_pass(was);
-    return ms;
+  const auto fused_backward = [&] {
+    ops::bias_dropout_residual_layernorm_backward(dy, h, gamma, mean, rstd, d, dx, dbias, dh, dgamma, dbeta);
   };
-  const double fused_bwd = fused_backward_ms(true), fused_bwd_two_pass = fused_backward_ms(false);
+  const double fused_bwd = backward_form_ms(dev, true, iters, fused_backward);
+  const double fused_bwd_two_pass = backward_form_ms(dev, false, iters, fused_backward);
   for (int pass = 0; pass < 2; ++pass) {
     const double fused_ms = pass == 0 ? fused_fwd : fused_bwd, unfused_ms = pass == 0 ? unfused_fwd : unfused_bwd;
     bench::JsonLine line;

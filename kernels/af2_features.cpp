@@ -1,6 +1,8 @@
 // Validation and backend dispatch for kernels/af2_features.h.
 #include "kernels/af2_features.h"
 
+#include <vector>
+
 #include "kernels/cpu/af2_features_cpu.h"
 #include "kernels/cuda/af2_features_cuda.h"
 #include "kernels/pointwise_checks.h"
@@ -79,6 +81,14 @@ void extra_msa_features(const Tensor& extra_msa, const Tensor& has_deletion, con
     detail::check_same_device(op, "extra_msa", extra_msa, "an input or out", *t);
   if (out.numel() == 0) return;
   FC_POINTWISE_DISPATCH(out.device(), extra_msa_features(extra_msa, has_deletion, deletion_value, out));
+}
+
+void check_extra_msa_classes(const Tensor& extra_msa, std::string_view what) {
+  FC_CHECK(extra_msa.device().is_cpu(), what, ": the extra-MSA classes are checked on the host, got ", extra_msa.str());
+  const std::vector<int64_t> v = extra_msa.contiguous().to(DType::i64).to_vector_i64();
+  for (size_t k = 0; k < v.size(); ++k)
+    FC_CHECK(v[k] >= 0 && v[k] < kExtraMsaClasses, what, ": value ", v[k], " at flat index ", k, " is outside [0, ",
+             kExtraMsaClasses, ") (20 amino acids, X, gap, the mask token)");
 }
 
 }  // namespace foldcore::ops

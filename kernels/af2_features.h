@@ -29,6 +29,8 @@
 // contraction into FMAs), so both backends give equal bits (tests/kernels/test_af2_features*.cpp).
 #pragma once
 
+#include <string_view>
+
 #include "core/tensor.h"
 
 namespace foldcore::ops {
@@ -54,5 +56,8 @@ constexpr int64_t kExtraMsaClasses = 23;                          // 20 amino ac
 constexpr int64_t kExtraMsaFeatureDim = kExtraMsaClasses + 2;     // + has_deletion + deletion_value
 void extra_msa_features(const Tensor& extra_msa, const Tensor& has_deletion, const Tensor& deletion_value,
                         const Tensor& out);
+// The check that goes with it, where the classes are on the host (a CPU tensor, i32/i64, any
+// shape): throws "<what>: value V at flat index K is outside [0, 23) (…)" for the first one outside.
+void check_extra_msa_classes(const Tensor& extra_msa, std::string_view what);
 
 }  // namespace foldcore::ops

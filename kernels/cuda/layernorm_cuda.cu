@@ -416,7 +416,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
       // One pass with the parameters' sums where a warp's row fits S·32·V elements, S·V ≤ 16
       // accumulators of each sum per lane (c ≤ 512 with 16-byte vectors, ≤ 128 element by element).
-      int64_t slots = (c + 32 * V - 1) / (32 * V);
+      const int64_t slots = (c + 32 * V - 1) / (32 * V);
       auto fused_launch = [&](auto s) {
         constexpr int S = decltype(s)::value;
         auto go = [&](auto sum_dx) {
@@ -431,14 +431,15 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
         fused = true;
       };
       if constexpr (G == 32) {
-        if (!layernorm_backward_one_pass()) slots = 0;  // the two-pass form, by choice (no branch below takes 0)
         constexpr int kMaxSlots = 16 / V < 4 ? 16 / V : 4;
-        if (slots == 1) {
+        if (!layernorm_backward_one_pass()) {
+          // the two-pass form, by choice
+        } else if (slots == 1) {
           fused_launch(std::integral_constant<int, 1>{});
         } else if (slots == 2 && kMaxSlots >= 2) {
           fused_launch(std::integral_constant<int, 2>{});
         } else if constexpr (kMaxSlots >= 4) {
-          if (slots >= 3 && slots <= 4) fused_launch(std::integral_constant<int, 4>{});
+          if (slots <= 4) fused_launch(std::integral_constant<int, 4>{});
         }
       }
       if (fused) return;

@@ -128,12 +128,7 @@ Tensor extra_msa_feat(const Tensor& extra_msa, const Tensor& extra_has_deletion,
   // On the features' device (ops::extra_msa_features): on a GPU no copy to the host and back. The
   // classes are checked where they are on the host already (a GPU batch's were, when its feature
   // file was read: Af2Features).
-  if (extra_msa.device().is_cpu()) {
-    const auto aa = host_ints(extra_msa);
-    for (size_t r = 0; r < aa.size(); ++r)
-      FC_CHECK(aa[r] >= 0 && aa[r] < ops::kExtraMsaClasses, "extra_msa_feat: extra_msa value ", aa[r],
-               " outside [0, ", ops::kExtraMsaClasses, ")");
-  }
+  if (extra_msa.device().is_cpu()) ops::check_extra_msa_classes(extra_msa, "extra_msa_feat: extra_msa");
   const Device dev = extra_msa.device();
   auto f32 = [&](const Tensor& t) { return t.to(dev).to(DType::f32).contiguous(); };
   const Tensor msa = extra_msa.dtype() == DType::i32 || extra_msa.dtype() == DType::i64

@@ -135,10 +135,7 @@ Af2Features Af2Features::from_arrays(const std::map<std::string, Tensor>& arrays
     if (std::string_view(spec.name) == "extra_msa" && t.device().is_cpu()) {
       // Checked here, on the host, once per file: the model builds its one-hot features on the
       // batch's device, where an out-of-range class would silently give zeros.
-      const std::vector<int64_t> v = t.contiguous().to_vector_i64();
-      for (size_t k = 0; k < v.size(); ++k)
-        FC_CHECK(v[k] >= 0 && v[k] < ops::kExtraMsaClasses, what, ": value ", v[k], " at flat index ", k,
-                 " is outside [0, ", ops::kExtraMsaClasses, ") (20 amino acids, X, gap, the mask token)");
+      ops::check_extra_msa_classes(t, what);
     }
     f.arrays_.emplace(spec.name, std::move(t));
   }
