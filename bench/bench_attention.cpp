@@ -19,7 +19,8 @@
 // ("fwd_bwd_no_dq", "dq_share") and without both ("fwd_bwd_no_dq_no_dbias"), and on a GPU
 // the mma kernels with the batch-reduced bias-gradient pass ("fwd_bwd_dbias_pass",
 // "speedup_vs_atomic"), and the mma forward without its pipelined form ("sync_ms",
-// "speedup_vs_sync": ops::set_attention_pipeline; the backward is the same in both). With
+// "speedup_vs_sync": ops::set_attention_pipeline; the backward is the same in both), and the mma
+// backward in its per-score form ("scores_ms", "speedup_vs_scores": ops::set_attention_bwd_row_form). With
 // FOLDCORE_PROFILE=1 each fused case is followed by one
 // "attention_profile" line per phase of the CUDA op (attention_fwd; attention_bwd and its
 // pre / main / dbias_pass / dq_convert), each timed between device waits: where the backward's
@@ -145,7 +146,7 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
     return line;
   };
   auto report = [&](const std::string& pass, ops::AttentionKernel kernel, double ms, double flops, double naive_ms,
-                    size_t peak, size_t naive_peak, double other_ms, double sync_ms) {
+                    size_t peak, size_t naive_peak, double other_ms, double sync_ms, double scores_ms) {
     bench::JsonLine line = line_for(pass, ops::attention_kernel_name(kernel));
     line.integer("B", s.B)
         .integer("H", s.H)
@@ -160,6 +161,7 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
         .num("memory_ratio", static_cast<double>(naive_peak) / static_cast<double>(std::max<size_t>(peak, 1)));
     if (other_ms > 0) line.num("speedup_vs_smem", other_ms / ms);  // the mma line: smem ms ÷ mma ms
     if (sync_ms > 0) line.num("sync_ms", sync_ms).num("speedup_vs_sync", sync_ms / ms);  // pipelined vs not
+    if (scores_ms > 0) line.num("scores_ms", scores_ms).num("speedup_vs_scores", scores_ms / ms);  // backward by row vs per score
     line.print();
   };
   const int iters = dev.is_cuda() ? 20 : 3;
@@ -198,25 +200,35 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
                                ops::attention_kernel_name(kernels[kix]),
                            s.L);
     }
-    // The mma forward without its pipelined form (ops::set_attention_pipeline): "sync_ms" and
-    // "speedup_vs_sync" on the mma line.
-    double sync_ms = 0;
-    if (dev.is_cuda() && dt == DType::bf16) {
-      const bool saved_pipeline = ops::attention_pipeline();
+    // The mma kernels with one of their forms switched off (set(false); the choice restored after):
+    // the fused op timed as above.
+    const auto mma_ms_with = [&](void (*set)(bool), bool (*get)()) {
+      const bool saved_choice = get();
       ops::set_attention_kernel(ops::AttentionKernel::mma);
-      ops::set_attention_pipeline(false);
-      size_t sync_peak;
+      set(false);
+      double t;
+      size_t t_peak;
       measure([&] {
         ops::attention_forward(in, o, lse, a);
         if (with_backward) ops::attention_backward(in, s.alphafold ? a : o, lse, d_o, g);
-      }, &sync_ms, &sync_peak);
-      ops::set_attention_pipeline(saved_pipeline);
-    }
+      }, &t, &t_peak);
+      set(saved_choice);
+      return t;
+    };
+    const bool mma_run = dev.is_cuda() && dt == DType::bf16;
+    // The forward without its pipelined form (ops::set_attention_pipeline): "sync_ms" and
+    // "speedup_vs_sync" on the mma line.
+    const double sync_ms = mma_run ? mma_ms_with(&ops::set_attention_pipeline, &ops::attention_pipeline) : 0;
+    // The backward's per-score form (ops::set_attention_bwd_row_form(false)) against its row form:
+    // "scores_ms" and "speedup_vs_scores" on the mma fwd_bwd line (the same forward in both; at
+    // head dim 64 both run the per-score form).
+    const double scores_ms = mma_run && with_backward ? mma_ms_with(&ops::set_attention_bwd_row_form, &ops::attention_bwd_row_form) : 0;
     ops::set_attention_kernel(saved);
     for (size_t kix = 0; kix < kernels.size(); ++kix)
       report(with_backward ? "fwd_bwd" : "fwd", kernels[kix], ms[kix], (with_backward ? 3.5 : 1.0) * flops_fwd, nms,
              peak[kix], npeak, kix == 0 && kernels.size() > 1 ? ms[1] : 0,
-             kernels[kix] == ops::AttentionKernel::mma ? sync_ms : 0);
+             kernels[kix] == ops::AttentionKernel::mma ? sync_ms : 0,
+             kernels[kix] == ops::AttentionKernel::mma ? scores_ms : 0);
     return ms;
   };
   run_passes(false);

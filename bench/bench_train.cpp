@@ -493,6 +493,7 @@ int main(int argc, char** argv) {
             .str("device", args.device.str())
             .str("attention_kernel",
                  args.device.is_cuda() ? ops::attention_kernel_name(ops::attention_kernel()) : "cpu")
+            .str("attention_bwd_form", !args.device.is_cuda() ? "cpu" : ops::attention_bwd_row_form() ? "rows" : "scores")
             .integer("crop", crop)
             .integer("msa_rows", b0.num_msa())
             .integer("extra_msa_rows", b0.num_extra_msa())

@@ -108,6 +108,10 @@ std::atomic<bool>& bwd_vec_rows_choice() {
   static std::atomic<bool> choice{true};
   return choice;
 }
+std::atomic<bool>& bwd_row_form_choice() {
+  static std::atomic<bool> choice{choice_from_env("FOLDCORE_ATTENTION_BWD_FORM", {"rows", "scores"}) == 0};
+  return choice;
+}
 std::atomic<bool>& pipeline_choice() {
   static std::atomic<bool> choice{choice_from_env("FOLDCORE_ATTENTION_PIPELINE", {"on", "off"}) == 0};
   return choice;
@@ -121,6 +125,8 @@ void set_attention_dbias_pass(bool on) { dbias_pass_choice().store(on); }
 bool attention_dbias_pass() { return dbias_pass_choice().load(); }
 void set_attention_pipeline(bool on) { pipeline_choice().store(on); }
 bool attention_pipeline() { return pipeline_choice().load(); }
+void set_attention_bwd_row_form(bool on) { bwd_row_form_choice().store(on); }
+bool attention_bwd_row_form() { return bwd_row_form_choice().load(); }
 void set_attention_bwd_vec_rows(bool on) { bwd_vec_rows_choice().store(on); }
 bool attention_bwd_vec_rows() { return bwd_vec_rows_choice().load(); }
 void set_attention_batch_slice(int rows) {

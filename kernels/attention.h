@@ -74,6 +74,14 @@ bool attention_dbias_pass();
 // the initial choice; bench_attention times both.
 void set_attention_pipeline(bool on);
 bool attention_pipeline();
+// With the mma kernels, the backward main kernel's form of the per-score work: true (the default)
+// — by row: each query row's lse and delta read once for its keys, no range check in a tile whose
+// rows all see its 64 keys, the bias-gradient descriptors walked once per 16-query slice, dSᵀ
+// stored to shared memory as packed pairs; false — per score, the form measured on an H200 up to
+// 2026-11-30. Both give the same bits (tests compare them); which is faster is a GPU measurement
+// (bench_attention times both). FOLDCORE_ATTENTION_BWD_FORM=rows|scores sets the initial choice.
+void set_attention_bwd_row_form(bool on);
+bool attention_bwd_row_form();
 // Whether the CUDA backward's row-wise passes (the preprocess: dA, delta, the gate's gradient; and
 // the dq conversion) read and write 16 bytes per thread where head dim, pointers and strides allow
 // (the default), or one element per thread. delta is summed in another order by the two (the same

@@ -365,6 +365,10 @@ if want train; then
   # auto kept blocks
   run_bench 240 bench_train --device cuda:0 --crops 256 --configs bf16:1,bf16:1:auto --evoformer_blocks 48 \
     --extra_msa_blocks 4 --samples 8
+  # the crop-256 step with the attention backward's per-score form (the line's attention_bwd_form),
+  # against the row form of the first line
+  FOLDCORE_ATTENTION_BWD_FORM=scores run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 \
+    --evoformer_blocks 48 --extra_msa_blocks 4
 fi
 
 # 5c. Where the time goes: stage times of a full-depth prediction and of a training step, and the

@@ -329,6 +329,7 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
     d.sum_i = db.size(2) == 1;
     // Another CTA (other b or h) or another thread of this CTA (other j) adds to the same element.
     d.shared = (db.size(0) == 1 && p.B > 1) || (db.size(1) == 1 && p.H > 1) || (db.size(3) == 1 && p.Lk > 1);
+    d.off32 = (p.Lq - 1) * d.s[2] + (p.Lk - 1) * d.s[3] <= INT32_MAX;
   }
 
   // The register-tiled main kernel reads dA = dO ⊙ σ(g) from a bf16 scratch the preprocess

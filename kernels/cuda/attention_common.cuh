@@ -30,6 +30,7 @@ struct DbiasDesc {
   int64_t s[4] = {0, 0, 0, 0};   // stride 0 on reduced (size-1) dims
   bool sum_i = false;            // reduced over query rows: summed inside the CTA first
   bool shared = false;           // element also written by other CTAs/threads: atomicAdd
+  bool off32 = false;            // (Lq - 1)·s[2] + (Lk - 1)·s[3] fits an int: a (b, h) slice indexed in 32 bits
 };
 
 struct AttnParams {

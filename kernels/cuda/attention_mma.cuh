@@ -271,6 +271,38 @@ __device__ __forceinline__ void mma_ldsm_bt2(const uint16_t* s, int ld, int k0, 
 #endif
 }
 
+// An A fragment of rows [row0, row0 + 16) × columns [k0, k0 + 16) of a row-major bf16 smem tile
+// (mma_lds_a's inverse: four 32-bit stores; the backward's dSᵀ, stored as the registers hold it).
+__device__ __forceinline__ void mma_sts_a(uint16_t* s, int ld, int row0, int k0, int lane, const MmaFragA& f) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint16_t* at = s + (row0 + mma_a_row(lane, 2 * q)) * ld + k0 + mma_a_col(lane, 2 * q);
+#if defined(FOLDCORE_CUDA_EMULATE)
+    std::memcpy(at, &f.r[q], 4);
+#else
+    *reinterpret_cast<uint32_t*>(at) = f.r[q];
+#endif
+  }
+}
+
+// The A fragment of rows [m0, m0 + 16) × columns [k0, k0 + 16) of a matrix stored transposed, [k][m]
+// (element (m, k) = s[(k0 + k)·ld + m0 + m]), by ldmatrix.trans: matrices (k 0-7 | 8-15) × (m 0-7 |
+// 8-15) in the A registers' order (rows g and g + 8, then columns 8-15).
+__device__ __forceinline__ MmaFragA mma_ldsm_at(const uint16_t* s, int ld, int m0, int k0, int lane) {
+  MmaFragA f;
+#if defined(FOLDCORE_CUDA_EMULATE)
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int m = m0 + mma_a_row(lane, 2 * q), k = k0 + mma_a_col(lane, 2 * q);
+    f.r[q] = mma_pack(s[k * ld + m], s[(k + 1) * ld + m]);
+  }
+#else
+  const int mi = lane / 8;
+  ldsm_x4_trans(f.r, s + (k0 + lane % 8 + 8 * (mi / 2)) * ld + m0 + 8 * (mi % 2));
+#endif
+  return f;
+}
+
 // An accumulator tile (16 rows × 16 columns = two C fragments c0 | c1, fp32) as the A fragment of
 // the next product (FlashAttention-2's register reuse: P = softmax(S) feeds P·V without smem).
 __device__ __forceinline__ MmaFragA mma_c_to_a(const MmaFragC& c0, const MmaFragC& c1) {

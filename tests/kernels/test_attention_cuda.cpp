@@ -379,6 +379,95 @@ TEST(AttentionCudaForms, VectorRowPassesMatchPerElementOnes) {
   ops::set_attention_kernel(saved);
 }
 
+// The mma backward's two forms of the per-score work (ops::set_attention_bwd_row_form,
+// kernels/cuda/attention_bwd_mma_cuda.cu): by row (each query row's lse and delta read once, no
+// range check in a full tile, the bias-gradient descriptors walked once per 16-query slice, dSᵀ
+// stored as packed pairs and read back transposed for dQ) and per score. Both run the same
+// expressions and add the same terms to each element in the same order, so dk, dv, the gate's
+// gradient and an unshared bias gradient (each element written by one thread) are the same bits.
+// dq (fp32 atomics across key blocks) and the shared bias gradients (atomics across b, h or keys)
+// take their terms in the order the CTAs run, which changes from launch to launch on a GPU and on
+// the host emulation alike (it runs the blocks in a seeded order that differs per launch), so
+// those agree to one bf16 ulp (dq) or fp32 rounding (dbias). Cases: full tiles (L = 128: no range check, the 32-bit bias-gradient offsets
+// and dQ's direct offsets) with a pair bias (shared over b), a key mask (summed over the queries
+// and shared over h) and a per-row bias (unshared); ragged tiles (70 × 200) at head dims 8 and 32;
+// packed segments (range checks inside full-sized tiles); four biases at once over full tiles, one
+// of them broadcast along the keys. The kernel profile names the form that ran: the row form at
+// head dims up to 32, the per-score form at 64 whatever the choice.
+TEST(AttentionCudaForms, BackwardRowFormEqualsPerScoreForm) {
+  FC_REQUIRE_CUDA();
+  const ops::AttentionKernel saved = ops::attention_kernel();
+  const bool saved_form = ops::attention_bwd_row_form();
+  ops::set_attention_kernel(ops::AttentionKernel::mma);
+  auto backward = [](const AttentionInputs& in, const Tensor& d_o, bool row_form) {
+    ops::set_attention_bwd_row_form(row_form);
+    kernel_profile::reset();
+    kernel_profile::set_enabled(true);
+    Result r = run(in, d_o);
+    kernel_profile::set_enabled(false);
+    const std::string want = row_form && in.q.size(3) <= 32 ? "true>" : "false>";
+    int main_kernels = 0;
+    for (const auto& row : kernel_profile::collect().kernels) {
+      if (row.name.find("attention_bwd_mma_kernel<") == std::string::npos) continue;
+      ++main_kernels;
+      EXPECT_EQ(row.name.substr(row.name.size() - want.size()), want) << row.name;
+    }
+    EXPECT_EQ(main_kernels, 1);
+    return r;
+  };
+  auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f32).to_vector(); };
+  auto expect_same = [&](const Result& x, const Result& y, const AttentionInputs& in) {
+    EXPECT_EQ(host(x.grads.dk), host(y.grads.dk));
+    EXPECT_EQ(host(x.grads.dv), host(y.grads.dv));
+    if (x.grads.dgate.defined()) {
+      EXPECT_EQ(host(x.grads.dgate), host(y.grads.dgate));
+    }
+    expect_close(x.grads.dq, y.grads.dq.to(Device::cpu()).to(DType::f32), 1.0 / 256, "dq");
+    for (size_t t = 0; t < x.grads.dbias.size(); ++t) {
+      SCOPED_TRACE("dbias " + std::to_string(t));
+      const Tensor& b = in.biases[t];
+      const bool unshared = b.size(0) == in.q.size(0) && b.size(1) == in.q.size(1) && b.size(2) > 1 && b.size(3) > 1;
+      if (unshared) {
+        EXPECT_EQ(host(x.grads.dbias[t]), host(y.grads.dbias[t]));
+      } else {
+        expect_close(x.grads.dbias[t], y.grads.dbias[t].to(Device::cpu()), 1e-5, "dbias");
+      }
+    }
+  };
+  auto check = [&](const AttentionInputs& in, uint64_t seed) {
+    Generator gen(seed);
+    Tensor d_o = empty_as(in.q, DType::bf16, Device::cuda());
+    d_o.copy_(randn(in.q.shape(), gen).to(DType::bf16).to(Device::cuda()));
+    const Result rows = backward(in, d_o, true), scores = backward(in, d_o, false);
+    expect_same(rows, scores, in);
+  };
+  {
+    SCOPED_TRACE("full tiles");
+    check(make({3, 2, 128, 128, 32, true, true, true, true, true, {}}, DType::bf16, Device::cuda(), 51), 52);
+  }
+  for (int64_t D : {8, 32, 64}) {
+    SCOPED_TRACE("ragged tiles, D " + std::to_string(D));
+    check(make({3, 2, 70, 200, D, true, true, true, true, false, {}}, DType::bf16, Device::cuda(), 53), 54);
+  }
+  {
+    SCOPED_TRACE("segments");
+    check(make({1, 2, 192, 192, 32, true, true, false, false, false, {0, 64, 70, 192}}, DType::bf16, Device::cuda(), 55), 56);
+  }
+  {
+    SCOPED_TRACE("four biases, full tiles");
+    const int64_t B = 2, H = 2, L = 64;
+    AttentionInputs in = make({B, H, L, L, 32, true, false, false, false, false, {}}, DType::bf16, Device::cuda(), 57);
+    Generator gen(58);
+    in.biases.push_back(randn({1, H, L, L}, gen).to(DType::bf16).to(Device::cuda()).permute({0, 1, 3, 2}));
+    in.biases.push_back(randn({B, H, L, 1}, gen).to(DType::bf16).to(Device::cuda()));
+    in.biases.push_back(randn({1, 1, 1, L}, gen).to(DType::bf16).to(Device::cuda()));
+    in.biases.push_back(randn({B, 1, L, L}, gen).to(DType::bf16).to(Device::cuda()));
+    check(in, 59);
+  }
+  ops::set_attention_bwd_row_form(saved_form);
+  ops::set_attention_kernel(saved);
+}
+
 TEST(AttentionCudaErrors, HeadDimAbove64IsAnError) {
   FC_REQUIRE_CUDA();
   const AttentionInputs in = make({1, 1, 8, 8, 80, false, false, false, false, false, {}}, DType::f32, Device::cuda(), 1);
