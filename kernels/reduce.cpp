@@ -87,6 +87,25 @@ void sum_rows_accumulate(const Tensor& x, const Tensor& out) {
   FC_POINTWISE_DISPATCH(x.device(), reduce_sum(x, plan, 1.f, true, out));
 }
 
+void sum_rows_accumulate_batched(const Tensor& x, const Tensor& out) {
+  constexpr std::string_view op = "sum_rows_accumulate_batched";
+  detail::check_float(op, "x", x);
+  detail::check_contiguous(op, "x", x);
+  FC_CHECK(x.dim() == 3, op, ": x must be [B, R, C], got ", x.str());
+  detail::check_defined(op, "out", out);
+  FC_CHECK(out.dim() == 2 && out.size(0) == x.size(0) && out.size(1) == x.size(2) && out.dtype() == DType::f32 &&
+               out.is_contiguous(),
+           op, ": out ", out.str(), " must be contiguous f32 [", x.size(0), ", ", x.size(2), "] for x ", x.str());
+  detail::check_same_device(op, "x", x, "out", out);
+  if (out.numel() == 0 || x.size(1) == 0) return;
+  const ReducePlan plan = make_reduce_plan(x.select(0, 0), {true, false});  // one batch: [R, C]
+  if (plan.layout != ReducePlan::kReducedOuter) {  // C = 1 or R = 1 merge away: one batch at a time
+    for (int64_t b = 0; b < x.size(0); ++b) sum_rows_accumulate(x.select(0, b), out.select(0, b));
+    return;
+  }
+  FC_POINTWISE_DISPATCH(x.device(), reduce_sum_batched(x, plan, x.size(0), out));
+}
+
 double sum_squares(const Tensor& x) {
   detail::check_float("sum_squares", "x", x);
   if (x.numel() == 0) return 0;

@@ -16,6 +16,10 @@ void sum(const Tensor& x, const std::vector<int>& axes, const Tensor& out, bool 
 // Σ over all but the last dim: x [rows..., C] (contiguous) → out [C] (bias gradients).
 // out f32 accumulated.
 void sum_rows_accumulate(const Tensor& x, const Tensor& out);
+// The same for B problems at once: x [B, R, C] (contiguous) → out [B, C] (f32 contiguous,
+// accumulated); out[b] gets the bits sum_rows_accumulate(x[b], out[b]) would give (on CUDA one
+// launch for all B: the bias gradients of projections whose gradients and biases lie back to back).
+void sum_rows_accumulate_batched(const Tensor& x, const Tensor& out);
 // Mean over `axes` (AlphaFold's mean-pooled query, outer-product-mean normalisation); out as in sum.
 void mean(const Tensor& x, const std::vector<int>& axes, const Tensor& out);
 // Σ x² over all elements, returned as double on the host (synchronising): gradient norms.

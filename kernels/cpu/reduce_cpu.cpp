@@ -66,6 +66,10 @@ void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accum
   });
 }
 
+void reduce_sum_batched(const Tensor& x, const ReducePlan& plan, int64_t batches, const Tensor& out) {
+  for (int64_t b = 0; b < batches; ++b) reduce_sum(x.select(0, b), plan, 1.f, true, out.select(0, b));
+}
+
 namespace {
 // Visits every element of x (any strides) as float, serially in row-major order.
 template <typename F> void for_each_value(const Tensor& x, F&& f) {

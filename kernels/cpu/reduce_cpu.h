@@ -8,6 +8,8 @@ namespace foldcore::ops::cpu {
 
 // out[o] = (accumulate ? out[o] : 0) + scale · Σ_r x[kept(o), reduced(r)]
 void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accumulate, const Tensor& out);
+// out[b, o] += Σ_r x[b, r, o]: reduce_sum of each batch x[b] (plan: one of them) into out[b].
+void reduce_sum_batched(const Tensor& x, const ReducePlan& plan, int64_t batches, const Tensor& out);
 double sum_squares(const Tensor& x);
 double max_abs(const Tensor& x);
 

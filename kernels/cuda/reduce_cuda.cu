@@ -81,6 +81,13 @@ constexpr int kColTile = 32, kRowLanes = 8;
 template <typename TO>
 __device__ __forceinline__ void finish_column_sums(bool active, int64_t col, float s, int64_t k, float* ws, TO* out,
                                                    float scale, bool accumulate, unsigned* counters) {
+  // Batch blockIdx.z (grid z > 1: one [R, K] problem per z, one after another in x, out, the
+  // partials and the counters).
+  out += static_cast<int64_t>(blockIdx.z) * k;
+  if (gridDim.y > 1) {
+    ws += static_cast<int64_t>(blockIdx.z) * gridDim.y * k;
+    counters += static_cast<int64_t>(blockIdx.z) * gridDim.x;
+  }
   if (active) {
     if (gridDim.y == 1)
       store_out(out, col, s, scale, accumulate);
@@ -101,6 +108,7 @@ template <typename TX, typename TO>
 __global__ void col_sum_kernel(const TX* x, int64_t r, int64_t k, int64_t rows_per_split, float* ws, TO* out,
                                float scale, bool accumulate, unsigned* counters) {
   FC_SHARED(float, tile, [kRowLanes][kColTile + 1]);
+  x += static_cast<int64_t>(blockIdx.z) * r * k;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_split;
   const int64_t r1 = min(r, r0 + rows_per_split);
@@ -131,6 +139,7 @@ __global__ void col_sum_vec_kernel(const TX* x, int64_t r, int64_t k, int64_t ro
                                    float scale, bool accumulate, unsigned* counters) {
   constexpr int V = 16 / static_cast<int>(sizeof(TX));
   FC_SHARED(float, part, [kVecLanes][kVecGroups * V + 1]);
+  x += static_cast<int64_t>(blockIdx.z) * r * k;
   const int cg = threadIdx.x, rl = threadIdx.y;
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kVecGroups + cg) * V;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_split;
@@ -225,6 +234,34 @@ StridedDesc desc_of(const ReduceGroup& g) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Column sums of `batches` row-major [R, K] problems one after another in x (out [batches, K]), one
+// launch: grid (column tiles, row splits, batches). Each batch sums as a launch of its own would.
+template <typename TX, typename TO>
+void column_sums(const TX* px, int64_t r, int64_t k, int64_t batches, TO* po, float scale, bool accumulate, Device dev) {
+  cudaStream_t stream = cuda_stream_of(dev);
+  constexpr int64_t kV = 16 / static_cast<int64_t>(sizeof(TX));
+  // 16 bytes per load where K and the pointer allow (col_sum_vec_kernel), else one element.
+  const bool vec = col_sum_vec() && k % kV == 0 && reinterpret_cast<uintptr_t>(px) % 16 == 0;
+  // Row splits from R alone: ≥ 256 rows per split, at most 256 (vector) or 128 splits.
+  const int64_t splits = std::clamp<int64_t>(ceil_div(r, 256), 1, vec ? 256 : 128);
+  const int64_t rps = ceil_div(r, splits);
+  Tensor ws;
+  if (splits > 1) ws = Tensor::empty({batches * splits, k}, DType::f32, dev);
+  float* pws = splits > 1 ? ws.data<float>() : nullptr;
+  const dim3 grid(static_cast<unsigned>(ceil_div(k, vec ? kVecGroups * kV : kColTile)), static_cast<unsigned>(splits),
+                  static_cast<unsigned>(batches));
+  FC_CHECK(grid.x <= 0x7fffffffu && batches <= 65535, "sum: ", k, " columns × ", batches, " batches exceed the CUDA grid");
+  unsigned* counters = splits > 1 ? block_counters(dev, static_cast<int64_t>(grid.x) * batches) : nullptr;
+  if (vec) {
+    launch_kernel<col_sum_vec_kernel<TX, TO>>(grid, dim3(kVecGroups, kVecLanes), 0, stream, px, r, k, rps, pws, po, scale,
+                                              accumulate, counters);
+  } else {
+    launch_kernel<col_sum_kernel<TX, TO>>(grid, dim3(kColTile, kRowLanes), 0, stream, px, r, k, rps, pws, po, scale,
+                                          accumulate, counters);
+  }
+  FC_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accumulate, const Tensor& out) {
@@ -236,28 +273,8 @@ void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accum
       using TO = decltype(otag);
       const TX* px = static_cast<const TX*>(x.data_ptr());
       TO* po = static_cast<TO*>(out.data_ptr());
-      constexpr int64_t kV = 16 / static_cast<int64_t>(sizeof(TX));
       if (plan.layout == ReducePlan::kReducedOuter && r > 0) {
-        // 16 bytes per load where K and the pointer allow (col_sum_vec_kernel), else one element.
-        const bool vec = col_sum_vec() && k % kV == 0 && reinterpret_cast<uintptr_t>(px) % 16 == 0;
-        // Row splits from R alone: ≥ 256 rows per split, at most 256 (vector) or 128 splits.
-        const int64_t splits = std::clamp<int64_t>(ceil_div(r, 256), 1, vec ? 256 : 128);
-        const int64_t rps = ceil_div(r, splits);
-        Tensor ws;
-        if (splits > 1) ws = Tensor::empty({splits, k}, DType::f32, x.device());
-        float* pws = splits > 1 ? ws.data<float>() : nullptr;
-        const dim3 grid(static_cast<unsigned>(ceil_div(k, vec ? kVecGroups * kV : kColTile)),
-                        static_cast<unsigned>(splits));
-        FC_CHECK(grid.x <= 0x7fffffffu, "sum: ", k, " columns exceed the CUDA grid");
-        unsigned* counters = splits > 1 ? block_counters(x.device(), grid.x) : nullptr;
-        if (vec) {
-          launch_kernel<col_sum_vec_kernel<TX, TO>>(grid, dim3(kVecGroups, kVecLanes), 0, stream, px, r, k, rps, pws,
-                                                    po, scale, accumulate, counters);
-        } else {
-          launch_kernel<col_sum_kernel<TX, TO>>(grid, dim3(kColTile, kRowLanes), 0, stream, px, r, k, rps, pws, po,
-                                                scale, accumulate, counters);
-        }
-        FC_CUDA_CHECK_LAUNCH();
+        column_sums(px, r, k, 1, po, scale, accumulate, x.device());
       } else if (plan.layout == ReducePlan::kReducedInner && r >= 64) {  // short rows: thread per output
         // Chunks of ≥ 16384 elements per block, at most 64 per row (only long rows are split).
         const int64_t splits = std::clamp<int64_t>(ceil_div(r, 16384), 1, 64);
@@ -279,6 +296,15 @@ void reduce_sum(const Tensor& x, const ReducePlan& plan, float scale, bool accum
         FC_CUDA_CHECK_LAUNCH();
       }
     });
+  });
+}
+
+void reduce_sum_batched(const Tensor& x, const ReducePlan& plan, int64_t batches, const Tensor& out) {
+  FC_CHECK(plan.layout == ReducePlan::kReducedOuter, "reduce_sum_batched: each batch must be a row-major [R, K]");
+  const int64_t k = plan.kept.numel(), r = plan.reduced.numel();
+  cuda_dispatch_float(x.dtype(), [&](auto xtag) {
+    using TX = decltype(xtag);
+    column_sums(static_cast<const TX*>(x.data_ptr()), r, k, batches, out.data<float>(), 1.f, true, x.device());
   });
 }
 

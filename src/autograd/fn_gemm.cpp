@@ -133,9 +133,29 @@ struct LinearsFn final : Function {
       for (int j = 0; j < r.count; ++j)
         if (grads[static_cast<size_t>(j)].defined()) ops::gemm(x2, dy(r.first + j), grads[static_cast<size_t>(j)], g);
     }
-    for (int i = 0; i < n; ++i)
-      if (bias_input[i] >= 0 && ctx.needs_grad(bias_input[i]))
-        ops::sum_rows_accumulate(dy(i), ctx.accumulate_grad(bias_input[i], DType::f32));
+    // db_i += Σ_r dy_i: a run whose bias gradients lie back to back (ParamStore::place_together)
+    // over packed gradients is one batched column sum, else one per projection.
+    for (const ProjectionRun& r : runs) {
+      std::vector<Tensor> grads(static_cast<size_t>(r.count));
+      bool all = is_packed && r.count > 1;
+      for (int j = 0; j < r.count; ++j) {
+        const int bi = bias_input[r.first + j];
+        if (bi >= 0 && ctx.needs_grad(bi)) grads[static_cast<size_t>(j)] = ctx.accumulate_grad(bi, DType::f32);
+        else all = false;
+      }
+      const int64_t out = outs[r.first];
+      for (size_t j = 0; all && j < grads.size(); ++j)
+        all = grads[j].is_contiguous() && grads[j].storage() == grads[0].storage() &&
+              grads[j].offset() == grads[0].offset() + static_cast<int64_t>(j) * out;
+      if (all) {
+        const Tensor dys = packed.narrow(0, offset[r.first], r.count * rows * out).view({r.count, rows, out});
+        ops::sum_rows_accumulate_batched(dys, Tensor::wrap(grads[0].data_ptr(), {r.count, out}, DType::f32, grads[0].device()));
+        ++t_linears_stats.batched_bias_grads;
+        continue;
+      }
+      for (int j = 0; j < r.count; ++j)
+        if (grads[static_cast<size_t>(j)].defined()) ops::sum_rows_accumulate(dy(r.first + j), grads[static_cast<size_t>(j)]);
+    }
   }
 };
 

@@ -29,13 +29,15 @@ Variable linear(const Variable& x, const Variable& w, const Variable& b = {},
 // ParamCastScope; one bias per entry), and the outputs lie back to back in one buffer. The backward
 // takes their gradients as one buffer (Node::packed_output_grads) and accumulates dx = Σ dy_i·w_iᵀ in
 // fp32 (linear() rounds each product to the compute dtype before the engine sums them); a run whose
-// weights' gradients lie back to back (a flat gradient buffer) gets its dW by one GEMM.
+// weights' gradients lie back to back (a flat gradient buffer) gets its dW by one GEMM, and one
+// whose biases' gradients do its db by one batched column sum.
 std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& ws, const std::vector<Variable>& bs = {},
                               const std::vector<Shape>& shapes = {});
 // This thread's linears() products since it started: runs computed by one strided-batch GEMM
-// (forward), and runs whose weight gradients one GEMM gave (backward).
+// (forward), runs whose weight gradients one GEMM gave and runs whose bias gradients one batched
+// column sum gave (backward).
 struct LinearsStats {
-  int64_t batched_runs = 0, batched_weight_grads = 0;
+  int64_t batched_runs = 0, batched_weight_grads = 0, batched_bias_grads = 0;
 };
 LinearsStats linears_stats();
 // c[…, M, N] = op(a)[…, M, K] · op(b)[…, K, N]; b may be 2-D (shared by every batch entry).

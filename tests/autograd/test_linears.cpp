@@ -11,6 +11,7 @@
 #include "core/random.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/reduce.h"
 #include "grad_check.h"
 #include "test_util.h"
 
@@ -167,6 +168,45 @@ TEST(Linears, BackToBackWeightGradientsTakeOneProduct) {
       for (size_t e = 0; e < part.size(); ++e) dx_expected[e] += part[e];
     }
     FC_EXPECT_CLOSE(x.grad(), Tensor::from_vector(dx_expected, {7, kIn}), 1e-5, 1e-5);
+  }
+}
+
+// Bias gradients that lie back to back (ParamStore::place_together, as the triangle
+// multiplication's and the outer product mean's) take one batched column sum for a run over packed
+// output gradients, with the bits of one sum per bias; a gap between them (or unpacked root
+// gradients) takes one sum per bias, the same values.
+TEST(Linears, BackToBackBiasGradientsTakeOneColumnSum) {
+  Generator gen(10);
+  for (const bool gap : {false, true}) {
+    SCOPED_TRACE(gap ? "a gap between the biases" : "biases back to back");
+    const Variable x(randn({7, kIn}, gen), true);
+    std::vector<Variable> w, b;
+    for (int i = 0; i < 3; ++i) {
+      w.emplace_back(randn({kIn, 5}, gen), true);
+      b.emplace_back(randn({5}, gen), true);
+    }
+    const int64_t stride = gap ? 6 : 5;
+    Tensor flat = Tensor::full({3 * stride + 1}, 0.25, DType::f32);
+    for (int i = 0; i < 3; ++i) b[i].set_grad(flat.narrow(0, i * stride, 5));
+    flat.narrow(0, 3 * stride, 1).fill_(42.0);  // past the run: must stay untouched
+    const std::vector<Variable> y = linears(x, w, b);
+    Generator wg(11);
+    std::vector<Variable> scaled;
+    std::vector<Tensor> dy;
+    for (int i = 0; i < 3; ++i) {
+      scaled.push_back(scale(y[i], 1.f));
+      dy.push_back(randn({7, 5}, wg));
+    }
+    const LinearsStats before = linears_stats();
+    backward(scaled, dy);
+    EXPECT_EQ(linears_stats().batched_bias_grads - before.batched_bias_grads, gap ? 0 : 1);
+    for (int i = 0; i < 3; ++i) {
+      SCOPED_TRACE("bias " + std::to_string(i));
+      Tensor want = Tensor::full({5}, 0.25, DType::f32);
+      ops::sum_rows_accumulate(dy[i], want);
+      EXPECT_EQ(b[i].grad().to_vector(), want.to_vector());
+    }
+    EXPECT_EQ(flat.narrow(0, 3 * stride, 1).to_vector()[0], 42.f);
   }
 }
 

@@ -114,6 +114,25 @@ TEST(Reduce, MeanAndSumRowsAccumulate) {
   EXPECT_THROW(ops::sum_rows_accumulate(x, Tensor::zeros({3}, DType::f32)), Error);
 }
 
+// B column-sum problems at once: each batch the bits of its own sum_rows_accumulate call; C = 1
+// (whose plan merges away) too; bad shapes and dtypes are errors naming the op.
+TEST(Reduce, SumRowsAccumulateBatchedEqualsOneCallPerBatch) {
+  Generator gen(35);
+  for (const int64_t c : {int64_t{11}, int64_t{1}}) {
+    SCOPED_TRACE("C " + std::to_string(c));
+    const Tensor x = randn({3, 7, c}, gen).to(DType::bf16);
+    Tensor batched = randn({3, c}, gen), separate = batched.clone();
+    ops::sum_rows_accumulate_batched(x, batched);
+    for (int64_t b = 0; b < 3; ++b) ops::sum_rows_accumulate(x.select(0, b), separate.select(0, b));
+    EXPECT_EQ(batched.to_vector(), separate.to_vector());
+  }
+  const Tensor x = randn({3, 7, 11}, gen);
+  EXPECT_THROW(ops::sum_rows_accumulate_batched(x, Tensor::zeros({3, 11}, DType::bf16)), Error);
+  EXPECT_THROW(ops::sum_rows_accumulate_batched(x, Tensor::zeros({2, 11}, DType::f32)), Error);
+  EXPECT_THROW(ops::sum_rows_accumulate_batched(x.select(0, 0), Tensor::zeros({7, 11}, DType::f32)), Error);
+  EXPECT_THROW(ops::sum_rows_accumulate_batched(x.permute({1, 0, 2}), Tensor::zeros({7, 11}, DType::f32)), Error);
+}
+
 TEST(Reduce, SumSquaresAndMaxAbs) {
   Generator gen(34);
   Tensor x = randn({13, 17}, gen, 0, 3);

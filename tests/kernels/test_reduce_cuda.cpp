@@ -147,6 +147,40 @@ TEST(ReduceCuda, StridedInputAndSumRows) {
   }
 }
 
+// The batched column sums (one launch, grid z over the batches: their own partials and counters)
+// against one launch per batch, bit for bit: the vector and element forms, one row split and
+// several (R = 5000: 20 splits, whose last block per column tile combines them), bf16 and f32.
+TEST(ReduceCuda, BatchedColumnSumsEqualOneLaunchPerBatch) {
+  FC_REQUIRE_CUDA();
+  Generator gen(205);
+  struct BatchCase {
+    int64_t b, r, k;
+  };
+  for (DType t : {DType::bf16, DType::f32}) {
+    for (const BatchCase& bc : {BatchCase{5, 5000, 128}, BatchCase{2, 100, 32}, BatchCase{3, 700, 37}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " b " + std::to_string(bc.b) + " r " + std::to_string(bc.r) + " k " +
+                   std::to_string(bc.k));
+      const Tensor x = randn({bc.b, bc.r, bc.k}, gen).to(t).to(kGpu);
+      const Tensor start = randn({bc.b, bc.k}, gen).to(kGpu);
+      Tensor batched = start.clone(), separate = start.clone();
+      kernel_profile::reset();
+      kernel_profile::set_enabled(true);
+      ops::sum_rows_accumulate_batched(x, batched);
+      synchronize(kGpu);
+      kernel_profile::set_enabled(false);
+      int64_t launches = 0;
+      for (const auto& row : kernel_profile::collect().kernels)
+        launches += row.name.find("col_sum") != std::string::npos ? row.calls : 0;
+      EXPECT_EQ(launches, 1);
+      for (int64_t b = 0; b < bc.b; ++b) ops::sum_rows_accumulate(x.select(0, b), separate.select(0, b));
+      EXPECT_EQ(batched.to(Device::cpu()).to_vector(), separate.to(Device::cpu()).to_vector());
+      Tensor ref = start.to(Device::cpu());
+      ops::sum_rows_accumulate_batched(x.to(Device::cpu()), ref);
+      FC_EXPECT_CLOSE(batched.to(Device::cpu()), ref, 1e-6 * bc.r + 1e-5, 1e-5);
+    }
+  }
+}
+
 TEST(ReduceCuda, SumSquaresAndMaxAbs) {
   FC_REQUIRE_CUDA();
   Generator gen(203);
