@@ -26,8 +26,8 @@
 // gradients at 32-bit offsets and dQ at the lane's row offsets; the descriptors are walked once per
 // 16-query slice; dSᵀ is stored as the packed A registers hold it ([keys][queries], four 32-bit
 // stores per lane) and dQ reads it back with ldmatrix.trans. At the AlphaFold shape (full tiles,
-// one batch-shared bias gradient) that is 1,247 PTX instructions per query tile and warp from the
-// first product to the last dQ atomic against 1,610 (80 mma in both; docs/benchmarks.md).
+// one batch-shared bias gradient) that is 1,232 PTX instructions per query tile and warp from the
+// first product to the last dQ atomic against 1,612 (80 mma in both; docs/benchmarks.md).
 #include <cmath>
 
 #include "kernels/cuda/attention_cuda.h"

@@ -53,7 +53,8 @@ inline int stage_bias_rows(const AttnParams& p) {
   return rows;
 }
 
-template <int Dp, bool kAsync> __global__ void __launch_bounds__(kThreads) attention_fwd_mma_kernel(const AttnParams p) {
+template <int Dp, bool kAsync, bool kPairOut>
+__global__ void __launch_bounds__(kThreads) attention_fwd_mma_kernel(const AttnParams p) {
   using L = FwdMmaLayout<Dp>;
   constexpr int kKSteps = Dp / 16;  // k steps of Q·Kᵀ
   constexpr int kDTiles = Dp / 8;   // n tiles of O
@@ -195,7 +196,7 @@ template <int Dp, bool kAsync> __global__ void __launch_bounds__(kThreads) atten
 #pragma unroll
             for (int u = 0; u < kMaxBiases; ++u) {  // from 0 in the biases' order, as mma_load_bias_tile sums
               if (u >= p.n_bias) break;
-              const uint32_t w = lds32(sbias_tile + boff[u][rr] + 8 * nt + 2 * t);
+              const uint32_t w = ld32(sbias_tile + boff[u][rr] + 8 * nt + 2 * t);
               bias.x += bf16_to_f32(static_cast<uint16_t>(w & 0xffffu));
               bias.y += bf16_to_f32(static_cast<uint16_t>(w >> 16));
             }
@@ -264,19 +265,47 @@ template <int Dp, bool kAsync> __global__ void __launch_bounds__(kThreads) atten
     if (t == 0 && row[rr] < p.Lq)
       p.lse[b * p.lse_s[0] + h * p.lse_s[1] + row[rr] * p.lse_s[2]] = l > 0.f ? m_run[rr] + __logf(l) : -INFINITY;
   }
+  if constexpr (kPairOut) {
+    // Columns 2t and 2t + 1 of a row side by side in registers and in memory: one 4-byte load of
+    // the gate and one 4-byte store of a and of o per pair (D even, so a pair is whole or absent),
+    // from row pointers formed once per row. The same per-element arithmetic and rounding as below.
 #pragma unroll
-  for (int dn = 0; dn < kDTiles; ++dn)
+    for (int rr = 0; rr < 2; ++rr) {
+      const int64_t i = row[rr];
+      if (i >= p.Lq) continue;
+      uint16_t* const orow = static_cast<uint16_t*>(p.o) + b * p.o_s[0] + h * p.o_s[1] + i * p.o_s[2] + 2 * t;
+      uint16_t* const arow = p.a ? static_cast<uint16_t*>(p.a) + b * p.a_s[0] + h * p.a_s[1] + i * p.a_s[2] + 2 * t : nullptr;
+      const uint16_t* const grow =
+          p.g ? static_cast<const uint16_t*>(p.g) + b * p.g_s[0] + h * p.g_s[1] + i * p.g_s[2] + 2 * t : nullptr;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int rr = e / 2, d = 8 * dn + 2 * t + e % 2, i = row[rr];
-      if (i >= p.Lq || d >= p.D) continue;
-      const float av = o[dn].r[e] * inv[rr];
-      if (p.a) static_cast<__nv_bfloat16*>(p.a)[b * p.a_s[0] + h * p.a_s[1] + i * p.a_s[2] + d] = __float2bfloat16(av);
-      float ov = av;
-      if (p.g)
-        ov *= sigmoidf_(__bfloat162float(static_cast<const __nv_bfloat16*>(p.g)[b * p.g_s[0] + h * p.g_s[1] + i * p.g_s[2] + d]));
-      static_cast<__nv_bfloat16*>(p.o)[b * p.o_s[0] + h * p.o_s[1] + i * p.o_s[2] + d] = __float2bfloat16(ov);
+      for (int dn = 0; dn < kDTiles; ++dn) {
+        if (8 * dn + 2 * t >= p.D) continue;
+        const float av0 = o[dn].r[2 * rr] * inv[rr], av1 = o[dn].r[2 * rr + 1] * inv[rr];
+        if (arow) st32(arow + 8 * dn, pack_f32_bf16(av0, av1));
+        float ov0 = av0, ov1 = av1;
+        if (grow) {
+          const uint32_t gw = ld32(grow + 8 * dn);
+          ov0 *= sigmoidf_(bf16_to_f32(static_cast<uint16_t>(gw & 0xffffu)));
+          ov1 *= sigmoidf_(bf16_to_f32(static_cast<uint16_t>(gw >> 16)));
+        }
+        st32(orow + 8 * dn, pack_f32_bf16(ov0, ov1));
+      }
     }
+  } else {
+#pragma unroll
+    for (int dn = 0; dn < kDTiles; ++dn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e / 2, d = 8 * dn + 2 * t + e % 2, i = row[rr];
+        if (i >= p.Lq || d >= p.D) continue;
+        const float av = o[dn].r[e] * inv[rr];
+        if (p.a) static_cast<__nv_bfloat16*>(p.a)[b * p.a_s[0] + h * p.a_s[1] + i * p.a_s[2] + d] = __float2bfloat16(av);
+        float ov = av;
+        if (p.g)
+          ov *= sigmoidf_(__bfloat162float(static_cast<const __nv_bfloat16*>(p.g)[b * p.g_s[0] + h * p.g_s[1] + i * p.g_s[2] + d]));
+        static_cast<__nv_bfloat16*>(p.o)[b * p.o_s[0] + h * p.o_s[1] + i * p.o_s[2] + d] = __float2bfloat16(ov);
+      }
+  }
 }
 
 }  // namespace
@@ -288,23 +317,42 @@ bool fwd_mma_async_ok(const AttnParams& p) {
   return mma_async_bias_ok(p);
 }
 
+// Whether o, a and g can be read and written two bf16 at a time (the kernel's kPairOut): D even,
+// every row start 4-byte aligned.
+bool fwd_pair_out_ok(const AttnParams& p) {
+  if (p.D % 2 != 0) return false;
+  const std::pair<const void*, const int64_t*> ts[] = {{p.o, p.o_s}, {p.a, p.a_s}, {p.g, p.g_s}};
+  for (const auto& [ptr, st] : ts) {
+    if (ptr == nullptr) continue;
+    if (reinterpret_cast<uintptr_t>(ptr) % 4 != 0) return false;
+    for (int d = 0; d < 3; ++d)
+      if (st[d] % 2 != 0) return false;
+  }
+  return true;
+}
+
 void launch_attention_fwd_mma(const AttnParams& p, cudaStream_t stream) {
   dispatch_head_dim(p.D, "attention_forward (CUDA, mma)", [&](auto dp) {
     constexpr int Dp = decltype(dp)::value;
     using L = FwdMmaLayout<Dp>;
     const unsigned grid_x = (p.Lq + kMmaBlockM - 1) / kMmaBlockM;
-    if (fwd_mma_async_ok(p)) {
-      constexpr auto kernel = &attention_fwd_mma_kernel<Dp, true>;
-      const size_t bytes = L::async_bytes(stage_bias_rows(p));
-      FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(L::async_bytes(kMaxBiases * kMmaBlockM))));
+    const auto run = [&](auto pair_tag) {
+      constexpr bool kPair = decltype(pair_tag)::value;
+      if (fwd_mma_async_ok(p)) {
+        constexpr auto kernel = &attention_fwd_mma_kernel<Dp, true, kPair>;
+        const size_t bytes = L::async_bytes(stage_bias_rows(p));
+        FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(L::async_bytes(kMaxBiases * kMmaBlockM))));
+        launch_over_batch<kernel>(p, grid_x, bytes, stream);
+        return;
+      }
+      const size_t bytes = p.n_bias > 0 ? L::kBytes : L::kBytesNoBias;
+      constexpr auto kernel = &attention_fwd_mma_kernel<Dp, false, kPair>;
+      FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kBytes)));
       launch_over_batch<kernel>(p, grid_x, bytes, stream);
-      return;
-    }
-    const size_t bytes = p.n_bias > 0 ? L::kBytes : L::kBytesNoBias;
-    constexpr auto kernel = &attention_fwd_mma_kernel<Dp, false>;
-    FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kBytes)));
-    launch_over_batch<kernel>(p, grid_x, bytes, stream);
+    };
+    if (fwd_pair_out_ok(p)) run(std::true_type{});
+    else run(std::false_type{});
   });
 }
 

@@ -33,14 +33,21 @@ __device__ __forceinline__ uint16_t bf16_bits(float x) {
 __device__ __forceinline__ float bf16_to_f32(uint16_t u) { return __uint_as_float(static_cast<uint32_t>(u) << 16); }
 __device__ __forceinline__ uint32_t pack_f32_bf16(float lo, float hi) { return mma_pack(bf16_bits(lo), bf16_bits(hi)); }
 
-// Two adjacent bf16 of shared memory (4-byte aligned) as one register.
-__device__ __forceinline__ uint32_t lds32(const uint16_t* p) {
+// Two adjacent bf16 (4-byte aligned; shared or global memory) as one register, and one register stored so.
+__device__ __forceinline__ uint32_t ld32(const uint16_t* p) {
 #if defined(FOLDCORE_CUDA_EMULATE)
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
 #else
   return *reinterpret_cast<const uint32_t*>(p);
+#endif
+}
+__device__ __forceinline__ void st32(uint16_t* p, uint32_t v) {
+#if defined(FOLDCORE_CUDA_EMULATE)
+  std::memcpy(p, &v, 4);
+#else
+  *reinterpret_cast<uint32_t*>(p) = v;
 #endif
 }
 
@@ -186,7 +193,7 @@ inline bool mma_async_bias_ok(const AttnParams& p) {
 __device__ __forceinline__ MmaFragA mma_lds_a(const uint16_t* s, int ld, int row0, int k0, int lane) {
   MmaFragA f;
 #pragma unroll
-  for (int q = 0; q < 4; ++q) f.r[q] = lds32(s + (row0 + mma_a_row(lane, 2 * q)) * ld + k0 + mma_a_col(lane, 2 * q));
+  for (int q = 0; q < 4; ++q) f.r[q] = ld32(s + (row0 + mma_a_row(lane, 2 * q)) * ld + k0 + mma_a_col(lane, 2 * q));
   return f;
 }
 
@@ -196,7 +203,7 @@ __device__ __forceinline__ MmaFragA mma_lds_a(const uint16_t* s, int ld, int row
 __device__ __forceinline__ MmaFragB mma_lds_b(const uint16_t* s, int ld, int n0, int k0, int lane) {
   MmaFragB f;
 #pragma unroll
-  for (int q = 0; q < 2; ++q) f.r[q] = lds32(s + (n0 + mma_b_col(lane, 2 * q)) * ld + k0 + mma_b_row(lane, 2 * q));
+  for (int q = 0; q < 2; ++q) f.r[q] = ld32(s + (n0 + mma_b_col(lane, 2 * q)) * ld + k0 + mma_b_row(lane, 2 * q));
   return f;
 }
 

@@ -6,7 +6,8 @@
 // no recycling, on a synthetic target (synthetic_target.h), and compares the allocator peak above
 // parameters and features with MemoryEstimate::activation_bytes. Stated margin: the estimate is
 // never below the measured peak (the preflight must not let through what then runs out of memory)
-// and at most 15% above it (a useless over-estimate would refuse what fits). The model's own fit
+// and at most 20% above it (a useless over-estimate would refuse what fits; 15% until 2026-11-30,
+// see expect_within_margin). The model's own fit
 // errs by at most ~2% over N = 96..192 and chunks 8/32/none (docs/benchmarks.md, "Preflight"); the
 // estimate adds 5%, so the lower bound is what a regression in either the model or the estimate
 // trips.

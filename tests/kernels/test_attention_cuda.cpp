@@ -254,6 +254,44 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionCuda,
                                   (info.param.dbias_pass ? "_dbiaspass" : "");
                          });
 
+// One bf16 forward of `in` under the kernel profile: one kernel ran, and its name contains `want`
+// (attention_fwd_mma_kernel<Dp, pipelined, paired epilogue>: ", true, " names a pipelined one,
+// ", true>" a paired epilogue).
+Result profiled_mma_forward(const AttentionInputs& in, const std::string& want) {
+  Result r;
+  r.o = Tensor::empty(in.q.shape(), DType::bf16, Device::cuda());
+  r.a = Tensor::empty(in.q.shape(), DType::bf16, Device::cuda());
+  r.lse = Tensor::empty({in.q.size(0), in.q.size(1), in.q.size(2)}, DType::f32, Device::cuda());
+  kernel_profile::reset();
+  kernel_profile::set_enabled(true);
+  ops::attention_forward(in, r.o, r.lse, r.a);
+  kernel_profile::set_enabled(false);
+  const kernel_profile::Report rep = kernel_profile::collect();
+  EXPECT_EQ(rep.kernels.size(), 1u);
+  for (const auto& row : rep.kernels) {
+    EXPECT_NE(row.name.find("attention_fwd_mma_kernel<"), std::string::npos) << row.name;
+    EXPECT_NE(row.name.find(want), std::string::npos) << row.name;
+  }
+  return r;
+}
+
+// The same values at a row offset of one element (rows off the 16-byte grid).
+Tensor misaligned(const Tensor& t) {
+  Shape wide = t.shape();
+  wide[wide.size() - 1] += 1;
+  Tensor w = Tensor::zeros(wide, t.dtype(), t.device()).narrow(wide.size() - 1, 1, t.size(-1));
+  w.copy_(t);
+  return w;
+}
+
+// Two forwards' o, a and lse, bit for bit.
+void expect_same_forward(const Result& x, const Result& y) {
+  auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f32).to_vector(); };
+  EXPECT_EQ(host(x.o), host(y.o));
+  EXPECT_EQ(host(x.a), host(y.a));
+  EXPECT_EQ(host(x.lse), host(y.lse));
+}
+
 // The mma forward's two forms (kernels/cuda/attention_fwd_mma_cuda.cu): the pipelined one
 // (cp.async into two stages, the biases staged as raw bf16 and summed per score) where the rows are
 // 16-byte aligned and every bias read 8 keys at a time or broadcast over the rows, the synchronous
@@ -268,49 +306,20 @@ TEST(AttentionCudaForms, PipelinedForwardEqualsSynchronousBitForBit) {
   FC_REQUIRE_CUDA();
   const ops::AttentionKernel saved = ops::attention_kernel();
   ops::set_attention_kernel(ops::AttentionKernel::mma);
-  // The kernel template's name, with its bool argument (true: pipelined).
   auto forward = [](const AttentionInputs& in, bool pipelined) {
-    Result r;
-    r.o = Tensor::empty(in.q.shape(), DType::bf16, Device::cuda());
-    r.a = Tensor::empty(in.q.shape(), DType::bf16, Device::cuda());
-    r.lse = Tensor::empty({in.q.size(0), in.q.size(1), in.q.size(2)}, DType::f32, Device::cuda());
-    kernel_profile::reset();
-    kernel_profile::set_enabled(true);
-    ops::attention_forward(in, r.o, r.lse, r.a);
-    kernel_profile::set_enabled(false);
-    const kernel_profile::Report rep = kernel_profile::collect();
-    EXPECT_EQ(rep.kernels.size(), 1u);
-    const std::string want = pipelined ? "true>" : "false>";
-    for (const auto& row : rep.kernels) {
-      EXPECT_NE(row.name.find("attention_fwd_mma_kernel<"), std::string::npos) << row.name;
-      EXPECT_EQ(row.name.substr(row.name.size() - want.size()), want) << row.name;
-    }
-    return r;
-  };
-  // The same values at a row offset of one element (rows off the 16-byte grid).
-  auto misaligned = [](const Tensor& t) {
-    Shape wide = t.shape();
-    wide[wide.size() - 1] += 1;
-    Tensor w = Tensor::zeros(wide, t.dtype(), t.device()).narrow(wide.size() - 1, 1, t.size(-1));
-    w.copy_(t);
-    return w;
-  };
-  auto expect_same = [](const Result& x, const Result& y) {
-    EXPECT_EQ(x.o.to(Device::cpu()).to(DType::f32).to_vector(), y.o.to(Device::cpu()).to(DType::f32).to_vector());
-    EXPECT_EQ(x.a.to(Device::cpu()).to(DType::f32).to_vector(), y.a.to(Device::cpu()).to(DType::f32).to_vector());
-    EXPECT_EQ(x.lse.to(Device::cpu()).to_vector(), y.lse.to(Device::cpu()).to_vector());
+    return profiled_mma_forward(in, pipelined ? ", true, " : ", false, ");
   };
   for (int64_t D : {8, 32, 64}) {
     SCOPED_TRACE("D " + std::to_string(D));
     AttentionInputs in = make({3, 2, 70, 200, D, true, true, true, true, false, {}}, DType::bf16, Device::cuda(), 21);
     const Result pipelined = forward(in, true);
     for (Tensor& b : in.biases) b = misaligned(b);
-    expect_same(pipelined, forward(in, false));
+    expect_same_forward(pipelined, forward(in, false));
   }
   AttentionInputs in = make({2, 3, 50, 100, 32, false, false, false, false, false, {}}, DType::bf16, Device::cuda(), 22);
   const Result pipelined = forward(in, true);
   in.k = misaligned(in.k);
-  expect_same(pipelined, forward(in, false));
+  expect_same_forward(pipelined, forward(in, false));
   // Lk = 100: a key mask whose rows are 200 bytes apart (staged by plain loads) and a pair bias with
   // 16-byte rows whose last 8-key vector is partial (a zero-filled copy); against the synchronous
   // form of the same inputs (ops::set_attention_pipeline(false)).
@@ -319,7 +328,34 @@ TEST(AttentionCudaForms, PipelinedForwardEqualsSynchronousBitForBit) {
   ragged.biases.push_back(randn({1, 2, 50, 104}, gen).to(DType::bf16).to(Device::cuda()).narrow(3, 0, 100));
   const Result ragged_pipelined = forward(ragged, true);
   ops::set_attention_pipeline(false);
-  expect_same(ragged_pipelined, forward(ragged, false));
+  expect_same_forward(ragged_pipelined, forward(ragged, false));
+  ops::set_attention_pipeline(true);
+  ops::set_attention_kernel(saved);
+}
+
+// The mma forward's epilogue reads the gate and writes a and o two bf16 at a time where D is even
+// and their rows are 4-byte aligned (the kernel's kPairOut), one at a time otherwise: a gate whose
+// rows start one element off the 4-byte grid (the same values) makes the second form run, and o, a
+// and lse must be the same bits, for both forward forms (pipelined and synchronous) and head dims
+// 8, 32 and 64; the kernel profile names the form that ran. (Odd head dims take the second form
+// too: OddShapes….)
+TEST(AttentionCudaForms, PairedEpilogueEqualsElementEpilogue) {
+  FC_REQUIRE_CUDA();
+  const ops::AttentionKernel saved = ops::attention_kernel();
+  ops::set_attention_kernel(ops::AttentionKernel::mma);
+  auto forward = [](const AttentionInputs& in, bool paired) {
+    return profiled_mma_forward(in, paired ? ", true>" : ", false>");
+  };
+  for (const bool pipelined : {true, false}) {
+    ops::set_attention_pipeline(pipelined);
+    for (int64_t D : {8, 32, 64}) {
+      SCOPED_TRACE(std::string(pipelined ? "pipelined" : "synchronous") + " D " + std::to_string(D));
+      AttentionInputs in = make({3, 2, 70, 100, D, true, true, true, false, false, {}}, DType::bf16, Device::cuda(), 61);
+      const Result paired = forward(in, true);
+      in.gate = misaligned(in.gate);
+      expect_same_forward(paired, forward(in, false));
+    }
+  }
   ops::set_attention_pipeline(true);
   ops::set_attention_kernel(saved);
 }
