@@ -133,7 +133,7 @@ __device__ __forceinline__ void bwd_scores_by_row(const AttnParams& p, MmaFragC 
 // CTA of 4 warps needs 96 or fewer; 214 at Dp = 32 before the 16-query slices: 2). A bound of 5
 // CTAs per SM (__launch_bounds__(128, 5): 96 registers) spills: 152-byte frames at Dp = 32, 600 at
 // Dp = 64. Row form, bounded to the same CTAs per SM (bwd_min_ctas): 128 / 96 registers at Dp = 32 /
-// 16, no spills (its slice loop is not unrolled: unrolled it spilled 188 bytes within 128); at
+// 16, no spills (its slice loop unrolled twice: fully unrolled it spilled 188 bytes within 128); at
 // Dp = 64 it needs 224 (2 CTAs) and spills within 168, so that head dim keeps the per-score form.
 constexpr int bwd_min_ctas(int Dp, bool row_form) { return row_form ? (Dp == 16 ? 5 : 4) : 0; }
 
@@ -274,8 +274,9 @@ __global__ void __launch_bounds__(kThreads, bwd_min_ctas(Dp, kRowForm)) attentio
       }
     };
     if constexpr (kRowForm) {
-      // Not unrolled: unrolled, the compiler hoists the next slices' shared-memory loads and the
-      // bias-gradient offsets ahead and spills (ptxas: 188 bytes at Dp = 32 within 128 registers).
+      // Unrolled twice, not four times: fully unrolled, the compiler hoists the later slices'
+      // shared-memory loads and bias-gradient offsets ahead and spills (ptxas: 188 bytes at Dp = 32
+      // within 128 registers).
 #pragma unroll 2
       for (int kk = 0; kk < kMmaBlockM / 16; ++kk) slice(kk);
     } else {

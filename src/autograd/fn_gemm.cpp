@@ -6,6 +6,8 @@
 // dW is accumulated straight into the fp32 master gradient by a mixed GEMM (bf16 operands, fp32
 // out), db is reduced in fp32 directly.
 // A parameter's cast is made once per ParamCastScope (param_cast_cache.h), not at every use.
+#include <optional>
+
 #include "autograd/function_util.h"
 #include "autograd/functions.h"
 #include "autograd/param_cast_cache.h"
@@ -78,6 +80,34 @@ struct LinearsFn final : Function {
 
   static int w_input(int i) { return 1 + i; }
 
+  // The gradient destinations of a run's inputs input_of(first + j) (undefined where a projection
+  // has no such input, -1, or it needs no gradient), asked for once; back_to_back: every one of
+  // them fp32 and contiguous in one buffer, `elems` after the one before, over packed output
+  // gradients, so one batched op serves the run.
+  struct RunGrads {
+    std::vector<Tensor> grads;
+    bool back_to_back = false;
+  };
+  template <typename InputOf>
+  static RunGrads run_grads(BackwardCtx& ctx, const ProjectionRun& r, bool is_packed, int64_t elems, InputOf input_of,
+                            std::optional<DType> dtype) {
+    RunGrads rg;
+    rg.grads.resize(static_cast<size_t>(r.count));
+    bool all = true;
+    for (int j = 0; j < r.count; ++j) {
+      const int in = input_of(r.first + j);
+      if (in >= 0 && ctx.needs_grad(in)) rg.grads[static_cast<size_t>(j)] = ctx.accumulate_grad(in, dtype);
+      else all = false;
+    }
+    rg.back_to_back = is_packed && r.count > 1 && all;
+    for (size_t j = 0; rg.back_to_back && j < rg.grads.size(); ++j) {
+      const Tensor& gj = rg.grads[j];
+      rg.back_to_back = gj.dtype() == DType::f32 && gj.is_contiguous() && gj.storage() == rg.grads[0].storage() &&
+                        gj.offset() == rg.grads[0].offset() + static_cast<int64_t>(j) * elems;
+    }
+    return rg;
+  }
+
   void backward(BackwardCtx& ctx) override {
     const int n = static_cast<int>(outs.size());
     // The gradients as one buffer when the engine packed them (it does unless an output was a
@@ -105,56 +135,34 @@ struct LinearsFn final : Function {
     }
     // dW_i += xᵀ·dy_i into the fp32 master gradients.
     for (const ProjectionRun& r : runs) {
-      // Each weight's gradient destination, asked for once (undefined where none is needed).
-      std::vector<Tensor> grads(static_cast<size_t>(r.count));
-      bool all = true;
-      for (int j = 0; j < r.count; ++j) {
-        if (ctx.needs_grad(w_input(r.first + j))) {
-          grads[static_cast<size_t>(j)] = ctx.accumulate_grad(w_input(r.first + j));
-        } else {
-          all = false;
-        }
-      }
-      const int64_t out = outs[r.first], wn = n_in * out;
-      bool one = is_packed && r.count > 1 && all;
-      for (size_t j = 0; one && j < grads.size(); ++j)
-        one = grads[j].dtype() == DType::f32 && grads[j].is_contiguous() && grads[j].storage() == grads[0].storage() &&
-              grads[j].offset() == grads[0].offset() + static_cast<int64_t>(j) * wn;
+      const int64_t out = outs[r.first];
+      const RunGrads rg = run_grads(ctx, r, is_packed, n_in * out, [](int i) { return w_input(i); }, std::nullopt);
       ops::GemmArgs g;
       g.trans_a = true;
       g.beta = 1.f;
-      if (one) {  // the run's weights lie back to back in the flat gradient buffer: one batched GEMM
+      if (rg.back_to_back) {  // the run's weights lie back to back in the flat gradient buffer: one batched GEMM
         const Tensor dys = packed.narrow(0, offset[r.first], r.count * rows * out).view({r.count, rows, out});
         // The run's gradients as one [count, in, out] tensor over grads[0]'s buffer (kept alive by it).
-        ops::gemm(x2, dys, Tensor::wrap(grads[0].data_ptr(), {r.count, n_in, out}, DType::f32, grads[0].device()), g);
+        ops::gemm(x2, dys, Tensor::wrap(rg.grads[0].data_ptr(), {r.count, n_in, out}, DType::f32, rg.grads[0].device()), g);
         ++t_linears_stats.batched_weight_grads;
         continue;
       }
       for (int j = 0; j < r.count; ++j)
-        if (grads[static_cast<size_t>(j)].defined()) ops::gemm(x2, dy(r.first + j), grads[static_cast<size_t>(j)], g);
+        if (rg.grads[static_cast<size_t>(j)].defined()) ops::gemm(x2, dy(r.first + j), rg.grads[static_cast<size_t>(j)], g);
     }
     // db_i += Σ_r dy_i: a run whose bias gradients lie back to back (ParamStore::place_together)
     // over packed gradients is one batched column sum, else one per projection.
     for (const ProjectionRun& r : runs) {
-      std::vector<Tensor> grads(static_cast<size_t>(r.count));
-      bool all = is_packed && r.count > 1;
-      for (int j = 0; j < r.count; ++j) {
-        const int bi = bias_input[r.first + j];
-        if (bi >= 0 && ctx.needs_grad(bi)) grads[static_cast<size_t>(j)] = ctx.accumulate_grad(bi, DType::f32);
-        else all = false;
-      }
       const int64_t out = outs[r.first];
-      for (size_t j = 0; all && j < grads.size(); ++j)
-        all = grads[j].is_contiguous() && grads[j].storage() == grads[0].storage() &&
-              grads[j].offset() == grads[0].offset() + static_cast<int64_t>(j) * out;
-      if (all) {
+      const RunGrads rg = run_grads(ctx, r, is_packed, out, [this](int i) { return bias_input[i]; }, DType::f32);
+      if (rg.back_to_back) {
         const Tensor dys = packed.narrow(0, offset[r.first], r.count * rows * out).view({r.count, rows, out});
-        ops::sum_rows_accumulate_batched(dys, Tensor::wrap(grads[0].data_ptr(), {r.count, out}, DType::f32, grads[0].device()));
+        ops::sum_rows_accumulate_batched(dys, Tensor::wrap(rg.grads[0].data_ptr(), {r.count, out}, DType::f32, rg.grads[0].device()));
         ++t_linears_stats.batched_bias_grads;
         continue;
       }
       for (int j = 0; j < r.count; ++j)
-        if (grads[static_cast<size_t>(j)].defined()) ops::sum_rows_accumulate(dy(r.first + j), grads[static_cast<size_t>(j)]);
+        if (rg.grads[static_cast<size_t>(j)].defined()) ops::sum_rows_accumulate(dy(r.first + j), rg.grads[static_cast<size_t>(j)]);
     }
   }
 };
