@@ -1,11 +1,13 @@
 // GEMM benchmarks at AlphaFold / BERT shapes. One JSON line per case.
 //   bench_gemm [--device cpu|cuda] [--quick|--full]
 // CPU: GFLOP/s and the ratio to a large square OpenBLAS sgemm measured first in the same run
-// (the practical roofline of this machine). CUDA: TFLOP/s. Every case reports peak memory.
+// (the practical roofline of this machine). CUDA: TFLOP/s. Every case reports peak memory. The
+// af2_dx_* cases time ops::gemm_sum_nt's one kernel against one product per pair.
 // --quick (default) shrinks the CPU shapes so the whole run stays well under a minute; CUDA
 // always runs the real shapes.
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "bench/bench_util.h"
 #include "core/random.h"
@@ -85,6 +87,40 @@ double cpu_roofline(int64_t n) {
   return gf;
 }
 
+// ops::gemm_sum_nt at the training step's input-gradient shapes: dx [M, N] (fp32, beta = 1, as in
+// the backward) = Σ_i dy_i [M, K_i] · W_iᵀ, bf16 operands. On CUDA the one kernel against one
+// cuBLASLt product per pair (FOLDCORE_GEMM_SUM=per_pair), side by side in one run: `per_pair_ms`,
+// `speedup_vs_per_pair`, and the one kernel's bytes (a and b once, out read and written once) per
+// second. On the CPU both are the same per-pair products (the ratio is noise).
+struct SumCase {
+  const char* name;
+  int64_t m, n, k, pairs;  // each pair K = k
+};
+
+void run_sum_case(const SumCase& c, Device dev, int iters) {
+  Generator gen(3);
+  std::vector<Tensor> as, bs;
+  for (int64_t i = 0; i < c.pairs; ++i) {
+    as.push_back(randn({c.m, c.k}, gen, 0, 1, DType::bf16, dev));
+    bs.push_back(randn({c.n, c.k}, gen, 0, 1, DType::bf16, dev));
+  }
+  Tensor out = Tensor::zeros({c.m, c.n}, DType::f32, dev);
+  auto time_form = [&](bool fused) {
+    ops::set_gemm_sum_fused(fused);
+    return bench::time_ms(dev, [&] { ops::gemm_sum_nt(as, bs, out, 1.f); }, 1, iters);
+  };
+  const double per_pair = time_form(false), ms = time_form(true);
+  ops::set_gemm_sum_fused(true);
+  const double flop = 2.0 * c.m * c.n * c.k * c.pairs;
+  const double bytes = 2.0 * (c.m + c.n) * c.k * c.pairs + 2.0 * 4.0 * c.m * c.n;
+  bench::JsonLine j;
+  j.str("bench", "gemm").str("case", c.name).str("device", dev.str()).str("dtype", "bf16->f32");
+  j.integer("m", c.m).integer("n", c.n).integer("k", c.k).integer("pairs", c.pairs).num("ms", ms);
+  j.num("per_pair_ms", per_pair).num("speedup_vs_per_pair", per_pair / ms);
+  j.num("tflops", flop / (ms * 1e-3) * 1e-12).num("gb_per_s", bytes / (ms * 1e-3) * 1e-9);
+  j.print();
+}
+
 }  // namespace
 }  // namespace foldcore
 
@@ -123,6 +159,20 @@ int main(int argc, char** argv) {
       } else {
         for (const auto& s : cases_quick) run_case(s, dt, dev, roof, iters);
       }
+    }
+    // The input gradients of the crop-256 step's projection runs: the triangle multiplication's
+    // five, the triangle attention's four, the MSA attention's four, the outer product mean's two.
+    const SumCase sums_full[] = {
+        {"af2_dx_trimul_5", 256 * 256, 128, 128, 5},
+        {"af2_dx_triangle_attention_4", 256 * 256, 128, 128, 4},
+        {"af2_dx_msa_attention_4", 128 * 256, 256, 256, 4},
+        {"af2_dx_outer_product_mean_2", 128 * 256, 256, 32, 2},
+    };
+    const SumCase sums_quick[] = {{"af2_dx_trimul_5", 64 * 64, 128, 128, 5}};
+    if (big) {
+      for (const auto& c : sums_full) run_sum_case(c, dev, iters);
+    } else {
+      for (const auto& c : sums_quick) run_sum_case(c, dev, iters);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_gemm: %s\n", e.what());

@@ -13,6 +13,8 @@
 // CPU: OpenBLAS sgemm (16-bit inputs converted to fp32). CUDA: cuBLASLt with fused epilogues.
 #pragma once
 
+#include <vector>
+
 #include "core/tensor.h"
 
 namespace foldcore::ops {
@@ -33,6 +35,24 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmArgs& a
 
 // Convenience: allocates out ([..., M, N], dtype of a, device of a) and runs gemm.
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+
+// out[M, N] = beta·out + Σ_i a_i·b_iᵀ: one product over the K of several operand pairs, as if their
+// K were concatenated. The input gradient of several projections of one input is this form:
+// dx = Σ_i dy_i·W_iᵀ with dy_i [R, out_i] and W_i [in, out_i] (autograd::linears). a_i [M, K_i] and
+// b_i [N, K_i] 2-D, 16-bit, one dtype, unit stride in their last dim (any row stride); out [M, N]
+// fp32, unit stride in its last dim; at most 8 pairs. beta = 0 ignores out's values.
+// CPU: one gemm per pair (beta on the first, 1 after), so the sum is rounded to fp32 after each pair.
+// CUDA: where the pairs are bf16, 16-byte aligned with K_i % 8 == 0, N even and out 8-byte aligned,
+// one mma.sync kernel (kernels/cuda/gemm_sum_cuda.cu) reads and writes out once and keeps the whole
+// sum in fp32 registers (rounded once); otherwise one cuBLASLt product per pair, as on the CPU.
+constexpr int kGemmSumMaxPairs = 8;
+void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const Tensor& out, float beta = 0.f);
+// CUDA: whether gemm_sum_nt may use its one-kernel form (default on; FOLDCORE_GEMM_SUM=fused|per_pair).
+// Tests and benchmarks force the per-pair products here.
+void set_gemm_sum_fused(bool on);
+bool gemm_sum_fused();
+// This thread's gemm_sum_nt calls that ran as the one kernel (tests: which form ran).
+int64_t gemm_sum_fused_calls();
 
 // CUDA: 16-bit operands into an fp32 out run as one cuBLASLt product; where cuBLASLt offers no
 // algorithm for that mix, as a 16-bit product plus an fp32 add. Tests force that second path here.

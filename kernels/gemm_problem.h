@@ -34,3 +34,24 @@ struct GemmProblem {
 };
 
 }  // namespace foldcore::ops
+
+namespace foldcore::ops {
+
+// ops::gemm_sum_nt normalised: out[m, n] (fp32, row stride ldo) = beta·out + Σ_i a_i·b_iᵀ with
+// a_i [m, k_i] (row stride lda_i) and b_i [n, k_i] (row stride ldb_i), all 16-bit of one dtype.
+struct GemmSumPair {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  int64_t lda = 0, ldb = 0, k = 0;
+};
+struct GemmSumProblem {
+  DType dtype = DType::bf16;
+  int n_pairs = 0;
+  GemmSumPair pair[kGemmSumMaxPairs];
+  int64_t m = 0, n = 0;
+  float* out = nullptr;
+  int64_t ldo = 0;
+  float beta = 0.f;
+};
+
+}  // namespace foldcore::ops

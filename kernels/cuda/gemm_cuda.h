@@ -1,4 +1,4 @@
-// CUDA backend of the GEMM family (kernels/gemm.h): cuBLASLt.
+// CUDA backend of the GEMM family (kernels/gemm.h): cuBLASLt, and gemm_sum_nt's mma.sync kernel.
 #pragma once
 
 #include "core/device.h"
@@ -8,5 +8,8 @@ namespace foldcore::ops::cuda {
 
 void gemm(const GemmProblem& p, Device dev);
 GemmPlanStats plan_stats();
+// ops::gemm_sum_nt's one-kernel form (kernels/cuda/gemm_sum_cuda.cu); the dispatcher has checked its
+// conditions (bf16, 16-byte aligned pairs, K_i % 8 == 0, N even, out 8-byte aligned, 2 to 8 pairs).
+void gemm_sum_nt(const GemmSumProblem& p, Device dev);
 
 }  // namespace foldcore::ops::cuda

@@ -12,6 +12,7 @@
 #include "autograd/functions.h"
 #include "autograd/param_cast_cache.h"
 #include "kernels/elementwise.h"
+#include "kernels/gemm.h"
 #include "kernels/reduce.h"
 
 namespace foldcore::autograd {
@@ -126,11 +127,22 @@ struct LinearsFn final : Function {
       // Into x's fp32 gradient so far where there is one (another consumer's: beta = 1 throughout).
       bool add = false;
       const Tensor dx = detail::grad_to_add_or_new(ctx, 0, DType::f32, add).view({rows, n_in});
-      for (int i = 0; i < n; ++i) {
-        ops::GemmArgs g;
-        g.trans_b = true;
-        g.beta = i == 0 && !add ? 0.f : 1.f;
-        ops::gemm(dy(i), w[i], dx, g);
+      if (n > 1 && n <= ops::kGemmSumMaxPairs && cd != DType::f32) {
+        // One product over the projections' concatenated K (ops::gemm_sum_nt: on CUDA one kernel
+        // that reads and writes dx once; on the CPU the same per-projection products as below).
+        std::vector<Tensor> dys, ws;
+        for (int i = 0; i < n; ++i) {
+          dys.push_back(dy(i));
+          ws.push_back(w[i]);
+        }
+        ops::gemm_sum_nt(dys, ws, dx, add ? 1.f : 0.f);
+      } else {
+        for (int i = 0; i < n; ++i) {
+          ops::GemmArgs g;
+          g.trans_b = true;
+          g.beta = i == 0 && !add ? 0.f : 1.f;
+          ops::gemm(dy(i), w[i], dx, g);
+        }
       }
     }
     // dW_i += xᵀ·dy_i into the fp32 master gradients.

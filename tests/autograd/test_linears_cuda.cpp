@@ -10,6 +10,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/random.h"
+#include "kernels/gemm.h"
 #include "test_util.h"
 
 namespace foldcore::autograd {
@@ -23,14 +24,14 @@ struct Result {
 // two runs; the four weights back to back in one gradient buffer, as the ParamStore lays them out.
 // all_biases: the four width-8 projections each with a bias, their gradients back to back too (as
 // the triangle multiplication's): that run's bias gradients by one batched column sum.
-Result run(Device dev, DType autocast, bool all_biases = false) {
+Result run(Device dev, DType autocast, bool all_biases = false, int64_t w4 = 3) {
   Generator gen(21);
   const int64_t in = 16, rows = 40;
   const Tensor xv = randn({4, 10, in}, gen);
   std::vector<Tensor> wv, bv;
-  for (int i = 0; i < 5; ++i) wv.push_back(randn({in, i < 4 ? 8 : 3}, gen));
+  for (int i = 0; i < 5; ++i) wv.push_back(randn({in, i < 4 ? 8 : w4}, gen));
   bv.push_back(randn({8}, gen));
-  bv.push_back(randn({3}, gen));
+  bv.push_back(randn({w4}, gen));
   const Variable x(xv.to(dev), true);
   std::vector<Variable> w, b(5);
   for (const Tensor& t : wv) w.emplace_back(t.to(dev), true);
@@ -46,16 +47,21 @@ Result run(Device dev, DType autocast, bool all_biases = false) {
   std::optional<AutocastGuard> ac;
   if (autocast != DType::f32) ac.emplace(autocast);
   const LinearsStats before = linears_stats();
-  const std::vector<Variable> y = linears(x, w, b, {{4, 10, 2, 4}, {4, 10, 2, 4}, {4, 10, 2, 4}, {4, 10, 2, 4}, {4, 10, 3}});
+  const int64_t fused_before = ops::gemm_sum_fused_calls();
+  const std::vector<Variable> y = linears(x, w, b, {{4, 10, 2, 4}, {4, 10, 2, 4}, {4, 10, 2, 4}, {4, 10, 2, 4}, {4, 10, w4}});
   // Consumers: a gate over v (new_grad for both), q·k elementwise (two inputs), and y4 scaled.
   const Variable gv = sigmoid_gate(y[3], y[2]);
   const Variable qk = mul(y[0], y[1]);
-  const Variable loss_parts = concat({reshape(gv, {rows * 8}), reshape(qk, {rows * 8}), reshape(scale(y[4], 3.f), {rows * 3})}, 0);
+  const Variable loss_parts = concat({reshape(gv, {rows * 8}), reshape(qk, {rows * 8}), reshape(scale(y[4], 3.f), {rows * w4})}, 0);
   Generator wg(22);
   backward({loss_parts}, {randn(loss_parts.shape(), wg).to(loss_parts.dtype()).to(dev)});
   EXPECT_EQ(linears_stats().batched_runs - before.batched_runs, 1);
-  EXPECT_EQ(linears_stats().batched_weight_grads - before.batched_weight_grads, 1);
-  EXPECT_EQ(linears_stats().batched_bias_grads - before.batched_bias_grads, all_biases ? 1 : 0);
+  // With w4 = 8 the fifth projection joins the run, and its gradients are not in the flat buffers.
+  EXPECT_EQ(linears_stats().batched_weight_grads - before.batched_weight_grads, w4 == 8 ? 0 : 1);
+  EXPECT_EQ(linears_stats().batched_bias_grads - before.batched_bias_grads, all_biases && w4 != 8 ? 1 : 0);
+  // dx = Σ_i dy_i·W_iᵀ as one kernel on CUDA where every width is a multiple of 8 under bf16
+  // (ops::gemm_sum_nt); the width-3 projection sends it to one product per projection.
+  EXPECT_EQ(ops::gemm_sum_fused_calls() - fused_before, dev.is_cuda() && autocast == DType::bf16 && w4 % 8 == 0 ? 1 : 0);
   Result r;
   auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f32); };
   for (const Variable& v : y) r.values.push_back(host(v.value()));
@@ -66,8 +72,8 @@ Result run(Device dev, DType autocast, bool all_biases = false) {
   return r;
 }
 
-void compare(DType autocast, double atol, double rtol, bool all_biases = false) {
-  const Result cpu = run(Device::cpu(), autocast, all_biases), gpu = run(Device::cuda(), autocast, all_biases);
+void compare(DType autocast, double atol, double rtol, bool all_biases = false, int64_t w4 = 3) {
+  const Result cpu = run(Device::cpu(), autocast, all_biases, w4), gpu = run(Device::cuda(), autocast, all_biases, w4);
   ASSERT_EQ(cpu.values.size(), gpu.values.size());
   for (size_t i = 0; i < cpu.values.size(); ++i) {
     SCOPED_TRACE("tensor " + std::to_string(i));
@@ -94,6 +100,16 @@ TEST(LinearsCuda, BackToBackBiasGradientsMatchCpu) {
   FC_REQUIRE_CUDA();
   compare(DType::f32, 1e-4, 1e-4, true);
   compare(DType::bf16, 3e-2, 3e-2, true);
+}
+
+
+// Every projection 8 wide: under bf16 the input gradient is the one gemm_sum_nt kernel (all five
+// products summed in fp32 registers, rounded once; the CPU rounds after each product: fp32
+// rounding, far inside the bf16 tolerance); in fp32 one cuBLASLt product per projection.
+TEST(LinearsCuda, InputGradientOfARunInOneKernelMatchesCpu) {
+  FC_REQUIRE_CUDA();
+  compare(DType::f32, 1e-4, 1e-4, true, 8);
+  compare(DType::bf16, 3e-2, 3e-2, true, 8);
 }
 
 }  // namespace

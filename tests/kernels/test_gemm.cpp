@@ -226,6 +226,52 @@ TEST(Gemm, SixteenBitOperandsIntoFp32) {
   }
 }
 
+// gemm_sum_nt: Σ_i a_i·b_iᵀ is the product over the concatenated K. The pairs are column slices of
+// one [M, ΣK] and one [N, ΣK] bf16 matrix (row-strided views), so the reference is one fp32 GEMM of
+// the whole matrices; the CPU adds the pairs one after another, so they differ by fp32 rounding of
+// sums over ≤ 200 terms (1e-4).
+TEST(Gemm, SumOfPairsIsTheProductOverTheirConcatenatedK) {
+  Generator gen(29);
+  const std::vector<int64_t> ks = {24, 0, 40, 136};
+  int64_t total = 0;
+  for (int64_t k : ks) total += k;
+  const Tensor a = randn({19, total}, gen).to(DType::bf16), b = randn({14, total}, gen).to(DType::bf16);
+  std::vector<Tensor> as, bs;
+  int64_t off = 0;
+  for (int64_t k : ks) {
+    as.push_back(a.narrow(1, off, k));
+    bs.push_back(b.narrow(1, off, k));
+    off += k;
+  }
+  const Tensor c0 = randn({19, 14}, gen);
+  for (const float beta : {0.f, 1.f, -0.5f}) {
+    SCOPED_TRACE("beta " + std::to_string(beta));
+    Tensor got = beta == 0.f ? Tensor::full({19, 14}, std::nan(""), DType::f32) : c0.clone();
+    ops::gemm_sum_nt(as, bs, got, beta);
+    Tensor ref = c0.clone();
+    GemmArgs g;
+    g.trans_b = true;
+    g.beta = beta;
+    ops::gemm(a.to(DType::f32), b.to(DType::f32), ref, g);
+    FC_EXPECT_CLOSE(got, ref, kF32Tol, kF32Tol);
+  }
+  Tensor out = Tensor::zeros({19, 14}, DType::f32);
+  // Mismatched shapes, dtypes, counts and layouts are errors naming the pair.
+  EXPECT_THROW(ops::gemm_sum_nt({as[0]}, {bs[0], bs[2]}, out), Error);
+  EXPECT_THROW(ops::gemm_sum_nt({as[0], as[2]}, {bs[0], bs[3]}, out), Error);
+  EXPECT_THROW(ops::gemm_sum_nt({as[0].to(DType::f32)}, {bs[0].to(DType::f32)}, out), Error);
+  EXPECT_THROW(ops::gemm_sum_nt({as[0]}, {bs[0].to(DType::f16)}, out), Error);
+  EXPECT_THROW(ops::gemm_sum_nt({as[0]}, {bs[0]}, Tensor::zeros({19, 14}, DType::bf16)), Error);
+  EXPECT_THROW(ops::gemm_sum_nt({as[0]}, {bs[0]}, Tensor::zeros({14, 19}, DType::f32).transpose(0, 1)), Error);
+  EXPECT_THROW(ops::gemm_sum_nt({Tensor::zeros({40, 19}, DType::bf16).transpose(0, 1)}, {bs[2]}, out), Error);
+  EXPECT_THROW(ops::gemm_sum_nt(std::vector<Tensor>(9, as[0]), std::vector<Tensor>(9, bs[0]), out), Error);
+  try {
+    ops::gemm_sum_nt({as[0], as[2]}, {bs[0], bs[3]}, out);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pair 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Gemm, EmptyInnerDimension) {
   // K = 0: the product is empty; out = act(beta·out + bias).
   Generator gen(19);

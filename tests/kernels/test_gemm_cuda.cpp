@@ -1,6 +1,10 @@
 // CUDA GEMM (cuBLASLt) vs the CPU reference, f32 and bf16. Skipped without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include "core/random.h"
 #include "kernels/gemm.h"
 #include "test_util.h"
@@ -223,6 +227,66 @@ TEST(GemmCuda, Bf16OperandsIntoFp32MatchCpu) {
   ops::gemm(Tensor::zeros({3, 0}, DType::bf16, Device::cuda()), Tensor::zeros({0, 5}, DType::bf16, Device::cuda()), out,
             half);
   FC_EXPECT_CLOSE(out.to(Device::cpu()), Tensor::full({3, 5}, 1.0, DType::f32), 0, 0);
+}
+
+
+// gemm_sum_nt on CUDA against the CPU (one product per pair there). The one-kernel form sums every
+// pair in fp32 registers and rounds once, the CPU after each pair: fp32 rounding of sums of ≤ 300
+// bf16 products (kF32Atol/Rtol). Shapes: M and N off the kernel's 128-row tiles (ragged CTAs), N
+// over two column tiles, K_i off the 32-column chunks (zero-filled), an empty pair, row-strided
+// views; beta 0 over NaNs (out not read), 1 and -0.5. Pairs the kernel cannot take (K_i % 8 != 0,
+// f16) run one cuBLASLt product per pair, as FOLDCORE_GEMM_SUM=per_pair does for every call.
+TEST(GemmCuda, SumOfPairsMatchesCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(411);
+  struct SumCase {
+    int64_t m, n;
+    std::vector<int64_t> ks;
+    DType dt;
+    bool fused;  // the one kernel can take it
+  };
+  const SumCase cases[] = {
+      {200, 130, {128, 40, 0, 8}, DType::bf16, true},
+      {129, 64, {32, 32, 32, 32, 32}, DType::bf16, true},
+      {7, 258, {256, 256}, DType::bf16, true},
+      {33, 18, {24, 12}, DType::bf16, false},   // K_i % 8 != 0
+      {33, 17, {24, 16}, DType::bf16, false},   // N odd
+      {33, 18, {24, 16}, DType::f16, false},
+  };
+  for (const SumCase& c : cases)
+  for (const bool allow : {true, false}) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " " + std::string(dtype_name(c.dt)) +
+                 (allow ? " fused allowed" : " per pair"));
+    ops::set_gemm_sum_fused(allow);
+    int64_t total = 0;
+    for (int64_t k : c.ks) total += k;
+    // Row-strided slices of wider matrices: row strides total + 8, a multiple of 8 when every K_i is.
+    const Tensor a = randn({c.m, total + 8}, gen).to(c.dt), b = randn({c.n, total + 8}, gen).to(c.dt);
+    const Tensor c0 = randn({c.m, c.n}, gen);
+    for (const float beta : {0.f, 1.f, -0.5f}) {
+      SCOPED_TRACE("beta " + std::to_string(beta));
+      auto run = [&](Device dev) {
+        std::vector<Tensor> as, bs;
+        int64_t off = 0;
+        const Tensor ad = a.to(dev), bd = b.to(dev);
+        for (int64_t k : c.ks) {
+          as.push_back(ad.narrow(1, off, k));
+          bs.push_back(bd.narrow(1, off, k));
+          off += k;
+        }
+        Tensor out = beta == 0.f ? Tensor::full({c.m, c.n}, std::nan(""), DType::f32, dev) : c0.clone().to(dev);
+        ops::gemm_sum_nt(as, bs, out, beta);
+        return out.to(Device::cpu());
+      };
+      const Tensor ref = run(Device::cpu());
+      const int64_t before = ops::gemm_sum_fused_calls();
+      const Tensor got = run(Device::cuda());
+      EXPECT_EQ(ops::gemm_sum_fused_calls() - before, allow && c.fused ? 1 : 0);
+      // The per-pair fallback for f16 rounds nothing either: 16-bit operands into fp32.
+      FC_EXPECT_CLOSE(got, ref, kF32Atol, kF32Rtol);
+    }
+  }
+  ops::set_gemm_sum_fused(true);
 }
 
 }  // namespace

@@ -1,0 +1,231 @@
+// ops::gemm_sum_nt's one kernel (kernels/gemm.h): out[M, N] (fp32) = beta·out + Σ_i a_i·b_iᵀ with
+// bf16 a_i [M, K_i] and b_i [N, K_i], the K of every pair walked as one.
+//
+// Why: the input gradient of a projection run (autograd::linears: the attentions' q, k, v and gate,
+// the triangle multiplication's five, the outer product mean's two) was one cuBLASLt product per
+// projection, each reading and writing the whole fp32 gradient (beta = 1): at crop 256 a
+// [65,536, 128] fp32 gradient is 32 MiB, so five products moved 320 MiB of it for 80 MiB of bf16
+// operands. Here each output tile is read and written once, the sum stays in fp32 registers.
+//
+// The kernel: a CTA computes a 128 × 128 tile of out with 8 warps (4 along M × 2 along N, 32 × 64
+// each: 2 × 8 mma.m16n8k16 tiles, 64 fp32 accumulators per lane). The K of all pairs is cut into
+// chunks of 32 (the last chunk of a pair zero-filled past K_i, in both operands) and streamed
+// through a 3-stage cp.async ring of [128][32] bf16 tiles of a and b (rows padded to 40 elements:
+// the 8 rows of an ldmatrix land in distinct banks); fragments through ldmatrix. Rows past M and N
+// load zeros and store nothing. The grid's x runs over N's tiles, so the CTAs sharing an a tile are
+// neighbours (its second read hits L2).
+#include "kernels/cuda/gemm_cuda.h"
+
+#include <cstdint>
+#include <string>
+
+#include "core/cuda/cuda_utils.cuh"
+#include "core/cuda/launch.cuh"
+#include "kernels/cuda/attention_mma.cuh"
+
+namespace foldcore::ops::cuda {
+namespace {
+
+constexpr int kBM = 128, kBN = 128, kBK = 32, kStages = 3, kThreads = 256;
+constexpr int kLd = kBK + 8;                         // smem row stride in bf16 (80 bytes ≡ 20 words)
+constexpr int kTileElems = kBM * kLd;                // one operand's tile (kBM == kBN)
+constexpr int kStageElems = 2 * kTileElems;          // a then b
+constexpr size_t kSmemBytes = sizeof(uint16_t) * kStageElems * kStages;  // 61,440
+static_assert(kBM == kBN, "a and b tiles share one layout");
+
+struct SumPair {
+  const uint16_t* a;
+  const uint16_t* b;
+  int64_t lda, ldb;
+  int k;  // > 0: the host leaves out pairs with K = 0
+};
+struct SumParams {
+  SumPair pair[kGemmSumMaxPairs];
+  int n_pairs;
+  int chunks;  // Σ ceil(k_i / 32)
+  int m, n;
+  float* out;
+  int64_t ldo;
+  float beta;
+};
+
+// Pair p of the parameters by constant indices only: a runtime index into a kernel parameter's
+// array would copy the whole array to local memory first.
+__device__ __forceinline__ SumPair pair_at(const SumParams& s, int p) {
+  SumPair q = s.pair[0];
+#pragma unroll
+  for (int i = 1; i < kGemmSumMaxPairs; ++i)
+    if (i == p) q = s.pair[i];
+  return q;
+}
+
+// The next chunk to load: columns [k0, k0 + 32) of pair p (q: that pair).
+struct Cursor {
+  int p = 0, k0 = 0;
+  SumPair q;
+  __device__ void advance(const SumParams& s) {
+    k0 += kBK;
+    if (k0 >= q.k) {
+      k0 = 0;
+      if (++p < s.n_pairs) q = pair_at(s, p);
+    }
+  }
+};
+
+// Rows [r0, r0 + 128) × columns [k0, k0 + 32) of a row-major [rows, k] bf16 matrix into a [128][kLd]
+// smem tile, 16 bytes per cp.async: 512 vectors, two per thread. Past `rows` or k: zeros.
+__device__ __forceinline__ void load_tile(uint16_t* dst, const uint16_t* src, int64_t ld, int r0, int rows, int k0,
+                                          int k, int tid) {
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int v = tid + kThreads * q, r = v / 4, c = 8 * (v % 4);
+    const bool ok = r0 + r < rows && k0 + c < k;
+    const uint16_t* g = ok ? src + static_cast<int64_t>(r0 + r) * ld + k0 + c : src;
+    detail::cp_async16(dst + r * kLd + c, g, ok);
+  }
+}
+
+__device__ __forceinline__ void load_stage(uint16_t* stage, const SumParams& s, const Cursor& cur, int m0, int n0,
+                                           int tid) {
+  load_tile(stage, cur.q.a, cur.q.lda, m0, s.m, cur.k0, cur.q.k, tid);
+  load_tile(stage + kTileElems, cur.q.b, cur.q.ldb, n0, s.n, cur.k0, cur.q.k, tid);
+}
+
+// out[row, col..col + 1] = (x, y) + beta·out (beta = 0: out's values are not read).
+__device__ __forceinline__ void store2(float* p, float x, float y, float beta) {
+#if defined(FOLDCORE_CUDA_EMULATE)
+  if (beta != 0.f) {
+    x += beta * p[0];
+    y += beta * p[1];
+  }
+  p[0] = x;
+  p[1] = y;
+#else
+  if (beta != 0.f) {
+    const float2 old = *reinterpret_cast<const float2*>(p);
+    x += beta * old.x;
+    y += beta * old.y;
+  }
+  *reinterpret_cast<float2*>(p) = make_float2(x, y);
+#endif
+}
+
+__global__ void __launch_bounds__(kThreads, 2) gemm_sum_nt_kernel(const SumParams s) {
+  FC_DYNAMIC_SHARED(uint16_t, smem, 16);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM;
+  const int wm = 32 * (warp % 4), wn = 64 * (warp / 4);
+
+  const int chunks = s.chunks;
+
+  MmaFragC acc[2][8];
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni].r[e] = 0.f;
+
+  Cursor load;
+  load.q = s.pair[0];
+  // Prologue: the first kStages - 1 chunks in flight (a group committed per stage even when empty,
+  // so that wait<kStages - 2> always means "chunk t has landed").
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < chunks) {
+      load_stage(smem + st * kStageElems, s, load, m0, n0, tid);
+      load.advance(s);
+    }
+    detail::cp_async_commit();
+  }
+
+  for (int t = 0; t < chunks; ++t) {
+    detail::cp_async_wait<kStages - 2>();
+    __syncthreads();  // chunk t visible to all; every warp done with chunk t - 1's stage
+    const int pre = t + kStages - 1;
+    if (pre < chunks) {
+      load_stage(smem + (pre % kStages) * kStageElems, s, load, m0, n0, tid);
+      load.advance(s);
+    }
+    detail::cp_async_commit();
+
+    const uint16_t* sa = smem + (t % kStages) * kStageElems;
+    const uint16_t* sb = sa + kTileElems;
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      MmaFragA fa[2];
+      MmaFragB fb[8];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) fa[mi] = detail::mma_ldsm_a(sa, kLd, wm + 16 * mi, kk, lane);
+#pragma unroll
+      for (int nj = 0; nj < 4; ++nj) detail::mma_ldsm_b2(sb, kLd, wn + 16 * nj, kk, lane, fb[2 * nj], fb[2 * nj + 1]);
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni) mma_m16n8k16_bf16(acc[mi][ni], fa[mi], fb[ni], acc[mi][ni]);
+    }
+  }
+  detail::cp_async_wait<0>();
+
+  // Epilogue: lane (g, t) holds rows g and g + 8 of each 16-row tile, columns 2t and 2t + 1 of each
+  // 8-column tile; N is even, so a pair of columns is all in or all out.
+  const int g = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = m0 + wm + 16 * mi + g + 8 * h;
+      if (row >= s.m) continue;
+      float* orow = s.out + static_cast<int64_t>(row) * s.ldo;
+#pragma unroll
+      for (int ni = 0; ni < 8; ++ni) {
+        const int col = n0 + wn + 8 * ni + 2 * tq;
+        if (col >= s.n) continue;
+        store2(orow + col, acc[mi][ni].r[2 * h], acc[mi][ni].r[2 * h + 1], s.beta);
+      }
+    }
+}
+
+// Named in the kernel profile as the one GEMM it equals, with the pairs it sums: "gemm bf16->f32
+// 65536x128x640 NT sum of 5" (scripts/gemm_floor.py bounds it as that GEMM: a and b read once, the
+// fp32 out read and written once).
+const char* profile_name(const GemmSumProblem& p, int pairs) {
+  if (!kernel_profile::enabled()) return "gemm_sum_nt_kernel";
+  int64_t k = 0;
+  for (int i = 0; i < p.n_pairs; ++i) k += p.pair[i].k;
+  std::string name = "gemm bf16->f32 ";
+  name.append(std::to_string(p.m)).append("x").append(std::to_string(p.n)).append("x").append(std::to_string(k));
+  name.append(" NT sum of ").append(std::to_string(pairs));
+  return kernel_profile::detail::intern(name);
+}
+
+}  // namespace
+
+void gemm_sum_nt(const GemmSumProblem& p, Device dev) {
+  SumParams s{};
+  int64_t chunks = 0;
+  for (int i = 0; i < p.n_pairs; ++i) {
+    const GemmSumPair& q = p.pair[i];
+    if (q.k == 0) continue;  // adds nothing
+    chunks += (q.k + kBK - 1) / kBK;
+    FC_CHECK(chunks <= INT32_MAX, "gemm_sum_nt: K ", q.k, " of pair ", i, " exceeds the kernel's 32-bit range");
+    s.pair[s.n_pairs++] = {static_cast<const uint16_t*>(q.a), static_cast<const uint16_t*>(q.b), q.lda, q.ldb,
+                           static_cast<int>(q.k)};
+  }
+  s.chunks = static_cast<int>(chunks);
+  FC_CHECK(p.m <= INT32_MAX && p.n <= INT32_MAX, "gemm_sum_nt: out [", p.m, ", ", p.n,
+           "] exceeds the kernel's 32-bit range");
+  s.m = static_cast<int>(p.m);
+  s.n = static_cast<int>(p.n);
+  s.out = p.out;
+  s.ldo = p.ldo;
+  s.beta = p.beta;
+  constexpr auto kernel = &gemm_sum_nt_kernel;
+  FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
+  const dim3 grid(static_cast<unsigned>((p.n + kBN - 1) / kBN), static_cast<unsigned>((p.m + kBM - 1) / kBM));
+  launch_kernel_as<gemm_sum_nt_kernel>(profile_name(p, s.n_pairs), grid, dim3(kThreads), kSmemBytes,
+                                       cuda_stream_of(dev), s);
+  FC_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace foldcore::ops::cuda
