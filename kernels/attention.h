@@ -125,6 +125,10 @@ struct AttentionGrads {
   Tensor dq, dk, dv;           // same logical shapes as q, k, v
   Tensor dgate;                // when gated
   std::vector<Tensor> dbias;   // one per bias (undefined = not needed), f32, shape of the bias
+  // Per dbias (empty: none): its values are undefined (a fresh gradient slot) and the op zeroes it
+  // before adding; the CUDA backend does so in the preprocess kernel that passes every row anyway,
+  // instead of a fill launch of its own.
+  std::vector<bool> dbias_zero;
 };
 
 // `a_or_o`: the pre-gate output a when gated, else o.

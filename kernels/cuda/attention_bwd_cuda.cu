@@ -50,15 +50,31 @@ template <typename T> __global__ void attention_bwd_pre_kernel(const AttnParams 
 // The same, vectorised: each thread takes V = 16 / sizeof(T) consecutive head-dim elements of a
 // row (one 16-byte access per tensor), a row's D / V threads are adjacent lanes (D / V a power of
 // two ≤ 32, `lanes_log2` its log) and sum delta with xor shuffles; the row's indices are
-// decomposed once per thread, in I (32-bit where B·H·Lq·D/V fits). The caller checks that every
-// pointer and every row stride is a multiple of V elements. delta is summed in another order than
+// decomposed once per thread, in I (32-bit where B·H·Lq·D/V fits). It also zeroes the thread's V
+// elements of the dq accumulator (fp32, 16-byte aligned: D is a multiple of V). The caller checks
+// that every pointer and every row stride is a multiple of V elements. delta is summed in another order than
 // the per-element kernel's (V elements in turn, then the lanes' tree): the same value to fp32
 // rounding.
+// Fresh bias-gradient slots the preprocess zeroes before the main kernel adds into them: up to
+// kMaxBiases contiguous fp32 ranges, 16-byte aligned, n a multiple of 4 (ptr null: none).
+struct ZeroRanges {
+  float* ptr[kMaxBiases];
+  int64_t n[kMaxBiases];
+};
+
 template <typename T, typename I>
 __global__ void attention_bwd_pre_vec_kernel(const AttnParams p, const T* a, int64_t a0, int64_t a1, int64_t a2,
-                                             int lanes_log2) {
+                                             int lanes_log2, const ZeroRanges zero) {
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   const I t = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  {  // the fresh dbias slots, four floats per thread and step over the whole grid
+    const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    const VecOf<float, 4> z4{};
+    FC_UNROLL
+    for (int r = 0; r < kMaxBiases; ++r)
+      if (zero.ptr[r])
+        for (int64_t e = 4 * static_cast<int64_t>(t); e < zero.n[r]; e += 4 * threads) store_vec<float, 4>(zero.ptr[r] + e, z4);
+  }
   const I row = t >> lanes_log2;
   const int d0 = static_cast<int>(t & ((I(1) << lanes_log2) - 1)) * V;
   const bool active = row < static_cast<I>(p.B) * static_cast<I>(p.H) * static_cast<I>(p.Lq);
@@ -84,6 +100,12 @@ __global__ void attention_bwd_pre_vec_kernel(const AttnParams p, const T* a, int
     }
     if (p.g && p.dg) store_vec<T, V>(static_cast<T*>(p.dg) + b * p.dg_s[0] + h * p.dg_s[1] + i * p.dg_s[2] + d0, dgv);
     if (p.da) store_vec<uint16_t, V>(p.da + static_cast<int64_t>(row) * p.D + d0, dav);
+    if (p.dq_acc) {  // the main kernel's dq accumulator, [rows, D] fp32: zeroed here, not by a memset
+      float* q = p.dq_acc + static_cast<int64_t>(row) * p.D + d0;
+      const VecOf<float, 4> zero{};
+      FC_UNROLL
+      for (int e = 0; e < V; e += 4) store_vec<float, 4>(q + e, zero);
+    }
   }
   for (int o = 1; o < (1 << lanes_log2); o <<= 1) delta += __shfl_xor_sync(0xffffffffu, delta, o);
   if (active && d0 == 0) p.delta[row] = delta;
@@ -281,6 +303,8 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   using namespace detail;
   AttnParams p = make_params(in);
   if (p.B == 0 || p.H == 0 || p.Lq == 0 || p.Lk == 0) {
+    for (size_t t = 0; t < grads.dbias_zero.size(); ++t)
+      if (grads.dbias_zero[t] && grads.dbias[t].defined()) Tensor(grads.dbias[t]).zero_();
     if (grads.dq.defined()) Tensor(grads.dq).zero_();
     if (grads.dk.defined()) Tensor(grads.dk).zero_();
     if (grads.dv.defined()) Tensor(grads.dv).zero_();
@@ -312,12 +336,11 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   const int64_t rows = static_cast<int64_t>(p.B) * p.H * p.Lq;
   Tensor delta = Tensor::empty({rows}, DType::f32, dev);
   p.delta = delta.data<float>();
+  // The dq accumulator [rows, D] (fp32 atomics of the main kernel), zeroed by the vectorised
+  // preprocess as it passes each row, else by a memset before the per-element one.
   Tensor dq_acc;
   if (grads.dq.defined()) {
     dq_acc = Tensor::empty({rows * p.D}, DType::f32, dev);
-    ::foldcore::detail::count_launch();
-    const kernel_profile::detail::Scope timed("memset (attention dq accumulator)", stream);
-    FC_CUDA_CHECK(cudaMemsetAsync(dq_acc.data_ptr(), 0, dq_acc.nbytes(), stream));
     p.dq_acc = dq_acc.data<float>();
   }
   for (size_t t = 0; t < grads.dbias.size(); ++t) {
@@ -344,18 +367,37 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   cuda_dispatch_float(in.q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const int warps_per_block = 8;
-    phase.emplace("pre", dev);  // dA = dO ⊙ σ(g) (the mma kernel's scratch), delta, dg (and the dq scratch zeroed before it)
+    phase.emplace("pre", dev);  // dA = dO ⊙ σ(g) (the mma kernel's scratch), delta, dg, the dq scratch zeroed
     const int64_t a_s[3] = {a_or_o.stride(0), a_or_o.stride(1), a_or_o.stride(2)};
     constexpr int V = 16 / static_cast<int>(sizeof(T));
-    if (attention_bwd_vec_rows() &&
-        vec_rows_ok<T>(p.D, {{p.d_o, p.do_s}, {a_or_o.data_ptr(), a_s}, {p.g, p.g_s}, {p.dg, p.dg_s}})) {
+    const bool vec_pre = attention_bwd_vec_rows() &&
+        vec_rows_ok<T>(p.D, {{p.d_o, p.do_s}, {a_or_o.data_ptr(), a_s}, {p.g, p.g_s}, {p.dg, p.dg_s}});
+    if (dq_acc.defined() && !vec_pre) {
+      ::foldcore::detail::count_launch();
+      const kernel_profile::detail::Scope timed("memset (attention dq accumulator)", stream);
+      FC_CUDA_CHECK(cudaMemsetAsync(dq_acc.data_ptr(), 0, dq_acc.nbytes(), stream));
+    }
+    // Fresh dbias slots: zeroed by the vectorised preprocess where they are contiguous, aligned
+    // and a multiple of 4 floats long, else here.
+    ZeroRanges zero{};
+    for (size_t t = 0; t < grads.dbias_zero.size(); ++t) {
+      const Tensor& db = grads.dbias[t];
+      if (!grads.dbias_zero[t] || !db.defined()) continue;
+      if (vec_pre && db.is_contiguous() && db.numel() % 4 == 0 && reinterpret_cast<uintptr_t>(db.data_ptr()) % 16 == 0) {
+        zero.ptr[t] = db.data<float>();
+        zero.n[t] = db.numel();
+      } else {
+        Tensor(db).zero_();
+      }
+    }
+    if (vec_pre) {
       const int lanes_log2 = log2_exact(p.D / V);
       const int64_t threads = rows << lanes_log2;
       const unsigned grid = static_cast<unsigned>((threads + 255) / 256);
       auto go = [&](auto itag) {
         using I = decltype(itag);
         launch_kernel<attention_bwd_pre_vec_kernel<T, I>>(grid, 256, 0, stream, p, static_cast<const T*>(a_or_o.data_ptr()),
-                                                          a_s[0], a_s[1], a_s[2], lanes_log2);
+                                                          a_s[0], a_s[1], a_s[2], lanes_log2, zero);
       };
       if (static_cast<int64_t>(grid) * 256 <= INT32_MAX) go(int32_t{});
       else go(int64_t{});

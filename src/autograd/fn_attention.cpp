@@ -33,8 +33,12 @@ struct AttentionFn final : Function {
     g.dk = kv(detail::new_grad_or_scratch(ctx, 1, av(in.k), cd));
     g.dv = kv(detail::new_grad_or_scratch(ctx, 2, av(in.v), cd));
     if (in.gate.defined()) g.dgate = kv(detail::new_grad_or_scratch(ctx, 3, av(in.gate), cd));
-    for (int t = 0; t < n_bias; ++t)
-      g.dbias.push_back(ctx.needs_grad(4 + t) ? ctx.accumulate_grad(4 + t, DType::f32) : Tensor());
+    // A bias's first gradient is a fresh slot the op zeroes (in its preprocess on CUDA) before adding.
+    for (int t = 0; t < n_bias; ++t) {
+      bool add = false;
+      g.dbias.push_back(ctx.needs_grad(4 + t) ? detail::grad_to_add_or_new(ctx, 4 + t, DType::f32, add) : Tensor());
+      g.dbias_zero.push_back(g.dbias.back().defined() && !add);
+    }
     ops::attention_backward(in, a_or_o, lse, d_o, g);
   }
 };

@@ -415,6 +415,49 @@ TEST(AttentionCudaForms, VectorRowPassesMatchPerElementOnes) {
   ops::set_attention_kernel(saved);
 }
 
+// AttentionGrads::dbias_zero: a fresh gradient slot (undefined values, NaN here) is zeroed by the op
+// before it adds, on the CPU by the dispatcher and on CUDA by the vectorised preprocess (a fill
+// where it cannot: the per-element preprocess, or a slot whose length is not a multiple of 4).
+// Against slots that hold zeros without the flag: the same sums up to the order of the atomics.
+TEST(AttentionCudaForms, FreshBiasGradientSlotsAreZeroedFirst) {
+  FC_REQUIRE_CUDA();
+  auto backward = [](const AttentionInputs& in, bool fresh) {
+    const Device dev = in.q.device();
+    Result r;
+    r.o = empty_as(in.q, in.q.dtype(), dev);
+    r.a = empty_as(in.q, in.q.dtype(), dev);
+    r.lse = Tensor::empty({in.q.size(0), in.q.size(1), in.q.size(2)}, DType::f32, dev);
+    ops::attention_forward(in, r.o, r.lse, r.a);
+    r.grads.dq = empty_as(in.q, in.q.dtype(), dev);
+    r.grads.dk = empty_as(in.k, in.q.dtype(), dev);
+    r.grads.dv = empty_as(in.v, in.q.dtype(), dev);
+    r.grads.dgate = empty_as(in.q, in.q.dtype(), dev);
+    for (const Tensor& b : in.biases) {
+      r.grads.dbias.push_back(Tensor::full(b.shape(), fresh ? std::nan("") : 0.0, DType::f32, dev));
+      r.grads.dbias_zero.push_back(fresh);
+    }
+    Generator gen(9);
+    const Tensor d_o = randn(in.q.shape(), gen).to(in.q.dtype()).to(dev);
+    ops::attention_backward(in, r.a, r.lse, d_o, r.grads);
+    return r;
+  };
+  for (const bool vec : {true, false})
+  for (const int64_t L : {64, 65}) {  // L = 65, H = 3: the pair bias's slot is 12,675 floats (a fill)
+    SCOPED_TRACE(std::string(vec ? "vectorised preprocess" : "per-element preprocess") + " L=" + std::to_string(L));
+    ops::set_attention_bwd_vec_rows(vec);
+    const foldcore::Setup s{4, L == 64 ? 8 : 3, L, L, 32, true, true, true, true, false, {}};
+    for (const Device dev : {Device::cpu(), Device::cuda()}) {
+      const AttentionInputs in = make(s, DType::bf16, dev, 11);
+      const Result fresh = backward(in, true), zeroed = backward(in, false);
+      for (size_t t = 0; t < fresh.grads.dbias.size(); ++t) {
+        SCOPED_TRACE("dbias " + std::to_string(t) + " on " + dev.str());
+        expect_close(fresh.grads.dbias[t].to(Device::cpu()), zeroed.grads.dbias[t].to(Device::cpu()), 1e-5, "dbias");
+      }
+    }
+  }
+  ops::set_attention_bwd_vec_rows(true);
+}
+
 // The mma backward's two forms of the per-score work (ops::set_attention_bwd_row_form,
 // kernels/cuda/attention_bwd_mma_cuda.cu): by row (each query row's lse and delta read once, no
 // range check in a full tile, the bias-gradient descriptors walked once per 16-query slice, dSᵀ
