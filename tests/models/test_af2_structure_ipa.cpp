@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "core/random.h"
 #include "data_pipeline/formats/npy.h"
@@ -58,24 +59,40 @@ TEST(Af2StructureIpa, MatchesReferenceDump) {
 // A small IPA: gradients of a weighted sum w.r.t. s, z, the translation and a parameter, against
 // central differences. f32 with eps 1e-2 on O(1) inputs: truncation O(eps²)·f''' and rounding
 // O(1e-7/eps) put the finite differences within ~1e-3 relative; tolerance 2e-3 + 2e-2·|fd|.
-TEST(Af2StructureIpa, GradientsMatchFiniteDifferences) {
+// A small IPA's config: c_s and c_z as given, head and point counts of a few each.
+StructureModuleConfig small_ipa_config(int64_t c_s, int64_t c_z, int64_t heads, int64_t scalar_v, int64_t point_v) {
   StructureModuleConfig cfg;
-  cfg.c_s = 8;
-  cfg.c_z = 5;
-  cfg.num_head = 3;
+  cfg.c_s = c_s;
+  cfg.c_z = c_z;
+  cfg.num_head = heads;
   cfg.num_scalar_qk = 4;
-  cfg.num_scalar_v = 3;
+  cfg.num_scalar_v = scalar_v;
   cfg.num_point_qk = 2;
-  cfg.num_point_v = 3;
+  cfg.num_point_v = point_v;
+  return cfg;
+}
+
+// An IPA initialised from seed `init_seed`; output_projection starts at zero (AF2 zero init) and
+// the point weights at one value, so both get random values from g: every path matters.
+struct SmallIpa {
   ag::ParamStore ps;
-  Generator init(7);
-  InvariantPointAttention ipa(nn::Scope{&ps, &init, nullptr, "ipa"}, cfg);
-  ps.finalize();
-  // output_projection starts at zero (AF2 zero init): give it values so every path matters.
+  Generator init;
+  InvariantPointAttention ipa;
+  SmallIpa(const StructureModuleConfig& cfg, uint64_t init_seed, Generator& g)
+      : init(init_seed), ipa(nn::Scope{&ps, &init, nullptr, "ipa"}, cfg) {
+    ps.finalize();
+    for (const auto& [name, v] : ipa.named_parameters())
+      if (name.find("output_projection") != std::string::npos || name.find("point_weights") != std::string::npos)
+        Tensor(v.value()).copy_(randn(v.shape(), g, 0.f, 0.5f));
+  }
+};
+
+TEST(Af2StructureIpa, GradientsMatchFiniteDifferences) {
+  const StructureModuleConfig cfg = small_ipa_config(8, 5, 3, 3, 3);
   Generator g(8);
-  for (const auto& [name, v] : ipa.named_parameters())
-    if (name.find("output_projection") != std::string::npos || name.find("point_weights") != std::string::npos)
-      Tensor(v.value()).copy_(randn(v.shape(), g, 0.f, 0.5f));
+  SmallIpa small(cfg, 7, g);
+  const InvariantPointAttention& ipa = small.ipa;
+  ag::ParamStore& ps = small.ps;
 
   const int64_t n = 5;
   const Tensor s = randn({n, cfg.c_s}, g), z = randn({n, n, cfg.c_z}, g);
@@ -100,6 +117,32 @@ TEST(Af2StructureIpa, GradientsMatchFiniteDifferences) {
   testing::check_gradient(loss, trans, vt.grad(), 1e-2, 2e-3, 2e-2);
   const Variable& pw = ps.get("ipa/trainable_point_weights");
   testing::check_gradient(loss, pw.value(), pw.grad(), 1e-2, 2e-3, 2e-2);
+}
+
+// Inference takes the query rows in blocks only where the whole [N, N, max(H, c_z)] exceeds 2²³
+// values (c_z = 128: N > 256); below, all rows at once, the grad mode's path: the same bits. At
+// N = 300 the blocks (3 of 109 rows) give the whole's values up to the GEMMs' blocking over fewer
+// rows (fp32 rounding: 1e-6 relative to the output's scale).
+TEST(Af2StructureIpa, InferenceRowBlocksOnlyBeyondAWholeOf2To23Values) {
+  const StructureModuleConfig cfg = small_ipa_config(16, 128, 4, 4, 2);
+  Generator g(12);
+  SmallIpa small(cfg, 11, g);
+  const InvariantPointAttention& ipa = small.ipa;
+  for (const int64_t n : {250, 300}) {
+    SCOPED_TRACE("N = " + std::to_string(n));
+    const Tensor s = randn({n, cfg.c_s}, g), z = randn({n, n, cfg.c_z}, g, 0.f, 0.2f);
+    const Tensor mask = Tensor::full({n}, 1.0, DType::f32);
+    const Tensor rot = quat_to_rot(normalize_quat(randn({n, 4}, g)));
+    const Tensor trans = randn({n, 3}, g);
+    const Tensor whole = ipa.forward(Variable(s, true), Variable(z), mask, Variable(rot), Variable(trans)).value();
+    ag::NoGradGuard ng;
+    const Tensor inference = ipa.forward(Variable(s), Variable(z), mask, Variable(rot), Variable(trans)).value();
+    if (n == 250) {
+      FC_EXPECT_CLOSE(inference, whole, 0, 0);
+    } else {
+      FC_EXPECT_CLOSE(inference, whole, 1e-6 * max_abs(whole), 1e-6);
+    }
+  }
 }
 
 // softplus, norm_last, l2_normalize_last: values against naive math, gradients against central

@@ -150,9 +150,13 @@ Variable InvariantPointAttention::forward(const Variable& s, const std::function
   // (≈ 0.1 fp32 pair each for the logits, several at once; a whole pair for the rows). The same
   // arithmetic row by row: every row's values come from the same kernels on the same operands (a
   // GEMM over fewer rows may take another BLAS blocking: ~1e-7 relative).
-  // run_chunked runs the whole once in grad mode.
-  constexpr int64_t kRowBlockValues = int64_t{1} << 22;
-  const int64_t block = std::max<int64_t>(1, kRowBlockValues / std::max<int64_t>(1, std::max(h, cfg_.c_z) * n));
+  // run_chunked runs the whole once in grad mode. Where the whole [N, N, max(H, c_z)] is at most
+  // kWholeValues (N ≤ 256 at c_z = 128: a training crop's no-grad recycling iterations), all rows at
+  // once: the blocks would only add launches (about 35 per block and layer).
+  constexpr int64_t kRowBlockValues = int64_t{1} << 22, kWholeValues = int64_t{1} << 23;
+  const int64_t per_row = std::max<int64_t>(1, std::max(h, cfg_.c_z) * n);
+  const int64_t block =
+      per_row * n <= kWholeValues ? std::max<int64_t>(1, n) : std::max<int64_t>(1, kRowBlockValues / per_row);
   if (split == nullptr) return output_projection_.forward(run_chunked(n, block, rows));
   FC_CHECK(!ag::grad_enabled(), "InvariantPointAttention: split query rows are for inference");
   const PairRows pr = PairRows::of(*split, n);
