@@ -198,8 +198,7 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   FC_CHECK(grads.dbias_zero.empty() || grads.dbias_zero.size() == grads.dbias.size(), op, ": ",
            grads.dbias_zero.size(), " dbias_zero flags for ", grads.dbias.size(), " dbias tensors");
   if (in.q.device().is_cpu()) {
-    for (size_t t = 0; t < grads.dbias_zero.size(); ++t)
-      if (grads.dbias_zero[t] && grads.dbias[t].defined()) Tensor(grads.dbias[t]).zero_();
+    grads.zero_fresh_dbias();
     return cpu::attention_backward(in, a_or_o, lse, d_o, grads);
   }
 #ifdef FOLDCORE_HAVE_CUDA

@@ -129,6 +129,11 @@ struct AttentionGrads {
   // before adding; the CUDA backend does so in the preprocess kernel that passes every row anyway,
   // instead of a fill launch of its own.
   std::vector<bool> dbias_zero;
+  // Zeroes every dbias that dbias_zero marks (a backend that zeroes none of them in its kernels).
+  void zero_fresh_dbias() const {
+    for (size_t t = 0; t < dbias_zero.size(); ++t)
+      if (dbias_zero[t] && dbias[t].defined()) Tensor(dbias[t]).zero_();
+  }
 };
 
 // `a_or_o`: the pre-gate output a when gated, else o.

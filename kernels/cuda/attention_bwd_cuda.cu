@@ -47,14 +47,6 @@ template <typename T> __global__ void attention_bwd_pre_kernel(const AttnParams 
   if (lane == 0) p.delta[row] = delta;
 }
 
-// The same, vectorised: each thread takes V = 16 / sizeof(T) consecutive head-dim elements of a
-// row (one 16-byte access per tensor), a row's D / V threads are adjacent lanes (D / V a power of
-// two ≤ 32, `lanes_log2` its log) and sum delta with xor shuffles; the row's indices are
-// decomposed once per thread, in I (32-bit where B·H·Lq·D/V fits). It also zeroes the thread's V
-// elements of the dq accumulator (fp32, 16-byte aligned: D is a multiple of V). The caller checks
-// that every pointer and every row stride is a multiple of V elements. delta is summed in another order than
-// the per-element kernel's (V elements in turn, then the lanes' tree): the same value to fp32
-// rounding.
 // Fresh bias-gradient slots the preprocess zeroes before the main kernel adds into them: up to
 // kMaxBiases contiguous fp32 ranges, 16-byte aligned, n a multiple of 4 (ptr null: none).
 struct ZeroRanges {
@@ -62,14 +54,22 @@ struct ZeroRanges {
   int64_t n[kMaxBiases];
 };
 
+// The same, vectorised: each thread takes V = 16 / sizeof(T) consecutive head-dim elements of a
+// row (one 16-byte access per tensor), a row's D / V threads are adjacent lanes (D / V a power of
+// two ≤ 32, `lanes_log2` its log) and sum delta with xor shuffles; the row's indices are
+// decomposed once per thread, in I (32-bit where B·H·Lq·D/V fits). It also zeroes the thread's V
+// elements of the dq accumulator (fp32, 16-byte aligned: D is a multiple of V) and its share of
+// the `zero` ranges. The caller checks that every pointer and every row stride is a multiple of V
+// elements. delta is summed in another order than the per-element kernel's (V elements in turn,
+// then the lanes' tree): the same value to fp32 rounding.
 template <typename T, typename I>
 __global__ void attention_bwd_pre_vec_kernel(const AttnParams p, const T* a, int64_t a0, int64_t a1, int64_t a2,
                                              int lanes_log2, const ZeroRanges zero) {
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   const I t = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  const VecOf<float, 4> z4{};
   {  // the fresh dbias slots, four floats per thread and step over the whole grid
     const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
-    const VecOf<float, 4> z4{};
     FC_UNROLL
     for (int r = 0; r < kMaxBiases; ++r)
       if (zero.ptr[r])
@@ -102,9 +102,8 @@ __global__ void attention_bwd_pre_vec_kernel(const AttnParams p, const T* a, int
     if (p.da) store_vec<uint16_t, V>(p.da + static_cast<int64_t>(row) * p.D + d0, dav);
     if (p.dq_acc) {  // the main kernel's dq accumulator, [rows, D] fp32: zeroed here, not by a memset
       float* q = p.dq_acc + static_cast<int64_t>(row) * p.D + d0;
-      const VecOf<float, 4> zero{};
       FC_UNROLL
-      for (int e = 0; e < V; e += 4) store_vec<float, 4>(q + e, zero);
+      for (int e = 0; e < V; e += 4) store_vec<float, 4>(q + e, z4);
     }
   }
   for (int o = 1; o < (1 << lanes_log2); o <<= 1) delta += __shfl_xor_sync(0xffffffffu, delta, o);
@@ -303,8 +302,7 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   using namespace detail;
   AttnParams p = make_params(in);
   if (p.B == 0 || p.H == 0 || p.Lq == 0 || p.Lk == 0) {
-    for (size_t t = 0; t < grads.dbias_zero.size(); ++t)
-      if (grads.dbias_zero[t] && grads.dbias[t].defined()) Tensor(grads.dbias[t]).zero_();
+    grads.zero_fresh_dbias();
     if (grads.dq.defined()) Tensor(grads.dq).zero_();
     if (grads.dk.defined()) Tensor(grads.dk).zero_();
     if (grads.dv.defined()) Tensor(grads.dv).zero_();
