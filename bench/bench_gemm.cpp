@@ -2,7 +2,8 @@
 //   bench_gemm [--device cpu|cuda] [--quick|--full]
 // CPU: GFLOP/s and the ratio to a large square OpenBLAS sgemm measured first in the same run
 // (the practical roofline of this machine). CUDA: TFLOP/s. Every case reports peak memory. The
-// af2_dx_* cases time ops::gemm_sum_nt's one kernel against one product per pair.
+// af2_dx_* cases time ops::gemm_sum_nt's one kernel against one product per pair, the af2_opm_outer_*
+// cases the outer product mean's outer products as a strided batch against a product and a copy.
 // --quick (default) shrinks the CPU shapes so the whole run stays well under a minute; CUDA
 // always runs the real shapes.
 #include <cstring>
@@ -121,6 +122,42 @@ void run_sum_case(const SumCase& c, Device dev, int iters) {
   j.print();
 }
 
+// The outer product mean's outer products at the training step's shapes (S MSA rows, N residues,
+// c = 32 channels, bf16): one [(i, c), (j, e)] product and its transposing copy to [i, j, c, e]
+// (the form before 2026-12-01) against the strided batch over i that writes [i, (j, e), c]
+// directly (autograd::outer_product_rows, the form now), side by side: `ms` (the batch),
+// `product_and_copy_ms`, `speedup_vs_product_and_copy`, and the batch's output bytes per second.
+struct OuterCase {
+  const char* name;
+  int64_t s, n, c;
+};
+
+void run_outer_case(const OuterCase& k, Device dev, int iters) {
+  Generator gen(4);
+  const Tensor a = randn({k.s, k.n, k.c}, gen, 0, 1, DType::bf16, dev), b = randn({k.s, k.n, k.c}, gen, 0, 1, DType::bf16, dev);
+  Tensor prod = Tensor::empty({k.n * k.c, k.n * k.c}, DType::bf16, dev);
+  Tensor moved = Tensor::empty({k.n, k.n, k.c, k.c}, DType::bf16, dev);
+  Tensor rows = Tensor::empty({k.n, k.n * k.c, k.c}, DType::bf16, dev);
+  const double copy_form = bench::time_ms(dev, [&] {
+    ops::GemmArgs g;
+    g.trans_a = true;
+    ops::gemm(a.view({k.s, k.n * k.c}), b.view({k.s, k.n * k.c}), prod, g);
+    moved.copy_(prod.view({k.n, k.c, k.n, k.c}).permute({0, 2, 1, 3}));
+  }, 1, iters);
+  const double ms = bench::time_ms(dev, [&] {
+    ops::GemmArgs g;
+    g.trans_a = true;
+    ops::gemm(b.view({k.s, k.n * k.c}), a.permute({1, 0, 2}), rows, g);
+  }, 1, iters);
+  const double flop = 2.0 * k.s * k.n * k.c * k.n * k.c, out_bytes = 2.0 * k.n * k.c * k.n * k.c;
+  bench::JsonLine j;
+  j.str("bench", "gemm").str("case", k.name).str("device", dev.str()).str("dtype", "bf16");
+  j.integer("msa_rows", k.s).integer("n_res", k.n).integer("c", k.c).num("ms", ms);
+  j.num("product_and_copy_ms", copy_form).num("speedup_vs_product_and_copy", copy_form / ms);
+  j.num("tflops", flop / (ms * 1e-3) * 1e-12).num("output_gb_per_s", out_bytes / (ms * 1e-3) * 1e-9);
+  j.print();
+}
+
 }  // namespace
 }  // namespace foldcore
 
@@ -173,6 +210,15 @@ int main(int argc, char** argv) {
       for (const auto& c : sums_full) run_sum_case(c, dev, iters);
     } else {
       for (const auto& c : sums_quick) run_sum_case(c, dev, iters);
+    }
+    // The outer products of the Evoformer's (128 rows) and the extra-MSA stack's (1,024) outer
+    // product means at crop 256.
+    const OuterCase outer_full[] = {{"af2_opm_outer_evoformer", 128, 256, 32}, {"af2_opm_outer_extra_msa", 1024, 256, 32}};
+    const OuterCase outer_quick[] = {{"af2_opm_outer_evoformer", 32, 64, 32}};
+    if (big) {
+      for (const auto& c : outer_full) run_outer_case(c, dev, iters);
+    } else {
+      for (const auto& c : outer_quick) run_outer_case(c, dev, iters);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_gemm: %s\n", e.what());

@@ -9,6 +9,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "models/alphafold/structure/ipa.h"
 
 
 namespace foldcore::apps {
@@ -31,14 +32,31 @@ constexpr double kAfterTrunkPairUnitsFp32 = 2.0;
 constexpr double kTrunkPairUnitsBf16 = 1.1;
 constexpr double kAfterTrunkPairUnitsBf16 = 1.3;
 // Chunk temporaries in bytes per chunk row per residue (c·N·k): chunked runs (the chunk's
-// attention logits, the pair transition's hidden layer, the outer product mean's outer products,
-// the fp32 sums of add_into) and unchunked runs (c = N; whole updates and module temporaries,
-// fitted separately: one linear model does not fit both). bf16 chunked: 4,100, what N = 128 at
-// chunk 32 needs (28.04 MiB measured with summary arrays; the 3,200 fitted at chunk 16 was below it).
-constexpr double kChunkBytesPerRowResidueFp32 = 7100;
-constexpr double kUnchunkedBytesPerRowResidueFp32 = 8900;
-constexpr double kChunkBytesPerRowResidueBf16 = 4100;
-constexpr double kUnchunkedBytesPerRowResidueBf16 = 5200;
+// attention logits, the pair transition's hidden layer, the fp32 sums of add_into) and unchunked
+// runs (c = N; whole updates and module temporaries, fitted separately: one linear model does not
+// fit both). Refitted 2026-12-01, when the outer product mean's outer products lost their
+// permuted copy (the chunk term had been sized by them: 7,100 / 8,900 fp32, 4,100 / 5,200 bf16):
+// fp32 chunked 3,300 (N = 64 at chunk 16 needs 3,190; at N = 128, chunk 32, the MSA stage's outer
+// products are the peak, and the 1.2 bound of tests/apps/test_memory_estimate allows 3,320 above it),
+// unchunked 4,250 (4,115-4,151 at N = 80 and 96); bf16 chunked 1,800 (the trunk at N = 128,
+// chunk 16, needs 700; at chunk 32 the structure module is the peak, under 2,000), unchunked
+// 2,900 (2,790-2,795 at N = 80 and 96).
+constexpr double kChunkBytesPerRowResidueFp32 = 3300;
+constexpr double kUnchunkedBytesPerRowResidueFp32 = 4250;
+constexpr double kChunkBytesPerRowResidueBf16 = 1800;
+constexpr double kUnchunkedBytesPerRowResidueBf16 = 2900;
+// The structure module's stage where invariant point attention takes all query rows at once
+// (ipa_inference_row_block: N ≤ 256 at c_z = 128): the pair in the stream's dtype, its
+// LayerNorm, IPA's whole [N, N, ·] temporaries, and the O(N) single-representation tensors, in
+// pair units plus bytes per residue, beside m. Fitted as a + b/N pair units to the peaks with
+// summary arrays at chunk 4 (the trunk below them), less m: fp32 8.43 / 25.59 / 52.91 / 90.29 MiB
+// at N = 64 / 128 / 192 / 256 (a = 2.36, b/N = 40,350 bytes per residue through N = 64 and 256),
+// bf16 5.58 / 10.14 / 15.88 / 22.82 / 31.01 / 41.16 / 52.72 MiB at N = 64 / 96 / 128 / 160 / 192 /
+// 224 / 256 (a = 1.27, 39,800 bytes per residue); a rounded up, one byte count for both. Longer N
+// takes blocks of rows, whose temporaries the after-trunk units above include.
+constexpr double kStructurePairUnitsFp32 = 2.40;
+constexpr double kStructurePairUnitsBf16 = 1.30;
+constexpr double kStructureBytesPerResidue = 40960;
 // MSA-stream-sized copies beside the pair-bound modules (in the stream's dtype: 2 bytes in bf16):
 // the MSA stream m itself (made by row blocks into its own storage, its modules layer-norm it by
 // chunks, the heads read its rows without a copy), plus kExtraMsaCopies of the extra stream in the
@@ -49,12 +67,15 @@ constexpr double kExtraMsaCopies = 2.3;
 // over all S rows (its layer-normed rows, q, k, v, gate and output: kMsaColumnCopies · c'·S·c_m in
 // the stream's dtype; 3 MiB per column at N = 64 with 512 rows, chunks 8-32, fp32), or the outer
 // product mean's projections (2·c_opm channels of every MSA cell, fp32: the mask's product
-// promotes them under bf16 autocast), one chunk's outer products and their permuted
-// copy (2 · c'·N·c_opm² in the stream's dtype) and update rows (2 · c'·N·c_z fp32).
+// promotes them under bf16 autocast), one chunk's outer products, made in the layout the output
+// projection reads (c'·N·c_opm² in the stream's dtype; no permuted copy since 2026-11-30), and
+// update rows (2 · c'·N·c_z fp32).
 constexpr double kMsaColumnCopies = 6.0;
 // Recycling: the previous iteration's pair dies after the embeddings (the trunk takes the state
-// by value), so it adds nothing at the peak (measured with 2 recycles at N = 96).
-constexpr double kRecyclePairUnits = 0.0;
+// by value), so it adds no pair units at the peak; what the previous iteration leaves (its
+// single representation, positions and per-residue results) adds 1.67 MiB at N = 96 with 2
+// recycles (fp32, chunk 16): about 18 KB per residue.
+constexpr double kRecycleBytesPerResidue = 20000;
 // Runtime outside the tensor allocator (BLAS and OpenMP buffers, malloc slack; CPU RSS minus
 // allocator peak measured 250-414 MiB), or the CUDA caching allocator's rounding.
 constexpr double kOverheadBytes = 512.0 * 1024 * 1024;
@@ -82,9 +103,9 @@ constexpr double kActivationMargin = 1.05;
 //     rows): the per-rank pieces only (the stream's rows, their LayerNorm, the two local edges,
 //     the update: 5/P; the pieces in flight are chunk temporaries), the same in bf16 (the fp32
 //     stream's pieces dominate); unchunked: the edge gathered whole (1 unit) too
-//   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 8·c_opm²·cells
-//     the stream's rows and the update, and one block's outer products and their permuted copy
-//     (2 fp32 copies: 8·c_opm² bytes per cell): unchunked [c', c, N, c] (cells c'·N); chunked
+//   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 4·c_opm²·cells
+//     the stream's rows and the update, and one block's outer products (one fp32 copy, made in
+//     the output projection's layout: 4·c_opm² bytes per cell): unchunked [c', N, c, c] (cells c'·N); chunked
 //     (the ring) [r, c, c', c] for a piece of c' columns, r = min(⌈N/P⌉, chunk·⌈N/c'⌉) rows
 //     (cells r·c', at most the rank's rows by one piece), with the MSA streams (the extra-MSA
 //     stack's: its rows, 1/P, and its projections made on them and switched to the columns,
@@ -110,8 +131,12 @@ constexpr double kActivationMargin = 1.05;
 // little at small N); tests/dist/test_dap_memory_estimate_mpi checks them.
 constexpr double kDapRingTriMulUnits = 0.05;
 constexpr double kDapRingTriMulUnitsPerRank = 4.9;
-constexpr double kDapTriMulUnits = 1.8;
-constexpr double kDapTriMulUnitsPerRank = 5.2;
+// Unchunked, refitted 2026-12-01 when the outer product mean's permuted copy went and the
+// triangle multiplication became the unchunked peak (1.8 + 5.2/P before, never the largest term):
+// one rank's peak less the chunk and MSA terms, 3.02 units at P = 2 and 2.03-2.04 at P = 4
+// (N = 96 and 192), is 1.05 + 3.93/P, rounded up.
+constexpr double kDapTriMulUnits = 1.1;
+constexpr double kDapTriMulUnitsPerRank = 4.0;
 constexpr double kDapTriMulBytesPerRowResidue = 2560;  // t, its LayerNorm, projection, gate: 5·c_tm·4
 constexpr double kDapOpmUnits = 0.05;
 constexpr double kDapOpmUnitsPerRank = 3.4;
@@ -158,14 +183,14 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   const double c_opm = static_cast<double>(c.evoformer.opm_channels), c_m = static_cast<double>(c.c_m);
   const auto msa_stage_temps = [&](double cols, double rows_m) {
     const double column = kMsaColumnCopies * cols * rows_m * c_m * stream_bytes;
-    const double opm = 2 * stream_bytes * c_opm * c_opm * cols * n + 2 * 4 * cols * n * static_cast<double>(c.c_z);
+    const double opm = stream_bytes * c_opm * c_opm * cols * n + 2 * 4 * cols * n * static_cast<double>(c.c_z);
     return std::pair{column, opm};
   };
   const auto [column_temps, opm_temps] = msa_stage_temps(chunk, msa_rows_m);
   double msa_stage_units = stream_bytes / 4;
   double msa_stage_msa = m_stream + std::max(column_temps, 2 * 4 * c_opm * msa_rows_m * n + opm_temps);
   const double after_units = bf16 ? kAfterTrunkPairUnitsBf16 : kAfterTrunkPairUnitsFp32;
-  const double recycle = iters > 1 ? kRecyclePairUnits * pair : 0.0;
+  const double recycle = iters > 1 ? kRecycleBytesPerResidue * n : 0.0;
   const double trunk_units = bf16 ? kTrunkPairUnitsBf16 : kTrunkPairUnitsFp32;
   // The template stage, when a template is computed (one at a time: TemplateEmbedder::add_into):
   // the pair stream, one template's pair stream and its triangle multiplication's t, in the
@@ -213,7 +238,7 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
     const double opm_cells = c.chunk_size > 0
                                  ? std::min(dap_rows, static_cast<double>(c.chunk_size) * std::ceil(n / c_rows)) * c_rows
                                  : c_rows * n;
-    const double opm_chunk = chunk_scale * 8 * c_opm * c_opm * opm_cells;
+    const double opm_chunk = chunk_scale * 4 * c_opm * c_opm * opm_cells;
     // The MSA beside each (a rank holds its rows of the main MSA, 1/P, from the embedding to the
     // heads): the triangle multiplications' see the main MSA's rows (waiting) and the extra one's;
     // the outer product means' see the stream's rows and its projections (c_opm of its channels,
@@ -250,6 +275,15 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
   double after_msa = m_stream;  // the heads read m's rows (no copy); the extra MSA died in its stack
   double after = ((after_units - logits_units) * pair + recycle) + after_msa;
   double after_pair_units = after_units - logits_units;
+  if (dap == 1 && num_res > 0 && ipa_inference_row_block(num_res, c.structure) >= num_res) {
+    // The structure module with whole IPA rows (the constants' comment).
+    const double units = (bf16 ? kStructurePairUnitsBf16 : kStructurePairUnitsFp32) + kStructureBytesPerResidue * n / pair;
+    const double structure = units * pair + recycle + after_msa;
+    if (structure > after) {
+      after = structure;
+      after_pair_units = units;
+    }
+  }
   double stage_templates = templates_peak, stage_template_units = template_units;
   double template_chunk = template_stage ? template_chunk_bytes : 0.0;
   if (dap > 1) {  // the shard outside the stacks (the DAP constants' comment)

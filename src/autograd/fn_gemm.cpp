@@ -233,6 +233,32 @@ struct MatmulFn final : Function {
   }
 };
 
+// outer_product_rows: out [I, J, E, C]; saved a [S, I, C] and b [S, J, E] in the GEMM dtype. The
+// gradients come out of their GEMMs in the operands' own dtypes (fp32 operands under autocast: a
+// bf16->f32 GEMM, no conversion pass after it).
+struct OuterProductRowsFn final : Function {
+  Tensor a, b;
+  DType cd = DType::f32, a_dtype = DType::f32, b_dtype = DType::f32;
+
+  void backward(BackwardCtx& ctx) override {
+    const int64_t s = a.size(0), ni = a.size(1), c = a.size(2), nj = b.size(1), e = b.size(2);
+    // dout as [(i, c), (j, e)]: the layout in which both gradients are one GEMM each.
+    const Tensor d = ctx.grad_output(0).to(cd).permute({0, 3, 1, 2}).contiguous().view({ni * c, nj * e});
+    if (ctx.needs_grad(0)) {  // da[s, (i, c)] = Σ_(j,e) b[s, (j, e)]·dout[(i, c), (j, e)]
+      Tensor da = Tensor::empty({s, ni, c}, a_dtype, d.device());
+      ops::GemmArgs g;
+      g.trans_b = true;
+      ops::gemm(b.view({s, nj * e}), d, da.view({s, ni * c}), g);
+      ctx.put_grad(0, da);
+    }
+    if (ctx.needs_grad(1)) {  // db[s, (j, e)] = Σ_(i,c) a[s, (i, c)]·dout[(i, c), (j, e)]
+      Tensor db = Tensor::empty({s, nj, e}, b_dtype, d.device());
+      ops::gemm(a.view({s, ni * c}), d, db.view({s, nj * e}));
+      ctx.put_grad(1, db);
+    }
+  }
+};
+
 }  // namespace
 
 Variable linear(const Variable& x, const Variable& w, const Variable& b, ops::Activation act) {
@@ -358,6 +384,29 @@ std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& ws
 }
 
 LinearsStats linears_stats() { return t_linears_stats; }
+
+Variable outer_product_rows(const Variable& a, const Variable& b) {
+  FC_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) && a.device() == b.device(),
+           "outer_product_rows: a ", a.shape().str(), " and b ", b.shape().str(),
+           " must be [S, I, C] and [S, J, E] on one device");
+  const DType cd = detail::gemm_dtype(a.dtype());
+  const Tensor av = a.value().to(cd).contiguous(), bv = b.value().to(cd).contiguous();
+  const int64_t s = av.size(0), ni = av.size(1), c = av.size(2), nj = bv.size(1), e = bv.size(2);
+  Tensor out = Tensor::empty({ni, nj, e, c}, cd, av.device());
+  // Per i: out_i[(j, e), c] = b[s, (j, e)]ᵀ·a[s, i, c]; a_i is a strided batch over i of av.
+  ops::GemmArgs g;
+  g.trans_a = true;
+  ops::gemm(bv.view({s, nj * e}), av.permute({1, 0, 2}), out.view({ni, nj * e, c}), g);
+  if (!any_requires_grad({a, b})) return Variable(out);
+  auto fn = std::make_unique<OuterProductRowsFn>();
+  fn->a = av;
+  fn->b = bv;
+  fn->cd = cd;
+  // The gradients' dtypes: the operands' where a GEMM can write them (fp32 or the GEMM dtype).
+  fn->a_dtype = a.dtype() == DType::f32 ? DType::f32 : cd;
+  fn->b_dtype = b.dtype() == DType::f32 ? DType::f32 : cd;
+  return record1("outer_product_rows", std::move(fn), {a, b}, out);
+}
 
 Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {
   FC_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: operands ", a.shape().str(), " and ", b.shape().str(),

@@ -42,6 +42,12 @@ struct LinearsStats {
 LinearsStats linears_stats();
 // c[…, M, N] = op(a)[…, M, K] · op(b)[…, K, N]; b may be 2-D (shared by every batch entry).
 Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false);
+// out[i, j, e, c] = Σ_s a[s, i, c]·b[s, j, e] for a [S, I, C] and b [S, J, E]: [I, J, E, C], the
+// outer products' sum over s (AlphaFold's outer product mean) laid out as its output projection
+// reads it, pair by pair. One strided-batch GEMM (per i: bᵀ·a_i, b shared), so there is no
+// [(i, c), (j, e)] product to transpose; the backward lays dout out as [(i, c), (j, e)] (one
+// transposed copy) for its two GEMMs (da = b·doutᵀ, db = a·dout). The GEMM dtype (autocast).
+Variable outer_product_rows(const Variable& a, const Variable& b);
 
 // ---------------------------------------------------------------- normalisation, softmax, loss
 // LayerNorm over the last dim; gamma, beta f32 [C]; statistics in fp32; y has x's dtype, or

@@ -60,7 +60,8 @@ void expect_within_margin(const Measured& m) {
   EXPECT_GE(est, m.activations);
   // 1.2: the structure module's per-layer outputs no longer go to the host layer by layer
   // (2026-11-30), and the bf16 chunk-16 peak at N = 128 fell from 17.24 to 16.39 MiB (ratio 1.135
-  // → 1.194); the constants were fitted before and not refitted (the estimate errs on the safe side).
+  // → 1.194). The constants were refitted on 2026-12-01, when the outer product mean's outer
+  // products lost their permuted copy (the chunk terms halved; the structure module got a term).
   EXPECT_LE(est, 1.2 * m.activations);
   // Features: counted from the shapes; within a factor 2 either way (they are a small term).
   EXPECT_GE(static_cast<double>(m.estimate.feature_bytes), 0.5 * m.features);
@@ -70,6 +71,8 @@ void expect_within_margin(const Measured& m) {
 TEST(MemoryEstimate, MatchesMeasuredPeakFp32Chunked) {
   expect_within_margin(measure(64, "fp32", 16));
   expect_within_margin(measure(128, "fp32", 32));
+  // Over-estimated by 16-20% until the refit of 2026-12-01, and left out.
+  expect_within_margin(measure(128, "fp32", 16));
 }
 
 // A deep MSA (the MSA stream 8x the pair here): the MSA term of the estimate.
@@ -93,13 +96,19 @@ TEST(MemoryEstimate, MatchesMeasuredPeakDeepMainMsa) {
 TEST(MemoryEstimate, MatchesMeasuredPeakWithRecycles) { expect_within_margin(measure(96, "fp32", 16, kClusters, kExtra, 2)); }
 
 // Four templates, computed one at a time (the template stage's pair stream, running heads, one
-// template's stream and its triangle multiplication's t). fp32 at chunk 32 as above: at N = 128
-// and chunk 16 the trunk's chunk term over-estimates by 16-20% with or without templates (37.24
-// MiB estimated; measured 31.98 with 4 templates, 31.1 without in test_af2_memory), outside the
-// stated margin (docs/benchmarks.md, "Preflight").
+// template's stream and its triangle multiplication's t).
 TEST(MemoryEstimate, MatchesMeasuredPeakWithTemplates) {
   expect_within_margin(measure(128, "fp32", 32, kClusters, kExtra, 0, 4));
+  expect_within_margin(measure(128, "fp32", 16, kClusters, kExtra, 0, 4));
   expect_within_margin(measure(128, "bf16", 16, kClusters, kExtra, 0, 4));
+}
+
+// Up to N = 256 (c_z 128) invariant point attention takes all query rows at once, and the
+// structure module's stage is the peak where the trunk's chunks are small: its own term of the
+// estimate (a + b/N pair units), at the longest such N in fp32 and a middle one in bf16.
+TEST(MemoryEstimate, MatchesMeasuredPeakOfTheStructureModule) {
+  expect_within_margin(measure(256, "fp32", 16, kClusters, kExtra, 0, 0, false));
+  expect_within_margin(measure(192, "bf16", 16, kClusters, kExtra, 0, 0, false));
 }
 
 TEST(MemoryEstimate, MatchesMeasuredPeakUnchunked) { expect_within_margin(measure(80, "fp32", 0)); }

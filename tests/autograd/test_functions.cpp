@@ -41,6 +41,55 @@ TEST(AutogradFunctions, MatmulTransposesAndSharedOperand) {
   expect_grads_match_fd([](const auto& v) { return matmul(v[0], v[1]); }, {randn({3, 2, 5}, g), randn({5, 3}, g)});
 }
 
+// outer_product_rows: gradients against finite differences, and values and gradients equal to the
+// composition it replaces (aᵀ·b as [(i, c), (j, e)], then transposed to [i, j, e, c]): the same dot
+// products (one GEMM per i against one GEMM over all i: the same bits here, where K = S fits one
+// block of the CPU GEMM). Under bf16 autocast the values are the composition's bf16 bits; the fp32
+// operands' gradients come out of their GEMMs in fp32, so they are the fp32 composition's on the
+// bf16-rounded operands and output gradient (the products of bf16 values are exact in fp32; the
+// sums may be ordered otherwise: 1e-6 of the largest).
+TEST(AutogradFunctions, OuterProductRowsEqualsTheTransposedProduct) {
+  Generator g(41);
+  expect_grads_match_fd([](const auto& v) { return outer_product_rows(v[0], v[1]); },
+                        {randn({5, 3, 2}, g), randn({5, 4, 3}, g)});
+  const int64_t s = 6, ni = 3, nj = 5, c = 4, e = 2;
+  const Tensor a = randn({s, ni, c}, g), b = randn({s, nj, e}, g), d = randn({ni, nj, e, c}, g);
+  auto run = [&](bool fused, const Tensor& a0, const Tensor& b0, const Tensor& d0) {
+    Variable va(a0.clone(), true), vb(b0.clone(), true);
+    Variable out;
+    if (fused) {
+      out = outer_product_rows(va, vb);
+    } else {
+      const Variable prod = reshape(matmul(reshape(va, {s, ni * c}), reshape(vb, {s, nj * e}), true, false),
+                                    {ni, c, nj, e});
+      out = contiguous(permute(prod, {0, 2, 3, 1}));
+    }
+    backward({out}, {d0.to(out.dtype())});
+    EXPECT_EQ(va.grad().dtype(), DType::f32);
+    return std::vector<std::vector<float>>{out.value().to(DType::f32).to_vector(), va.grad().to_vector(),
+                                           vb.grad().to_vector()};
+  };
+  {
+    const auto x = run(true, a, b, d), y = run(false, a, b, d);
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], y[i]) << "fp32, tensor " << i;
+  }
+  std::vector<std::vector<float>> x;
+  {
+    AutocastGuard ac(DType::bf16);
+    x = run(true, a, b, d);
+    EXPECT_EQ(x[0], run(false, a, b, d)[0]) << "bf16 values";
+  }
+  auto rounded = [](const Tensor& t) { return t.to(DType::bf16).to(DType::f32); };
+  const auto y = run(false, rounded(a), rounded(b), rounded(d));
+  for (size_t i = 1; i < x.size(); ++i) {
+    float largest = 0;
+    for (const float v : y[i]) largest = std::max(largest, std::fabs(v));
+    ASSERT_EQ(x[i].size(), y[i].size());
+    for (size_t k = 0; k < x[i].size(); ++k) EXPECT_NEAR(x[i][k], y[i][k], 1e-6f * largest) << "bf16, tensor " << i;
+  }
+  EXPECT_THROW(outer_product_rows(Variable(randn({5, 3, 2}, g)), Variable(randn({4, 3, 2}, g))), Error);
+}
+
 TEST(AutogradFunctions, LayerNormSoftmax) {
   Generator g(3);
   expect_grads_match_fd([](const auto& v) { return layer_norm(v[0], v[1], v[2]); },

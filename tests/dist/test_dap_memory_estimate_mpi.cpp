@@ -59,7 +59,8 @@ TEST(DapMemoryEstimate, ChunkedRanksPeaks) {
   expect_within_margin({.n = 130, .chunk = 16});  // N not divisible by P: padded rows
 }
 
-// Unchunked: the outer product mean's [N/P, c, N, c] products and their permuted copy are the peak.
+// Unchunked: the triangle multiplication with its gathered edge is the peak (the outer product
+// mean's [N/P, N, c, c] products were, with their permuted copy, until 2026-12-01).
 TEST(DapMemoryEstimate, UnchunkedRanksPeaks) { expect_within_margin({.n = 96, .chunk = 0}); }
 
 // A deep extra MSA (512 rows: its [E, N, c_e] stream is 2 fp32 pair units at N = 128), which each

@@ -23,24 +23,29 @@ OuterProductMean::OuterProductMean(nn::Scope scope, int64_t c_m, int64_t c_hidde
 
 Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk,
                                    const Tensor& into) const {
-  const int64_t c_m = layer_norm_input_.scale().numel(), c = c_hidden_;
+  const int64_t c_m = layer_norm_input_.scale().numel();
   FC_CHECK(m.dim() == 3 && m.size(2) == c_m && msa_mask.dim() == 2 && msa_mask.size(0) == m.size(0) &&
                msa_mask.size(1) == m.size(1),
            "OuterProductMean '", path(), "': m ", m.shape().str(), ", msa_mask ", msa_mask.shape().str(),
            " (expected [S, N, ", c_m, "] and [S, N])");
-  const int64_t s = m.size(0), n = m.size(1);
+  const int64_t n = m.size(1);
   const Tensor mask = mask_in(msa_mask, DType::f32).contiguous();
-  const auto [a, b] = projections(m, mask, chunk);   // [S, N, c] each
-  const Variable b2 = autograd::reshape(b, {s, n * c});  // [S, N·c]
+  const auto [a, b] = projections(m, mask, chunk);  // [S, N, c] each
   const Tensor inv_norm =
       derived_mask(mask, "outer product mean norm", [&] { return inverse_norm(mask, mask); }).view({n, n, 1});
   return run_chunked(n, chunk, [&](int64_t i0, int64_t len) {
-    const Variable a2 = autograd::reshape(autograd::contiguous(autograd::narrow(a, 1, i0, len)), {s, len * c});
-    const Variable outer = autograd::reshape(autograd::matmul(a2, b2, true, false), {len, c, n, c});  // [i,c,j,e]
-    const Variable flat = autograd::reshape(autograd::contiguous(autograd::permute(outer, {0, 2, 1, 3})),
-                                            {len, n, c * c});                                      // [i,j,c·e]
-    return autograd::mul(output_.forward(flat), Variable(inv_norm.narrow(0, i0, len)));           // [i,j,c_z]
+    return autograd::mul(project_outer(autograd::narrow(a, 1, i0, len), b),
+                         Variable(inv_norm.narrow(0, i0, len)));  // [i, j, c_z]
   }, 0, into);
+}
+
+Variable OuterProductMean::project_outer(const Variable& a, const Variable& b) const {
+  const int64_t c = c_hidden_, c_z = output_.weight().size(1);
+  const Variable outer = autograd::outer_product_rows(a, b);  // [i, j, e, c]
+  const Variable w_ec = autograd::reshape(
+      autograd::contiguous(autograd::permute(autograd::reshape(output_.weight(), {c, c, c_z}), {1, 0, 2})),
+      {c * c, c_z});
+  return autograd::linear(autograd::reshape(outer, {outer.size(0), outer.size(1), c * c}), w_ec, output_.bias());
 }
 
 Tensor OuterProductMean::inverse_norm(const Tensor& rows_mask, const Tensor& mask) {

@@ -37,6 +37,10 @@ class OuterProductMean : public nn::Module {
   std::pair<Variable, Variable> projections(const Variable& m, const Tensor& mask, int64_t chunk) const;
   // 1 / (1e-3 + Σ_s rows_mask_si mask_sj) [K, N] for rows_mask [S, K] and mask [S, N] (f32).
   static Tensor inverse_norm(const Tensor& rows_mask, const Tensor& mask);
+  // output(Σ_s a[s, i] ⊗ b[s, j]) [I, J, c_z] for a [S, I, c] and b [S, J, c], before the
+  // normalisation: autograd::outer_product_rows ([I, J, e, c], no transposed copy) and the output
+  // weight's rows taken in that (e, c) order (a permuted view of its (c, e) rows: [c·c, c_z] is small).
+  Variable project_outer(const Variable& a, const Variable& b) const;
   int64_t c_hidden_;
   nn::LayerNorm layer_norm_input_;
   nn::Linear left_, right_, output_;

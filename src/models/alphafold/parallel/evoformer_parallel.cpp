@@ -195,7 +195,7 @@ Tensor TriangleMultiplication::forward_dap_ring(
 
 Variable OuterProductMean::forward_dap(const Variable& m_rows, const Tensor& msa_mask, const ParallelGroup& g,
                                        int64_t chunk) const {
-  const int64_t c = c_hidden_, s = msa_mask.size(0), n = msa_mask.size(1), p = g.size();
+  const int64_t s = msa_mask.size(0), n = msa_mask.size(1), p = g.size();
   FC_CHECK(m_rows.dim() == 3 && m_rows.size(0) * p == s && m_rows.size(1) == n && n % p == 0, "OuterProductMean '",
            path(), "' (DAP): m rows ", m_rows.shape().str(), ", msa_mask ", msa_mask.shape().str(), ", ", p, " ranks");
   const int64_t k = n / p;
@@ -223,15 +223,12 @@ Variable OuterProductMean::forward_dap(const Variable& m_rows, const Tensor& msa
     Tensor u;  // [k, N, c_z], in the output projection's dtype
     for_each_ring_piece(g, b_local, 1, piece, [&](int q, int64_t j0, const Tensor& current) {
       const int64_t len = current.size(1), first = q * k + j0;  // the piece's columns of the update
-      const Variable b2 = ag::reshape(Variable(current), {s, len * c});
+      const Variable piece_b(current);  // [S, len, c]
       for (int64_t i0 = 0; i0 < k; i0 += row_block) {
         const int64_t rows = std::min(row_block, k - i0);
-        const Variable a2 = ag::reshape(ag::contiguous(ag::narrow(a, 1, i0, rows)), {s, rows * c});
-        const Variable outer = ag::reshape(ag::matmul(a2, b2, true, false), {rows, c, len, c});  // [i,c,j,e]
-        const Variable flat = ag::reshape(ag::contiguous(ag::permute(outer, {0, 2, 1, 3})), {rows, len, c * c});
-        const Tensor y =
-            ag::mul(output_.forward(flat), Variable(inv_norm.narrow(0, i0, rows).narrow(1, first, len).contiguous()))
-                .value();  // [rows, len, c_z]
+        const Tensor y = ag::mul(project_outer(ag::narrow(a, 1, i0, rows), piece_b),
+                                 Variable(inv_norm.narrow(0, i0, rows).narrow(1, first, len).contiguous()))
+                             .value();  // [rows, len, c_z]
         if (!u.defined()) u = Tensor::empty({k, n, y.size(2)}, y.dtype(), y.device());
         u.narrow(0, i0, rows).narrow(1, first, len).copy_(y);
       }
@@ -245,14 +242,12 @@ Variable OuterProductMean::forward_dap(const Variable& m_rows, const Tensor& msa
   PendingVariable b_all = g.gather_async(ag::mul(right_.forward(x), mask3), 0, dap_wire_dtype());  // [S, N, c]
   const Variable a = g.switch_axis(ag::mul(left_.forward(x), mask3), 0, 1, dap_wire_dtype());      // [S, k, c]
   const Tensor inv_norm = inverse_norm();
-  const Variable b2 = ag::reshape(b_all.get(), {s, n * c});
-  // The update's rows by chunks (chunk 0: at once): the [len, c, N, c] outer products and their
-  // permuted copy exist for one chunk at a time.
+  const Variable b = b_all.get();  // [S, N, c]
+  // The update's rows by chunks (chunk 0: at once): the [len, N, c, c] outer products exist for one
+  // chunk at a time.
   return run_chunked(k, chunk, [&](int64_t i0, int64_t len) {
-    const Variable a2 = ag::reshape(ag::contiguous(ag::narrow(a, 1, i0, len)), {s, len * c});
-    const Variable outer = ag::reshape(ag::matmul(a2, b2, true, false), {len, c, n, c});  // [i,c,j,e]
-    const Variable flat = ag::reshape(ag::contiguous(ag::permute(outer, {0, 2, 1, 3})), {len, n, c * c});
-    return ag::mul(output_.forward(flat), Variable(inv_norm.narrow(0, i0, len)));  // [len, N, c_z]
+    return ag::mul(project_outer(ag::narrow(a, 1, i0, len), b),
+                   Variable(inv_norm.narrow(0, i0, len)));  // [len, N, c_z]
   });
 }
 

@@ -64,6 +64,18 @@ InvariantPointAttention::InvariantPointAttention(nn::Scope scope, const Structur
   point_weights_ = add_parameter("trainable_point_weights", {cfg.num_head}, false, point_weight_init(cfg.num_head));
 }
 
+// Blocks keep the [H, rows, N] logits and their companions, and the block's pair rows
+// [rows, N, c_z], near kRowBlockValues values instead of growing with N² (≈ 0.1 fp32 pair each for
+// the logits, several at once; a whole pair for the rows). The same arithmetic row by row: every
+// row's values come from the same kernels on the same operands (a GEMM over fewer rows may take
+// another BLAS blocking: ~1e-7 relative). Up to kWholeValues all rows at once: the blocks would
+// only add launches (about 35 per block and layer).
+int64_t ipa_inference_row_block(int64_t n, const StructureModuleConfig& cfg) {
+  constexpr int64_t kRowBlockValues = int64_t{1} << 22, kWholeValues = int64_t{1} << 23;
+  const int64_t per_row = std::max<int64_t>(1, std::max(cfg.num_head, cfg.c_z) * n);
+  return per_row * n <= kWholeValues ? std::max<int64_t>(1, n) : std::max<int64_t>(1, kRowBlockValues / per_row);
+}
+
 Variable InvariantPointAttention::forward(const Variable& s, const Variable& z, const Tensor& mask, const Variable& rot,
                                           const Variable& trans) const {
   const int64_t n = s.size(0);
@@ -145,18 +157,9 @@ Variable InvariantPointAttention::forward(const Variable& s, const std::function
         ag::matmul(ag::contiguous(ag::permute(attn, {1, 0, 2})), z), {len, h * cfg_.c_z});
     return concat_f32({o_scalar, o_xyz, o_norm, o_pair}, -1);
   };
-  // Inference: query rows in blocks, so the [H, rows, N] logits and their companions, and the
-  // block's pair rows [rows, N, c_z], stay near kRowBlockValues values instead of growing with N²
-  // (≈ 0.1 fp32 pair each for the logits, several at once; a whole pair for the rows). The same
-  // arithmetic row by row: every row's values come from the same kernels on the same operands (a
-  // GEMM over fewer rows may take another BLAS blocking: ~1e-7 relative).
-  // run_chunked runs the whole once in grad mode. Where the whole [N, N, max(H, c_z)] is at most
-  // kWholeValues (N ≤ 256 at c_z = 128: a training crop's no-grad recycling iterations), all rows at
-  // once: the blocks would only add launches (about 35 per block and layer).
-  constexpr int64_t kRowBlockValues = int64_t{1} << 22, kWholeValues = int64_t{1} << 23;
-  const int64_t per_row = std::max<int64_t>(1, std::max(h, cfg_.c_z) * n);
-  const int64_t block =
-      per_row * n <= kWholeValues ? std::max<int64_t>(1, n) : std::max<int64_t>(1, kRowBlockValues / per_row);
+  // Inference: query rows in blocks (ipa_inference_row_block); run_chunked runs the whole once in
+  // grad mode.
+  const int64_t block = ipa_inference_row_block(n, cfg_);
   if (split == nullptr) return output_projection_.forward(run_chunked(n, block, rows));
   FC_CHECK(!ag::grad_enabled(), "InvariantPointAttention: split query rows are for inference");
   const PairRows pr = PairRows::of(*split, n);

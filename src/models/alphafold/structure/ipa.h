@@ -34,6 +34,13 @@ namespace foldcore::af2 {
 using autograd::Variable;
 class ParallelGroup;
 
+// The query rows one no-grad block of invariant point attention takes at N residues: all N where
+// the whole [N, N, max(H, c_z)] is at most 2^23 values (N <= 256 at c_z = 128: a training crop's
+// recycling iterations, where blocks would only add launches), else blocks of about 2^22 values
+// (long predictions: the [H, rows, N] logits and the block's pair rows stay bounded). The memory
+// estimate (apps/memory_estimate.h) reads it too: whole rows hold about a pair of temporaries.
+int64_t ipa_inference_row_block(int64_t n, const StructureModuleConfig& cfg);
+
 class InvariantPointAttention : public nn::Module {
  public:
   InvariantPointAttention(nn::Scope scope, const StructureModuleConfig& cfg);
