@@ -106,9 +106,11 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
   constexpr const char* op = "bias_dropout_residual_layernorm_forward";
   const auto [rows, c] = check_common(op, x, gamma, mean, rstd);
   check_param(op, "beta", beta, gamma);
-  check_like(op, "residual", residual, x);
-  check_like(op, "y", y, x);
-  if (h.defined()) check_like(op, "h", h, x);
+  // residual and h set T; x and y are T or, for an f32 T, 16-bit (check_output's rule).
+  FC_CHECK(residual.defined(), op, ": residual must be defined");
+  check_output(op, "x", x, residual);
+  check_output(op, "y", y, residual);
+  if (h.defined()) check_like(op, "h", h, residual);
   if (bias.defined())
     FC_CHECK(bias.dim() == 1 && bias.size(0) == c && bias.dtype() == x.dtype() && bias.device() == x.device() &&
                  bias.is_contiguous(),

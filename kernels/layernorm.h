@@ -34,9 +34,12 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
 // with the dropout mask of bias_dropout_residual (kernels/elementwise.h, kernels/dropout_mask.h:
 // element (r,c) keeps iff philox_keep(seed, offset, mask_index(r·C + c), p); shared_dims allowed),
 // so it equals bias_dropout_residual_forward followed by layernorm_forward with the same args.
-// x, residual, y: [rows..., C] contiguous, one float dtype; bias: optional [C] of x's dtype;
-// gamma, beta: [C] f32; mean, rstd: [rows] f32. h (the pre-LN sum the backward needs) is optional
-// (undefined: not stored, e.g. inference) and may alias residual (in-place residual update).
+// residual, h: [rows..., C] contiguous, one float dtype T; x and y: the same shape, each T or, for
+// an f32 T, a 16-bit dtype (a pre-LN stream: a bf16 update of the fp32 stream, and the next
+// module's LayerNorm straight into its GEMMs' dtype; x's value is exact in fp32, y is rounded once
+// as stored); bias: optional [C] of x's dtype; gamma, beta: [C] f32; mean, rstd: [rows] f32. h
+// (the pre-LN sum the backward needs, and the stream of a pre-LN model) is optional (undefined: not
+// stored, e.g. inference) and may alias residual (in-place residual update).
 void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
                                              const DropoutArgs& d, const Tensor& gamma, const Tensor& beta,
                                              float eps, const Tensor& h, const Tensor& y, const Tensor& mean,

@@ -134,30 +134,37 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
                                              const Tensor& beta, float eps, const Tensor& h, const Tensor& y,
                                              const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t c) {
   const float keep_scale = dropout_scale(d.p);
-  dispatch_float(x.dtype(), [&](auto tag) {
+  // T: residual and h; TX: x and bias; TY: y (each T, or 16-bit for an f32 T: the dispatcher checks).
+  dispatch_float(residual.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* px = x.data<T>();
-    const T* pb = ptr_or_null<T>(bias);
-    const T* pr = residual.data<T>();  // h may alias residual: each row is read before it is written
-    T* ph = mut_ptr_or_null<T>(h);
-    std::optional<DropoutKeep> keeps;
-    if (d.p > 0.f) keeps.emplace(d.seed, d.offset, d.p, mask, c);
-    auto load = [&](int64_t r, float* buf) {
-      thread_local std::vector<unsigned char> keep;
-      if (d.p > 0.f) {
-        keep.resize(static_cast<size_t>(c));
-        keeps->row(r, keep.data());
-      }
-      for (int64_t j = 0; j < c; ++j) {
-        float v = static_cast<float>(px[r * c + j]) + (pb ? static_cast<float>(pb[j]) : 0.f);
-        if (d.p > 0.f) v = keep[j] ? v * keep_scale : 0.f;
-        const T hv = T(static_cast<float>(pr[r * c + j]) + v);
-        buf[j] = static_cast<float>(hv);
-        if (ph) ph[r * c + j] = hv;
-      }
-    };
-    normalise_rows<T>(load, gamma.data<float>(), beta.data<float>(), eps, y.data<T>(), mean.data<float>(),
-                      rstd.data<float>(), rows, c);
+    dispatch_float(x.dtype(), [&](auto xtag) {
+      using TX = decltype(xtag);
+      const TX* px = x.data<TX>();
+      const TX* pb = ptr_or_null<TX>(bias);
+      const T* pr = residual.data<T>();  // h may alias residual: each row is read before it is written
+      T* ph = mut_ptr_or_null<T>(h);
+      std::optional<DropoutKeep> keeps;
+      if (d.p > 0.f) keeps.emplace(d.seed, d.offset, d.p, mask, c);
+      auto load = [&](int64_t r, float* buf) {
+        thread_local std::vector<unsigned char> keep;
+        if (d.p > 0.f) {
+          keep.resize(static_cast<size_t>(c));
+          keeps->row(r, keep.data());
+        }
+        for (int64_t j = 0; j < c; ++j) {
+          float v = static_cast<float>(px[r * c + j]) + (pb ? static_cast<float>(pb[j]) : 0.f);
+          if (d.p > 0.f) v = keep[j] ? v * keep_scale : 0.f;
+          const T hv = T(static_cast<float>(pr[r * c + j]) + v);
+          buf[j] = static_cast<float>(hv);
+          if (ph) ph[r * c + j] = hv;
+        }
+      };
+      dispatch_float(y.dtype(), [&](auto ytag) {
+        using TY = decltype(ytag);
+        normalise_rows<TY>(load, gamma.data<float>(), beta.data<float>(), eps, y.data<TY>(), mean.data<float>(),
+                           rstd.data<float>(), rows, c);
+      });
+    });
   });
 }
 

@@ -51,20 +51,22 @@ template <int V> __device__ __forceinline__ void pack_keep(const LnDropout& d, i
 
 // kFused: h = residual + dropout(x + bias) is built and stored in the first pass, then normalised;
 // else x is normalised (h, res, bias unused). h may alias res (no __restrict__ on either). y is
-// of type TY: T, or 16-bit for an f32 x (plain LayerNorm only), rounded once as it is stored.
-template <typename T, typename TY, int G, int V, bool kFused>
-__global__ void ln_forward_kernel(const T* x, const T* bias, const T* res, T* h, LnDropout d,
+// of type TY: T, or 16-bit for an f32 T, rounded once as it is stored. x and bias are of type TX:
+// T, or (fused) 16-bit for an f32 T (a bf16 update of an fp32 stream), exact in fp32. Unfused,
+// TX = T (x is what is normalised).
+template <typename T, typename TX, typename TY, int G, int V, bool kFused>
+__global__ void ln_forward_kernel(const TX* x, const TX* bias, const T* res, T* h, LnDropout d,
                                   const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
                                   TY* __restrict__ y, float* mean, float* rstd, int64_t rows, int c) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kRowBlock / G) + threadIdx.x / G;
   const int tid = threadIdx.x % G;
   if (row >= rows) return;  // uniform per group (G = block only when grid == rows)
-  const T* hr = x + row * c;
+  const T* hr = reinterpret_cast<const T*>(x) + row * c;  // unfused: TX = T
   float s = 0.f;
   if constexpr (kFused) {
     hr = h + row * c;
     for (int j = tid * V; j < c; j += G * V) {
-      const auto xv = load_vec<T, V>(x + row * c + j);
+      const auto xv = load_vec<TX, V>(x + row * c + j);
       const auto rv = load_vec<T, V>(res + row * c + j);
       bool keep[V];
       if (d.p > 0.f) pack_keep<V>(d, row * c + j, keep);
@@ -349,25 +351,31 @@ void launch_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
   FC_CHECK(c < (1ll << 31), "layernorm_forward (cuda): row length ", c, " too large");
   set_device(x.device());
   const cudaStream_t stream = cuda_stream_of(x.device());
-  auto go = [&](auto tag, auto ytag) {
+  // T: the normalised rows' dtype (h fused, x unfused); TX: x's; TY: y's. The vector is sized by T
+  // (4 fp32: 8-byte loads of a 16-bit x or y, on 16-byte aligned pointers).
+  auto go = [&](auto tag, auto xtag, auto ytag) {
     using T = decltype(tag);
+    using TX = decltype(xtag);
     using TY = decltype(ytag);
     const bool aligned = can_vectorise(c, sizeof(T),
                                        {x.data_ptr(), y.data_ptr(), gamma.data_ptr(), beta.data_ptr(),
-                                        ptr_or_null<T>(residual), ptr_or_null<T>(h), ptr_or_null<T>(bias)});
+                                        ptr_or_null<T>(residual), ptr_or_null<T>(h), ptr_or_null<TX>(bias)});
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
-      launch_kernel<ln_forward_kernel<T, TY, G, V, kFused>>(row_blocks<G>(rows), kRowBlock, 0, stream,
-          static_cast<const T*>(x.data_ptr()), ptr_or_null<T>(bias), ptr_or_null<T>(residual), ptr_or_null<T>(h), d,
+      launch_kernel<ln_forward_kernel<T, TX, TY, G, V, kFused>>(row_blocks<G>(rows), kRowBlock, 0, stream,
+          static_cast<const TX*>(x.data_ptr()), ptr_or_null<TX>(bias), ptr_or_null<T>(residual), ptr_or_null<T>(h), d,
           gamma.data<float>(), beta.data<float>(), eps, static_cast<TY*>(y.data_ptr()), mean.data<float>(),
           rstd.data<float>(), rows, static_cast<int>(c));
       FC_CUDA_CHECK_LAUNCH();
     });
   };
   if constexpr (kFused) {
-    cuda_dispatch_float(x.dtype(), [&](auto tag) { go(tag, tag); });  // y has x's dtype
+    // residual's dtype with x and y each that one or (for fp32) 16-bit: dispatch_pair's rule twice.
+    dispatch_pair(residual.dtype(), x.dtype(), [&](auto tag, auto xtag) {
+      dispatch_pair(residual.dtype(), y.dtype(), [&](auto, auto ytag) { go(tag, xtag, ytag); });
+    });
   } else {
-    dispatch_pair(x.dtype(), y.dtype(), go);
+    dispatch_pair(x.dtype(), y.dtype(), [&](auto tag, auto ytag) { go(tag, tag, ytag); });
   }
 }
 
@@ -383,7 +391,7 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
                                              const Tensor& beta, float eps, const Tensor& h, const Tensor& y,
                                              const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t c) {
   // The kernel re-reads h for the statistics and y, so an unrequested h still needs scratch.
-  const Tensor hh = h.defined() ? h : Tensor::empty(x.shape(), x.dtype(), x.device());
+  const Tensor hh = h.defined() ? h : Tensor::empty(x.shape(), residual.dtype(), x.device());
   launch_forward<true>(x, bias, residual, hh, ln_dropout(d, mask), gamma, beta, eps, y, mean, rstd, rows, c);
 }
 

@@ -74,6 +74,23 @@ double default_denominator(const CrossEntropyOptions& opt, int64_t rows) {
   return d;
 }
 
+// y = layer_norm(x) as a Variable: its node (x's value xv, the f32 gamma gv and the statistics
+// saved) where a gradient is needed.
+Variable record_layer_norm(const Variable& x, const Tensor& xv, const Variable& gamma, const Variable& beta,
+                           const Tensor& gv, const Tensor& mean, const Tensor& rstd, const Tensor& y) {
+  if (!any_requires_grad({x, gamma, beta})) return Variable(y);
+  auto fn = std::make_unique<LayerNormFn>();
+  fn->x = xv;
+  fn->gamma = gv;
+  fn->mean = mean;
+  fn->rstd = rstd;
+  Variable result = record1("layer_norm", std::move(fn), {x, gamma, beta}, y);
+  // A 16-bit output of an fp32 x: its backward reads an fp32 dy as well (the GEMMs that read the
+  // output give their dx in fp32, which then reaches it without a rounding pass).
+  if (result.node() && xv.dtype() == DType::f32 && y.dtype() != DType::f32) result.node()->f32_output_grads = true;
+  return result;
+}
+
 }  // namespace
 
 Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps,
@@ -87,17 +104,38 @@ Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& be
   const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
   const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
   ops::layernorm_forward(xv, gv, bv, eps, y, mean, rstd);
-  if (!any_requires_grad({x, gamma, beta})) return Variable(y);
-  auto fn = std::make_unique<LayerNormFn>();
-  fn->x = xv;
-  fn->gamma = gv;
-  fn->mean = mean;
-  fn->rstd = rstd;
-  Variable result = record1("layer_norm", std::move(fn), {x, gamma, beta}, y);
-  // A 16-bit output of an fp32 x: its backward reads an fp32 dy as well (the GEMMs that read the
-  // output give their dx in fp32, which then reaches it without a rounding pass).
-  if (result.node() && xv.dtype() == DType::f32 && y.dtype() != DType::f32) result.node()->f32_output_grads = true;
-  return result;
+  return record_layer_norm(x, xv, gamma, beta, gv, mean, rstd, y);
+}
+
+std::pair<Variable, Variable> residual_layer_norm(const Variable& x, const Variable& residual, const DropoutSpec& d,
+                                                  const Variable& gamma, const Variable& beta, float eps,
+                                                  std::optional<DType> out, bool in_place) {
+  constexpr const char* op = "residual_layer_norm";
+  FC_CHECK(x.defined() && residual.defined(), op, ": x and residual are required");
+  const DType dt = residual.dtype(), yt = out.value_or(dt);
+  // The fused kernel's dtypes (x and y each h's, or 16-bit beside an fp32 h); else the two ops.
+  auto fits = [&](DType t) { return t == dt || (dt == DType::f32 && (t == DType::bf16 || t == DType::f16)); };
+  if (!is_floating(dt) || !fits(x.dtype()) || !fits(yt)) {
+    const Variable h = bias_dropout_residual(x, Variable(), residual, d, in_place);
+    return {h, layer_norm(h, gamma, beta, eps, out)};
+  }
+  const int64_t c = x.size(-1);
+  FC_CHECK(residual.shape() == x.shape(), op, ": residual ", residual.shape().str(), " vs x ", x.shape().str());
+  FC_CHECK(gamma.shape() == Shape({c}) && beta.shape() == Shape({c}), op, ": gamma ", gamma.shape().str(), ", beta ",
+           beta.shape().str(), " for x ", x.shape().str());
+  FC_CHECK(d.p >= 0.f && d.p < 1.f, op, ": dropout rate ", d.p, " outside [0, 1)");
+  const ops::DropoutArgs args = detail::dropout_args(d);  // the draw bias_dropout_residual makes
+  const Tensor xv = x.value().contiguous(), rv = residual.value().contiguous();
+  Tensor h;  // bias_dropout_residual's output rule
+  if (in_place && detail::can_overwrite(residual)) h = residual.value();
+  if (!h.defined()) h = Tensor::empty(xv.shape(), dt, xv.device());
+  const Tensor gv = gamma.value().to(DType::f32), bv = beta.value().to(DType::f32);
+  Tensor y = detail::empty_like(xv, yt);
+  const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
+  const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
+  ops::bias_dropout_residual_layernorm_forward(xv, Tensor(), rv, args, gv, bv, eps, h, y, mean, rstd);
+  const Variable hv = detail::record_bias_dropout_residual(x, Variable(), residual, args, h);
+  return {hv, record_layer_norm(hv, h, gamma, beta, gv, mean, rstd, y)};  // layer_norm's node on h
 }
 
 Variable bias_dropout_residual_layer_norm(const Variable& x0, const Variable& bias0, const Variable& residual0,

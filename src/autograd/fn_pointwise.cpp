@@ -267,6 +267,13 @@ Variable bias_dropout_residual(const Variable& x0, const Variable& bias0, const 
   if (!out.defined()) out = Tensor::empty(xv.shape(), dt, xv.device());
   ops::bias_dropout_residual_forward(xv, bias.defined() ? bias.value() : Tensor(),
                                      has_res ? residual.value().contiguous() : Tensor(), args, out);
+  return detail::record_bias_dropout_residual(x, bias, residual, args, out);
+}
+
+namespace detail {
+
+Variable record_bias_dropout_residual(const Variable& x, const Variable& bias, const Variable& residual,
+                                      const ops::DropoutArgs& args, const Tensor& out) {
   auto fn = std::make_unique<BiasDropoutResidualFn>();
   fn->args = args;
   fn->x_shape = x.shape();
@@ -275,5 +282,7 @@ Variable bias_dropout_residual(const Variable& x0, const Variable& bias0, const 
   if (bias.defined()) fn->bias_shape = bias.shape();
   return record1("bias_dropout_residual", std::move(fn), {x, bias, residual}, out);
 }
+
+}  // namespace detail
 
 }  // namespace foldcore::autograd

@@ -43,6 +43,12 @@ ops::DropoutArgs dropout_args(const DropoutSpec& d);
 // the only reference to its whole storage and v is not a leaf that needs grad.
 bool can_overwrite(const Variable& v);
 
+// The node bias_dropout_residual records for its output `out` (x, bias and residual as it passes
+// them: x uncast in the mixed case), for an op whose kernel made that output itself (the fused
+// LayerNorm of residual_layer_norm): the same backward.
+Variable record_bias_dropout_residual(const Variable& x, const Variable& bias, const Variable& residual,
+                                      const ops::DropoutArgs& args, const Tensor& out);
+
 // The GEMM compute dtype: the autocast dtype when set, else `own`.
 inline DType gemm_dtype(DType own) { return autocast_dtype().value_or(own); }
 

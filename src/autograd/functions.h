@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "autograd/variable.h"
@@ -135,6 +136,15 @@ Variable bias_dropout_residual(const Variable& x, const Variable& bias, const Va
 Variable bias_dropout_residual_layer_norm(const Variable& x, const Variable& bias, const Variable& residual,
                                           const DropoutSpec& d, const Variable& gamma, const Variable& beta,
                                           float eps, bool in_place = false);
+// Pre-LN residual add and the next module's LayerNorm in one pass (kernels/layernorm.h):
+//   h = residual + dropout(x),  y = LayerNorm(h)·gamma + beta in dtype `out` (default: h's)
+// returned as {h, y}, equal to {bias_dropout_residual(x, {}, residual, d, in_place), layer_norm(h,
+// gamma, beta, eps, out)} bit for bit, with the same dropout stream and the same two backward nodes
+// (so the gradients are theirs), without the LayerNorm's second read of h. x: residual's dtype or,
+// for an fp32 residual, 16-bit; `out`: the same rule. Other dtypes run the two ops.
+std::pair<Variable, Variable> residual_layer_norm(const Variable& x, const Variable& residual, const DropoutSpec& d,
+                                                  const Variable& gamma, const Variable& beta, float eps,
+                                                  std::optional<DType> out = std::nullopt, bool in_place = false);
 
 // ---------------------------------------------------------------- gather
 Variable embedding(const Variable& table, const Tensor& idx);  // table [V, C], idx […] → […, C]

@@ -69,6 +69,16 @@ Variable LayerNorm::forward_for_gemm(const Variable& x) const {
   return forward(x);
 }
 
+std::pair<Variable, Variable> LayerNorm::residual_forward_for_gemm(const Variable& update, const Variable& residual,
+                                                                   const autograd::DropoutSpec& d,
+                                                                   bool in_place) const {
+  // forward_for_gemm's output dtype for h (residual's dtype).
+  const std::optional<DType> ac = autograd::autocast_dtype();
+  std::optional<DType> out;
+  if (residual.dtype() == DType::f32 && ac && (*ac == DType::bf16 || *ac == DType::f16)) out = *ac;
+  return autograd::residual_layer_norm(update, residual, d, scale_, offset_, eps_, out, in_place);
+}
+
 Dropout::Dropout(Scope scope, float p, std::vector<int> shared_dims)
     : Module(std::move(scope)), p_(p), shared_dims_(std::move(shared_dims)) {
   FC_CHECK(p >= 0.f && p < 1.f, "Dropout '", path(), "': rate ", p, " outside [0, 1)");

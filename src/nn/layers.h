@@ -55,6 +55,11 @@ class LayerNorm : public Module {
   // autocast dtype (what the GEMMs would cast an f32 LN(x) to, the same values, with no f32 copy and
   // no conversion pass, and the gradient read back as it comes); otherwise forward(x).
   Variable forward_for_gemm(const Variable& x) const;
+  // A pre-LN stream's residual add and this LayerNorm of its result, for GEMMs to read, in one pass
+  // (autograd::residual_layer_norm): {h, forward_for_gemm(h)} for h = residual + dropout(update),
+  // the same values and gradients as the two made apart.
+  std::pair<Variable, Variable> residual_forward_for_gemm(const Variable& update, const Variable& residual,
+                                                          const autograd::DropoutSpec& d, bool in_place) const;
   const Variable& scale() const { return scale_; }
   const Variable& offset() const { return offset_; }
 

@@ -20,9 +20,9 @@ Transition::Transition(Scope scope, int64_t c, int64_t n)
   register_child(fc2_);
 }
 
-Variable Transition::forward(const Variable& x) const {
-  return fc2_.forward(fc1_.forward(norm_.forward_for_gemm(x)));
-}
+Variable Transition::forward(const Variable& x) const { return forward_normalized(norm_.forward_for_gemm(x)); }
+
+Variable Transition::forward_normalized(const Variable& x_ln) const { return fc2_.forward(fc1_.forward(x_ln)); }
 
 FeedForward::FeedForward(Scope scope, int64_t d, int64_t ff, Init init)
     : Module(std::move(scope)),

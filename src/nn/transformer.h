@@ -10,6 +10,9 @@ class Transition : public Module {
  public:
   Transition(Scope scope, int64_t c, int64_t n = 4);
   Variable forward(const Variable& x) const;
+  // The same from x_ln = norm().forward_for_gemm(x) made by the caller (a fused residual add).
+  Variable forward_normalized(const Variable& x_ln) const;
+  const LayerNorm& norm() const { return norm_; }
 
  private:
   LayerNorm norm_;

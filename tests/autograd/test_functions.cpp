@@ -316,6 +316,46 @@ TEST(AutogradFunctions, Bf16UpdateOfAnFp32StreamEqualsTheCastOne) {
   }
 }
 
+// residual_layer_norm: {h, y} and every gradient bit for bit those of bias_dropout_residual then
+// layer_norm (the same two nodes), with dropout: a bf16 update of an fp32 stream with y in bf16 (an
+// Evoformer module's residual add and the next module's LayerNorm for its GEMMs), fp32 throughout,
+// and a dtype mix the fused kernel does not take (an fp32 update of a bf16 stream: the two ops). The
+// LayerNorm output feeds a product with w and h feeds one with w2, so both paths reach the stream.
+TEST(AutogradFunctions, ResidualLayerNormEqualsTheTwoOps) {
+  Generator g(12);
+  const Shape s{4, 5, 16};
+  const Tensor gv = randn({16}, g, 1.f, 0.3f), bv = randn({16}, g);
+  for (const auto& [xt, rt, yt] : {std::tuple{DType::bf16, DType::f32, DType::bf16},
+                                   std::tuple{DType::f32, DType::f32, DType::f32},
+                                   std::tuple{DType::f32, DType::bf16, DType::f32}}) {
+    SCOPED_TRACE(std::string(dtype_name(xt)) + " update, " + std::string(dtype_name(rt)) + " stream, " +
+                 std::string(dtype_name(yt)) + " y");
+    const Tensor xv = randn(s, g).to(xt), rv = randn(s, g, 0.5f, 2.f).to(rt);
+    const Tensor w = randn(s, g).to(yt), w2 = randn(s, g).to(rt);
+    const auto run = [&](bool fused) {
+      const Variable x(xv.clone(), true), r(rv.clone(), true), gamma(gv.clone(), true), beta(bv.clone(), true);
+      Generator rng(5);
+      const DropoutSpec d{0.3f, &rng, {-2}};
+      Variable h, y;
+      if (fused) {
+        std::tie(h, y) = residual_layer_norm(x, r, d, gamma, beta, 1e-5f, yt);
+      } else {
+        h = bias_dropout_residual(x, {}, r, d);
+        y = layer_norm(h, gamma, beta, 1e-5f, yt);
+      }
+      EXPECT_EQ(y.dtype(), yt);
+      backward({y, h}, {w, w2});
+      return std::vector<Tensor>{h.value().to(DType::f32), y.value().to(DType::f32), x.grad().to(DType::f32),
+                                 r.grad().to(DType::f32), gamma.grad(), beta.grad()};
+    };
+    const auto a = run(true), b = run(false);
+    for (size_t i = 0; i < a.size(); ++i) {
+      SCOPED_TRACE(i);
+      FC_EXPECT_CLOSE(a[i], b[i], 0, 0);
+    }
+  }
+}
+
 TEST(AutogradFunctions, EmbeddingAndOneHot) {
   Generator g(10);
   const Tensor idx = Tensor::from_vector_i64({1, 3, 1, 0}, {2, 2});

@@ -239,18 +239,19 @@ void randomize_params(autograd::ParamStore& ps, Generator& gen) {
   values.copy_(Tensor::from_vector(v, values.shape()));
 }
 
-// A small block (eval mode) with random parameters and inputs m [3, 5, c_m], z [5, 5, c_z], drawn
-// from `gen` after the parameters; the MSA mask is 0 at the flat indices `msa_zeros`, the pair
-// mask at 3 and 11.
+// A small block (eval mode; training mode with dropout masks from `rng` where one is given) with
+// random parameters and inputs m [3, 5, c_m], z [5, 5, c_z], drawn from `gen` after the parameters;
+// the MSA mask is 0 at the flat indices `msa_zeros`, the pair mask at 3 and 11.
 struct SmallBlock {
   EvoformerBlockConfig c;
   autograd::ParamStore ps;
   Generator init, gen;
   EvoformerBlock block;
   Tensor m, z, msa_mask, pair_mask;
-  SmallBlock(const EvoformerBlockConfig& cfg, uint64_t init_seed, uint64_t gen_seed, const std::vector<int>& msa_zeros)
-      : c(cfg), init(init_seed), gen(gen_seed), block(nn::Scope{&ps, &init, nullptr, "block"}, c) {
-    block.train(false);
+  SmallBlock(const EvoformerBlockConfig& cfg, uint64_t init_seed, uint64_t gen_seed, const std::vector<int>& msa_zeros,
+             Generator* rng = nullptr)
+      : c(cfg), init(init_seed), gen(gen_seed), block(nn::Scope{&ps, &init, rng, "block"}, c) {
+    block.train(rng != nullptr);
     ps.finalize();
     randomize_params(ps, gen);
     const int64_t s = 3, n = 5;
@@ -325,6 +326,53 @@ TEST(Af2Evoformer, GradForwardModulesAreProfileStages) {
     EXPECT_NE(std::find(paths.begin(), paths.end(), path), paths.end()) << path;
   }
   profile::reset();
+}
+
+// In training (dropout on: a block's forward with gradients, and a recomputed block's first,
+// no-grad forward) each residual add makes the next module's input LayerNorm in the same pass
+// (stream_residual_norm). The block's outputs, in both modes, and every gradient are bit for bit
+// those of the LayerNorms made apart in the modules (set_residual_norm_fused(false)), fp32 and under
+// bf16 autocast, with either column attention; the same dropout masks (the generator re-seeded).
+TEST(Af2Evoformer, ResidualLayerNormsFusedGiveTheSameBlock) {
+  for (const bool global_column : {false, true})
+    for (const DType dt : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string(global_column ? "global" : "plain") + " column attention, " +
+                   std::string(dtype_name(dt)));
+      EvoformerBlockConfig cfg = small_block_config();
+      cfg.global_column_attention = global_column;
+      cfg.msa_row.dropout = 0.15f;
+      cfg.tri_mul_dropout = 0.25f;
+      cfg.tri_att.dropout = 0.25f;
+      Generator rng(21);
+      SmallBlock sb(cfg, 3, 11, {4, 7}, &rng);
+      const Tensor wm = randn(sb.m.shape(), sb.gen), wz = randn(sb.z.shape(), sb.gen);
+      auto run = [&](bool fused) {
+        set_residual_norm_fused(fused);
+        std::optional<autograd::AutocastGuard> ac;
+        if (dt != DType::f32) ac.emplace(dt);
+        std::vector<Tensor> out;
+        {
+          const autograd::NoGradGuard no_grad;
+          rng = Generator(5);
+          const auto [mo, zo] = sb.block.forward(Variable(sb.m), Variable(sb.z), sb.msa_mask, sb.pair_mask);
+          out = {mo.value(), zo.value()};
+        }
+        rng = Generator(5);
+        sb.ps.zero_grad();
+        const Variable m(sb.m, true), z(sb.z, true);
+        const auto [mo, zo] = sb.block.forward(m, z, sb.msa_mask, sb.pair_mask);
+        autograd::backward({mo, zo}, {wm.to(mo.dtype()), wz.to(zo.dtype())});
+        for (const Tensor& t : {mo.value(), zo.value(), m.grad(), z.grad(), sb.ps.grads()}) out.push_back(t.clone());
+        return out;
+      };
+      const std::vector<Tensor> fused = run(true), apart = run(false);
+      set_residual_norm_fused(true);
+      ASSERT_EQ(fused.size(), apart.size());
+      for (size_t i = 0; i < fused.size(); ++i) {
+        SCOPED_TRACE(i);
+        FC_EXPECT_CLOSE(fused[i].to(DType::f32), apart[i].to(DType::f32), 0, 0);
+      }
+    }
 }
 
 TEST(Af2Evoformer, BlockGradientsMatchFiniteDifferences) { check_block_gradients(false); }

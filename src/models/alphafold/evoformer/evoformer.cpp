@@ -80,33 +80,65 @@ std::pair<Variable, Variable> EvoformerBlock::forward_impl(Variable m, Variable 
     const profile::Scope s(name, dev);
     run();
   };
+  // In training (grad mode, or a recomputed block's first, no-grad forward: dropout on) each residual
+  // add also makes the next module's input LayerNorm of its result in the same pass
+  // (stream_residual_norm: the LayerNorm reads the stream while the add writes it), which that
+  // module takes as its normalised input: the same values and gradients, one pass over the stream
+  // fewer. m_ln / z_ln hold it from one add to the next module (undefined: the module normalises).
+  const bool fuse = residual_norm_fused() && (autograd::grad_enabled() || (chunk <= 0 && !dropout_is_identity()));
+  Variable m_ln, z_ln;
+  const auto add = [&](Variable& s, const Variable& update, const autograd::DropoutSpec& d, bool own,
+                       const nn::LayerNorm* next, Variable& ln) {
+    if (fuse && next != nullptr) {
+      std::tie(s, ln) = stream_residual_norm(s, update, d, own, *next);
+    } else {
+      s = stream_residual(s, update, d, own);
+      ln = Variable();
+    }
+  };
   // MSA track (the row attention reads z as its bias before the pair track may overwrite it).
   stage("msa_row_attention", [&] {
-    m = stream_residual(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), own_inputs);
+    add(m, row_att_.forward(m, z, msa_mask, chunk), row_att_dropout_.spec(), own_inputs,
+        col_att_ ? &col_att_->query_norm() : nullptr, m_ln);
   });
-  stage("msa_column_attention",
-        [&] { m = stream_residual(m, msa_column_update(m, msa_mask, chunk), col_att_dropout_.spec(), true); });
-  stage("msa_transition", [&] { m = stream_residual(m, transition_forward(msa_transition_, m, chunk), none, true); });
+  stage("msa_column_attention", [&] {
+    const Variable u = m_ln.defined() ? col_att_->forward_normalized(m_ln, msa_mask, chunk)
+                                      : msa_column_update(m, msa_mask, chunk);
+    add(m, u, col_att_dropout_.spec(), true, &msa_transition_.norm(), m_ln);
+  });
+  stage("msa_transition", [&] {
+    add(m, transition_forward(msa_transition_, m, chunk, Tensor(), m_ln), none, true,
+        cfg_.parallel ? nullptr : &opm_.input_norm(), m_ln);
+  });
   // Pair track. AlphaFold: the outer product mean first; Parallel Evoformer: last (below), so the
   // pair stack reads only the block's input pair.
   bool z_owned = own_inputs;
   if (!cfg_.parallel) {
-    stage("outer_product_mean", [&] { z = stream_residual(z, opm_.forward(m, msa_mask, chunk), none, own_inputs); });
+    stage("outer_product_mean", [&] {
+      add(z, opm_.forward(m, msa_mask, chunk, Tensor(), m_ln), none, own_inputs, &tri_mul_out_.input_norm(), z_ln);
+      m_ln = Variable();
+    });
     z_owned = true;
   }
   stage("triangle_multiplication_outgoing", [&] {
-    z = stream_residual(z, tri_mul_out_.forward(z, pair_mask, chunk), tri_mul_out_dropout_.spec(), z_owned);
+    add(z, tri_mul_out_.forward(z, pair_mask, chunk, Tensor(), z_ln), tri_mul_out_dropout_.spec(), z_owned,
+        &tri_mul_in_.input_norm(), z_ln);
   });
   stage("triangle_multiplication_incoming", [&] {
-    z = stream_residual(z, tri_mul_in_.forward(z, pair_mask, chunk), tri_mul_in_dropout_.spec(), true);
+    add(z, tri_mul_in_.forward(z, pair_mask, chunk, Tensor(), z_ln), tri_mul_in_dropout_.spec(), true,
+        &tri_att_start_.input_norm(), z_ln);
   });
   stage("triangle_attention_starting_node", [&] {
-    z = stream_residual(z, tri_att_start_.forward(z, pair_mask, chunk), tri_att_start_dropout_.spec(), true);
+    add(z, tri_att_start_.forward(z, pair_mask, chunk, Tensor(), z_ln), tri_att_start_dropout_.spec(), true,
+        &tri_att_end_.input_norm(), z_ln);
   });
   stage("triangle_attention_ending_node", [&] {
-    z = stream_residual(z, tri_att_end_.forward(z, pair_mask, chunk), tri_att_end_dropout_.spec(), true);
+    add(z, tri_att_end_.forward(z, pair_mask, chunk, Tensor(), z_ln), tri_att_end_dropout_.spec(), true,
+        &pair_transition_.norm(), z_ln);
   });
-  stage("pair_transition", [&] { z = stream_residual(z, transition_forward(pair_transition_, z, chunk), none, true); });
+  stage("pair_transition", [&] {
+    add(z, transition_forward(pair_transition_, z, chunk, Tensor(), z_ln), none, true, nullptr, z_ln);
+  });
   if (cfg_.parallel)
     stage("outer_product_mean", [&] { z = stream_residual(z, opm_.forward(m, msa_mask, chunk), none, true); });
   return {std::move(m), std::move(z)};

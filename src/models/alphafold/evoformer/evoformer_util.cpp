@@ -1,11 +1,13 @@
 #include "models/alphafold/evoformer/evoformer_util.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <vector>
 
 #include "autograd/grad_mode.h"
 #include "kernels/elementwise.h"
+#include "kernels/env_choice.h"
 
 namespace foldcore::af2 {
 
@@ -145,6 +147,24 @@ Variable stream_residual(const Variable& x, const Variable& update, const autogr
   return autograd::bias_dropout_residual(update, Variable(), x, d, in_place && !autograd::grad_enabled());
 }
 
+namespace {
+std::atomic<bool>& residual_norm_choice() {
+  static std::atomic<bool> on{ops::detail::choice_from_env("FOLDCORE_RESIDUAL_LN", {"fused", "apart"}) == 0};
+  return on;
+}
+}  // namespace
+
+void set_residual_norm_fused(bool on) { residual_norm_choice().store(on); }
+bool residual_norm_fused() { return residual_norm_choice().load(); }
+
+std::pair<Variable, Variable> stream_residual_norm(const Variable& x, const Variable& update,
+                                                   const autograd::DropoutSpec& d, bool in_place,
+                                                   const nn::LayerNorm& norm) {
+  if (!autograd::grad_enabled() && x.dtype() != DType::f32 && update.dtype() != x.dtype())
+    return {stream_residual(x, update, d, in_place), Variable()};
+  return norm.residual_forward_for_gemm(update, x, d, in_place && !autograd::grad_enabled());
+}
+
 Tensor own_stream(Variable& v, bool own) {
   const Tensor& t = v.value();
   if (own && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
@@ -260,7 +280,17 @@ Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable
   return bias;
 }
 
-Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk, const Tensor& into) {
+Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk, const Tensor& into,
+                            const Variable& normed) {
+  if (normed.defined()) {
+    FC_CHECK(normed.shape() == x.shape() && (chunk <= 0 || chunk >= x.size(0) || autograd::grad_enabled()),
+             "transition_forward '", tr.path(), "': a normalised input ", normed.shape().str(), " for x ",
+             x.shape().str(), " is taken unchunked only (chunk ", chunk, ")");
+    const Variable y = tr.forward_normalized(normed);
+    if (!into.defined()) return y;
+    add_into(into, y.value());
+    return Variable(into);
+  }
   return run_chunked(x.size(0), chunk, [&](int64_t s, int64_t len) {
     return tr.forward(autograd::narrow(x, 0, s, len));
   }, 0, into);

@@ -73,6 +73,18 @@ void add_into(const Tensor& dst, const Tensor& y);
 // overwritten. A bf16 inference stream (EmbeddingsAndEvoformer's stream_dtype) keeps its dtype:
 // the fp32 sum is rounded once into it (add_into) instead of promoting the stream to fp32.
 Variable stream_residual(const Variable& x, const Variable& update, const autograd::DropoutSpec& d, bool in_place);
+// stream_residual and the next module's input LayerNorm of its result in one pass: {x', y} with
+// y = norm.forward_for_gemm(x') (nn::LayerNorm::residual_forward_for_gemm), for the module to take
+// as its normalised input; the same values and gradients as the two made apart. Where the add is
+// add_into's (a 16-bit inference stream with an update of another dtype), {stream_residual(…), {}}.
+std::pair<Variable, Variable> stream_residual_norm(const Variable& x, const Variable& update,
+                                                   const autograd::DropoutSpec& d, bool in_place,
+                                                   const nn::LayerNorm& norm);
+// Whether Evoformer blocks in training make each next module's input LayerNorm in their residual
+// adds (stream_residual_norm; the default) or apart, in the module, as before (false). The same
+// values and gradients either way; FOLDCORE_RESIDUAL_LN=fused|apart sets the initial choice.
+void set_residual_norm_fused(bool on);
+bool residual_norm_fused();
 
 // The storage of a stream for in-place updates: v's own tensor when `own` and v is its only holder
 // (whole and contiguous, no other handle or view), else a fresh copy that replaces v's value (so a
@@ -137,6 +149,9 @@ Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable
 
 // nn::Transition (LN → Linear+ReLU → Linear: AF2 Alg. 9/15) chunked along axis 0 of x; `into` as
 // run_chunked's (x's own stream: x += transition(x), row chunk by row chunk).
-Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk, const Tensor& into = Tensor());
+// normed: x layer-normed by tr.norm() for the GEMMs (stream_residual_norm), taken instead of
+// normalising x (unchunked only).
+Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk, const Tensor& into = Tensor(),
+                            const Variable& normed = Variable());
 
 }  // namespace foldcore::af2

@@ -22,7 +22,7 @@ OuterProductMean::OuterProductMean(nn::Scope scope, int64_t c_m, int64_t c_hidde
 }
 
 Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, int64_t chunk,
-                                   const Tensor& into) const {
+                                   const Tensor& into, const Variable& normed) const {
   const int64_t c_m = layer_norm_input_.scale().numel();
   FC_CHECK(m.dim() == 3 && m.size(2) == c_m && msa_mask.dim() == 2 && msa_mask.size(0) == m.size(0) &&
                msa_mask.size(1) == m.size(1),
@@ -30,7 +30,7 @@ Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, in
            " (expected [S, N, ", c_m, "] and [S, N])");
   const int64_t n = m.size(1);
   const Tensor mask = mask_in(msa_mask, DType::f32).contiguous();
-  const auto [a, b] = projections(m, mask, chunk);  // [S, N, c] each
+  const auto [a, b] = projections(m, mask, chunk, normed);  // [S, N, c] each
   const Tensor inv_norm =
       derived_mask(mask, "outer product mean norm", [&] { return inverse_norm(mask, mask); }).view({n, n, 1});
   return run_chunked(n, chunk, [&](int64_t i0, int64_t len) {
@@ -62,10 +62,10 @@ Tensor OuterProductMean::inverse_norm(const Tensor& rows_mask, const Tensor& mas
   return norm;
 }
 
-std::pair<Variable, Variable> OuterProductMean::projections(const Variable& m, const Tensor& mask,
-                                                            int64_t chunk) const {
+std::pair<Variable, Variable> OuterProductMean::projections(const Variable& m, const Tensor& mask, int64_t chunk,
+                                                            const Variable& normed) const {
   const auto project = [&](const Variable& rows, const Tensor& rows_mask) {
-    const Variable x = layer_norm_input_.forward_for_gemm(rows);
+    const Variable x = normed.defined() ? normed : layer_norm_input_.forward_for_gemm(rows);
     const std::vector<Variable> lr = nn::project(x, {&left_, &right_});  // both from one cast of x
     const Variable &left = lr[0], &right = lr[1];
     // The mask (0 or 1) in the projections' dtype: under bf16 autocast the products stay bf16, the
@@ -74,7 +74,10 @@ std::pair<Variable, Variable> OuterProductMean::projections(const Variable& m, c
     return std::pair{autograd::mul(left, mask3), autograd::mul(right, mask3)};
   };
   const int64_t s = m.size(0);
+  FC_CHECK(!normed.defined() || normed.shape() == m.shape(), "OuterProductMean '", path(), "': normalised input ",
+           normed.defined() ? normed.shape().str() : "", " for m ", m.shape().str());
   if (autograd::grad_enabled() || chunk <= 0 || chunk >= s) return project(m, mask);
+  FC_CHECK(!normed.defined(), "OuterProductMean '", path(), "': a normalised input is taken unchunked only");
   Tensor a, b;
   for (int64_t r0 = 0; r0 < s; r0 += chunk) {
     const int64_t len = std::min(chunk, s - r0);

@@ -19,7 +19,12 @@ class OuterProductMean : public nn::Module {
   // m [S, N, c_m], msa_mask [S, N] → update [N, N, c_z]. chunk > 0 (no-grad): rows i in chunks.
   // `into` (no-grad only; the pair stream [N, N, c_z]): the update is added into it row chunk by
   // row chunk (run_chunked) and `into` is returned.
-  Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
+  // normed: LN(m) by input_norm() in the GEMMs' dtype, made by the caller (the preceding residual
+  // add: stream_residual_norm), taken instead of normalising m where the projections are made whole
+  // (grad mode or unchunked).
+  Variable forward(const Variable& m, const Tensor& msa_mask, int64_t chunk = 0, const Tensor& into = Tensor(),
+                   const Variable& normed = Variable()) const;
+  const nn::LayerNorm& input_norm() const { return layer_norm_input_; }
   // DAP (evoformer_parallel.cpp): m_rows [S/P, N, c_m] this rank's MSA rows, msa_mask [S, N]
   // whole. The projections are made on the rows; the left one switched to this rank's columns and
   // the right one gathered whole (both in the wire dtype: bf16 products times a 0/1 mask) → the
@@ -34,7 +39,8 @@ class OuterProductMean : public nn::Module {
  private:
   // a = mask·left(LN(m)), b = mask·right(LN(m)) [S, K, c] for m [S, K, c_m], mask [S, K] (f32).
   // Chunked inference: by chunks of MSA rows, so no whole LN(m) (MSA-sized) exists beside m.
-  std::pair<Variable, Variable> projections(const Variable& m, const Tensor& mask, int64_t chunk) const;
+  std::pair<Variable, Variable> projections(const Variable& m, const Tensor& mask, int64_t chunk,
+                                            const Variable& normed = Variable()) const;
   // 1 / (1e-3 + Σ_s rows_mask_si mask_sj) [K, N] for rows_mask [S, K] and mask [S, N] (f32).
   static Tensor inverse_norm(const Tensor& rows_mask, const Tensor& mask);
   // output(Σ_s a[s, i] ⊗ b[s, j]) [I, J, c_z] for a [S, I, c] and b [S, J, c], before the

@@ -22,7 +22,7 @@ TriangleAttention::TriangleAttention(nn::Scope scope, int64_t c_z, const Attenti
 }
 
 Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, int64_t chunk,
-                                    const Tensor& into) const {
+                                    const Tensor& into, const Variable& normed) const {
   const int64_t c = query_norm_.scale().numel();
   FC_CHECK(z.dim() == 3 && z.size(0) == z.size(1) && z.size(2) == c && pair_mask.dim() == 2 &&
                pair_mask.size(0) == z.size(0) && pair_mask.size(1) == z.size(1),
@@ -32,13 +32,15 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
   const Variable zz = starting_ ? z : autograd::transpose(z, 0, 1);
   const Tensor mask = starting_ ? pair_mask : transposed_mask(pair_mask);
   const int64_t n = z.size(0);
+  FC_CHECK(!normed.defined() || normed.shape() == z.shape(), "TriangleAttention '", path(), "': normalised input ",
+           normed.defined() ? normed.shape().str() : "", " for z ", z.shape().str());
   if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) {
     // LN acts on each (i, j) vector alone, so the ending node normalises z as it lies: its bias
     // swaps the axes of the small [H, N, N] result, and its attention runs along z's first axis
     // on the projections as they lie (column_attention): no transposed copy of the input or of
     // the update. The bias and the projections share the LN output: under a 16-bit autocast both
     // hand their dx back in fp32 (BackwardCtx::grad_dtype), summed in fp32 for one LN backward.
-    const Variable ln = query_norm_.forward_for_gemm(z);
+    const Variable ln = normed.defined() ? normed : query_norm_.forward_for_gemm(z);
     const Variable bias = pair_bias(feat_2d_, ln, !starting_);  // [1, H, N, N]
     if (starting_) return row_attention(attention_, ln, bias, mask, chunk, into);  // [N, N, c_z]
     const Variable o = column_attention(attention_, ln, bias, mask);                // [N, N, c_z]
@@ -46,6 +48,7 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
     add_into(into, o.value());
     return Variable(into);
   }
+  FC_CHECK(!normed.defined(), "TriangleAttention '", path(), "': a normalised input is taken unchunked only");
   // Chunked inference without a pair-sized LN(z): LN is recomputed per chunk of rows, once for the
   // pair bias (b[h, i, j] = Σ_c LN(z)_ijc w_ch, written chunk by chunk) and once for the attention.
   // The ending node's output chunks go straight into z's orientation (columns of the result), so

@@ -22,7 +22,11 @@ class TriangleAttention : public nn::Module {
   // [N, N, c_z] tensor the caller owns): the update is added into it chunk by chunk (rows / columns,
   // run_chunked) and `into` is returned. Safe on z itself: the pair bias is computed whole before
   // the first write, and a row (column) chunk of the update reads only the same rows (columns) of z.
-  Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
+  // normed: LN(z) by input_norm() in the GEMMs' dtype, made by the caller (the preceding residual
+  // add: stream_residual_norm), taken instead of normalising z; unchunked (or grad mode) only.
+  Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0, const Tensor& into = Tensor(),
+                   const Variable& normed = Variable()) const;
+  const nn::LayerNorm& input_norm() const { return query_norm_; }
   // DAP (evoformer_parallel.cpp): z_rows [N/P, N, c_z] this rank's pair rows, pair_mask [N, N]
   // whole; the pair bias is gathered whole. The ending node works on the columns: its LayerNorm
   // runs on the rows and is switched there in the wire dtype, the update switched back (the block

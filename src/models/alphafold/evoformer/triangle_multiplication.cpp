@@ -44,7 +44,7 @@ TriangleMultiplication::TriangleMultiplication(nn::Scope scope, int64_t c_z, int
 }
 
 Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_mask, int64_t chunk,
-                                         const Tensor& into) const {
+                                         const Tensor& into, const Variable& normed) const {
   const int64_t c_z = layer_norm_input_.scale().numel();
   FC_CHECK(z.dim() == 3 && z.size(0) == z.size(1) && z.size(2) == c_z && pair_mask.dim() == 2 &&
                pair_mask.size(0) == z.size(0) && pair_mask.size(1) == z.size(1),
@@ -53,24 +53,29 @@ Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_m
   const Tensor mask = mask_in(pair_mask, DType::f32).contiguous();
   FC_CHECK(!into.defined() || !autograd::grad_enabled(), "TriangleMultiplication '", path(),
            "': adding into a stream needs no-grad mode");
+  FC_CHECK(!normed.defined() || normed.shape() == z.shape(), "TriangleMultiplication '", path(),
+           "': normalised input ", normed.defined() ? normed.shape().str() : "", " for z ", z.shape().str());
   if (!autograd::grad_enabled()) {
-    if (chunk > 0 && chunk < z.size(0))
+    if (chunk > 0 && chunk < z.size(0)) {
+      FC_CHECK(!normed.defined(), "TriangleMultiplication '", path(), "': a normalised input is taken unchunked only");
       return into.defined() ? add_chunked(z, mask, chunk, into) : forward_chunked(z, mask, chunk);
+    }
     // The fp32 CPU inference path calls the GEMMs directly: not under bf16 autocast, where the
     // autograd ops (forward_whole) give the bf16 numerics of the graph path (a recomputed training
-    // segment's forward must match its rerun).
-    Variable u = z.device().is_cpu() && z.dtype() == DType::f32 && !autograd::autocast_dtype()
+    // segment's forward must match its rerun). A given LN(z) (a training step's no-grad forward)
+    // goes the graph path's way too.
+    Variable u = z.device().is_cpu() && z.dtype() == DType::f32 && !autograd::autocast_dtype() && !normed.defined()
                      ? forward_inference(z, mask)
-                     : forward_whole(z, mask);
+                     : forward_whole(z, mask, normed);
     if (!into.defined()) return u;
     add_into(into, u.value());
     return Variable(into);
   }
-  return forward_whole(z, mask);
+  return forward_whole(z, mask, normed);
 }
 
-Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& mask) const {
-  const Variable x = layer_norm_input_.forward_for_gemm(z);  // [N, N, c_z], in the GEMMs' dtype
+Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& mask, const Variable& normed) const {
+  const Variable x = normed.defined() ? normed : layer_norm_input_.forward_for_gemm(z);  // [N, N, c_z], the GEMMs' dtype
   // The five projections of x in one op (x cast once, one strided-batch GEMM where the widths
   // agree, one dx in the backward). The output gate's projection is made here too, in every mode, so
   // a recomputed segment's no-grad forward and its rerun compute it the same way.

@@ -58,7 +58,11 @@ class TriangleMultiplication : public nn::Module {
   // block, so b is the only pair-sized temporary) and `into` is returned. Safe on z itself: b is
   // complete before the first write, and an output block reads only the same block of z (its left
   // edge and gate) before it is written.
-  Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0, const Tensor& into = Tensor()) const;
+  // normed: LN(z) by input_norm() in the GEMMs' dtype, made by the caller (the preceding residual
+  // add: stream_residual_norm), taken instead of normalising z; unchunked (or grad mode) only.
+  Variable forward(const Variable& z, const Tensor& pair_mask, int64_t chunk = 0, const Tensor& into = Tensor(),
+                   const Variable& normed = Variable()) const;
+  const nn::LayerNorm& input_norm() const { return layer_norm_input_; }
   // DAP (evoformer_parallel.cpp): z_rows [N/P, N, c_z] this rank's pair rows, pair_mask [N, N]
   // whole. Outgoing works on rows and gathers the right edge whole; incoming works on columns
   // (the input LayerNorm made on the rows and switched there in the wire dtype, the update switched
@@ -77,7 +81,7 @@ class TriangleMultiplication : public nn::Module {
   bool outgoing() const { return outgoing_; }
 
  private:
-  Variable forward_whole(const Variable& z, const Tensor& mask) const;
+  Variable forward_whole(const Variable& z, const Tensor& mask, const Variable& normed = Variable()) const;
   // forward_dap's inference path (evoformer_parallel.cpp): x the layer-normed pair rows | columns
   // in forward_dap's layout, edge(gate, projection) the gated, masked channel-major edge of this
   // rank → the update in x's layout (the caller switches the incoming one's back to rows).
