@@ -20,9 +20,10 @@ With `bench_train --samples K` (the average training step) the kernel lines of c
 Bytes per GEMM, two counts. The bound: A and B read once per call, C written once, in their
 dtypes, and for a batched call A counted once (the step's batched GEMMs share their input across
 the batch: the projections of one LayerNorm output, the weight gradients of one input; where A is
-not shared this undercounts, which keeps it a bound). The estimate: A once per batch entry, and an
-fp32 C also read (the step's fp32 products are gradients that the GEMMs add into what is there,
-beta = 1). Caches and reuse across calls are ignored. A GEMM can only beat the bound by not
+not shared this undercounts, which keeps it a bound). The estimate: A once per batch entry (once
+where it is small enough to stay in the L2, --l2_mb: the outer product mean's 2 MiB shared operand
+across its 256 entries), and an fp32 C also read (the step's fp32 products are gradients that the GEMMs add
+into what is there, beta = 1). Caches and reuse across calls are ignored. A GEMM can only beat the bound by not
 running, or by having its memory traffic fused into a neighbour.
 """
 import argparse
@@ -35,8 +36,10 @@ GEMM = re.compile(r"gemm (\w+)(?:->(\w+))? (\d+)x(\d+)x(\d+)(?: (NN|NT|TN|TT))?(
 BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8}
 
 
-def gemm_cost(name):
-    """(flop, bound bytes, estimate bytes, c_dtype) of one call of the GEMM `name`, or None."""
+def gemm_cost(name, l2_bytes=0):
+    """(flop, bound bytes, estimate bytes, c_dtype) of one call of the GEMM `name`, or None. In the
+    estimate a batched call's A is read once per batch entry, or once where it fits in `l2_bytes`
+    (it stays in the L2 cache across the batch: the outer product mean's shared 2 MiB operand)."""
     m = GEMM.match(name)
     if not m:
         return None
@@ -46,7 +49,7 @@ def gemm_cost(name):
     flop = 2.0 * rows * cols * k * batch
     a, b, out = BYTES[ab] * rows * k, BYTES[ab] * k * cols, BYTES[c] * rows * cols
     bound = a + batch * (b + out)
-    estimate = batch * (a + b + out * (2 if c == "f32" else 1))
+    estimate = (a if a <= l2_bytes else batch * a) + batch * (b + out * (2 if c == "f32" else 1))
     return flop, bound, estimate, c
 
 
@@ -60,6 +63,11 @@ def main():
     p.add_argument("--peak_tflops", type=float, default=790.0)
     p.add_argument("--bandwidth_tbs", type=float, default=3.0)
     p.add_argument("--call_us", type=float, default=3.0)
+    # H100: 50 MB of L2 in two partitions; an operand the batch entries share stays there when it is
+    # small beside the outputs streaming through (8 MB: the outer product mean's 2 MiB does, the
+    # projections' 16 MiB inputs are counted per entry, as before).
+    p.add_argument("--l2_mb", type=float, default=8.0,
+                   help="a batched GEMM's A up to this size is read once in the estimate (0: once per entry)")
     p.add_argument("--top", type=int, default=12, help="GEMM shapes listed, the largest bound first")
     args = p.parse_args()
 
@@ -92,7 +100,7 @@ def main():
         return max(flop / (args.peak_tflops * 1e12), nbytes / (args.bandwidth_tbs * 1e12)) + args.call_us * 1e-6
 
     for row in kernels:
-        cost = gemm_cost(row["name"])
+        cost = gemm_cost(row["name"], args.l2_mb * 1e6)
         if cost is None:
             calls_other += row["calls"]
             continue
