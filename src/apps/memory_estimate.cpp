@@ -68,7 +68,7 @@ constexpr double kExtraMsaCopies = 2.3;
 // the stream's dtype; 3 MiB per column at N = 64 with 512 rows, chunks 8-32, fp32), or the outer
 // product mean's projections (2·c_opm channels of every MSA cell, fp32: the mask's product
 // promotes them under bf16 autocast), one chunk's outer products, made in the layout the output
-// projection reads (c'·N·c_opm² in the stream's dtype; no permuted copy since 2026-11-30), and
+// projection reads (c'·N·c_opm² in the stream's dtype; no permuted copy since 2026-12-01), and
 // update rows (2 · c'·N·c_z fp32).
 constexpr double kMsaColumnCopies = 6.0;
 // Recycling: the previous iteration's pair dies after the embeddings (the trunk takes the state
@@ -105,8 +105,8 @@ constexpr double kActivationMargin = 1.05;
 //     stream's pieces dominate); unchunked: the edge gathered whole (1 unit) too
 //   outer product mean       (kDapOpmUnits + kDapOpmUnitsPerRank / P)·pair + 4·c_opm²·cells
 //     the stream's rows and the update, and one block's outer products (one fp32 copy, made in
-//     the output projection's layout: 4·c_opm² bytes per cell): unchunked [c', N, c, c] (cells c'·N); chunked
-//     (the ring) [r, c, c', c] for a piece of c' columns, r = min(⌈N/P⌉, chunk·⌈N/c'⌉) rows
+//     the output projection's layout: 4·c_opm² bytes per cell): unchunked [c', N, c, c] (cells
+//     c'·N); chunked (the ring) [r, c', c, c] for a piece of c' columns, r = min(⌈N/P⌉, chunk·⌈N/c'⌉) rows
 //     (cells r·c', at most the rank's rows by one piece), with the MSA streams (the extra-MSA
 //     stack's: its rows, 1/P, and its projections made on them and switched to the columns,
 //     kDapOpmProjectionCopies of c_opm/c_e of them, beside the waiting main MSA's rows; the

@@ -62,21 +62,23 @@ LayerNorm::LayerNorm(Scope scope, int64_t c, float eps) : Module(std::move(scope
 
 Variable LayerNorm::forward(const Variable& x) const { return autograd::layer_norm(x, scale_, offset_, eps_); }
 
-Variable LayerNorm::forward_for_gemm(const Variable& x) const {
+std::optional<DType> LayerNorm::gemm_output_dtype(DType x) {
   const std::optional<DType> ac = autograd::autocast_dtype();
-  if (x.dtype() == DType::f32 && ac && (*ac == DType::bf16 || *ac == DType::f16))
-    return autograd::layer_norm(x, scale_, offset_, eps_, *ac);
+  if (x == DType::f32 && ac && (*ac == DType::bf16 || *ac == DType::f16)) return ac;
+  return std::nullopt;
+}
+
+Variable LayerNorm::forward_for_gemm(const Variable& x) const {
+  if (const std::optional<DType> out = gemm_output_dtype(x.dtype())) return autograd::layer_norm(x, scale_, offset_, eps_, out);
   return forward(x);
 }
 
 std::pair<Variable, Variable> LayerNorm::residual_forward_for_gemm(const Variable& update, const Variable& residual,
                                                                    const autograd::DropoutSpec& d,
                                                                    bool in_place) const {
-  // forward_for_gemm's output dtype for h (residual's dtype).
-  const std::optional<DType> ac = autograd::autocast_dtype();
-  std::optional<DType> out;
-  if (residual.dtype() == DType::f32 && ac && (*ac == DType::bf16 || *ac == DType::f16)) out = *ac;
-  return autograd::residual_layer_norm(update, residual, d, scale_, offset_, eps_, out, in_place);
+  // h has residual's dtype.
+  return autograd::residual_layer_norm(update, residual, d, scale_, offset_, eps_, gemm_output_dtype(residual.dtype()),
+                                       in_place);
 }
 
 Dropout::Dropout(Scope scope, float p, std::vector<int> shared_dims)

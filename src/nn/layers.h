@@ -1,6 +1,8 @@
 // Basic layers: Linear (AlphaFold2 initialisers), LayerNorm, Dropout (incl. shared masks).
 #pragma once
 
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "kernels/gemm.h"
@@ -64,6 +66,9 @@ class LayerNorm : public Module {
   const Variable& offset() const { return offset_; }
 
  private:
+  // forward_for_gemm's output dtype for an input of dtype x: the 16-bit autocast dtype for an f32
+  // x, else none (x's own).
+  static std::optional<DType> gemm_output_dtype(DType x);
   float eps_;
   Variable scale_, offset_;
 };

@@ -137,8 +137,15 @@ void add_into(const Tensor& dst, const Tensor& y) {
   copy_tensor(dst, acc);
 }
 
+namespace {
+// Whether stream_residual adds by add_into: a 16-bit inference stream and an update of another dtype.
+bool adds_into_stream(const Variable& x, const Variable& update) {
+  return !autograd::grad_enabled() && x.dtype() != DType::f32 && update.dtype() != x.dtype();
+}
+}  // namespace
+
 Variable stream_residual(const Variable& x, const Variable& update, const autograd::DropoutSpec& d, bool in_place) {
-  if (!autograd::grad_enabled() && x.dtype() != DType::f32 && update.dtype() != x.dtype()) {
+  if (adds_into_stream(x, update)) {
     FC_CHECK(d.p == 0.f || d.gen == nullptr, "residual add: dropout on a ", dtype_name(x.dtype()), " stream");
     Variable out = x;
     add_into(own_stream(out, in_place), update.value());
@@ -160,8 +167,7 @@ bool residual_norm_fused() { return residual_norm_choice().load(); }
 std::pair<Variable, Variable> stream_residual_norm(const Variable& x, const Variable& update,
                                                    const autograd::DropoutSpec& d, bool in_place,
                                                    const nn::LayerNorm& norm) {
-  if (!autograd::grad_enabled() && x.dtype() != DType::f32 && update.dtype() != x.dtype())
-    return {stream_residual(x, update, d, in_place), Variable()};
+  if (adds_into_stream(x, update)) return {stream_residual(x, update, d, in_place), Variable()};
   return norm.residual_forward_for_gemm(update, x, d, in_place && !autograd::grad_enabled());
 }
 
@@ -286,10 +292,7 @@ Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t
     FC_CHECK(normed.shape() == x.shape() && (chunk <= 0 || chunk >= x.size(0) || autograd::grad_enabled()),
              "transition_forward '", tr.path(), "': a normalised input ", normed.shape().str(), " for x ",
              x.shape().str(), " is taken unchunked only (chunk ", chunk, ")");
-    const Variable y = tr.forward_normalized(normed);
-    if (!into.defined()) return y;
-    add_into(into, y.value());
-    return Variable(into);
+    return run_chunked(x.size(0), 0, [&](int64_t, int64_t) { return tr.forward_normalized(normed); }, 0, into);
   }
   return run_chunked(x.size(0), chunk, [&](int64_t s, int64_t len) {
     return tr.forward(autograd::narrow(x, 0, s, len));
