@@ -38,14 +38,29 @@ DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int
 
 namespace {
 
-// a, out: contiguous, same shape/dtype/device; b: broadcast to a's shape (any strides).
-Tensor check_binary(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& out) {
+// mul's mixed dtypes (elementwise.h): a 16-bit, b and out f32; or a and b f32, out 16-bit.
+bool mixed_mul_dtypes(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const auto is16 = [](DType t) { return t == DType::bf16 || t == DType::f16; };
+  return b.dtype() == DType::f32 && ((is16(a.dtype()) && out.dtype() == DType::f32) ||
+                                     (a.dtype() == DType::f32 && is16(out.dtype())));
+}
+
+// a, out: contiguous, same shape/device and, unless `mixed` allows mul's mixed dtypes, one dtype
+// with b; b: broadcast to a's shape (any strides).
+Tensor check_binary(std::string_view op, const Tensor& a, const Tensor& b, const Tensor& out, bool mixed = false) {
   check_float(op, "a", a);
   check_float(op, "b", b);
   check_contiguous(op, "a", a);
-  check_like(op, "a", a, "out", out);
+  if (mixed) {
+    check_float(op, "out", out);
+    FC_CHECK(out.shape() == a.shape() && out.device() == a.device(), op, ": out ", out.str(), " must have the shape and device of a ",
+             a.str());
+  } else {
+    check_like(op, "a", a, "out", out);
+  }
   check_contiguous(op, "out", out);
-  FC_CHECK(b.dtype() == a.dtype(), op, ": b ", b.str(), " must have the dtype of a ", a.str());
+  if (!mixed)
+    FC_CHECK(b.dtype() == a.dtype(), op, ": b ", b.str(), " must have the dtype of a ", a.str());
   detail::check_same_device(op, "a", a, "b", b);
   if (b.shape() == a.shape()) return b;
   return with_context(std::string(op) + ": b " + b.str() + " does not broadcast to a " + a.str(),
@@ -101,7 +116,10 @@ void add_into(const Tensor& dst, const Tensor& src) {
 }
 
 void mul(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const Tensor bb = check_binary("mul", a, b, out);
+  const bool mixed = a.defined() && b.defined() && out.defined() && (a.dtype() != out.dtype() || b.dtype() != a.dtype());
+  FC_CHECK(!mixed || mixed_mul_dtypes(a, b, out), "mul: a ", a.str(), ", b ", b.str(), ", out ", out.str(),
+           " (one dtype, or a 16-bit a with f32 b and out, or f32 a and b with a 16-bit out)");
+  const Tensor bb = check_binary("mul", a, b, out, mixed);
   if (a.numel() == 0) return;
   FC_POINTWISE_DISPATCH(a.device(), binary(0.f, a, 0.f, bb, 1.f, out));
 }

@@ -19,6 +19,11 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out);
 // bf16 gradient added into an fp32 one: on CUDA one kernel reads it as it is, instead of a
 // conversion and an add). The same values as add(dst, src.to(dst.dtype()), dst).
 void add_into(const Tensor& dst, const Tensor& src);
+// mul also takes mixed dtypes, where autocast meets an fp32 factor: a 16-bit a with an fp32 b into
+// an fp32 out (out = float(a)·b: the values of converting a first, which is exact), or fp32 a and b
+// into a 16-bit out (the fp32 product rounded once, as the product then a conversion). The outer
+// product mean's bf16 update times its fp32 normaliser, and that product's gradient for the update,
+// each in one pass instead of a conversion and a multiply.
 void mul(const Tensor& a, const Tensor& b, const Tensor& out);
 void axpby(float alpha, const Tensor& a, float beta, const Tensor& b, const Tensor& out);
 void scale(const Tensor& x, float s, const Tensor& out);

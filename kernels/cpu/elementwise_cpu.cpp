@@ -47,26 +47,46 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 }  // namespace
 
-void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out) {
-  dispatch_float(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = static_cast<const T*>(a.data_ptr());
-    const T* pb = static_cast<const T*>(b.data_ptr());
-    auto f = [=](float x, float y) { return alpha * x + beta * y + gamma * x * y; };
-    if (b.is_contiguous() || out.dim() == 0) {
-      fill_map<T>(out, [&](int64_t i) { return f(ld(pa, i), ld(pb, i)); });
-      return;
-    }
-    // Strided / broadcast b (a mask [S, N, 1] over [S, N, c], a row vector over a matrix): one
-    // offset computation per row of the last dim, then a plain strided inner loop.
-    T* po = static_cast<T*>(out.data_ptr());
-    const int64_t c = out.size(-1), rows = c > 0 ? out.numel() / c : 0, sb = b.stride(-1);
+namespace {
+
+// binary with a, b and out of the float dtypes TA, TB, TO (one dtype, or mul's mixed ones): fp32
+// math on the loaded values, out rounded once as stored.
+template <typename TA, typename TB, typename TO>
+void binary_typed(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out) {
+  const TA* pa = static_cast<const TA*>(a.data_ptr());
+  const TB* pb = static_cast<const TB*>(b.data_ptr());
+  auto f = [=](float x, float y) { return alpha * x + beta * y + gamma * x * y; };
+  if (b.is_contiguous() || out.dim() == 0) {
+    fill_map<TO>(out, [&](int64_t i) { return f(ld(pa, i), ld(pb, i)); });
+    return;
+  }
+  // Strided / broadcast b (a mask [S, N, 1] over [S, N, c], a row vector over a matrix): one
+  // offset computation per row of the last dim, then a plain strided inner loop.
+  TO* po = static_cast<TO*>(out.data_ptr());
+  const int64_t c = out.size(-1), rows = c > 0 ? out.numel() / c : 0, sb = b.stride(-1);
 #pragma omp parallel for schedule(static) if (out.numel() > kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* br = pb + strided_offset(b, r * c);
-      const int64_t o = r * c;
-      for (int64_t j = 0; j < c; ++j) st(po, o + j, f(ld(pa, o + j), ld(br, j * sb)));
-    }
+  for (int64_t r = 0; r < rows; ++r) {
+    const TB* br = pb + strided_offset(b, r * c);
+    const int64_t o = r * c;
+    for (int64_t j = 0; j < c; ++j) st(po, o + j, f(ld(pa, o + j), ld(br, j * sb)));
+  }
+}
+
+}  // namespace
+
+void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out) {
+  if (a.dtype() == b.dtype() && a.dtype() == out.dtype()) {
+    dispatch_float(a.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      binary_typed<T, T, T>(alpha, a, beta, b, gamma, out);
+    });
+    return;
+  }
+  // mul's mixed dtypes (kernels/elementwise.h): b is f32, and a or out.
+  dispatch_float(a.dtype(), [&](auto ta) {
+    dispatch_float(out.dtype(), [&](auto to) {
+      binary_typed<decltype(ta), float, decltype(to)>(alpha, a, beta, b, gamma, out);
+    });
   });
 }
 

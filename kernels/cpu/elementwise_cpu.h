@@ -8,7 +8,8 @@
 namespace foldcore::ops::cpu {
 
 // out = alpha·a + beta·b + gamma·a·b covers add (1,1,0), mul (0,0,1) and axpby (α,β,0).
-// a, out contiguous; b has a's shape with any strides (broadcast = stride 0).
+// a, out contiguous; b has a's shape with any strides (broadcast = stride 0). One dtype, or mul's
+// mixed ones (b f32; a 16-bit and out f32, or a f32 and out 16-bit).
 void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out);
 void scale(const Tensor& x, float s, const Tensor& out);
 void reciprocal_shift(const Tensor& x, float eps, const Tensor& out);

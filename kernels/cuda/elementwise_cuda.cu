@@ -338,10 +338,75 @@ template <typename T> const T* ptr_or_null(const Tensor& t) {
   return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
 }
 
+// mul's mixed dtypes (kernels/elementwise.h): a of TA, b fp32 (any strides, merged into bd), out
+// of TO, where TA or TO is 16-bit and the other fp32. Four consecutive elements per thread: one
+// 4-element load of a and store of out (8 bytes of bf16, 16 of fp32) and one offset of b (its
+// innermost merged dim a multiple of 4 long, so the four lie in one run of b) where `quads`; one
+// element at a time otherwise. The values are the composition's: float(a) exact, the product in
+// fp32, rounded once as stored.
+template <typename TA, typename TO, typename I>
+__global__ void mixed_binary_kernel(I n, const TA* __restrict__ a, const float* __restrict__ b, StridedDescT<I> bd,
+                                    I inner_stride, bool quads, TO* __restrict__ out, Affine2 f) {
+  const I tid = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  const I stride = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
+  if (quads) {
+    for (I q = tid; q < n / 4; q += stride) {
+      const I i0 = q * 4, off = bd.offset_of(i0);
+      const Quad<TA> av = load_vec<TA, 4>(a + i0);
+      Quad<TO> o;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float x[2] = {to_f32(av.v[k]), b[off + static_cast<I>(k) * inner_stride]};
+        o.v[k] = from_f32<TO>(f(x, i0 + k));
+      }
+      store_vec<TO, 4>(out + i0, o);
+    }
+    return;
+  }
+  for (I i = tid; i < n; i += stride) {
+    const float x[2] = {to_f32(a[i]), b[bd.offset_of(i)]};
+    out[i] = from_f32<TO>(f(x, i));
+  }
+}
+
+template <typename TA, typename TO>
+void launch_mixed_binary(const Tensor& a, const Tensor& b, const Tensor& out, Affine2 f) {
+  const int64_t n = out.numel();
+  const StridedDesc bd = strided_desc(b);
+  bool small = false;
+  const StridedDescT<int32_t> bd32 = strided_desc32(bd, n, small);
+  const auto* ap = static_cast<const TA*>(a.data_ptr());
+  const auto* bp = static_cast<const float*>(b.data_ptr());
+  auto* op = static_cast<TO*>(out.data_ptr());
+  const int64_t inner = bd.shape[bd.ndim - 1], inner_stride = bd.strides[bd.ndim - 1];
+  const bool quads = n % 4 == 0 && inner % 4 == 0 && reinterpret_cast<uintptr_t>(ap) % (4 * sizeof(TA)) == 0 &&
+                     reinterpret_cast<uintptr_t>(op) % (4 * sizeof(TO)) == 0;
+  const int64_t work = quads ? n / 4 : n;
+  const cudaStream_t stream = cuda_stream_of(out.device());
+  if (small)
+    launch_kernel<mixed_binary_kernel<TA, TO, int32_t>>(grid_for(work, kBlock), kBlock, 0, stream, static_cast<int32_t>(n), ap,
+        bp, bd32, static_cast<int32_t>(inner_stride), quads, op, f);
+  else
+    launch_kernel<mixed_binary_kernel<TA, TO, int64_t>>(grid_for(work, kBlock), kBlock, 0, stream, n, ap, bp, bd,
+        inner_stride, quads, op, f);
+  FC_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out) {
   const Affine2 f{alpha, beta, gamma};
+  if (a.dtype() != out.dtype() || b.dtype() != a.dtype()) {  // mul's mixed dtypes: b f32, and a or out
+    cuda_dispatch_float(a.dtype(), [&](auto ta) {
+      cuda_dispatch_float(out.dtype(), [&](auto to) {
+        using TA = decltype(ta);
+        using TO = decltype(to);
+        if constexpr (std::is_same_v<TA, float> != std::is_same_v<TO, float>) launch_mixed_binary<TA, TO>(a, b, out, f);
+        else FC_THROW("binary (cuda): a ", a.str(), ", out ", out.str(), " are not mul's mixed dtypes");
+      });
+    });
+    return;
+  }
   if (b.is_contiguous()) {
     binary_map(a, b, out, f);
     return;

@@ -9,7 +9,8 @@
 namespace foldcore::ops::cuda {
 
 // out = alpha·a + beta·b + gamma·a·b covers add (1,1,0), mul (0,0,1) and axpby (α,β,0).
-// a, out contiguous; b has a's shape with any strides (broadcast = stride 0).
+// a, out contiguous; b has a's shape with any strides (broadcast = stride 0). One dtype, or mul's
+// mixed ones (b f32; a 16-bit and out f32, or a f32 and out 16-bit).
 void binary(float alpha, const Tensor& a, float beta, const Tensor& b, float gamma, const Tensor& out);
 // dst (f32, contiguous) += src (bf16 or f16, contiguous): add's formula on src's values read as they are.
 void add_into_f32(const Tensor& dst, const Tensor& src);

@@ -77,10 +77,12 @@ struct MulFn final : Function {
   Shape b_shape;
   void backward(BackwardCtx& ctx) override {
     const Tensor& g = ctx.grad_output(0);
+    // A 16-bit a times an fp32 b (mul's mixed form): a's gradient g·b rounded once into a's dtype
+    // (mixed too), b's the fp32 product a·g.
     if (ctx.needs_grad(0)) ops::mul(g, b.expand(g.shape()), ctx.new_grad(0));
     if (ctx.needs_grad(1)) {
       Tensor t = empty_like(g);
-      ops::mul(g, a, t);
+      ops::mul(a, g, t);
       ctx.put_grad(1, detail::sum_to_shape(t, b_shape));
     }
   }
@@ -183,11 +185,14 @@ Variable add(const Variable& a0, const Variable& b0) {
 
 Variable mul(const Variable& a0, const Variable& b0) {
   const DType dt = promoted(a0.dtype(), b0.dtype());
-  const Variable a = cast(a0, dt), b = cast(b0, dt);
+  // A 16-bit a times an fp32 b (a bf16 GEMM output times an fp32 normaliser): one mixed multiply
+  // (kernels/elementwise.h), the values of casting a first, without the cast's pass.
+  const bool mixed = b0.dtype() == DType::f32 && (a0.dtype() == DType::bf16 || a0.dtype() == DType::f16);
+  const Variable a = mixed ? a0 : cast(a0, dt), b = cast(b0, dt);
   FC_CHECK(broadcast_shapes(a.shape(), b.shape()) == a.shape(), "mul: b ", b.shape().str(),
            " does not broadcast to a ", a.shape().str());
   const Tensor av = a.value().contiguous();
-  Tensor out = empty_like(av);
+  Tensor out = Tensor::empty(av.shape(), dt, av.device());
   ops::mul(av, b.value().expand(a.shape()), out);
   if (!any_requires_grad({a, b})) return Variable(out);
   auto fn = std::make_unique<MulFn>();

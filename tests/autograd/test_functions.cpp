@@ -390,6 +390,33 @@ TEST(AutogradFunctions, CastRoundTripsGradients) {
   EXPECT_EQ(v.grad().to_vector(), (std::vector<float>{0.5f, 1.f, 2.f}));  // exact in bf16
 }
 
+// mul of a 16-bit a by an fp32 b (a bf16 GEMM output times an fp32 normaliser) is one mixed
+// multiply, no cast node: its value and both gradients equal the composition's (cast a to fp32,
+// multiply, a's gradient cast back), bit for bit, with b broadcast over the last axis and b both
+// with and without a gradient.
+TEST(AutogradFunctions, MulOfSixteenBitByFp32EqualsTheCastComposition) {
+  Generator g(12);
+  const Shape s{4, 5, 8};
+  for (const DType t : {DType::bf16, DType::f16})
+    for (const bool b_grad : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (b_grad ? ", b with a gradient" : ", b constant"));
+      const Tensor a = randn(s, g).to(t), b = randn({4, 5, 1}, g), w = randn(s, g);
+      Variable a1(a.clone(), true), b1(b.clone(), b_grad), a2(a.clone(), true), b2(b.clone(), b_grad);
+      const Variable y1 = mul(a1, b1);
+      const Variable y2 = mul(cast(a2, DType::f32), b2);
+      EXPECT_EQ(y1.dtype(), DType::f32);
+      EXPECT_EQ(y1.node()->name, "mul");  // no cast node before it
+      EXPECT_EQ(y1.value().to_vector(), y2.value().to_vector());
+      backward({y1}, {w});
+      backward({y2}, {w});
+      EXPECT_EQ(a1.grad().dtype(), t);
+      EXPECT_EQ(a1.grad().to(DType::f32).to_vector(), a2.grad().to(DType::f32).to_vector());
+      if (b_grad) {
+        EXPECT_EQ(b1.grad().to_vector(), b2.grad().to_vector());
+      }
+    }
+}
+
 TEST(AutogradFunctions, BadShapesAreClearErrors) {
   Variable x(Tensor::zeros({2, 3}, DType::f32)), w(Tensor::zeros({4, 5}, DType::f32));
   try {

@@ -116,6 +116,41 @@ TEST(Elementwise, BroadcastAndStridedB) {
   EXPECT_THROW(ops::add(a, b.to(DType::bf16), out), Error);
 }
 
+// mul's mixed dtypes: a 16-bit a times an fp32 b into fp32 equals converting a first, and fp32 a
+// and b into a 16-bit out equal the fp32 product then a conversion, bit for bit, with b contiguous,
+// broadcast ([N, N, 1] over the channels: the outer product mean's normaliser) or transposed. Other
+// mixes are errors (add has no mixed form).
+TEST(Elementwise, MixedMulEqualsConvertThenMul) {
+  Generator gen(14);
+  const Shape s{5, 6, 12};
+  const std::vector<std::pair<std::string, Tensor>> bs = {
+      {"contiguous", randn(s, gen)},
+      {"broadcast", randn({5, 6, 1}, gen).expand(s)},
+      {"transposed", randn({12, 6, 5}, gen).permute({2, 1, 0})}};
+  for (const DType t : {DType::bf16, DType::f16}) {
+    for (const auto& [name, b] : bs) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + ", b " + name);
+      const Tensor a16 = randn(s, gen).to(t), a32 = randn(s, gen);
+      Tensor got = Tensor::empty(s, DType::f32), want = Tensor::empty(s, DType::f32);
+      ops::mul(a16, b, got);
+      ops::mul(a16.to(DType::f32), b, want);
+      FC_EXPECT_CLOSE(got, want, 0, 0);
+      Tensor got16 = Tensor::empty(s, t);
+      ops::mul(a32, b, got16);
+      ops::mul(a32, b, want);
+      FC_EXPECT_CLOSE(got16.to(DType::f32), want.to(t).to(DType::f32), 0, 0);
+      EXPECT_NE(got16.to(DType::f32).to_vector(), want.to_vector());  // rounded: the check above is not vacuous
+    }
+  }
+  const Tensor a = randn(s, gen), b = randn(s, gen);
+  EXPECT_THROW(ops::mul(a.to(DType::bf16), b.to(DType::bf16), Tensor::empty(s, DType::f32)), Error);  // b 16-bit
+  EXPECT_THROW(ops::mul(a, b.to(DType::bf16), Tensor::empty(s, DType::f32)), Error);                  // b 16-bit
+  EXPECT_THROW(ops::mul(a.to(DType::bf16), b, Tensor::empty(s, DType::bf16)), Error);                 // 16-bit a and out
+  EXPECT_THROW(ops::mul(a.to(DType::bf16), b, Tensor::empty(s, DType::f16)), Error);
+  EXPECT_THROW(ops::mul(a.to(DType::bf16), b, Tensor::empty({5, 6}, DType::f32)), Error);             // shape
+  EXPECT_THROW(ops::add(a.to(DType::bf16), b, Tensor::empty(s, DType::f32)), Error);                  // add: none
+}
+
 TEST(Elementwise, Bf16StorageRoundsOnceFromFp32Math) {
   Generator gen(13);
   Tensor a = randn({5, 33}, gen, 0, 1, DType::bf16), b = randn({5, 33}, gen, 0, 1, DType::bf16);

@@ -138,6 +138,51 @@ TEST(ElementwiseCuda, BroadcastPacksMatchCpu) {
   }
 }
 
+// mul's mixed dtypes on the device: bit for bit the CPU's (which equals converting a first, or
+// rounding the fp32 product once: Elementwise.MixedMulEqualsConvertThenMul), in both directions,
+// with b broadcast over the channels (four-element groups), contiguous, transposed, and over
+// channels not a multiple of 4 or a misaligned a (one element per thread).
+TEST(ElementwiseCuda, MixedMulMatchesCpuBitForBit) {
+  FC_REQUIRE_CUDA();
+  Generator gen(107);
+  for (const DType t : {DType::bf16, DType::f16}) {
+    for (const int64_t channels : {64, 6}) {
+      const Shape s{4, 9, channels};
+      // each case: b's base tensor and the view of it that is b (applied on both devices)
+      struct Case {
+        std::string name;
+        Tensor base;
+        std::function<Tensor(const Tensor&)> view;
+      };
+      const std::vector<Case> cases = {
+          {"broadcast", rnd({4, 9, 1}, gen, DType::f32), [&](const Tensor& x) { return x.expand(s); }},
+          {"contiguous", rnd(s, gen, DType::f32), [](const Tensor& x) { return x; }},
+          {"transposed", rnd({channels, 9, 4}, gen, DType::f32), [](const Tensor& x) { return x.permute({2, 1, 0}); }}};
+      for (const Case& k : cases) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + ", " + std::to_string(channels) + " channels, b " + k.name);
+        const Tensor b = k.view(k.base), gb = k.view(k.base.to(kGpu));
+        const Tensor a16 = rnd(s, gen, t), a32 = rnd(s, gen, DType::f32);
+        Tensor c = Tensor::empty(s, DType::f32), g = Tensor::empty(s, DType::f32, kGpu);
+        ops::mul(a16, b, c);
+        EXPECT_TRUE(launches_kernel([&] { ops::mul(a16.to(kGpu), gb, g); }, "mixed_binary_kernel"));
+        FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 0, 0);
+        Tensor c16 = Tensor::empty(s, t), g16 = Tensor::empty(s, t, kGpu);
+        ops::mul(a32, b, c16);
+        ops::mul(a32.to(kGpu), gb, g16);
+        FC_EXPECT_CLOSE(g16.to(Device::cpu()).to(DType::f32), c16.to(DType::f32), 0, 0);
+      }
+    }
+  }
+  // A misaligned a (offset by one element): one element per thread.
+  const Shape s{3, 8, 16};
+  const Tensor base = rnd({3 * 8 * 16 + 1}, gen, DType::bf16), b = rnd({3, 8, 1}, gen, DType::f32);
+  const Tensor a = base.narrow(0, 1, 3 * 8 * 16).view(s);
+  Tensor c = Tensor::empty(s, DType::f32), g = Tensor::empty(s, DType::f32, kGpu);
+  ops::mul(a, b.expand(s), c);
+  ops::mul(base.to(kGpu).narrow(0, 1, 3 * 8 * 16).view(s), b.to(kGpu).expand(s), g);
+  FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 0, 0);
+}
+
 // add_into: a bf16 or f16 tensor added into an fp32 one in one kernel, bit for bit the CPU's
 // conversion followed by add (fp32 sums of exactly converted values); the same-dtype form too.
 TEST(ElementwiseCuda, AddIntoMatchesCpuBitForBit) {
