@@ -91,6 +91,43 @@ Variable record_layer_norm(const Variable& x, const Tensor& xv, const Variable& 
   return result;
 }
 
+// The fused residual + LayerNorm ops' common part: their checks, contiguous x and residual, the
+// fp32 gamma and beta, the dropout draw (bias_dropout_residual's), and y (in y_dtype), mean and
+// rstd to write.
+struct FusedNormArgs {
+  ops::DropoutArgs args;
+  Tensor xv, rv, gv, bv, y, mean, rstd;
+};
+FusedNormArgs fused_norm_args(const char* op, const Variable& x, const Variable& bias, const Variable& residual,
+                              const DropoutSpec& d, const Variable& gamma, const Variable& beta, DType y_dtype) {
+  const int64_t c = x.size(-1);
+  FC_CHECK(residual.shape() == x.shape(), op, ": residual ", residual.shape().str(), " vs x ", x.shape().str());
+  FC_CHECK(!bias.defined() || bias.shape() == Shape({c}), op, ": bias ", bias.defined() ? bias.shape().str() : "",
+           " for x ", x.shape().str());
+  FC_CHECK(gamma.shape() == Shape({c}) && beta.shape() == Shape({c}), op, ": gamma ", gamma.shape().str(), ", beta ",
+           beta.shape().str(), " for x ", x.shape().str());
+  FC_CHECK(d.p >= 0.f && d.p < 1.f, op, ": dropout rate ", d.p, " outside [0, 1)");
+  FusedNormArgs f;
+  f.args = detail::dropout_args(d);
+  f.xv = x.value().contiguous();
+  f.rv = residual.value().contiguous();
+  f.gv = gamma.value().to(DType::f32);
+  f.bv = beta.value().to(DType::f32);
+  f.y = detail::empty_like(f.xv, y_dtype);
+  f.mean = Tensor::empty({f.xv.numel() / c}, DType::f32, f.xv.device());
+  f.rstd = Tensor::empty({f.xv.numel() / c}, DType::f32, f.xv.device());
+  return f;
+}
+
+// Where the pre-LN sum h goes: residual's own storage where `in_place` and nothing else can see it
+// (bias_dropout_residual's rule), else a new tensor of residual's dtype. Asked before any other
+// handle on that storage is taken (the contiguous view fused_norm_args keeps is one), since the
+// rule counts them.
+Tensor pre_norm_sum(const Variable& residual, bool in_place) {
+  if (in_place && detail::can_overwrite(residual)) return residual.value();
+  return Tensor::empty(residual.shape(), residual.dtype(), residual.value().device());
+}
+
 }  // namespace
 
 Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps,
@@ -119,23 +156,11 @@ std::pair<Variable, Variable> residual_layer_norm(const Variable& x, const Varia
     const Variable h = bias_dropout_residual(x, Variable(), residual, d, in_place);
     return {h, layer_norm(h, gamma, beta, eps, out)};
   }
-  const int64_t c = x.size(-1);
-  FC_CHECK(residual.shape() == x.shape(), op, ": residual ", residual.shape().str(), " vs x ", x.shape().str());
-  FC_CHECK(gamma.shape() == Shape({c}) && beta.shape() == Shape({c}), op, ": gamma ", gamma.shape().str(), ", beta ",
-           beta.shape().str(), " for x ", x.shape().str());
-  FC_CHECK(d.p >= 0.f && d.p < 1.f, op, ": dropout rate ", d.p, " outside [0, 1)");
-  const ops::DropoutArgs args = detail::dropout_args(d);  // the draw bias_dropout_residual makes
-  const Tensor xv = x.value().contiguous(), rv = residual.value().contiguous();
-  Tensor h;  // bias_dropout_residual's output rule
-  if (in_place && detail::can_overwrite(residual)) h = residual.value();
-  if (!h.defined()) h = Tensor::empty(xv.shape(), dt, xv.device());
-  const Tensor gv = gamma.value().to(DType::f32), bv = beta.value().to(DType::f32);
-  Tensor y = detail::empty_like(xv, yt);
-  const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
-  const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
-  ops::bias_dropout_residual_layernorm_forward(xv, Tensor(), rv, args, gv, bv, eps, h, y, mean, rstd);
-  const Variable hv = detail::record_bias_dropout_residual(x, Variable(), residual, args, h);
-  return {hv, record_layer_norm(hv, h, gamma, beta, gv, mean, rstd, y)};  // layer_norm's node on h
+  const Tensor h = pre_norm_sum(residual, in_place);  // before any other handle on residual's storage
+  const FusedNormArgs f = fused_norm_args(op, x, Variable(), residual, d, gamma, beta, yt);
+  ops::bias_dropout_residual_layernorm_forward(f.xv, Tensor(), f.rv, f.args, f.gv, f.bv, eps, h, f.y, f.mean, f.rstd);
+  const Variable hv = detail::record_bias_dropout_residual(x, Variable(), residual, f.args, h);
+  return {hv, record_layer_norm(hv, h, gamma, beta, f.gv, f.mean, f.rstd, f.y)};  // layer_norm's node on h
 }
 
 Variable bias_dropout_residual_layer_norm(const Variable& x0, const Variable& bias0, const Variable& residual0,
@@ -148,35 +173,21 @@ Variable bias_dropout_residual_layer_norm(const Variable& x0, const Variable& bi
   const DType dt = x0.dtype() == residual0.dtype() ? x0.dtype() : DType::f32;
   const Variable x = cast(x0, dt), residual = cast(residual0, dt);
   const Variable bias = bias0.defined() ? cast(bias0, dt) : Variable();
-  const int64_t c = x.size(-1);
-  FC_CHECK(residual.shape() == x.shape(), op, ": residual ", residual.shape().str(), " vs x ", x.shape().str());
-  FC_CHECK(!bias.defined() || bias.shape() == Shape({c}), op, ": bias ", bias.defined() ? bias.shape().str() : "",
-           " for x ", x.shape().str());
-  FC_CHECK(gamma.shape() == Shape({c}) && beta.shape() == Shape({c}), op, ": gamma ", gamma.shape().str(), ", beta ",
-           beta.shape().str(), " for x ", x.shape().str());
-  FC_CHECK(d.p >= 0.f && d.p < 1.f, op, ": dropout rate ", d.p, " outside [0, 1)");
-  const ops::DropoutArgs args = detail::dropout_args(d);
   const bool rg = any_requires_grad({x, bias, residual, gamma, beta});
   // h (the pre-LN sum) is stored only for a backward; `in_place` puts it in residual's storage.
-  Tensor h;
-  if (rg && in_place && detail::can_overwrite(residual)) h = residual.value();
-  const Tensor xv = x.value().contiguous(), rv = residual.value().contiguous();
-  const Tensor gv = gamma.value().to(DType::f32), bv = beta.value().to(DType::f32);
-  if (rg && !h.defined()) h = detail::empty_like(xv);
-  Tensor y = detail::empty_like(xv);
-  const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
-  const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
-  ops::bias_dropout_residual_layernorm_forward(xv, bias.defined() ? bias.value() : Tensor(), rv, args, gv, bv, eps, h,
-                                               y, mean, rstd);
-  if (!rg) return Variable(y);
+  const Tensor h = rg ? pre_norm_sum(residual, in_place) : Tensor();
+  const FusedNormArgs f = fused_norm_args(op, x, bias, residual, d, gamma, beta, x.dtype());
+  ops::bias_dropout_residual_layernorm_forward(f.xv, bias.defined() ? bias.value() : Tensor(), f.rv, f.args, f.gv, f.bv,
+                                               eps, h, f.y, f.mean, f.rstd);
+  if (!rg) return Variable(f.y);
   auto fn = std::make_unique<BiasDropoutResidualLayerNormFn>();
-  fn->args = args;
+  fn->args = f.args;
   fn->h = h;
-  fn->gamma = gv;
-  fn->mean = mean;
-  fn->rstd = rstd;
+  fn->gamma = f.gv;
+  fn->mean = f.mean;
+  fn->rstd = f.rstd;
   fn->has_bias = bias.defined();
-  return record1(op, std::move(fn), {x, bias, residual, gamma, beta}, y);
+  return record1(op, std::move(fn), {x, bias, residual, gamma, beta}, f.y);
 }
 
 Variable softmax(const Variable& x) {

@@ -356,6 +356,36 @@ TEST(AutogradFunctions, ResidualLayerNormEqualsTheTwoOps) {
   }
 }
 
+// With in_place, the fused residual + LayerNorm ops write the pre-LN sum h into the residual's own
+// storage where nothing else can see it (bias_dropout_residual's rule: a stream made by an earlier
+// op and held only by its Variable), and into a new tensor where something can (a leaf that takes
+// a gradient), with the same values either way.
+TEST(AutogradFunctions, FusedResidualLayerNormsUpdateTheStreamInPlace) {
+  Generator g(13);
+  const Shape s{3, 4, 8};
+  const Tensor xv = randn(s, g), rv = randn(s, g), gv = randn({8}, g, 1.f, 0.2f), bv = randn({8}, g);
+  const Variable gamma(gv, true), beta(bv, true);
+  const DropoutSpec none;
+  for (const bool leaf : {false, true}) {
+    SCOPED_TRACE(leaf ? "a leaf residual" : "a residual only its Variable holds");
+    const Variable base(rv.clone(), true);
+    Variable r1 = leaf ? base : scale(base, 1.f), r2 = leaf ? base : scale(base, 1.f);
+    const void* p1 = r1.value().data_ptr();
+    const void* p2 = r2.value().data_ptr();
+    const auto [h1, y1] = residual_layer_norm(Variable(xv, true), r1, none, gamma, beta, 1e-5f, std::nullopt, true);
+    const Variable y2 = bias_dropout_residual_layer_norm(Variable(xv, true), Variable(), r2, none, gamma, beta, 1e-5f, true);
+    EXPECT_EQ(h1.value().data_ptr() == p1, !leaf);
+    EXPECT_EQ(y2.node()->name, "bias_dropout_residual_layer_norm");
+    if (!leaf) {
+      EXPECT_NE(y2.value().data_ptr(), p2);
+      EXPECT_EQ(r2.value().to_vector(), h1.value().to_vector());  // r2's storage now holds h
+    } else {
+      EXPECT_EQ(base.value().to_vector(), rv.to_vector());  // the leaf is untouched
+    }
+    EXPECT_EQ(y1.value().to_vector(), y2.value().to_vector());
+  }
+}
+
 TEST(AutogradFunctions, EmbeddingAndOneHot) {
   Generator g(10);
   const Tensor idx = Tensor::from_vector_i64({1, 3, 1, 0}, {2, 2});

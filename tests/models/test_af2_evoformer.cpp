@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -525,6 +526,38 @@ TEST(Af2Evoformer, BadInputsAndUnfinalizedStore) {
   tm.add_af2_params(t, "x");
   EXPECT_EQ(t.size(), 16u);
   EXPECT_EQ(t.entries()[0].key, kAf2Prefix + "x/layer_norm_input//scale");
+}
+
+// A module's normalised input (the preceding residual add's LayerNorm, stream_residual_norm) is
+// checked the same way in each module that takes one: of its stream's shape, and only where the
+// module runs unchunked. Each error names the module.
+TEST(Af2Evoformer, NormalisedInputsOfAnotherShapeOrChunkedAreErrors) {
+  const RefModel& m = model();
+  autograd::NoGradGuard ng;
+  const Tensor mask = m.r("evo_msa_mask"), pmask = m.r("evo_pair_mask");
+  const Variable msa = m.v("evo_m"), pair = m.v("evo_z");
+  const Variable wrong(Tensor::zeros({2, 3, 4}, DType::f32));
+  const auto expect_error = [](const std::function<void()>& f, const std::string& module, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << module << ": no error for " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(module), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  const EvoformerBlock& b = m.block0();
+  for (const bool chunked : {false, true}) {
+    const Variable zn = chunked ? pair : wrong, mn = chunked ? msa : wrong;
+    const int64_t chunk = chunked ? 2 : 0;
+    const std::string what = chunked ? "unchunked only" : "normalised input [2,3,4]";
+    expect_error([&] { b.triangle_multiplication_outgoing().forward(pair, pmask, chunk, Tensor(), zn); },
+                 "TriangleMultiplication", what);
+    expect_error([&] { b.triangle_attention_starting_node().forward(pair, pmask, chunk, Tensor(), zn); },
+                 "TriangleAttention", what);
+    expect_error([&] { b.outer_product_mean().forward(msa, mask, chunk, Tensor(), mn); }, "OuterProductMean", what);
+    expect_error([&] { transition_forward(b.pair_transition(), pair, chunk, Tensor(), zn); }, "transition_forward", what);
+  }
 }
 
 }  // namespace

@@ -286,12 +286,18 @@ Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable
   return bias;
 }
 
+void check_normalised_input(const std::string& module, const Variable& normed, const Variable& x, int64_t chunk,
+                            int64_t rows) {
+  if (!normed.defined()) return;
+  FC_CHECK(normed.shape() == x.shape(), module, ": normalised input ", normed.shape().str(), " for ", x.shape().str());
+  FC_CHECK(autograd::grad_enabled() || chunk <= 0 || chunk >= rows, module, ": a normalised input is taken unchunked only (chunk ",
+           chunk, " of ", rows, " rows)");
+}
+
 Variable transition_forward(const nn::Transition& tr, const Variable& x, int64_t chunk, const Tensor& into,
                             const Variable& normed) {
+  check_normalised_input("transition_forward '" + tr.path() + "'", normed, x, chunk, x.size(0));
   if (normed.defined()) {
-    FC_CHECK(normed.shape() == x.shape() && (chunk <= 0 || chunk >= x.size(0) || autograd::grad_enabled()),
-             "transition_forward '", tr.path(), "': a normalised input ", normed.shape().str(), " for x ",
-             x.shape().str(), " is taken unchunked only (chunk ", chunk, ")");
     return run_chunked(x.size(0), 0, [&](int64_t, int64_t) { return tr.forward_normalized(normed); }, 0, into);
   }
   return run_chunked(x.size(0), chunk, [&](int64_t s, int64_t len) {

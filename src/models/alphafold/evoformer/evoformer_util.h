@@ -147,6 +147,13 @@ Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln, bool swapped
 Tensor pair_bias_chunked(const nn::Linear& feat_2d, const std::function<Variable(int64_t, int64_t)>& z_ln_rows,
                          int64_t n, int64_t chunk);
 
+// A module's normalised input (its input LayerNorm made by the preceding residual add,
+// stream_residual_norm), checked: undefined, or of x's shape where the module runs unchunked (grad
+// mode, or chunk ≤ 0 or ≥ rows, the rows it would chunk). `module`: its class and path, for the
+// message.
+void check_normalised_input(const std::string& module, const Variable& normed, const Variable& x, int64_t chunk,
+                            int64_t rows);
+
 // nn::Transition (LN → Linear+ReLU → Linear: AF2 Alg. 9/15) chunked along axis 0 of x; `into` as
 // run_chunked's (x's own stream: x += transition(x), row chunk by row chunk).
 // normed: x layer-normed by tr.norm() for the GEMMs (stream_residual_norm), taken instead of

@@ -74,10 +74,8 @@ std::pair<Variable, Variable> OuterProductMean::projections(const Variable& m, c
     return std::pair{autograd::mul(left, mask3), autograd::mul(right, mask3)};
   };
   const int64_t s = m.size(0);
-  FC_CHECK(!normed.defined() || normed.shape() == m.shape(), "OuterProductMean '", path(), "': normalised input ",
-           normed.defined() ? normed.shape().str() : "", " for m ", m.shape().str());
+  check_normalised_input("OuterProductMean '" + path() + "'", normed, m, chunk, s);
   if (autograd::grad_enabled() || chunk <= 0 || chunk >= s) return project(m, mask);
-  FC_CHECK(!normed.defined(), "OuterProductMean '", path(), "': a normalised input is taken unchunked only");
   Tensor a, b;
   for (int64_t r0 = 0; r0 < s; r0 += chunk) {
     const int64_t len = std::min(chunk, s - r0);

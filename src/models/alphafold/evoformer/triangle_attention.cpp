@@ -32,8 +32,7 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
   const Variable zz = starting_ ? z : autograd::transpose(z, 0, 1);
   const Tensor mask = starting_ ? pair_mask : transposed_mask(pair_mask);
   const int64_t n = z.size(0);
-  FC_CHECK(!normed.defined() || normed.shape() == z.shape(), "TriangleAttention '", path(), "': normalised input ",
-           normed.defined() ? normed.shape().str() : "", " for z ", z.shape().str());
+  check_normalised_input("TriangleAttention '" + path() + "'", normed, z, chunk, n);
   if (chunk <= 0 || chunk >= n || autograd::grad_enabled()) {
     // LN acts on each (i, j) vector alone, so the ending node normalises z as it lies: its bias
     // swaps the axes of the small [H, N, N] result, and its attention runs along z's first axis
@@ -48,7 +47,6 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
     add_into(into, o.value());
     return Variable(into);
   }
-  FC_CHECK(!normed.defined(), "TriangleAttention '", path(), "': a normalised input is taken unchunked only");
   // Chunked inference without a pair-sized LN(z): LN is recomputed per chunk of rows, once for the
   // pair bias (b[h, i, j] = Σ_c LN(z)_ijc w_ch, written chunk by chunk) and once for the attention.
   // The ending node's output chunks go straight into z's orientation (columns of the result), so

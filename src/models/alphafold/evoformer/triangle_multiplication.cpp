@@ -53,11 +53,9 @@ Variable TriangleMultiplication::forward(const Variable& z, const Tensor& pair_m
   const Tensor mask = mask_in(pair_mask, DType::f32).contiguous();
   FC_CHECK(!into.defined() || !autograd::grad_enabled(), "TriangleMultiplication '", path(),
            "': adding into a stream needs no-grad mode");
-  FC_CHECK(!normed.defined() || normed.shape() == z.shape(), "TriangleMultiplication '", path(),
-           "': normalised input ", normed.defined() ? normed.shape().str() : "", " for z ", z.shape().str());
+  check_normalised_input("TriangleMultiplication '" + path() + "'", normed, z, chunk, z.size(0));
   if (!autograd::grad_enabled()) {
     if (chunk > 0 && chunk < z.size(0)) {
-      FC_CHECK(!normed.defined(), "TriangleMultiplication '", path(), "': a normalised input is taken unchunked only");
       return into.defined() ? add_chunked(z, mask, chunk, into) : forward_chunked(z, mask, chunk);
     }
     // The fp32 CPU inference path calls the GEMMs directly: not under bf16 autocast, where the
