@@ -24,7 +24,12 @@
 # bench_evoformer --profile, one line per Evoformer submodule, and bench_attention's phases of the
 # fused attention op), --kernels (device time per kernel, FOLDCORE_PROFILE_KERNELS=1, of the crop-256
 # training step and the N = 1,000 prediction), --ncu (Nsight Compute's counters of the attention
-# kernels and of a sample of the training step's kernels, ncu_*.txt); default --tests --sanitize --bench. Tests and the sanitizer run first, side by side (--jobs N test binaries at a time,
+# kernels and of a sample of the training step's kernels, ncu_*.txt), --goal (the training goal's
+# figures alone, for a short device lease: the crop-256 step, the average step of 8 drawn samples,
+# and bench_gemm's side-by-side lines that decide the GEMM defaults; about 4 minutes on an H200;
+# with 15 minutes of device time: CHECK_SECONDS=150 TEST_TIMEOUT=150 scripts/gpu_check.sh
+# --prebuilt build-gpu-portable/prebuilt.tar.xz --jobs 8 --tests --goal);
+# default --tests --sanitize --bench. Tests and the sanitizer run first, side by side (--jobs N test binaries at a time,
 # default 4: they check numbers, not time), then the benchmarks one at a time, alone on the GPU.
 # Every binary runs under a time limit (TEST_TIMEOUT, SAN_TIMEOUT seconds, default 600 and 240,
 # cut so that tests and sanitizer together end within CHECK_SECONDS, default unlimited;
@@ -50,8 +55,8 @@ while [ $# -gt 0 ]; do
     --prebuilt) PREBUILT=${2:?--prebuilt needs a directory}; shift 2 ;;
     --prebuilt-mpi) PREBUILT_MPI=${2:?--prebuilt-mpi needs an archive or directory}; shift 2 ;;
     --jobs) JOBS=${2:?--jobs needs a number}; shift 2 ;;
-    --tests|--sanitize|--bench|--bert|--train|--long|--largest|--profile|--kernels|--ncu) PARTS+=("${1#--}"); shift ;;
-    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--prebuilt-mpi DIR|FILE.tar.xz] [--jobs N] [--tests] [--sanitize] [--bench] [--bert] [--train] [--long] [--largest] [--profile] [--kernels] [--ncu]" >&2; exit 2 ;;
+    --tests|--sanitize|--bench|--bert|--train|--long|--largest|--profile|--kernels|--ncu|--goal) PARTS+=("${1#--}"); shift ;;
+    *) echo "usage: $0 [--prebuilt DIR|FILE.tar.xz] [--prebuilt-mpi DIR|FILE.tar.xz] [--jobs N] [--tests] [--sanitize] [--bench] [--bert] [--train] [--long] [--largest] [--profile] [--kernels] [--ncu] [--goal]" >&2; exit 2 ;;
   esac
 done
 TEST_TIMEOUT=${TEST_TIMEOUT:-600}
@@ -369,6 +374,18 @@ if want train; then
   # against the row form of the first line
   FOLDCORE_ATTENTION_BWD_FORM=scores run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 \
     --evoformer_blocks 48 --extra_msa_blocks 4
+fi
+
+# 5b'. The training goal's figures alone (a short lease): the crop-256 step (3 steps, the faster
+# counts), the average step of the 8 samples the trainer would draw, and the GEMM forms whose
+# defaults were chosen without a GPU (bench_gemm's af2_* lines: speedup_vs_product_and_copy of the
+# outer product mean, speedup_vs_per_pair of the projections' input gradient).
+if want goal; then
+  run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4 \
+    --steps 3
+  run_bench 150 bench_train --device cuda:0 --crops 256 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4 \
+    --samples 8
+  run_bench 30 bench_gemm --device cuda --full
 fi
 
 # 5c. Where the time goes: stage times of a full-depth prediction and of a training step, and the
