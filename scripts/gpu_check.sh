@@ -26,7 +26,8 @@
 # training step and the N = 1,000 prediction), --ncu (Nsight Compute's counters of the attention
 # kernels and of a sample of the training step's kernels, ncu_*.txt), --goal (the training goal's
 # figures alone, for a short device lease: the crop-256 step, the average step of 8 drawn samples,
-# and bench_gemm's side-by-side lines that decide the GEMM defaults; about 4 minutes on an H200;
+# bench_gemm's side-by-side lines that decide the GEMM defaults, one kernel-profiled step; about 5
+# minutes on an H200 by the limits' sum;
 # with 15 minutes of device time: CHECK_SECONDS=150 TEST_TIMEOUT=150 scripts/gpu_check.sh
 # --prebuilt build-gpu-portable/prebuilt.tar.xz --jobs 8 --tests --goal);
 # default --tests --sanitize --bench. Tests and the sanitizer run first, side by side (--jobs N test binaries at a time,
@@ -377,15 +378,19 @@ if want train; then
 fi
 
 # 5b'. The training goal's figures alone (a short lease): the crop-256 step (3 steps, the faster
-# counts), the average step of the 8 samples the trainer would draw, and the GEMM forms whose
-# defaults were chosen without a GPU (bench_gemm's af2_* lines: speedup_vs_product_and_copy of the
-# outer product mean, speedup_vs_per_pair of the projections' input gradient).
+# counts), the average step of the 8 samples the trainer would draw, the GEMM forms whose defaults
+# were chosen without a GPU (bench_gemm's af2_* lines: speedup_vs_product_and_copy of the outer
+# product mean, speedup_vs_per_pair of the projections' input gradient), and the step's kernels.
 if want goal; then
   run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4 \
     --steps 3
   run_bench 150 bench_train --device cuda:0 --crops 256 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4 \
     --samples 8
   run_bench 30 bench_gemm --device cuda --full
+  # where the crop-256 step's device time goes now: its 40 largest kernels and kernel × module pairs
+  # (the train_kernels lines; scripts/gemm_floor.py reads them with FOLDCORE_PROFILE_TOP=0)
+  FOLDCORE_PROFILE_KERNELS=1 FOLDCORE_PROFILE=1 run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 \
+    --evoformer_blocks 48 --extra_msa_blocks 4 --steps 1
 fi
 
 # 5c. Where the time goes: stage times of a full-depth prediction and of a training step, and the
