@@ -101,9 +101,12 @@ done
   echo "cuda_archs $ARCHS"
   echo "needs $(for f in "$DIST"/tests/* "$DIST"/bench/*; do [ -e "$f" ] && ldd "$f"; done | awk '{print $1}' | sort -u | tr '\n' ' ')"
 } >"$DIST/MANIFEST"
-# One archive to copy: the binaries share most of their CUDA kernels and code, which xz's 64 MiB
-# window (-9) finds across files (≈ 7x smaller than the files).
-(cd "$DIST" && tar cf - MANIFEST tests bench) | xz -9 -T"$JOBS" >"$DIST.tar.xz.tmp"
+# One archive to copy: the binaries share most of their CUDA kernels and code (each links all of
+# libfoldcore: up to 34 MB a binary, 582 MB in all on 2026-12-01), which xz finds across files
+# when its window spans them: one stream (-T1: threads would cut it into blocks compressed apart)
+# with a 1 GiB dictionary (about 10 GiB of memory to pack, 1 GiB to unpack). 18 MB where -9 -T2
+# (a 64 MiB window in blocks) made 41 MB; about 5 minutes on 2 cores.
+(cd "$DIST" && tar cf - MANIFEST tests bench) | xz -T1 --lzma2=preset=6,dict=1GiB >"$DIST.tar.xz.tmp"
 mv "$DIST.tar.xz.tmp" "$DIST.tar.xz"
 cat "$DIST/MANIFEST"
 ls -l "$DIST"/tests "$DIST"/bench | awk 'NF > 5 {printf "%10d %s\n", $5, $NF}'
