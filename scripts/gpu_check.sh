@@ -36,7 +36,8 @@
 # cut so that tests and sanitizer together end within CHECK_SECONDS, default unlimited;
 # each benchmark its own, scaled by BENCH_SCALE, default 1), so one hang cannot eat the rest; a
 # limit reached counts as a failure and names the binary. A summary table (test counts, sanitizer
-# findings, each benchmark's figure and its goal) closes the output. The tests run from the repository root with FOLDCORE_SHARED_DIR (default: ./shared,
+# findings, each benchmark's figure and its goal; the kernel and stage lists only in gpu_bench.jsonl)
+# closes the output. The tests run from the repository root with FOLDCORE_SHARED_DIR (default: ./shared,
 # else ../shared); one gtest XML per binary. Results go to ${OUT:-out}/: gpu_tests.log,
 # gpu_tests/*.xml, gpu_bench.jsonl, gpu_bench.log (and bench_bert_gpu.jsonl with --bert).
 # Exits 1 without building or running anything when no CUDA device is visible; non-zero when a
@@ -533,6 +534,8 @@ for raw in open(sys.argv[1]):
     except ValueError:
         continue
     name = r.get("bench", r.get("name", "?"))
+    if str(name).endswith("_kernels") or str(name).endswith("_profile"):
+        continue  # the kernel and stage lists (FOLDCORE_PROFILE_KERNELS=1, FOLDCORE_PROFILE=1) stay in gpu_bench.jsonl
     figs = [f"{k}={r[k]}" for k in ("case", "kernel", "attention_kernel", "stage", "size", "shape", "n_res", "crop", "ms", "seconds", "step_seconds", "tflops", "gflops", "fraction_of_peak", "fraction_of_gemm_peak", "ratio", "speedup", "speedup_vs_smem", "dbias_share", "speedup_vs_atomic", "peak_mb", "peak_alloc_mib", "step_peak_mib", "n_max_80gb") if k in r]
     goal = goals.get(str(name), "")
     print(f"| {name} | {', '.join(figs)} {('(goal: ' + goal + ')') if goal else ''} |")
