@@ -119,15 +119,6 @@ FusedNormArgs fused_norm_args(const char* op, const Variable& x, const Variable&
   return f;
 }
 
-// Where the pre-LN sum h goes: residual's own storage where `in_place` and nothing else can see it
-// (bias_dropout_residual's rule), else a new tensor of residual's dtype. Asked before any other
-// handle on that storage is taken (the contiguous view fused_norm_args keeps is one), since the
-// rule counts them.
-Tensor pre_norm_sum(const Variable& residual, bool in_place) {
-  if (in_place && detail::can_overwrite(residual)) return residual.value();
-  return Tensor::empty(residual.shape(), residual.dtype(), residual.value().device());
-}
-
 }  // namespace
 
 Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps,
@@ -156,7 +147,7 @@ std::pair<Variable, Variable> residual_layer_norm(const Variable& x, const Varia
     const Variable h = bias_dropout_residual(x, Variable(), residual, d, in_place);
     return {h, layer_norm(h, gamma, beta, eps, out)};
   }
-  const Tensor h = pre_norm_sum(residual, in_place);  // before any other handle on residual's storage
+  const Tensor h = detail::residual_sum_target(residual, in_place);  // before fused_norm_args's view of it
   const FusedNormArgs f = fused_norm_args(op, x, Variable(), residual, d, gamma, beta, yt);
   ops::bias_dropout_residual_layernorm_forward(f.xv, Tensor(), f.rv, f.args, f.gv, f.bv, eps, h, f.y, f.mean, f.rstd);
   const Variable hv = detail::record_bias_dropout_residual(x, Variable(), residual, f.args, h);
@@ -175,7 +166,7 @@ Variable bias_dropout_residual_layer_norm(const Variable& x0, const Variable& bi
   const Variable bias = bias0.defined() ? cast(bias0, dt) : Variable();
   const bool rg = any_requires_grad({x, bias, residual, gamma, beta});
   // h (the pre-LN sum) is stored only for a backward; `in_place` puts it in residual's storage.
-  const Tensor h = rg ? pre_norm_sum(residual, in_place) : Tensor();
+  const Tensor h = rg ? detail::residual_sum_target(residual, in_place) : Tensor();
   const FusedNormArgs f = fused_norm_args(op, x, bias, residual, d, gamma, beta, x.dtype());
   ops::bias_dropout_residual_layernorm_forward(f.xv, bias.defined() ? bias.value() : Tensor(), f.rv, f.args, f.gv, f.bv,
                                                eps, h, f.y, f.mean, f.rstd);

@@ -45,6 +45,11 @@ bool can_overwrite(const Variable& v) {
       r.storage().use_count() == 1 && r.is_contiguous() && r.offset() == 0 && r.nbytes() == r.storage()->bytes();
   return sole_owner && !(v.is_leaf() && v.requires_grad());
 }
+
+Tensor residual_sum_target(const Variable& residual, bool in_place) {
+  if (in_place && can_overwrite(residual)) return residual.value();
+  return Tensor::empty(residual.shape(), residual.dtype(), residual.value().device());
+}
 }  // namespace detail
 
 using detail::empty_like;
@@ -267,9 +272,7 @@ Variable bias_dropout_residual(const Variable& x0, const Variable& bias0, const 
   FC_CHECK(d.p >= 0.f && d.p < 1.f, "dropout: rate ", d.p, " outside [0, 1)");
   const ops::DropoutArgs args = detail::dropout_args(d);
   const Tensor xv = x.value().contiguous();
-  Tensor out;
-  if (in_place && has_res && detail::can_overwrite(residual)) out = residual.value();
-  if (!out.defined()) out = Tensor::empty(xv.shape(), dt, xv.device());
+  const Tensor out = has_res ? detail::residual_sum_target(residual, in_place) : Tensor::empty(xv.shape(), dt, xv.device());
   ops::bias_dropout_residual_forward(xv, bias.defined() ? bias.value() : Tensor(),
                                      has_res ? residual.value().contiguous() : Tensor(), args, out);
   return detail::record_bias_dropout_residual(x, bias, residual, args, out);

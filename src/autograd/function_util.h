@@ -43,6 +43,11 @@ ops::DropoutArgs dropout_args(const DropoutSpec& d);
 // the only reference to its whole storage and v is not a leaf that needs grad.
 bool can_overwrite(const Variable& v);
 
+// Where a residual add (residual + update) writes its sum: residual's own storage where `in_place`
+// and can_overwrite allows it, else a new tensor of residual's shape and dtype. Ask before taking
+// any other handle on residual's storage (a contiguous view is one): can_overwrite counts them.
+Tensor residual_sum_target(const Variable& residual, bool in_place);
+
 // The node bias_dropout_residual records for its output `out` (x, bias and residual as it passes
 // them: x uncast in the mixed case), for an op whose kernel made that output itself (the fused
 // LayerNorm of residual_layer_norm): the same backward.
