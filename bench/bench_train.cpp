@@ -8,7 +8,8 @@
 //               [--model_config configs/model/model_1.yaml] [--device cpu|cuda:0] [--steps K] [--samples K]
 // (a build without yaml-cpp runs the built-in model_1_ptm config: model_1's widths plus the TM head)
 //
-// --configs: precision:recompute_blocks[:keep[:keep_extra]] (recompute_blocks 0 = no recomputation,
+// --configs: precision:recompute_blocks[:keep[:keep_extra]] (precision fp32, bf16, or bf16_streams: bf16
+// with the MSA and pair streams in bf16, Af2Config::bf16_training_streams; recompute_blocks 0 = no recomputation,
 // k = k blocks per recomputation segment; keep: Af2Config::recompute_keep_blocks, the last `keep`
 // Evoformer blocks not recomputed, 0 when left out; keep_extra: recompute_keep_extra_msa_blocks,
 // the same for the extra-MSA stack; e.g. bf16:1:24 or bf16:1:48:4; `auto`: as many of both as the
@@ -99,7 +100,7 @@ namespace {
 using namespace foldcore;
 
 struct Config {
-  std::string precision;
+  std::string precision;  // fp32, bf16, or bf16_streams (bf16 with Af2Config::bf16_training_streams)
   int64_t recompute = 0, keep = 0;  // keep: Af2Config::kKeepBlocksAuto for `auto` (both stacks)
   int64_t keep_extra = 0;            // the extra-MSA stack's (auto with keep)
   // The name in the profile lines: precision:recompute, with :keep when not 0 and :keep_extra when
@@ -115,6 +116,9 @@ struct Config {
     if (keep_extra != 0 && keep != af2::Af2Config::kKeepBlocksAuto) s += ':' + std::to_string(keep_extra);
     return s;
   }
+  bool bf16_streams() const { return precision == "bf16_streams"; }
+  // The autocast precision: fp32 or bf16.
+  std::string compute() const { return bf16_streams() ? "bf16" : precision; }
 };
 
 struct Args {
@@ -220,8 +224,9 @@ struct Case {
   af2::Af2LossConfig loss_config;
   std::unique_ptr<af2::KeepBlocksAuto> keep_auto;
 
-  Case(const af2::Af2Config& base, const Config& c, Device dev) : precision(c.precision), device(dev), params(dev) {
+  Case(const af2::Af2Config& base, const Config& c, Device dev) : precision(c.compute()), device(dev), params(dev) {
     af2::Af2Config config = base;
+    config.bf16_training_streams = c.bf16_streams();
     config.recompute_blocks = c.recompute;
     config.recompute_keep_blocks = c.keep;
     config.recompute_keep_extra_msa_blocks = c.keep_extra;
@@ -334,7 +339,7 @@ void run_average_case(const af2::Af2Config& config, const std::vector<Sample>& s
       .num("step_peak_mib", static_cast<double>(step_peak) / kMiB)
       .num("model_gflop", flops / 1e9)
       .num("gflops", flops / mean / 1e9)
-      .num("fraction_of_gemm_peak", flops / mean / peak_flops.at(cfg.precision))
+      .num("fraction_of_gemm_peak", flops / mean / peak_flops.at(cfg.compute()))
       .num("launches", launches / n)
       .print();
   // FOLDCORE_PROFILE_KERNELS=1: the samples' kernels together ("<config>:average", calls and times
@@ -445,7 +450,7 @@ int main(int argc, char** argv) {
     // load only ever lowers it).
     std::map<std::string, double> peak_flops;
     for (const Config& cfg : args.configs) {
-      const std::string& precision = cfg.precision;
+      const std::string precision = cfg.compute();
       const std::string key = args.device.is_cuda() ? precision : "fp32";
       if (!peak_flops.count(key)) {
         double best = 0;
@@ -481,7 +486,7 @@ int main(int argc, char** argv) {
                                         static_cast<double>(b0.num_extra_msa()), 0.0, static_cast<double>(crop));
       const double model_flops = (static_cast<double>(args.iterations) - 1 + 3) * f;
       for (const Config& cfg : args.configs) {
-        const std::string& precision = cfg.precision;
+        const std::string precision = cfg.compute();
         // On CUDA the first step at a new crop also pays for allocator growth and cuBLASLt's choice
         // of algorithms for the new shapes: two steps, the faster one reported.
         const int64_t steps = args.steps > 0 ? args.steps : args.device.is_cuda() ? 2 : 1;
@@ -500,7 +505,7 @@ int main(int argc, char** argv) {
             .integer("evoformer_blocks", config.num_evoformer_blocks)
             .integer("extra_msa_blocks", config.num_extra_msa_blocks)
             .integer("iterations", args.iterations)
-            .str("precision", precision)
+            .str("precision", cfg.precision)
             .integer("recompute_blocks", cfg.recompute)
             .integer("recompute_keep_blocks", r.keep)
             .integer("recompute_keep_extra_msa_blocks", r.keep_extra)

@@ -38,11 +38,16 @@ DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int
 
 namespace {
 
+bool is16(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+// One of a and b fp32, the other 16-bit.
+bool is_sixteen_and_f32(DType a, DType b) {
+  return (is16(a) && b == DType::f32) || (a == DType::f32 && is16(b));
+}
+
 // mul's mixed dtypes (elementwise.h): a 16-bit, b and out f32; or a and b f32, out 16-bit.
 bool mixed_mul_dtypes(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const auto is16 = [](DType t) { return t == DType::bf16 || t == DType::f16; };
-  return b.dtype() == DType::f32 && ((is16(a.dtype()) && out.dtype() == DType::f32) ||
-                                     (a.dtype() == DType::f32 && is16(out.dtype())));
+  return b.dtype() == DType::f32 && is_sixteen_and_f32(a.dtype(), out.dtype());
 }
 
 // a, out: contiguous, same shape/device and, unless `mixed` allows mul's mixed dtypes, one dtype
@@ -222,9 +227,9 @@ void masked_gate_channel_major_backward(const Tensor& g, const Tensor& p, const 
 void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
                                    const DropoutArgs& d, const Tensor& out) {
   constexpr std::string_view op = "bias_dropout_residual_forward";
-  if (x.dtype() != out.dtype()) {  // a 16-bit update into an fp32 stream, without bias
-    FC_CHECK(out.dtype() == DType::f32 && (x.dtype() == DType::bf16 || x.dtype() == DType::f16) && !bias.defined(),
-             op, ": x ", x.str(), " into out ", out.str(), " (mixed dtypes: a 16-bit x without bias into an f32 out)");
+  if (x.dtype() != out.dtype()) {  // a 16-bit update into an fp32 stream or the reverse, without bias
+    FC_CHECK(is_sixteen_and_f32(x.dtype(), out.dtype()) && !bias.defined(), op, ": x ", x.str(), " into out ",
+             out.str(), " (mixed dtypes: a 16-bit x into an f32 out or an f32 x into a 16-bit out, without bias)");
     FC_CHECK(x.shape() == out.shape() && x.device() == out.device() && x.is_contiguous() && out.is_contiguous(), op,
              ": x ", x.str(), " and out ", out.str(), " must be contiguous, of one shape and device");
   } else {
@@ -251,10 +256,9 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
 void bias_dropout_residual_backward(const Tensor& dout, const DropoutArgs& d, const Tensor& dx,
                                     const Tensor& dbias) {
   constexpr std::string_view op = "bias_dropout_residual_backward";
-  if (dout.dtype() != dx.dtype()) {  // the mixed forward's: an fp32 dout into a 16-bit dx
-    FC_CHECK(dout.dtype() == DType::f32 && (dx.dtype() == DType::bf16 || dx.dtype() == DType::f16) &&
-                 !dbias.defined(),
-             op, ": dout ", dout.str(), " into dx ", dx.str(), " (mixed dtypes: an f32 dout into a 16-bit dx, no dbias)");
+  if (dout.dtype() != dx.dtype()) {  // the mixed forwards': an fp32 dout into a 16-bit dx or the reverse
+    FC_CHECK(is_sixteen_and_f32(dout.dtype(), dx.dtype()) && !dbias.defined(), op, ": dout ", dout.str(), " into dx ",
+             dx.str(), " (mixed dtypes: one of them f32, the other 16-bit, no dbias)");
     FC_CHECK(dout.shape() == dx.shape() && dout.device() == dx.device() && dout.is_contiguous() && dx.is_contiguous(),
              op, ": dout ", dout.str(), " and dx ", dx.str(), " must be contiguous, of one shape and device");
   } else {

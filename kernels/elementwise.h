@@ -71,14 +71,16 @@ struct DropoutArgs {
 };
 
 // out = residual + dropout(x + bias).  bias (optional [C]) and residual (optional) may be
-// undefined; out may alias residual (in-place residual update). Mixed: a 16-bit x without bias
-// into an fp32 out (and residual): a bf16 update added to an fp32 stream, the values of converting
-// x to fp32 first (exact) and adding in fp32.
+// undefined; out may alias residual (in-place residual update). Mixed, without bias: a 16-bit x
+// into an fp32 out (and residual), a bf16 update added to an fp32 stream, the values of converting
+// x to fp32 first (exact) and adding in fp32; or an fp32 x into a 16-bit out (and residual), an
+// fp32 update added to a bf16 stream, the sum taken in fp32 and rounded once to out's dtype.
 void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
                                    const DropoutArgs& d, const Tensor& out);
 // dx = dropout_mask ⊙ dout / (1−p);  dbias (f32 [C], ACCUMULATED) = Σ_rows dx.
 // dresidual = dout (the caller reuses dout; nothing is written for it). Mixed (the forward's): an
-// fp32 dout into a 16-bit dx, each value rounded once; no dbias then.
+// fp32 dout into a 16-bit dx, each value rounded once, or a 16-bit dout into an fp32 dx (exact
+// before the dropout scale); no dbias then.
 void bias_dropout_residual_backward(const Tensor& dout, const DropoutArgs& d, const Tensor& dx,
                                     const Tensor& dbias);
 

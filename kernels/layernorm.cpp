@@ -53,6 +53,16 @@ void check_output(const char* op, const char* name, const Tensor& t, const Tenso
            " and of x's dtype (or 16-bit for an f32 x)");
 }
 
+// dy of a plain LayerNorm's backward: check_output's rule, or f32 for a 16-bit x.
+void check_dy(const char* op, const Tensor& dy, const Tensor& x) {
+  if (dy.defined() && dy.dtype() == DType::f32 && (x.dtype() == DType::bf16 || x.dtype() == DType::f16)) {
+    FC_CHECK(dy.shape() == x.shape() && dy.device() == x.device() && dy.is_contiguous(), op, ": dy ", dy.str(),
+             " must be contiguous and shaped like x ", x.str());
+    return;
+  }
+  check_output(op, "dy", dy, x);
+}
+
 void check_like(const char* op, const char* name, const Tensor& t, const Tensor& x) {
   FC_CHECK(t.defined() && t.shape() == x.shape() && t.dtype() == x.dtype() && t.device() == x.device() &&
                t.is_contiguous(),
@@ -87,7 +97,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
                         bool accumulate_dx) {
   constexpr const char* op = "layernorm_backward";
   const auto [rows, c] = check_common(op, x, gamma, mean, rstd);
-  check_output(op, "dy", dy, x);
+  check_dy(op, dy, x);
   check_like(op, "dx", dx, x);
   check_param(op, "dgamma", dgamma, gamma);
   check_param(op, "dbeta", dbeta, gamma);
@@ -106,9 +116,15 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
   constexpr const char* op = "bias_dropout_residual_layernorm_forward";
   const auto [rows, c] = check_common(op, x, gamma, mean, rstd);
   check_param(op, "beta", beta, gamma);
-  // residual and h set T; x and y are T or, for an f32 T, 16-bit (check_output's rule).
+  // residual and h set T; x and y are T or, for an f32 T, 16-bit (check_output's rule); x may also be
+  // f32 for a 16-bit T (an fp32 update of a bf16 stream: the sum in fp32, h rounded once).
   FC_CHECK(residual.defined(), op, ": residual must be defined");
-  check_output(op, "x", x, residual);
+  if (x.dtype() == DType::f32 && (residual.dtype() == DType::bf16 || residual.dtype() == DType::f16)) {
+    FC_CHECK(x.shape() == residual.shape() && x.device() == residual.device() && x.is_contiguous(), op, ": x ",
+             x.str(), " must be contiguous and shaped like residual ", residual.str());
+  } else {
+    check_output(op, "x", x, residual);
+  }
   check_output(op, "y", y, residual);
   if (h.defined()) check_like(op, "h", h, residual);
   if (bias.defined())

@@ -13,7 +13,9 @@
 // uses, without the temporary's pass).
 // y (and so dy) may be 16-bit where x is f32: y is computed in fp32 and rounded once as it is
 // stored, the same values as converting an f32 y; the LayerNorm before a bf16 GEMM under autocast
-// writes what the GEMM reads, with no f32 y and no conversion pass.
+// writes what the GEMM reads, with no f32 y and no conversion pass. Conversely dy may be f32 where
+// x is 16-bit (backward only): the fp32 gradient the GEMMs reading a bf16 y hand back, read as it
+// is (no rounding pass to bf16 before the backward), dx written in x's dtype.
 #pragma once
 
 #include "core/tensor.h"

@@ -360,7 +360,9 @@ fi
 # 5b. Training step of the full model, bf16 with per-block recomputation (issue goals: crop 256
 # <= 0.3 s per step on one H100; crop 384 fits in 40 GB).
 if want train; then
-  run_bench 100 bench_train --device cuda:0 --crops 256,384 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4
+  # bf16 with fp32 streams and with bf16 streams (Af2Config::bf16_training_streams, the presets' default)
+  run_bench 150 bench_train --device cuda:0 --crops 256,384 --configs bf16:1,bf16_streams:1 --evoformer_blocks 48 \
+    --extra_msa_blocks 4
   # the same step at crop 256 with the last 40 Evoformer blocks kept (recompute_keep_blocks; about
   # 62 GB, what an 80 GB H100 holds), with as many kept as this device holds (auto: the count and
   # the measured block in the line) and without recomputation: what the recomputed forwards cost
@@ -379,19 +381,21 @@ if want train; then
 fi
 
 # 5b'. The training goal's figures alone (a short lease): the crop-256 step (3 steps, the faster
-# counts), the average step of the 8 samples the trainer would draw, the GEMM forms whose defaults
-# were chosen without a GPU (bench_gemm's af2_* lines: speedup_vs_product_and_copy of the outer
-# product mean, speedup_vs_per_pair of the projections' input gradient), and the step's kernels.
+# counts), the average step of the 8 samples the trainer would draw, each with fp32 and with bf16
+# streams (bf16 and bf16_streams: the presets' default since 2026-12-01), the GEMM forms whose
+# defaults were chosen without a GPU (bench_gemm's af2_* lines: speedup_vs_product_and_copy of the
+# outer product mean, speedup_vs_per_pair of the projections' input gradient), and the step's
+# kernels with bf16 streams.
 if want goal; then
-  run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4 \
-    --steps 3
-  run_bench 150 bench_train --device cuda:0 --crops 256 --configs bf16:1 --evoformer_blocks 48 --extra_msa_blocks 4 \
-    --samples 8
+  run_bench 90 bench_train --device cuda:0 --crops 256 --configs bf16:1,bf16_streams:1 --evoformer_blocks 48 \
+    --extra_msa_blocks 4 --steps 3
+  run_bench 240 bench_train --device cuda:0 --crops 256 --configs bf16:1,bf16_streams:1 --evoformer_blocks 48 \
+    --extra_msa_blocks 4 --samples 8
   run_bench 30 bench_gemm --device cuda --full
   # where the crop-256 step's device time goes now: its 40 largest kernels and kernel × module pairs
   # (the train_kernels lines; scripts/gemm_floor.py reads them with FOLDCORE_PROFILE_TOP=0)
-  FOLDCORE_PROFILE_KERNELS=1 FOLDCORE_PROFILE=1 run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16:1 \
-    --evoformer_blocks 48 --extra_msa_blocks 4 --steps 1
+  FOLDCORE_PROFILE_KERNELS=1 FOLDCORE_PROFILE=1 run_bench 60 bench_train --device cuda:0 --crops 256 \
+    --configs bf16_streams:1 --evoformer_blocks 48 --extra_msa_blocks 4 --steps 1
 fi
 
 # 5c. Where the time goes: stage times of a full-depth prediction and of a training step, and the

@@ -174,7 +174,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
                         int64_t rows, int64_t c, bool accumulate_dh) {
   dispatch_float(h.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    dispatch_float(dy.dtype(), [&](auto dtag) {  // dy: T, or 16-bit for an f32 h (the dispatcher checks)
+    dispatch_float(dy.dtype(), [&](auto dtag) {  // dy: T, 16-bit for an f32 h or f32 for a 16-bit h (checked)
       using TD = decltype(dtag);
       backward_typed<T, TD>(dy.data<TD>(), h.data<T>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(),
                             mut_ptr_or_null<T>(dh), mut_ptr_or_null<T>(dx),

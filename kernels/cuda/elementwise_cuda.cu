@@ -549,6 +549,8 @@ void bias_dropout_residual_forward(const Tensor& x, const Tensor& bias, const Te
     };
     if (out.dtype() == x.dtype()) {
       run(T{});
+    } else if constexpr (std::is_same_v<T, float>) {
+      cuda_dispatch_float(out.dtype(), run);  // an fp32 update into a 16-bit stream
     } else {
       run(float{});  // a 16-bit update into an fp32 stream (elementwise.cpp checked the mix)
     }
@@ -571,6 +573,8 @@ void dropout_backward(const Tensor& dout, float p, uint64_t seed, uint64_t offse
     };
     if (dout.dtype() == dx.dtype()) {
       run(X{});
+    } else if constexpr (std::is_same_v<X, float>) {
+      cuda_dispatch_float(dout.dtype(), run);  // a 16-bit dout into an fp32 dx
     } else {
       run(float{});  // the mixed forward's fp32 dout into a 16-bit dx
     }

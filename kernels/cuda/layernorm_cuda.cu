@@ -15,6 +15,7 @@
 #include "kernels/cuda/layernorm_cuda.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "core/cuda/block_counters.cuh"
@@ -343,6 +344,16 @@ template <typename F> void dispatch_pair(DType x, DType other, F&& f) {
   });
 }
 
+// dispatch_pair's rule, or an f32 `other` for a 16-bit T: the backward's dy (the GEMMs' fp32
+// gradient of a bf16 LayerNorm output) and the fused forward's x (an fp32 update of a bf16 stream).
+template <typename F> void dispatch_wide_pair(DType t, DType other, F&& f) {
+  if (other == DType::f32 && t != DType::f32) {
+    cuda_dispatch_float(t, [&](auto tag) { f(decltype(tag){}, float{}); });
+    return;
+  }
+  dispatch_pair(t, other, f);
+}
+
 // Launches the forward kernel (kFused as above) for rows × c.
 template <bool kFused>
 void launch_forward(const Tensor& x, const Tensor& bias, const Tensor& residual, const Tensor& h, const LnDropout& d,
@@ -357,9 +368,12 @@ void launch_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
     using T = decltype(tag);
     using TX = decltype(xtag);
     using TY = decltype(ytag);
+    // Vectors of 16 bytes of T; an fp32 x beside a 16-bit T is read 32 bytes at a time, aligned so.
     const bool aligned = can_vectorise(c, sizeof(T),
                                        {x.data_ptr(), y.data_ptr(), gamma.data_ptr(), beta.data_ptr(),
-                                        ptr_or_null<T>(residual), ptr_or_null<T>(h), ptr_or_null<TX>(bias)});
+                                        ptr_or_null<T>(residual), ptr_or_null<T>(h), ptr_or_null<TX>(bias)}) &&
+                         reinterpret_cast<uintptr_t>(x.data_ptr()) % (16 / sizeof(T) * sizeof(TX)) == 0 &&
+                         reinterpret_cast<uintptr_t>(ptr_or_null<TX>(bias)) % (16 / sizeof(T) * sizeof(TX)) == 0;
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;
       launch_kernel<ln_forward_kernel<T, TX, TY, G, V, kFused>>(row_blocks<G>(rows), kRowBlock, 0, stream,
@@ -370,8 +384,9 @@ void launch_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,
     });
   };
   if constexpr (kFused) {
-    // residual's dtype with x and y each that one or (for fp32) 16-bit: dispatch_pair's rule twice.
-    dispatch_pair(residual.dtype(), x.dtype(), [&](auto tag, auto xtag) {
+    // residual's dtype with x and y each that one or (for fp32) 16-bit: dispatch_pair's rule, and
+    // for x also fp32 beside a 16-bit residual (dispatch_wide_pair).
+    dispatch_wide_pair(residual.dtype(), x.dtype(), [&](auto tag, auto xtag) {
       dispatch_pair(residual.dtype(), y.dtype(), [&](auto, auto ytag) { go(tag, xtag, ytag); });
     });
   } else {
@@ -412,13 +427,15 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
   const int64_t nacc = dbias.defined() ? 3 : 2;
   Tensor partial = Tensor::empty({nacc * std::max(chunks1, chunks2) * c}, DType::f32, dev);
   const LnDropout drop = ln_dropout(d, mask);
-  dispatch_pair(h.dtype(), dy.dtype(), [&](auto tag, auto dtag) {
+  dispatch_wide_pair(h.dtype(), dy.dtype(), [&](auto tag, auto dtag) {
     using T = decltype(tag);
     using TD = decltype(dtag);
     const TD* dyp = static_cast<const TD*>(dy.data_ptr());
     const T* hp = static_cast<const T*>(h.data_ptr());
-    const bool aligned = can_vectorise(
-        c, sizeof(T), {dy.data_ptr(), h.data_ptr(), gamma.data_ptr(), ptr_or_null<T>(dh), ptr_or_null<T>(dx)});
+    // Vectors of 16 bytes of T; an fp32 dy beside a 16-bit h is read 32 bytes at a time, aligned so.
+    const bool aligned =
+        can_vectorise(c, sizeof(T), {dy.data_ptr(), h.data_ptr(), gamma.data_ptr(), ptr_or_null<T>(dh), ptr_or_null<T>(dx)}) &&
+        reinterpret_cast<uintptr_t>(dy.data_ptr()) % (16 / sizeof(T) * sizeof(TD)) == 0;
     bool fused = false;
     row_switch<T>(c, aligned, [&](auto g, auto v) {
       constexpr int G = decltype(g)::value, V = decltype(v)::value;

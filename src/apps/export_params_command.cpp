@@ -11,6 +11,7 @@
 
 #if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
 #include "autograd/param_store.h"
+#include "core/json_text.h"
 #include "core/philox.h"
 #include "models/alphafold/params/af2_export.h"
 #include "models/alphafold/model/alphafold.h"
@@ -24,29 +25,15 @@ namespace foldcore::apps {
 namespace {
 
 // The "architecture" string of a training checkpoint's meta JSON ({"architecture": "<yaml>", …},
-// written by af2_trainer with json_string: only \" \\ and \u00XX escapes occur).
+// written by af2_trainer with json_string), unescaped by json_unstring.
 std::string architecture_yaml(const std::string& meta, const std::string& path) {
-  const std::string tag = "{\"architecture\": \"";
+  const std::string tag = "{\"architecture\": ";
   FC_CHECK(meta.rfind(tag, 0) == 0, path, ": not a foldcore train checkpoint (its meta has no model architecture)");
-  std::string out;
-  for (size_t i = tag.size(); i < meta.size(); ++i) {
-    const char c = meta[i];
-    if (c == '"') return out;
-    if (c != '\\') {
-      out += c;
-      continue;
-    }
-    FC_CHECK(i + 1 < meta.size(), path, ": truncated architecture in the checkpoint meta");
-    const char e = meta[++i];
-    if (e == 'u') {
-      FC_CHECK(i + 4 < meta.size(), path, ": truncated escape in the checkpoint meta");
-      out += static_cast<char>(std::stoi(meta.substr(i + 1, 4), nullptr, 16));
-      i += 4;
-    } else {
-      out += e;
-    }
+  try {
+    return json_unstring(meta, tag.size());
+  } catch (const Error& e) {
+    FC_THROW(path, ": bad architecture in the checkpoint meta: ", e.what());
   }
-  FC_THROW(path, ": unterminated architecture in the checkpoint meta");
 }
 
 }  // namespace

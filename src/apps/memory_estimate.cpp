@@ -170,7 +170,7 @@ MemoryEstimate estimate_predict_memory(const af2::Af2Config& c, int64_t num_res,
 
   const double pair = n * n * static_cast<double>(c.c_z) * 4;
   const double chunk = c.chunk_size > 0 ? std::min(static_cast<double>(c.chunk_size), n) : n;
-  // DAP keeps fp32 streams (EmbeddingsAndEvoformer::inference_stream_dtype): the fp32 model.
+  // DAP keeps fp32 streams (EmbeddingsAndEvoformer::stream_dtype): the fp32 model.
   const bool bf16 = c.precision == "bf16" && dap == 1, chunked = c.chunk_size > 0 && c.chunk_size < num_res;
   const double k_chunk = bf16 ? (chunked ? kChunkBytesPerRowResidueBf16 : kUnchunkedBytesPerRowResidueBf16)
                               : (chunked ? kChunkBytesPerRowResidueFp32 : kUnchunkedBytesPerRowResidueFp32);

@@ -85,9 +85,9 @@ Variable record_layer_norm(const Variable& x, const Tensor& xv, const Variable& 
   fn->mean = mean;
   fn->rstd = rstd;
   Variable result = record1("layer_norm", std::move(fn), {x, gamma, beta}, y);
-  // A 16-bit output of an fp32 x: its backward reads an fp32 dy as well (the GEMMs that read the
-  // output give their dx in fp32, which then reaches it without a rounding pass).
-  if (result.node() && xv.dtype() == DType::f32 && y.dtype() != DType::f32) result.node()->f32_output_grads = true;
+  // A 16-bit output: its backward reads an fp32 dy as well (the GEMMs that read the output give
+  // their dx in fp32, which then reaches it without a rounding pass), whatever x's dtype.
+  if (result.node() && y.dtype() != DType::f32) result.node()->f32_output_grads = true;
   return result;
 }
 
@@ -141,9 +141,11 @@ std::pair<Variable, Variable> residual_layer_norm(const Variable& x, const Varia
   constexpr const char* op = "residual_layer_norm";
   FC_CHECK(x.defined() && residual.defined(), op, ": x and residual are required");
   const DType dt = residual.dtype(), yt = out.value_or(dt);
-  // The fused kernel's dtypes (x and y each h's, or 16-bit beside an fp32 h); else the two ops.
-  auto fits = [&](DType t) { return t == dt || (dt == DType::f32 && (t == DType::bf16 || t == DType::f16)); };
-  if (!is_floating(dt) || !fits(x.dtype()) || !fits(yt)) {
+  // The fused kernel's dtypes (x and y each h's, or 16-bit beside an fp32 h; x also fp32 beside a
+  // 16-bit h, bias_dropout_residual's rule); else the two ops.
+  const auto is16 = [](DType t) { return t == DType::bf16 || t == DType::f16; };
+  auto fits = [&](DType t) { return t == dt || (dt == DType::f32 && is16(t)); };
+  if (!is_floating(dt) || !(fits(x.dtype()) || (x.dtype() == DType::f32 && is16(dt))) || !fits(yt)) {
     const Variable h = bias_dropout_residual(x, Variable(), residual, d, in_place);
     return {h, layer_norm(h, gamma, beta, eps, out)};
   }

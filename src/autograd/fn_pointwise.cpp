@@ -257,11 +257,16 @@ Variable dropout(const Variable& x, const DropoutSpec& d) { return bias_dropout_
 Variable bias_dropout_residual(const Variable& x0, const Variable& bias0, const Variable& residual0,
                                const DropoutSpec& d, bool in_place) {
   const bool has_res = residual0.defined();
-  const DType dt = has_res ? promoted(x0.dtype(), residual0.dtype()) : x0.dtype();
+  const auto is16 = [](DType t) { return t == DType::bf16 || t == DType::f16; };
+  // An fp32 update of a 16-bit stream without bias (the outer product mean's fp32 update of a bf16
+  // pair stream) keeps the stream's dtype: the sum in fp32, rounded once (add_into's values).
+  const bool into16 = has_res && !bias0.defined() && x0.dtype() == DType::f32 && is16(residual0.dtype());
+  const DType dt = into16 ? residual0.dtype() : has_res ? promoted(x0.dtype(), residual0.dtype()) : x0.dtype();
   // A 16-bit update of an fp32 stream without bias (an Evoformer module's output under bf16
-  // autocast into its fp32 residual stream): one mixed kernel each way, the values of casting x
-  // to fp32 first (exact) and of rounding the fp32 dx once, without the cast's two kernels.
-  const bool mixed = has_res && !bias0.defined() && dt == DType::f32 && x0.dtype() != DType::f32;
+  // autocast into its fp32 residual stream), or into16: one mixed kernel each way, the values of
+  // casting x to fp32 first (exact) and of rounding the fp32 dx once (a 16-bit dx), or of rounding
+  // the sum once (into16; its dx is the 16-bit gradient in fp32, exact), without the casts.
+  const bool mixed = into16 || (has_res && !bias0.defined() && dt == DType::f32 && x0.dtype() != DType::f32);
   const Variable x = mixed ? x0 : cast(x0, dt);
   const Variable residual = has_res ? cast(residual0, dt) : Variable();
   const Variable bias = bias0.defined() ? cast(bias0, dt) : Variable();

@@ -125,6 +125,9 @@ Variable dropout(const Variable& x, const DropoutSpec& d);
 // out = residual + dropout(x + bias); bias [C] and residual optional. With `in_place`, out is
 // written into residual's storage when that is safe: nothing else (in particular no saved tensor
 // of any backward) refers to residual's storage, and residual is not a leaf that needs grad.
+// Dtypes: out is the promoted dtype of x and residual, except for an fp32 x without bias into a
+// 16-bit residual, where out keeps residual's dtype (a 16-bit stream stays 16-bit: the sum taken
+// in fp32 and rounded once).
 Variable bias_dropout_residual(const Variable& x, const Variable& bias, const Variable& residual,
                                const DropoutSpec& d, bool in_place = false);
 // Post-LN residual block in one fused op (kernels/layernorm.h):
@@ -140,8 +143,10 @@ Variable bias_dropout_residual_layer_norm(const Variable& x, const Variable& bia
 //   h = residual + dropout(x),  y = LayerNorm(h)·gamma + beta in dtype `out` (default: h's)
 // returned as {h, y}, equal to {bias_dropout_residual(x, {}, residual, d, in_place), layer_norm(h,
 // gamma, beta, eps, out)} bit for bit, with the same dropout stream and the same two backward nodes
-// (so the gradients are theirs), without the LayerNorm's second read of h. x: residual's dtype or,
-// for an fp32 residual, 16-bit; `out`: the same rule. Other dtypes run the two ops.
+// (so the gradients are theirs), without the LayerNorm's second read of h. x: residual's dtype,
+// 16-bit for an fp32 residual, or fp32 for a 16-bit one (h keeps residual's dtype, as in
+// bias_dropout_residual); `out`: residual's dtype or 16-bit for an fp32 one. Other dtypes run the
+// two ops.
 std::pair<Variable, Variable> residual_layer_norm(const Variable& x, const Variable& residual, const DropoutSpec& d,
                                                   const Variable& gamma, const Variable& beta, float eps,
                                                   std::optional<DType> out = std::nullopt, bool in_place = false);

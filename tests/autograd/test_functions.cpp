@@ -319,15 +319,18 @@ TEST(AutogradFunctions, Bf16UpdateOfAnFp32StreamEqualsTheCastOne) {
 // residual_layer_norm: {h, y} and every gradient bit for bit those of bias_dropout_residual then
 // layer_norm (the same two nodes), with dropout: a bf16 update of an fp32 stream with y in bf16 (an
 // Evoformer module's residual add and the next module's LayerNorm for its GEMMs), fp32 throughout,
-// and a dtype mix the fused kernel does not take (an fp32 update of a bf16 stream: the two ops). The
-// LayerNorm output feeds a product with w and h feeds one with w2, so both paths reach the stream.
+// an fp32 update of a bf16 stream with y in bf16 (the outer product mean's, with bf16 training
+// streams: h stays bf16), and a dtype mix the fused kernel does not take (an f16 update of a bf16
+// stream: the two ops). The LayerNorm output feeds a product with w and h feeds one with w2, so
+// both paths reach the stream.
 TEST(AutogradFunctions, ResidualLayerNormEqualsTheTwoOps) {
   Generator g(12);
   const Shape s{4, 5, 16};
   const Tensor gv = randn({16}, g, 1.f, 0.3f), bv = randn({16}, g);
   for (const auto& [xt, rt, yt] : {std::tuple{DType::bf16, DType::f32, DType::bf16},
                                    std::tuple{DType::f32, DType::f32, DType::f32},
-                                   std::tuple{DType::f32, DType::bf16, DType::f32}}) {
+                                   std::tuple{DType::f32, DType::bf16, DType::bf16},
+                                   std::tuple{DType::f16, DType::bf16, DType::bf16}}) {
     SCOPED_TRACE(std::string(dtype_name(xt)) + " update, " + std::string(dtype_name(rt)) + " stream, " +
                  std::string(dtype_name(yt)) + " y");
     const Tensor xv = randn(s, g).to(xt), rv = randn(s, g, 0.5f, 2.f).to(rt);

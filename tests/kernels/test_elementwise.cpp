@@ -448,7 +448,7 @@ TEST(Dropout, BackwardUsesTheForwardMaskAndAccumulatesDbias) {
 
 // A bf16 update of an fp32 stream (no bias): the mixed kernels give exactly the values of
 // converting the update to fp32 first (forward) and of rounding the fp32 dx to bf16 (backward), with
-// dropout on; in place too. Mixes outside that (a bias, a bf16 out) are errors.
+// dropout on; in place too. Mixes outside that (a bias, an f16 x into a bf16 out) are errors.
 TEST(Dropout, Bf16UpdateOfAnFp32StreamEqualsTheConvertedOne) {
   Generator gen(23);
   const Shape s{5, 6, 24};
@@ -466,8 +466,33 @@ TEST(Dropout, Bf16UpdateOfAnFp32StreamEqualsTheConvertedOne) {
   ops::bias_dropout_residual_backward(dout, d, dx16, Tensor());
   FC_EXPECT_CLOSE(dx16.to(DType::f32), dx32.to(DType::bf16).to(DType::f32), 0, 0);
   EXPECT_THROW(ops::bias_dropout_residual_forward(x, Tensor::zeros({24}, DType::bf16), res, d, got), Error);
-  EXPECT_THROW(ops::bias_dropout_residual_forward(res, Tensor(), Tensor(), d, Tensor::empty(s, DType::bf16)), Error);
+  EXPECT_THROW(ops::bias_dropout_residual_forward(x.to(DType::f16), Tensor(), Tensor(), d, Tensor::empty(s, DType::bf16)),
+               Error);
   EXPECT_THROW(ops::bias_dropout_residual_backward(dout, d, dx16, Tensor::zeros({24}, DType::f32)), Error);
+}
+
+// An fp32 update of a bf16 stream (no bias; the outer product mean's update of a bf16 pair stream):
+// the sum taken in fp32 and rounded once to bf16, the values of the fp32 op's result converted;
+// in place too. Its backward, a bf16 dout into an fp32 dx, equals the fp32 backward of the dout
+// converted (exact). With a bias, or a bf16 dbias-taking backward, the mix is an error.
+TEST(Dropout, Fp32UpdateOfABf16StreamRoundsTheFp32SumOnce) {
+  Generator gen(24);
+  const Shape s{4, 7, 20};
+  const ops::DropoutArgs d{0.3f, 41, 3, {-2}};
+  const Tensor x = randn(s, gen), res = randn(s, gen, 0.f, 2.f, DType::bf16), dout = randn(s, gen, 0.f, 1.f, DType::bf16);
+  Tensor sum32 = Tensor::empty(s, DType::f32), got = Tensor::empty(s, DType::bf16);
+  ops::bias_dropout_residual_forward(x, Tensor(), res.to(DType::f32), d, sum32);
+  ops::bias_dropout_residual_forward(x, Tensor(), res, d, got);
+  FC_EXPECT_CLOSE(got.to(DType::f32), sum32.to(DType::bf16).to(DType::f32), 0, 0);
+  Tensor in_place = res.clone();
+  ops::bias_dropout_residual_forward(x, Tensor(), in_place, d, in_place);
+  FC_EXPECT_CLOSE(in_place.to(DType::f32), got.to(DType::f32), 0, 0);
+  Tensor ref = Tensor::empty(s, DType::f32), dx = Tensor::empty(s, DType::f32);
+  ops::bias_dropout_residual_backward(dout.to(DType::f32), d, ref, Tensor());
+  ops::bias_dropout_residual_backward(dout, d, dx, Tensor());
+  FC_EXPECT_CLOSE(dx, ref, 0, 0);
+  EXPECT_THROW(ops::bias_dropout_residual_forward(x, Tensor::zeros({20}, DType::f32), res, d, got), Error);
+  EXPECT_THROW(ops::bias_dropout_residual_backward(dout, d, dx, Tensor::zeros({20}, DType::f32)), Error);
 }
 
 TEST(Dropout, BackwardMatchesFiniteDifferences) {

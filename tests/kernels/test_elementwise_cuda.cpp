@@ -340,23 +340,39 @@ TEST(DropoutCuda, FourElementGroupsMatchCpuBitForBit) {
   }
 }
 
-// The mixed residual update (a bf16 update of an fp32 stream, no bias) and its backward (an fp32
-// dout into a bf16 dx): the CPU's bits, in place too.
-TEST(DropoutCuda, Bf16UpdateOfAnFp32StreamMatchesCpuBitForBit) {
-  FC_REQUIRE_CUDA();
-  Generator gen(104);
-  const Shape s{3, 6, 129};
-  const ops::DropoutArgs d{0.2f, 7, 11, {-3}};
-  const Tensor x = rnd(s, gen, DType::bf16), res = rnd(s, gen, DType::f32), dout = rnd(s, gen, DType::f32);
-  Tensor c = Tensor::empty(s, DType::f32);
+// A mixed residual update (no bias) of shape s, an update x of dtype `xt` into a stream of dtype
+// `st`, and its backward (a dout of st into a dx of xt), on the device against the CPU bit for
+// bit, the forward in place.
+void expect_mixed_residual_update_matches_cpu(const Shape& s, DType xt, DType st, const ops::DropoutArgs& d,
+                                              Generator& gen) {
+  SCOPED_TRACE(s.str() + " " + std::string(dtype_name(xt)) + " into " + std::string(dtype_name(st)));
+  const Tensor x = rnd(s, gen, xt), res = rnd(s, gen, st), dout = rnd(s, gen, st);
+  Tensor c = Tensor::empty(s, st);
   ops::bias_dropout_residual_forward(x, Tensor(), res, d, c);
   Tensor g = res.to(kGpu);
   ops::bias_dropout_residual_forward(x.to(kGpu), Tensor(), g, d, g);
-  FC_EXPECT_CLOSE(g.to(Device::cpu()), c, 0, 0);
-  Tensor cdx = Tensor::empty(s, DType::bf16), gdx = Tensor::empty(s, DType::bf16, kGpu);
+  FC_EXPECT_CLOSE(g.to(Device::cpu()).to(DType::f32), c.to(DType::f32), 0, 0);
+  Tensor cdx = Tensor::empty(s, xt), gdx = Tensor::empty(s, xt, kGpu);
   ops::bias_dropout_residual_backward(dout, d, cdx, Tensor());
   ops::bias_dropout_residual_backward(dout.to(kGpu), d, gdx, Tensor());
   FC_EXPECT_CLOSE(gdx.to(Device::cpu()).to(DType::f32), cdx.to(DType::f32), 0, 0);
+}
+
+// The mixed residual update of a bf16 update into an fp32 stream (its backward: an fp32 dout into
+// a bf16 dx).
+TEST(DropoutCuda, Bf16UpdateOfAnFp32StreamMatchesCpuBitForBit) {
+  FC_REQUIRE_CUDA();
+  Generator gen(104);
+  expect_mixed_residual_update_matches_cpu({3, 6, 129}, DType::bf16, DType::f32, {0.2f, 7, 11, {-3}}, gen);
+}
+
+// The other mix, an fp32 update of a bf16 stream (its backward: a bf16 dout into an fp32 dx); the
+// vectorised path (c = 128) and element by element (c = 33).
+TEST(DropoutCuda, Fp32UpdateOfABf16StreamMatchesCpuBitForBit) {
+  FC_REQUIRE_CUDA();
+  Generator gen(105);
+  for (const Shape& s : {Shape{3, 6, 128}, Shape{5, 33}})
+    expect_mixed_residual_update_matches_cpu(s, DType::f32, DType::bf16, {0.2f, 9, 13, {-2}}, gen);
 }
 
 TEST(DropoutCuda, ForwardBackwardMatchCpuAndInPlace) {

@@ -143,34 +143,39 @@ TEST(FusedLayerNorm, HOptionalAndInPlaceResidual) {
 }
 
 // The pre-LN stream's form (autograd::residual_layer_norm, an Evoformer module's residual add and
-// the next module's LayerNorm): an fp32 residual stream, a 16-bit or fp32 update x without bias, y
-// in bf16 (for the GEMMs) or fp32, with row- or column-shared dropout; h (in place over the residual
-// too) and y equal bias_dropout_residual_forward then layernorm_forward bit for bit (the same fp32
-// sum per element, rounded once, and the same statistics code). A 16-bit x or y beside a 16-bit
-// residual is an error.
+// the next module's LayerNorm): an fp32 residual stream with a 16-bit or fp32 update x without
+// bias and y in bf16 (for the GEMMs) or fp32, or a bf16 stream with an fp32 update (the outer
+// product mean's, with bf16 training streams) and a bf16 y, with row- or column-shared dropout; h
+// (in place over the residual too) and y equal bias_dropout_residual_forward then
+// layernorm_forward bit for bit (the same fp32 sum per element, rounded once to h's dtype, and the
+// same statistics code). A 16-bit x of the other 16-bit dtype, or an fp32 y beside a 16-bit
+// residual, is an error.
 TEST(FusedLayerNorm, PreLnStreamMixedDtypesMatchTheComposition) {
   Generator gen(34);
-  for (const auto& [shape, xt, yt, p, shared] :
-       {std::tuple{Shape{6, 5, 128}, DType::bf16, DType::bf16, 0.25f, std::vector<int>{-3}},
-        std::tuple{Shape{6, 5, 128}, DType::bf16, DType::bf16, 0.15f, std::vector<int>{-2}},
-        std::tuple{Shape{4, 7, 33}, DType::bf16, DType::f32, 0.f, std::vector<int>{}},
-        std::tuple{Shape{3, 9, 256}, DType::f32, DType::bf16, 0.f, std::vector<int>{}},
-        std::tuple{Shape{3, 9, 20}, DType::f16, DType::f16, 0.3f, std::vector<int>{}}}) {
-    SCOPED_TRACE(shape.str() + " x " + std::string(dtype_name(xt)) + " y " + std::string(dtype_name(yt)));
+  for (const auto& [shape, xt, rt, yt, p, shared] :
+       {std::tuple{Shape{6, 5, 128}, DType::bf16, DType::f32, DType::bf16, 0.25f, std::vector<int>{-3}},
+        std::tuple{Shape{6, 5, 128}, DType::bf16, DType::f32, DType::bf16, 0.15f, std::vector<int>{-2}},
+        std::tuple{Shape{4, 7, 33}, DType::bf16, DType::f32, DType::f32, 0.f, std::vector<int>{}},
+        std::tuple{Shape{3, 9, 256}, DType::f32, DType::f32, DType::bf16, 0.f, std::vector<int>{}},
+        std::tuple{Shape{3, 9, 20}, DType::f16, DType::f32, DType::f16, 0.3f, std::vector<int>{}},
+        std::tuple{Shape{3, 9, 128}, DType::f32, DType::bf16, DType::bf16, 0.f, std::vector<int>{}},
+        std::tuple{Shape{4, 7, 33}, DType::f32, DType::bf16, DType::bf16, 0.2f, std::vector<int>{-3}}}) {
+    SCOPED_TRACE(shape.str() + " x " + std::string(dtype_name(xt)) + " residual " + std::string(dtype_name(rt)) +
+                 " y " + std::string(dtype_name(yt)));
     const int64_t c = shape.back(), rows = shape.product() / c;
-    const Tensor x = randn(shape, gen, 0.1f, 1.f, xt), residual = randn(shape, gen, 0.5f, 2.f);
+    const Tensor x = randn(shape, gen, 0.1f, 1.f, xt), residual = randn(shape, gen, 0.5f, 2.f, rt);
     const Tensor gamma = randn({c}, gen, 1.f, 0.3f), beta = randn({c}, gen);
     const ops::DropoutArgs d = dropout(p, shared);
-    Tensor h_ref = Tensor::zeros(shape, DType::f32), y_ref = Tensor::zeros(shape, yt);
+    Tensor h_ref = Tensor::zeros(shape, rt), y_ref = Tensor::zeros(shape, yt);
     Tensor mean_ref = Tensor::zeros({rows}, DType::f32), rstd_ref = Tensor::zeros({rows}, DType::f32);
     ops::bias_dropout_residual_forward(x, Tensor(), residual, d, h_ref);
     ops::layernorm_forward(h_ref, gamma, beta, kEps, y_ref, mean_ref, rstd_ref);
     for (const bool in_place : {false, true}) {
       Tensor res = residual.clone();
-      Tensor h = in_place ? res : Tensor::zeros(shape, DType::f32), y = Tensor::zeros(shape, yt);
+      Tensor h = in_place ? res : Tensor::zeros(shape, rt), y = Tensor::zeros(shape, yt);
       Tensor mean = Tensor::zeros({rows}, DType::f32), rstd = Tensor::zeros({rows}, DType::f32);
       ops::bias_dropout_residual_layernorm_forward(x, Tensor(), res, d, gamma, beta, kEps, h, y, mean, rstd);
-      FC_EXPECT_CLOSE(h, h_ref, 0, 0);
+      FC_EXPECT_CLOSE(h.to(DType::f32), h_ref.to(DType::f32), 0, 0);
       FC_EXPECT_CLOSE(y.to(DType::f32), y_ref.to(DType::f32), 0, 0);
       FC_EXPECT_CLOSE(mean, mean_ref, 0, 0);
       FC_EXPECT_CLOSE(rstd, rstd_ref, 0, 0);
@@ -178,10 +183,10 @@ TEST(FusedLayerNorm, PreLnStreamMixedDtypesMatchTheComposition) {
   }
   const Tensor x16 = randn({4, 8}, gen, 0.f, 1.f, DType::bf16), gamma = randn({8}, gen), beta = randn({8}, gen);
   Tensor mean = Tensor::zeros({4}, DType::f32), rstd = Tensor::zeros({4}, DType::f32);
-  EXPECT_THROW(ops::bias_dropout_residual_layernorm_forward(randn({4, 8}, gen), Tensor(), x16, dropout(0.f), gamma, beta,
-                                                            kEps, Tensor(), Tensor::zeros({4, 8}, DType::bf16), mean,
-                                                            rstd),
-               Error);  // an fp32 x beside a bf16 residual
+  EXPECT_THROW(ops::bias_dropout_residual_layernorm_forward(randn({4, 8}, gen, 0.f, 1.f, DType::f16), Tensor(), x16,
+                                                            dropout(0.f), gamma, beta, kEps, Tensor(),
+                                                            Tensor::zeros({4, 8}, DType::bf16), mean, rstd),
+               Error);  // an f16 x beside a bf16 residual
   EXPECT_THROW(ops::bias_dropout_residual_layernorm_forward(x16, Tensor(), x16, dropout(0.f), gamma, beta, kEps,
                                                             Tensor(), Tensor::zeros({4, 8}, DType::f32), mean, rstd),
                Error);  // an fp32 y of a bf16 stream

@@ -99,10 +99,12 @@ TEST(LayerNorm, RejectsBadShapes) {
   Tensor g = Tensor::full({8}, 1.0, DType::f32), b = Tensor::zeros({8}, DType::f32);
   Tensor mean = Tensor::zeros({4}, DType::f32), rstd = Tensor::zeros({4}, DType::f32);
   EXPECT_THROW(ops::layernorm_forward(x, Tensor::zeros({7}, DType::f32), b, 1e-5f, y, mean, rstd), Error);
-  // A 16-bit y is for an f32 x only (the LayerNorm before a bf16 GEMM); a bf16 x with an f32 y is an error.
+  // A 16-bit y is for an f32 x only (the LayerNorm before a bf16 GEMM); a bf16 x with an f32 y is an
+  // error, as is a dy of the other 16-bit dtype (an f32 dy of a bf16 x is allowed: the next test).
   const Tensor xb = x.to(DType::bf16);
   EXPECT_THROW(ops::layernorm_forward(xb, g, b, 1e-5f, y, mean, rstd), Error);
-  EXPECT_THROW(ops::layernorm_backward(y, xb, g, mean, rstd, xb, Tensor::zeros({8}, DType::f32), b), Error);
+  EXPECT_THROW(ops::layernorm_backward(y.to(DType::f16), xb, g, mean, rstd, xb, Tensor::zeros({8}, DType::f32), b),
+               Error);
   EXPECT_THROW(ops::layernorm_forward(x, g, b, 1e-5f, y, Tensor::zeros({3}, DType::f32), rstd), Error);
   EXPECT_THROW(ops::layernorm_forward(x.transpose(0, 1), g, b, 1e-5f, y, mean, rstd), Error);
   EXPECT_THROW(ops::layernorm_backward(y, x, g, mean, rstd, y, Tensor{}, b), Error);
@@ -148,6 +150,33 @@ TEST(LayerNorm, SixteenBitOutputAndAccumulatedGradientMatchTheComposition) {
   const Tensor dy = randn({rows, c}, gen, 0, 1, DType::bf16), prev = randn({rows, c}, gen, 0, 1, DType::bf16);
   Tensor dx = Tensor::empty({rows, c}, DType::bf16), acc = prev.clone(), sum = Tensor::empty({rows, c}, DType::bf16);
   ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dg, db);
+  ops::layernorm_backward(dy, x, gamma, mean, rstd, acc, dg, db, true);
+  ops::add(prev, dx, sum);
+  EXPECT_EQ(acc.to(DType::f32).to_vector(), sum.to(DType::f32).to_vector());
+}
+
+// The backward of a bf16 x from an fp32 dy (the GEMMs' fp32 gradient of a bf16 LayerNorm output,
+// with bf16 training streams): the fp32 backward of x converted (exact) with dx rounded once to
+// bf16, and the same dgamma and dbeta, bit for bit; with accumulate_dx the rounded gradient is
+// added to dx's contents and rounded again.
+TEST(LayerNorm, Fp32GradientOfABf16InputEqualsTheFp32BackwardRounded) {
+  Generator gen(26);
+  const int64_t rows = 11, c = 48;
+  const Tensor x = randn({rows, c}, gen, 0.5f, 2.f, DType::bf16), gamma = randn({c}, gen, 1.f, 0.3f);
+  const Tensor beta = randn({c}, gen), dy = randn({rows, c}, gen);
+  Tensor y = Tensor::empty({rows, c}, DType::bf16), mean = Tensor::empty({rows}, DType::f32);
+  Tensor rstd = Tensor::empty({rows}, DType::f32);
+  ops::layernorm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
+  Tensor dx32 = Tensor::empty({rows, c}, DType::f32), dx = Tensor::empty({rows, c}, DType::bf16);
+  Tensor dg32 = Tensor::zeros({c}, DType::f32), db32 = Tensor::zeros({c}, DType::f32);
+  Tensor dg = Tensor::zeros({c}, DType::f32), db = Tensor::zeros({c}, DType::f32);
+  ops::layernorm_backward(dy, x.to(DType::f32), gamma, mean, rstd, dx32, dg32, db32);
+  ops::layernorm_backward(dy, x, gamma, mean, rstd, dx, dg, db);
+  EXPECT_EQ(dx.to(DType::f32).to_vector(), dx32.to(DType::bf16).to(DType::f32).to_vector());
+  EXPECT_EQ(dg.to_vector(), dg32.to_vector());
+  EXPECT_EQ(db.to_vector(), db32.to_vector());
+  const Tensor prev = randn({rows, c}, gen, 0.f, 1.f, DType::bf16);
+  Tensor acc = prev.clone(), sum = Tensor::empty({rows, c}, DType::bf16);
   ops::layernorm_backward(dy, x, gamma, mean, rstd, acc, dg, db, true);
   ops::add(prev, dx, sum);
   EXPECT_EQ(acc.to(DType::f32).to_vector(), sum.to(DType::f32).to_vector());

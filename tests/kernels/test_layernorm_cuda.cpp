@@ -113,6 +113,35 @@ TEST(LayerNormCuda, SixteenBitOutputAndAccumulatedGradientMatchTheComposition) {
   }
 }
 
+// On the device, the backward of a bf16 x from an fp32 dy (dy read 32 bytes at a time beside 16 of
+// x) equals the CPU's, which equals the fp32 backward rounded (the previous file's test): dx within
+// one bf16 ulp of values summed in other orders (2^-8 relative), dgamma and dbeta as the f32
+// comparison; the one-pass form (c = 128, 256), element by element (c = 33) and the two-pass form
+// (c = 1,031).
+TEST(LayerNormCuda, Fp32GradientOfABf16InputMatchesCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(504);
+  for (const Shape& s : {Shape{70, 128}, Shape{4100, 256}, Shape{7, 33}, Shape{5, 1031}}) {
+    SCOPED_TRACE(s.str());
+    const int64_t c = s.back(), rows = s.product() / c;
+    const Tensor x = randn(s, gen, 0.5f, 2.f, DType::bf16), dy = randn(s, gen);
+    const Tensor gamma = randn({c}, gen, 1.f, 0.3f), beta = randn({c}, gen);
+    auto run_on = [&](Device dev) {
+      Tensor y = Tensor::empty(s, DType::bf16, dev), mean = Tensor::empty({rows}, DType::f32, dev);
+      Tensor rstd = Tensor::empty({rows}, DType::f32, dev), dx = Tensor::empty(s, DType::bf16, dev);
+      Tensor dg = Tensor::zeros({c}, DType::f32, dev), db = Tensor::zeros({c}, DType::f32, dev);
+      const Tensor xd = x.to(dev), g = gamma.to(dev);
+      ops::layernorm_forward(xd, g, beta.to(dev), 1e-5f, y, mean, rstd);
+      ops::layernorm_backward(dy.to(dev), xd, g, mean, rstd, dx, dg, db);
+      return std::vector<Tensor>{dx.to(Device::cpu()).to(DType::f32), dg.to(Device::cpu()), db.to(Device::cpu())};
+    };
+    const auto got = run_on(Device::cuda()), ref = run_on(Device::cpu());
+    FC_EXPECT_CLOSE(got[0], ref[0], 2e-2, 1e-2);
+    FC_EXPECT_CLOSE(got[1], ref[1], 1e-5 * rows + 1e-5, 1e-4);
+    FC_EXPECT_CLOSE(got[2], ref[2], 1e-5 * rows + 1e-5, 1e-4);
+  }
+}
+
 // Which form of the backward ran: the one-pass kernel (and its chunk sum) where the row fits, the
 // dx kernel and ln_param_kernel otherwise; so the shapes above test both.
 TEST(LayerNormCuda, BackwardFormFollowsTheRowLength) {

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/tensor.h"
+#include "models/alphafold/model/config_yaml.h"
 #include "models/alphafold/training/af2_trainer.h"
 
 namespace foldcore::af2 {
@@ -39,6 +41,50 @@ TEST(Af2Trainer, EachExampleIsClippedBeforeAveraging) {
 
   std::vector<float> wrong(2, 0.f);
   EXPECT_THROW(accumulate_clipped_gradient(wrong, flat(g1), 0.05, 0.1, 1), Error);
+}
+
+// A checkpoint's architecture check (af2_trainer.h): the same config matches; the settings a run
+// may change on resume (recomputation, kept blocks, the bf16 training streams) match too; a
+// checkpoint written before a config key existed (its YAML lacks the key: the default applies)
+// matches; another block count, another parameter count or an unreadable meta does not.
+TEST(Af2Trainer, CheckpointArchitectureIgnoresRuntimeSettingsAndKeysAddedLater) {
+  const Af2Config tiny = tiny_af2_config();
+  const int64_t params = 12345;
+  const std::string meta = architecture_meta(tiny, params);
+  EXPECT_TRUE(same_architecture(meta, tiny, params));
+
+  Af2Config runtime = tiny;
+  runtime.recompute_blocks = 1;
+  runtime.recompute_keep_blocks = Af2Config::kKeepBlocksAuto;
+  runtime.recompute_keep_extra_msa_blocks = 3;
+  runtime.bf16_training_streams = !tiny.bf16_training_streams;
+  EXPECT_EQ(architecture_meta(runtime, params), meta);
+  EXPECT_TRUE(same_architecture(meta, runtime, params));
+
+  // The meta an older build wrote: recompute_keep_extra_msa_blocks as configured (`auto`) and no
+  // bf16_training_streams key.
+  std::string old_yaml = af2_config_to_yaml(tiny);
+  const size_t key = old_yaml.find("bf16_training_streams:");
+  ASSERT_NE(key, std::string::npos);
+  old_yaml.erase(key, old_yaml.find('\n', key) + 1 - key);
+  const size_t extra = old_yaml.find("recompute_keep_extra_msa_blocks: 0");
+  ASSERT_NE(extra, std::string::npos);
+  old_yaml.replace(extra, std::string("recompute_keep_extra_msa_blocks: 0").size(), "recompute_keep_extra_msa_blocks: auto");
+  const std::string old_meta =
+      "{\"architecture\": " + json_string(old_yaml) + ", \"num_parameters\": " + std::to_string(params) + "}";
+  EXPECT_NE(old_meta, meta);
+  EXPECT_TRUE(same_architecture(old_meta, tiny, params));
+  EXPECT_TRUE(same_architecture(old_meta, runtime, params));
+
+  Af2Config deeper = tiny;
+  deeper.num_evoformer_blocks = 2;
+  EXPECT_FALSE(same_architecture(meta, deeper, params));
+  EXPECT_FALSE(same_architecture(old_meta, deeper, params));
+  EXPECT_FALSE(same_architecture(meta, tiny, params + 1));
+  EXPECT_FALSE(same_architecture(old_meta, tiny, params + 1));
+  EXPECT_FALSE(same_architecture("{}", tiny, params));
+  EXPECT_FALSE(same_architecture("{\"architecture\": \"c_m: [\", \"num_parameters\": 12345}", tiny, params));
+  EXPECT_FALSE(same_architecture("{\"architecture\": \"unterminated", tiny, params));
 }
 
 }  // namespace

@@ -131,6 +131,11 @@ void add_into(const Tensor& dst, const Tensor& y) {
     ops::add(dst, y, dst);  // y may be strided; out aliases a (each element read before written)
     return;
   }
+  if (dst.is_contiguous() && (dst.dtype() == DType::f32 || y.dtype() == DType::f32)) {
+    // One of them fp32, the other 16-bit: the mixed residual kernel sums in fp32 and rounds once.
+    ops::bias_dropout_residual_forward(y.contiguous(), Tensor(), dst, ops::DropoutArgs{}, dst);
+    return;
+  }
   Tensor acc = Tensor::empty(dst.shape(), DType::f32, dst.device());
   acc.copy_(dst);
   ops::add(acc, y.to(DType::f32), acc);
@@ -138,9 +143,11 @@ void add_into(const Tensor& dst, const Tensor& y) {
 }
 
 namespace {
-// Whether stream_residual adds by add_into: a 16-bit inference stream and an update of another dtype.
+// Whether stream_residual adds by add_into: a 16-bit inference stream and a 16-bit update of the
+// other 16-bit dtype (an fp32 update keeps a 16-bit stream's dtype in bias_dropout_residual too).
 bool adds_into_stream(const Variable& x, const Variable& update) {
-  return !autograd::grad_enabled() && x.dtype() != DType::f32 && update.dtype() != x.dtype();
+  return !autograd::grad_enabled() && x.dtype() != DType::f32 && update.dtype() != x.dtype() &&
+         update.dtype() != DType::f32;
 }
 }  // namespace
 

@@ -63,20 +63,24 @@ Variable run_chunked(int64_t n, int64_t chunk, const std::function<Variable(int6
 
 // dst += y in place: dst (any strides, f32/bf16/f16) and y (same shape, any float dtype); the sum is
 // taken in fp32 and rounded once to dst's dtype. For f32 dst and y it is the residual add
-// bias_dropout_residual(y, {}, dst) makes, bit for bit. Temporaries: one fp32 copy of the slice
-// when dst is strided or the dtypes differ. No autograd (inference only).
+// bias_dropout_residual(y, {}, dst) makes, bit for bit; for a contiguous dst with one of the two
+// fp32 and the other 16-bit, it is that op's mixed kernel (one pass). Temporaries: one fp32 copy of
+// the slice when dst is strided, or the dtypes differ and neither is fp32. No autograd (inference
+// only).
 void add_into(const Tensor& dst, const Tensor& y);
 
 // The residual add of an Evoformer-style stream: x + dropout(update). In no-grad mode `in_place`
 // lets the add overwrite x's storage when nothing else refers to it (autograd checks the storage's
 // owners); callers pass it only for tensors they created, so a caller's input is never
-// overwritten. A bf16 inference stream (EmbeddingsAndEvoformer's stream_dtype) keeps its dtype:
-// the fp32 sum is rounded once into it (add_into) instead of promoting the stream to fp32.
+// overwritten. A bf16 stream (EmbeddingsAndEvoformer's stream_dtype) keeps its dtype: the fp32
+// sum is rounded once into it (bias_dropout_residual's rule for an fp32 update, or add_into for an
+// f16 update in no-grad mode) instead of promoting the stream to fp32.
 Variable stream_residual(const Variable& x, const Variable& update, const autograd::DropoutSpec& d, bool in_place);
 // stream_residual and the next module's input LayerNorm of its result in one pass: {x', y} with
 // y = norm.forward_for_gemm(x') (nn::LayerNorm::residual_forward_for_gemm), for the module to take
 // as its normalised input; the same values and gradients as the two made apart. Where the add is
-// add_into's (a 16-bit inference stream with an update of another dtype), {stream_residual(…), {}}.
+// add_into's (a 16-bit inference stream with an update of the other 16-bit dtype),
+// {stream_residual(…), {}}.
 std::pair<Variable, Variable> stream_residual_norm(const Variable& x, const Variable& update,
                                                    const autograd::DropoutSpec& d, bool in_place,
                                                    const nn::LayerNorm& norm);

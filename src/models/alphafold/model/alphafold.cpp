@@ -80,7 +80,7 @@ Af2Outputs AlphaFold::iteration(const Af2Batch& batch, Af2RecycleState prev, Af2
   // Inference under DAP: the pair stays split by rows through the structure module and the heads
   // and into the next iteration (pair_rows.h); only the host outputs hold it whole.
   const bool split = mp_.dap_size() > 1 && !ag::grad_enabled();
-  TrunkOutput trunk = trunk_.forward(batch, std::move(prev), trunk_.inference_stream_dtype(), split);
+  TrunkOutput trunk = trunk_.forward(batch, std::move(prev), trunk_.stream_dtype(/*training=*/false), split);
   const int64_t n = batch.num_res();
   const ParallelGroup* g = trunk.pair_split;
   auto pair_to_host = [&](const Tensor& z) { return g != nullptr ? gather_split_rows_to_host(*g, z, n, n) : host(z); };
@@ -171,7 +171,7 @@ Af2GraphOutputs AlphaFold::forward_graph(const Af2Batch& batch, const Af2Recycle
   const Device dev = batch.aatype.device();
   std::optional<profile::Scope> stage;
   stage.emplace("trunk", dev);
-  TrunkOutput trunk = trunk_.forward(batch, prev);
+  TrunkOutput trunk = trunk_.forward(batch, prev, trunk_.stream_dtype(/*training=*/true));
   stage.reset();
   stage.emplace("structure_module", dev);
   // Training under bf16 autocast: the structure module runs in fp32 (autocast off, its inputs cast
@@ -194,9 +194,9 @@ Af2GraphOutputs AlphaFold::forward_graph(const Af2Batch& batch, const Af2Recycle
     ho = std::make_shared<HeadOutputs>(heads_->forward(HeadInputs{trunk.msa, trunk.pair, trunk.single, sm->single}));
     stage.reset();
   }
-  if (next != nullptr) {  // values only: the recycled state carries no graph (AF2 stop_gradient)
-    next->m1 = trunk.m1.value();
-    next->z = trunk.pair.value();
+  if (next != nullptr) {  // values only: the recycled state carries no graph (AF2 stop_gradient); fp32
+    next->m1 = trunk.m1.value().to(DType::f32);
+    next->z = trunk.pair.value().to(DType::f32);
     next->x = sm->final_atom_positions;
   }
   return {std::move(sm), std::move(ho)};

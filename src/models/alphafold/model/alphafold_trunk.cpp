@@ -88,17 +88,18 @@ void EmbeddingsAndEvoformer::add_af2_params(Af2ParamTable& table, const std::str
   table.add(ev + "/single_activations//bias", single_activations_->bias().value());
 }
 
-DType EmbeddingsAndEvoformer::inference_stream_dtype() const {
+DType EmbeddingsAndEvoformer::stream_dtype(bool training) const {
   const bool parallel = evoformer_->model_parallel().dap_size() > 1 || evoformer_->branch_parallel() ||
                         extra_msa_stack_->model_parallel().dap_size() > 1;
-  return !parallel && !ag::grad_enabled() && ag::autocast_dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+  const bool wanted = training ? config_.bf16_training_streams : !ag::grad_enabled();
+  return !parallel && wanted && ag::autocast_dtype() == DType::bf16 ? DType::bf16 : DType::f32;
 }
 
 TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleState prev, DType stream_dtype,
                                             bool split_pair) const {
   const Af2Config& c = config_;
-  FC_CHECK(stream_dtype == DType::f32 || (stream_dtype == DType::bf16 && !ag::grad_enabled()),
-           "EmbeddingsAndEvoformer: ", dtype_name(stream_dtype), " streams need f32, or bf16 in no-grad mode");
+  FC_CHECK(stream_dtype == DType::f32 || (stream_dtype == DType::bf16 && ag::autocast_dtype() == DType::bf16),
+           "EmbeddingsAndEvoformer: ", dtype_name(stream_dtype), " streams need f32, or bf16 under bf16 autocast");
   const ParallelGroup* split = split_pair ? evoformer_->model_parallel().dap.get() : nullptr;
   FC_CHECK(!split_pair || (split != nullptr && split->size() > 1 && !ag::grad_enabled() && stream_dtype == DType::f32),
            "EmbeddingsAndEvoformer: a split pair needs inference (no grad) under DAP with fp32 streams");

@@ -54,9 +54,10 @@ class EmbeddingsAndEvoformer : public nn::Module {
   // the outputs. bf16 (inference under bf16 autocast, no grad: `predict --precision bf16`) halves
   // the model's pair-sized memory; every op still accumulates in fp32 and each residual add rounds
   // its fp32 sum once to bf16 (evoformer_util.h, add_into). The outputs' msa, pair and m1 are then
-  // bf16. f32 in training (the graph keeps fp32 MSA and pair streams under autocast; the extra-MSA
-  // stream keeps its embedder's dtype there, bf16 under bf16 autocast) and under model
-  // parallelism (its collectives exchange fp32 streams).
+  // bf16. In training (grad mode) bf16 with Af2Config::bf16_training_streams (the graph's MSA and
+  // pair streams in bf16, as AlphaFold2's bf16), else f32 (the graph keeps fp32 MSA and pair
+  // streams under autocast); the extra-MSA stream keeps its embedder's dtype there, bf16 under
+  // bf16 autocast. f32 under model parallelism (its collectives exchange fp32 streams).
   // prev by value: the recycled state is released once the embeddings have read it (a caller
   // that moves its state in frees the previous pair before the stacks run).
   // split_pair (inference under DAP, fp32 streams): the pair is made, kept and returned as this
@@ -67,9 +68,10 @@ class EmbeddingsAndEvoformer : public nn::Module {
   // (TemplateEmbedder::forward_dap).
   TrunkOutput forward(const Af2Batch& batch, Af2RecycleState prev, DType stream_dtype = DType::f32,
                       bool split_pair = false) const;
-  // The stream dtype an inference forward uses: bf16 under bf16 autocast in no-grad mode on the
-  // single-process path, else f32.
-  DType inference_stream_dtype() const;
+  // The stream dtype of a forward now, on the single-process path under bf16 autocast: bf16 in
+  // inference (no grad), and in training (every iteration of a training step, its recycling ones
+  // without gradients included) with the config's bf16_training_streams; else f32.
+  DType stream_dtype(bool training) const;
   // key_prefix "" → "evoformer/…".
   void add_af2_params(Af2ParamTable& table, const std::string& key_prefix = "") const;
   // Model parallelism of the Evoformer and extra-MSA stacks (model_parallel.h), and DAP of the

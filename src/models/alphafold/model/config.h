@@ -104,6 +104,15 @@ struct Af2Config {
   // decides auto per target from its preflight instead: choose_template_passes).
   int64_t template_passes = 0;
   std::string precision = "fp32";  // "fp32" or "bf16" (autocast GEMMs/attention; geometry stays fp32)
+  // Training under bf16 autocast (`train --precision bf16`): the storage of the MSA and pair
+  // residual streams. false: fp32 (each bf16 module update added into an fp32 stream; the
+  // LayerNorms read fp32). true: bf16, as AlphaFold2's own bf16 mode keeps every Evoformer
+  // activation (each residual add still sums in fp32 and rounds once): half the bytes of every
+  // pass over a stream and of its gradient. The recycled state stays fp32 either way. No effect in
+  // fp32, in inference (whose bf16 streams follow `precision`) or under model parallelism (its
+  // collectives exchange fp32 streams). true by default and in every preset (YAML
+  // `bf16_training_streams`).
+  bool bf16_training_streams = true;
   // Training only (grad mode): activation recomputation, this many consecutive blocks per
   // checkpoint segment in the Evoformer, extra-MSA and template pair stacks (autograd/recompute.h;
   // only each segment's inputs stay alive). 0: off. No effect in inference.

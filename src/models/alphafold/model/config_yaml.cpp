@@ -64,6 +64,7 @@ template <typename V> void visit_config(V& v, Af2Config& c) {
   v("reduce_msa_clusters_by_max_templates", c.reduce_msa_clusters_by_max_templates);
   v("chunk_size", c.chunk_size);
   v("precision", c.precision);
+  v("bf16_training_streams", c.bf16_training_streams);
   v("recompute_blocks", c.recompute_blocks);
   IntOrAuto keep_blocks{&c.recompute_keep_blocks, Af2Config::kKeepBlocksAuto};
   v("recompute_keep_blocks", keep_blocks);

@@ -125,17 +125,6 @@ struct TrainState {
   void set(Tensor& t, int64_t v) { t.data<int64_t>()[0] = v; }
 };
 
-// What must agree between a checkpoint and the run that loads it: the architecture and the
-// parameter count. Stored as the checkpoint's meta JSON.
-std::string architecture_meta(const TrainConfig& c, int64_t num_params) {
-  // Memory/runtime settings are not architecture: a run may resume with recomputation toggled.
-  Af2Config arch = c.model;
-  arch.recompute_blocks = 0;
-  arch.recompute_keep_blocks = 0;
-  return std::string("{\"architecture\": ") + json_string(af2_config_to_yaml(arch)) +
-         ", \"num_parameters\": " + std::to_string(num_params) + "}";
-}
-
 // ---- data parallelism (see af2_trainer.h) ------------------------------------------------------
 
 // Dropout's Philox offset for one sample: the sample's global number (epoch · samples per epoch +
@@ -202,6 +191,40 @@ std::unique_ptr<Af2Validator> make_validator(const TrainConfig& cfg, const data:
 
 }  // namespace
 
+// A model config's architecture: its memory, runtime and precision settings (recomputation, kept
+// blocks, the stream dtype of bf16 training) set to fixed values, so a run may resume with any of
+// them changed.
+static Af2Config architecture_of(Af2Config c) {
+  const Af2Config defaults;
+  c.recompute_blocks = 0;
+  c.recompute_keep_blocks = 0;
+  c.recompute_keep_extra_msa_blocks = 0;
+  c.bf16_training_streams = defaults.bf16_training_streams;
+  return c;
+}
+
+std::string architecture_meta(const Af2Config& model, int64_t num_params) {
+  return std::string("{\"architecture\": ") + json_string(af2_config_to_yaml(architecture_of(model))) +
+         ", \"num_parameters\": " + std::to_string(num_params) + "}";
+}
+
+bool same_architecture(const std::string& stored, const Af2Config& model, int64_t num_params) {
+  if (stored == architecture_meta(model, num_params)) return true;
+  const std::string key = "{\"architecture\": ", count_key = ", \"num_parameters\": ";
+  if (stored.rfind(key, 0) != 0) return false;
+  try {
+    size_t end = 0;
+    const std::string yaml = json_unstring(stored, key.size(), &end);
+    if (stored.compare(end, count_key.size(), count_key) != 0 ||
+        stored.substr(end + count_key.size()) != std::to_string(num_params) + "}")
+      return false;
+    return af2_config_to_yaml(architecture_of(parse_af2_config(yaml, "checkpoint meta"))) ==
+           af2_config_to_yaml(architecture_of(model));
+  } catch (const Error&) {
+    return false;  // not a config this build reads: another architecture
+  }
+}
+
 double clipped_example_scale(double norm, double max_norm, int64_t batch_size) {
   FC_CHECK(batch_size >= 1, "train: batch size ", batch_size);
   const double clip = max_norm > 0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
@@ -266,13 +289,13 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   Af2ParamTable table;
   model.add_af2_params(table);
   const auto shapes = af2_official_shapes(table, cfg.model);  // af2_train_step's gradient report
-  const std::string meta = architecture_meta(cfg, params.num_elements());
+  const std::string meta = architecture_meta(cfg.model, params.num_elements());
   if (!o.init_from.empty()) {
     // Before the EMA is made: it starts from the loaded weights.
     FC_CHECK(!o.resume, "train: --init_from and --resume exclude each other (--resume continues ",
              ckpt_path.string(), " with its optimiser; --init_from starts a new run from another run's weights)");
     const nn::CheckpointSummary summary = nn::inspect_checkpoint(o.init_from);
-    FC_CHECK(summary.meta == meta, "train: --init_from ", o.init_from,
+    FC_CHECK(same_architecture(summary.meta, cfg.model, params.num_elements()), "train: --init_from ", o.init_from,
              " was written by another architecture than model config ", cfg.model_path,
              " (architecture or parameter count differ)");
     nn::CheckpointData from;
@@ -300,7 +323,7 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
 
   if (o.resume) {
     const nn::CheckpointSummary summary = nn::inspect_checkpoint(ckpt_path.string());
-    FC_CHECK(summary.meta == meta, "train: checkpoint ", ckpt_path.string(),
+    FC_CHECK(same_architecture(summary.meta, cfg.model, params.num_elements()), "train: checkpoint ", ckpt_path.string(),
              " was written by another architecture than model config ", cfg.model_path,
              " (architecture or parameter count differ); resume it with the config that wrote it");
     nn::CheckpointData into = state.data(meta);

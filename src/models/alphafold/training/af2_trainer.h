@@ -123,6 +123,16 @@ double clipped_example_scale(double norm, double max_norm, int64_t batch_size);
 void accumulate_clipped_gradient(std::vector<float>& acc, const Tensor& grads, double norm, double max_norm,
                                  int64_t batch_size);
 
+// A training checkpoint's meta JSON: {"architecture": "<the model config's YAML>",
+// "num_parameters": N}, with the settings a run may change on resume (recompute_blocks,
+// recompute_keep_blocks, recompute_keep_extra_msa_blocks, bf16_training_streams) at fixed values.
+std::string architecture_meta(const Af2Config& model, int64_t num_params);
+// Whether a checkpoint with meta `stored` holds this architecture: architecture_meta's text, or
+// its YAML read back (keys a checkpoint written before they existed lacks take config.h's
+// defaults) equal to `model` once both are normalised so, and the same parameter count. Anything
+// unreadable is another architecture.
+bool same_architecture(const std::string& stored, const Af2Config& model, int64_t num_params);
+
 // The checkpoint's file name inside a run folder.
 inline const char* kTrainCheckpointName = "checkpoint.h5";
 inline const char* kTrainMetricsName = "metrics.jsonl";
