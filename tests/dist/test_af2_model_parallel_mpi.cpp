@@ -288,9 +288,9 @@ void check_train(bool parallel_evoformer, bool bp, bool dropout, bool dap_bp = f
   if (templates > 0) batch.features = parallel_test::with_computed_templates(batch.features.path(), templates);
   Af2Config config = tiny(parallel_evoformer);
   config.recompute_blocks = recompute_blocks;
-  // Under DAP and BP the streams stay fp32 in bf16 training (EmbeddingsAndEvoformer::stream_dtype):
-  // the one-process reference keeps them fp32 too, so both runs round the same values.
-  config.bf16_training_streams = false;
+  // bf16 training keeps the streams fp32 under branch parallelism, bf16 otherwise (DAP included;
+  // EmbeddingsAndEvoformer::stream_dtype): the one-process reference keeps them as the parallel run.
+  config.bf16_training_streams = !(bp || dap_bp);
   Model ref(config, dropout);
   const StepResult want = step(ref, batch, precision);
   const bool bf16 = precision == DType::bf16;

@@ -89,10 +89,14 @@ void EmbeddingsAndEvoformer::add_af2_params(Af2ParamTable& table, const std::str
 }
 
 DType EmbeddingsAndEvoformer::stream_dtype(bool training) const {
+  if (ag::autocast_dtype() != DType::bf16) return DType::f32;
+  // Training: DAP's collectives move LayerNorm outputs, edges and updates, never the streams, so
+  // they run on bf16 streams as on fp32 ones; branch parallelism exchanges the branches' stream
+  // results, in fp32.
+  if (training) return config_.bf16_training_streams && !evoformer_->branch_parallel() ? DType::bf16 : DType::f32;
   const bool parallel = evoformer_->model_parallel().dap_size() > 1 || evoformer_->branch_parallel() ||
                         extra_msa_stack_->model_parallel().dap_size() > 1;
-  const bool wanted = training ? config_.bf16_training_streams : !ag::grad_enabled();
-  return !parallel && wanted && ag::autocast_dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+  return !parallel && !ag::grad_enabled() ? DType::bf16 : DType::f32;
 }
 
 TrunkOutput EmbeddingsAndEvoformer::forward(const Af2Batch& batch, Af2RecycleState prev, DType stream_dtype,

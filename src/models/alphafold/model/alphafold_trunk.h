@@ -57,7 +57,8 @@ class EmbeddingsAndEvoformer : public nn::Module {
   // bf16. In training (grad mode) bf16 with Af2Config::bf16_training_streams (the graph's MSA and
   // pair streams in bf16, as AlphaFold2's bf16), else f32 (the graph keeps fp32 MSA and pair
   // streams under autocast); the extra-MSA stream keeps its embedder's dtype there, bf16 under
-  // bf16 autocast. f32 under model parallelism (its collectives exchange fp32 streams).
+  // bf16 autocast. Inference under model parallelism keeps f32 streams (the split pair's
+  // collectives exchange fp32 rows), training under branch parallelism too (stream_dtype).
   // prev by value: the recycled state is released once the embeddings have read it (a caller
   // that moves its state in frees the previous pair before the stacks run).
   // split_pair (inference under DAP, fp32 streams): the pair is made, kept and returned as this

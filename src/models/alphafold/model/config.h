@@ -108,9 +108,10 @@ struct Af2Config {
   // residual streams. false: fp32 (each bf16 module update added into an fp32 stream; the
   // LayerNorms read fp32). true: bf16, as AlphaFold2's own bf16 mode keeps every Evoformer
   // activation (each residual add still sums in fp32 and rounds once): half the bytes of every
-  // pass over a stream and of its gradient. The recycled state stays fp32 either way. No effect in
-  // fp32, in inference (whose bf16 streams follow `precision`) or under model parallelism (its
-  // collectives exchange fp32 streams). true by default and in every preset (YAML
+  // pass over a stream and of its gradient. The recycled state stays fp32 either way. Under DAP too
+  // (its collectives move LayerNorm outputs, edges and updates, not the streams); no effect in
+  // fp32, in inference (whose bf16 streams follow `precision`) or under branch parallelism (its
+  // ranks exchange the branches' fp32 streams). true by default and in every preset (YAML
   // `bf16_training_streams`).
   bool bf16_training_streams = true;
   // Training only (grad mode): activation recomputation, this many consecutive blocks per
