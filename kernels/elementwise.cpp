@@ -38,11 +38,9 @@ DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int
 
 namespace {
 
-bool is16(DType t) { return t == DType::bf16 || t == DType::f16; }
-
 // One of a and b fp32, the other 16-bit.
 bool is_sixteen_and_f32(DType a, DType b) {
-  return (is16(a) && b == DType::f32) || (a == DType::f32 && is16(b));
+  return (is_16bit_float(a) && b == DType::f32) || (a == DType::f32 && is_16bit_float(b));
 }
 
 // mul's mixed dtypes (elementwise.h): a 16-bit, b and out f32; or a and b f32, out 16-bit.
@@ -107,7 +105,7 @@ void add_into(const Tensor& dst, const Tensor& src) {
            " must have one shape and device");
   FC_CHECK(dst.is_contiguous() && src.is_contiguous(), "add_into: dst ", dst.str(), " and src ", src.str(),
            " must be contiguous");
-  const bool mixed = dst.dtype() == DType::f32 && (src.dtype() == DType::bf16 || src.dtype() == DType::f16);
+  const bool mixed = dst.dtype() == DType::f32 && is_16bit_float(src.dtype());
   FC_CHECK(is_floating(dst.dtype()) && (src.dtype() == dst.dtype() || mixed), "add_into: src ", src.str(),
            " into dst ", dst.str(), " (src in dst's dtype, or 16-bit into f32)");
   if (dst.numel() == 0) return;

@@ -60,7 +60,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out, const GemmArgs& a
   // One floating dtype for a, b and out; or 16-bit a and b with an fp32 out (a weight gradient
   // accumulated into its fp32 master gradient), without bias, activation or pre_act.
   const DType dt = a.dtype();
-  const bool mixed = out.dtype() == DType::f32 && (dt == DType::bf16 || dt == DType::f16);
+  const bool mixed = out.dtype() == DType::f32 && is_16bit_float(dt);
   FC_CHECK(is_floating(dt) && b.dtype() == dt && (out.dtype() == dt || mixed), "gemm: a ", a.str(), ", b ", b.str(),
            " and out ", out.str(), " must share one floating dtype (or be 16-bit with an f32 out)");
   FC_CHECK(!mixed || (!args.bias.defined() && !args.pre_act.defined() && args.act == Activation::none), "gemm: a ",

@@ -47,20 +47,20 @@ RowsC check_common(const char* op, const Tensor& x, const Tensor& gamma, const T
 // 16-bit float dtype.
 void check_output(const char* op, const char* name, const Tensor& t, const Tensor& x) {
   FC_CHECK(t.defined() && t.shape() == x.shape() && t.device() == x.device() && t.is_contiguous() &&
-               (t.dtype() == x.dtype() ||
-                (x.dtype() == DType::f32 && (t.dtype() == DType::bf16 || t.dtype() == DType::f16))),
+               (t.dtype() == x.dtype() || (x.dtype() == DType::f32 && is_16bit_float(t.dtype()))),
            op, ": ", name, " ", str_of(t), " must be contiguous, shaped like x ", x.str(),
            " and of x's dtype (or 16-bit for an f32 x)");
 }
 
-// dy of a plain LayerNorm's backward: check_output's rule, or f32 for a 16-bit x.
-void check_dy(const char* op, const Tensor& dy, const Tensor& x) {
-  if (dy.defined() && dy.dtype() == DType::f32 && (x.dtype() == DType::bf16 || x.dtype() == DType::f16)) {
-    FC_CHECK(dy.shape() == x.shape() && dy.device() == x.device() && dy.is_contiguous(), op, ": dy ", dy.str(),
-             " must be contiguous and shaped like x ", x.str());
+// check_output's rule, or f32 beside a 16-bit x: a plain LayerNorm backward's dy (the GEMMs' fp32
+// gradient) and the fused forward's update x (an fp32 update of a bf16 stream).
+void check_output_or_f32(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  if (t.defined() && t.dtype() == DType::f32 && is_16bit_float(x.dtype())) {
+    FC_CHECK(t.shape() == x.shape() && t.device() == x.device() && t.is_contiguous(), op, ": ", name, " ", t.str(),
+             " must be contiguous and shaped like ", x.str());
     return;
   }
-  check_output(op, "dy", dy, x);
+  check_output(op, name, t, x);
 }
 
 void check_like(const char* op, const char* name, const Tensor& t, const Tensor& x) {
@@ -97,7 +97,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
                         bool accumulate_dx) {
   constexpr const char* op = "layernorm_backward";
   const auto [rows, c] = check_common(op, x, gamma, mean, rstd);
-  check_dy(op, dy, x);
+  check_output_or_f32(op, "dy", dy, x);
   check_like(op, "dx", dx, x);
   check_param(op, "dgamma", dgamma, gamma);
   check_param(op, "dbeta", dbeta, gamma);
@@ -119,12 +119,7 @@ void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias
   // residual and h set T; x and y are T or, for an f32 T, 16-bit (check_output's rule); x may also be
   // f32 for a 16-bit T (an fp32 update of a bf16 stream: the sum in fp32, h rounded once).
   FC_CHECK(residual.defined(), op, ": residual must be defined");
-  if (x.dtype() == DType::f32 && (residual.dtype() == DType::bf16 || residual.dtype() == DType::f16)) {
-    FC_CHECK(x.shape() == residual.shape() && x.device() == residual.device() && x.is_contiguous(), op, ": x ",
-             x.str(), " must be contiguous and shaped like residual ", residual.str());
-  } else {
-    check_output(op, "x", x, residual);
-  }
+  check_output_or_f32(op, "x", x, residual);
   check_output(op, "y", y, residual);
   if (h.defined()) check_like(op, "h", h, residual);
   if (bias.defined())

@@ -143,9 +143,8 @@ std::pair<Variable, Variable> residual_layer_norm(const Variable& x, const Varia
   const DType dt = residual.dtype(), yt = out.value_or(dt);
   // The fused kernel's dtypes (x and y each h's, or 16-bit beside an fp32 h; x also fp32 beside a
   // 16-bit h, bias_dropout_residual's rule); else the two ops.
-  const auto is16 = [](DType t) { return t == DType::bf16 || t == DType::f16; };
-  auto fits = [&](DType t) { return t == dt || (dt == DType::f32 && is16(t)); };
-  if (!is_floating(dt) || !(fits(x.dtype()) || (x.dtype() == DType::f32 && is16(dt))) || !fits(yt)) {
+  auto fits = [&](DType t) { return t == dt || (dt == DType::f32 && is_16bit_float(t)); };
+  if (!is_floating(dt) || !(fits(x.dtype()) || (x.dtype() == DType::f32 && is_16bit_float(dt))) || !fits(yt)) {
     const Variable h = bias_dropout_residual(x, Variable(), residual, d, in_place);
     return {h, layer_norm(h, gamma, beta, eps, out)};
   }

@@ -192,7 +192,7 @@ Variable mul(const Variable& a0, const Variable& b0) {
   const DType dt = promoted(a0.dtype(), b0.dtype());
   // A 16-bit a times an fp32 b (a bf16 GEMM output times an fp32 normaliser): one mixed multiply
   // (kernels/elementwise.h), the values of casting a first, without the cast's pass.
-  const bool mixed = b0.dtype() == DType::f32 && (a0.dtype() == DType::bf16 || a0.dtype() == DType::f16);
+  const bool mixed = b0.dtype() == DType::f32 && is_16bit_float(a0.dtype());
   const Variable a = mixed ? a0 : cast(a0, dt), b = cast(b0, dt);
   FC_CHECK(broadcast_shapes(a.shape(), b.shape()) == a.shape(), "mul: b ", b.shape().str(),
            " does not broadcast to a ", a.shape().str());
@@ -257,10 +257,9 @@ Variable dropout(const Variable& x, const DropoutSpec& d) { return bias_dropout_
 Variable bias_dropout_residual(const Variable& x0, const Variable& bias0, const Variable& residual0,
                                const DropoutSpec& d, bool in_place) {
   const bool has_res = residual0.defined();
-  const auto is16 = [](DType t) { return t == DType::bf16 || t == DType::f16; };
   // An fp32 update of a 16-bit stream without bias (the outer product mean's fp32 update of a bf16
   // pair stream) keeps the stream's dtype: the sum in fp32, rounded once (add_into's values).
-  const bool into16 = has_res && !bias0.defined() && x0.dtype() == DType::f32 && is16(residual0.dtype());
+  const bool into16 = has_res && !bias0.defined() && x0.dtype() == DType::f32 && is_16bit_float(residual0.dtype());
   const DType dt = into16 ? residual0.dtype() : has_res ? promoted(x0.dtype(), residual0.dtype()) : x0.dtype();
   // A 16-bit update of an fp32 stream without bias (an Evoformer module's output under bf16
   // autocast into its fp32 residual stream), or into16: one mixed kernel each way, the values of

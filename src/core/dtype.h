@@ -36,6 +36,8 @@ constexpr std::string_view dtype_name(DType t) {
 }
 
 constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+// bf16 or f16: the storage dtypes autocast computes in, beside fp32.
+constexpr bool is_16bit_float(DType t) { return t == DType::bf16 || t == DType::f16; }
 
 // Compile-time mapping C++ type -> DType.
 template <typename T> struct DTypeOf;

@@ -36,8 +36,6 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_OP_NULL;
 }
 
-bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
-
 // MPI counts are int. Larger messages would need derived datatypes; no tensor we move comes near
 // 2^31 elements per call (AlphaFold's gradients are ~93 M), so this is a clear Error instead.
 int count_of(int64_t n, const char* op, const std::string& comm) {
@@ -107,7 +105,7 @@ class MpiCommunicator : public Communicator {
     check_sizes(*this, "reduce_scatter", in, out, size_, 1);
     auto p = start("reduce_scatter", in.nbytes());
     Tensor src = in;
-    if (is_half(in.dtype())) {
+    if (is_16bit_float(in.dtype())) {
       src = in.to(DType::f32);
       p->keep_alive(src);
     }
@@ -195,7 +193,7 @@ class MpiCommunicator : public Communicator {
   // The buffer an in-place or output reduction works on: `t` itself, or for 16-bit floats an f32
   // buffer (initialised from `init` when defined) that wait() rounds back into `t`.
   static Tensor reduction_buffer(MpiPending& p, const Tensor& t, const Tensor& init) {
-    if (!is_half(t.dtype())) return t;
+    if (!is_16bit_float(t.dtype())) return t;
     Tensor f32 = init.defined() ? init.to(DType::f32) : Tensor::empty(t.shape(), DType::f32);
     p.round_back_into(f32, t);
     return f32;

@@ -64,7 +64,7 @@ Variable LayerNorm::forward(const Variable& x) const { return autograd::layer_no
 
 std::optional<DType> LayerNorm::gemm_output_dtype(DType x) {
   const std::optional<DType> ac = autograd::autocast_dtype();
-  if (x == DType::f32 && ac && (*ac == DType::bf16 || *ac == DType::f16)) return ac;
+  if (x == DType::f32 && ac && is_16bit_float(*ac)) return ac;
   return std::nullopt;
 }
 
