@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/reduce_cpu.h"
 #include "kernels/cuda/reduce_cuda.h"
+#include "kernels/elementwise.h"
 #include "kernels/pointwise_checks.h"
 #include "kernels/reduce_plan.h"
 
@@ -104,6 +105,36 @@ void sum_rows_accumulate_batched(const Tensor& x, const Tensor& out) {
     return;
   }
   FC_POINTWISE_DISPATCH(x.device(), reduce_sum_batched(x, plan, x.size(0), out));
+}
+
+void activation_backward_sum_rows(Activation act, const Tensor& in, const Tensor& dy, const Tensor& dx,
+                                  const Tensor& dbias) {
+  constexpr std::string_view op = "activation_backward_sum_rows";
+  FC_CHECK(act == Activation::relu || act == Activation::gelu, op, ": the activation must be relu or gelu");
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"in", &in}, {"dy", &dy}, {"dx", &dx}}) {
+    detail::check_float(op, name, *t);
+    detail::check_contiguous(op, name, *t);
+    FC_CHECK(t->shape() == dx.shape() && t->dtype() == dx.dtype() && t->device() == dx.device(), op, ": ", name, " ",
+             t->str(), " must match dx ", dx.str(), " in shape, dtype and device");
+  }
+  FC_CHECK(dx.dim() >= 1, op, ": dx must have at least one dim, got ", dx.str());
+  detail::check_defined(op, "dbias", dbias);
+  FC_CHECK(dbias.dim() == 1 && dbias.size(0) == dx.size(-1) && dbias.dtype() == DType::f32 && dbias.is_contiguous(),
+           op, ": dbias ", dbias.str(), " must be contiguous f32 [", dx.size(-1), "] for dx ", dx.str());
+  detail::check_same_device(op, "dx", dx, "dbias", dbias);
+  if (dx.numel() == 0) return;
+#ifdef FOLDCORE_HAVE_CUDA
+  if (dx.device().is_cuda()) {
+    set_device(dx.device());
+    if (cuda::activation_backward_sum_rows(act, in, dy, dx, dbias)) return;
+  }
+#endif
+  if (act == Activation::relu) {
+    relu_backward(in, dy, dx);
+  } else {
+    gelu_backward(in, dy, dx);
+  }
+  sum_rows_accumulate(dx, dbias);
 }
 
 double sum_squares(const Tensor& x) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/gemm.h"
 
 namespace foldcore::ops {
 
@@ -20,6 +21,14 @@ void sum_rows_accumulate(const Tensor& x, const Tensor& out);
 // accumulated); out[b] gets the bits sum_rows_accumulate(x[b], out[b]) would give (on CUDA one
 // launch for all B: the bias gradients of projections whose gradients and biases lie back to back).
 void sum_rows_accumulate_batched(const Tensor& x, const Tensor& out);
+// An activation's backward and its bias gradient: dx = act'(in) ⊙ dy (relu: in is the output y;
+// gelu: the pre-activation) and dbias += Σ over all but the last dim of dx. in, dy, dx contiguous,
+// of one shape and float dtype; dbias contiguous f32 [C]. The values of relu_backward /
+// gelu_backward followed by sum_rows_accumulate(dx, dbias) (the same bits); on CUDA one pass that
+// reads in and dy once and writes dx as it sums it, where C is a multiple of 16 bytes' elements
+// and the tensors are 16-byte aligned (else the two ops).
+void activation_backward_sum_rows(Activation act, const Tensor& in, const Tensor& dy, const Tensor& dx,
+                                  const Tensor& dbias);
 // Mean over `axes` (AlphaFold's mean-pooled query, outer-product-mean normalisation); out as in sum.
 void mean(const Tensor& x, const std::vector<int>& axes, const Tensor& out);
 // Σ x² over all elements, returned as double on the host (synchronising): gradient norms.

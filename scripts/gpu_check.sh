@@ -381,15 +381,17 @@ if want train; then
 fi
 
 # 5b'. The training goal's figures alone (a short lease): the crop-256 step (3 steps, the faster
-# counts), the average step of the 8 samples the trainer would draw, each with fp32 and with bf16
-# streams (bf16 and bf16_streams: the presets' default since 2026-12-01), the GEMM forms whose
+# counts) with fp32 and with bf16 streams (bf16 and bf16_streams: the presets' default since
+# 2026-12-01), the average step of the 8 samples the trainer would draw with bf16 streams, every
+# block recomputed and as the presets run it (recompute_keep_blocks: auto, as many blocks kept as
+# this device holds: the goal's configuration), the GEMM forms whose
 # defaults were chosen without a GPU (bench_gemm's af2_* lines: speedup_vs_product_and_copy of the
 # outer product mean, speedup_vs_per_pair of the projections' input gradient), and the step's
 # kernels with bf16 streams.
 if want goal; then
   run_bench 90 bench_train --device cuda:0 --crops 256 --configs bf16:1,bf16_streams:1 --evoformer_blocks 48 \
     --extra_msa_blocks 4 --steps 3
-  run_bench 240 bench_train --device cuda:0 --crops 256 --configs bf16:1,bf16_streams:1 --evoformer_blocks 48 \
+  run_bench 240 bench_train --device cuda:0 --crops 256 --configs bf16_streams:1,bf16_streams:1:auto --evoformer_blocks 48 \
     --extra_msa_blocks 4 --samples 8
   run_bench 30 bench_gemm --device cuda --full
   # where the crop-256 step's device time goes now: its 40 largest kernels and kernel × module pairs

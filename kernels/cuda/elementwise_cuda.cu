@@ -11,6 +11,7 @@
 #include "core/cuda/launch.cuh"
 #include "core/cuda/vec.cuh"
 #include "core/philox.h"
+#include "kernels/cuda/activation_math.cuh"
 
 namespace foldcore::ops::cuda {
 namespace {
@@ -87,22 +88,13 @@ struct ReciprocalShift {  // IEEE division (no fast-math): the host's 1 / (x + e
   __device__ float operator()(const float* x, int64_t) const { return 1.0f / (x[0] + eps); }
 };
 __device__ __forceinline__ float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
-__device__ __forceinline__ float gelu_cdf(float v) { return 0.5f * (1.0f + erff(v * 0.70710678118654752f)); }
 struct ReluFwd {
   __device__ float operator()(const float* x, int64_t) const { return x[0] > 0.f ? x[0] : 0.f; }
-};
-struct ReluBwd {  // x[0] = x, x[1] = dy
-  __device__ float operator()(const float* x, int64_t) const { return x[0] > 0.f ? x[1] : 0.f; }
 };
 struct GeluFwd {
   __device__ float operator()(const float* x, int64_t) const { return x[0] * gelu_cdf(x[0]); }
 };
-struct GeluBwd {  // dy · (Φ(x) + x·φ(x))
-  __device__ float operator()(const float* x, int64_t) const {
-    const float pdf = 0.39894228040143268f * expf(-0.5f * x[0] * x[0]);
-    return x[1] * (gelu_cdf(x[0]) + x[0] * pdf);
-  }
-};
+// ReluBwd, GeluBwd: activation_math.cuh (the fused bias-gradient sums use them too).
 struct SigmoidFwd {
   __device__ float operator()(const float* x, int64_t) const { return sigmoidf(x[0]); }
 };

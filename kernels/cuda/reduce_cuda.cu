@@ -19,6 +19,7 @@
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
 #include "core/cuda/vec.cuh"
+#include "kernels/cuda/activation_math.cuh"
 #include "kernels/reduce.h"
 
 namespace foldcore::ops::cuda {
@@ -126,20 +127,47 @@ __global__ void col_sum_kernel(const TX* x, int64_t r, int64_t k, int64_t rows_p
   finish_column_sums(active, col, s, k, ws, out, scale, accumulate, counters);
 }
 
-// The same sums 16 bytes per load (V = 16 / sizeof(TX) columns per thread), for K % V == 0 and a
-// 16-byte aligned x: block (16 column groups, 16 row lanes) covers 16·V columns; thread (cg, rl)
-// sums columns [c0, c0 + V), c0 = (blockIdx.x·16 + cg)·V, over rows r0 + rl, r0 + rl + 16, … of
-// split blockIdx.y, four rows in flight (four accumulators, added in order at the end); the row
-// lanes' sums are added in order of rl through shared memory by thread (cg, rl < V) for column
-// c0 + rl, then finish_column_sums. A fixed order from the sizes: the same bits every run (not col_sum_kernel's order).
+// What col_sum_vec_kernel sums, V elements at a time from flat index i: x's elements (PlainRows),
+// or dx = act'(in) ⊙ dy, stored into dx as it is made (ActGradRows: an activation's backward and
+// its bias gradient in one pass, the bits of the elementwise backward map and a column sum of its
+// output).
+template <typename TX, int V> struct PlainRows {
+  const TX* x;
+  __device__ __forceinline__ VecOf<TX, V> load(int64_t i) const { return load_vec<TX, V>(x + i); }
+};
+template <typename TX, int V, typename Act> struct ActGradRows {
+  const TX* in;
+  const TX* dy;
+  TX* dx;
+  Act act;
+  __device__ __forceinline__ VecOf<TX, V> load(int64_t i) const {
+    const VecOf<TX, V> a = load_vec<TX, V>(in + i), g = load_vec<TX, V>(dy + i);
+    VecOf<TX, V> d;
+    FC_UNROLL
+    for (int e = 0; e < V; ++e) {
+      const float v[2] = {to_f32(a.v[e]), to_f32(g.v[e])};
+      d.v[e] = from_f32<TX>(act(v, 0));
+    }
+    store_vec<TX, V>(dx + i, d);
+    return d;
+  }
+};
+
+// The same sums 16 bytes per load (V = 16 / sizeof(TX) columns per thread), for K % V == 0 and
+// 16-byte aligned rows (src.load): block (16 column groups, 16 row lanes) covers 16·V columns;
+// thread (cg, rl) sums columns [c0, c0 + V), c0 = (blockIdx.x·16 + cg)·V, over rows r0 + rl,
+// r0 + rl + 16, … of split blockIdx.y, four rows in flight (four accumulators, added in order at
+// the end); the row lanes' sums are added in order of rl through shared memory by thread
+// (cg, rl < V) for column c0 + rl, then finish_column_sums. A fixed order from the sizes: the same
+// bits every run (not col_sum_kernel's order).
 constexpr int kVecGroups = 16, kVecLanes = 16, kVecUnroll = 4;
 
-template <typename TX, typename TO>
-__global__ void col_sum_vec_kernel(const TX* x, int64_t r, int64_t k, int64_t rows_per_split, float* ws, TO* out,
+template <typename TX, typename TO, typename Src>
+__global__ void col_sum_vec_kernel(Src src, int64_t r, int64_t k, int64_t rows_per_split, float* ws, TO* out,
                                    float scale, bool accumulate, unsigned* counters) {
   constexpr int V = 16 / static_cast<int>(sizeof(TX));
   FC_SHARED(float, part, [kVecLanes][kVecGroups * V + 1]);
-  x += static_cast<int64_t>(blockIdx.z) * r * k;
+  const int64_t base = static_cast<int64_t>(blockIdx.z) * r * k;
   const int cg = threadIdx.x, rl = threadIdx.y;
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * kVecGroups + cg) * V;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_split;
@@ -150,14 +178,14 @@ __global__ void col_sum_vec_kernel(const TX* x, int64_t r, int64_t k, int64_t ro
     for (; row + (kVecUnroll - 1) * kVecLanes < r1; row += kVecUnroll * kVecLanes) {
       VecOf<TX, V> vs[kVecUnroll];
       FC_UNROLL
-      for (int u = 0; u < kVecUnroll; ++u) vs[u] = load_vec<TX, V>(x + (row + u * kVecLanes) * k + c0);
+      for (int u = 0; u < kVecUnroll; ++u) vs[u] = src.load(base + (row + u * kVecLanes) * k + c0);
       FC_UNROLL
       for (int u = 0; u < kVecUnroll; ++u)
         FC_UNROLL
         for (int e = 0; e < V; ++e) acc[u][e] += to_f32(vs[u].v[e]);
     }
     for (; row < r1; row += kVecLanes) {  // the split's last rows (fewer than kVecUnroll per lane)
-      const VecOf<TX, V> v = load_vec<TX, V>(x + row * k + c0);
+      const VecOf<TX, V> v = src.load(base + row * k + c0);
       FC_UNROLL
       for (int e = 0; e < V; ++e) acc[0][e] += to_f32(v.v[e]);
     }
@@ -234,32 +262,46 @@ StridedDesc desc_of(const ReduceGroup& g) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The row splits of the column sums of an [R, K]: from R alone, ≥ 256 rows per split, at most 256
+// (vector form) or 128 splits.
+int64_t column_splits(int64_t r, bool vec) { return std::clamp<int64_t>(ceil_div(r, 256), 1, vec ? 256 : 128); }
+
 // Column sums of `batches` row-major [R, K] problems one after another in x (out [batches, K]), one
 // launch: grid (column tiles, row splits, batches). Each batch sums as a launch of its own would.
-template <typename TX, typename TO>
-void column_sums(const TX* px, int64_t r, int64_t k, int64_t batches, TO* po, float scale, bool accumulate, Device dev) {
+// src: what the vector form reads (PlainRows of x, or ActGradRows); the element form reads px.
+template <typename TX, typename TO, typename Src>
+void column_sums(const Src& src, const TX* px, bool vec, int64_t r, int64_t k, int64_t batches, TO* po, float scale,
+                 bool accumulate, Device dev) {
   cudaStream_t stream = cuda_stream_of(dev);
-  constexpr int64_t kV = 16 / static_cast<int64_t>(sizeof(TX));
-  // 16 bytes per load where K and the pointer allow (col_sum_vec_kernel), else one element.
-  const bool vec = col_sum_vec() && k % kV == 0 && reinterpret_cast<uintptr_t>(px) % 16 == 0;
-  // Row splits from R alone: ≥ 256 rows per split, at most 256 (vector) or 128 splits.
-  const int64_t splits = std::clamp<int64_t>(ceil_div(r, 256), 1, vec ? 256 : 128);
+  const int64_t splits = column_splits(r, vec);
   const int64_t rps = ceil_div(r, splits);
   Tensor ws;
   if (splits > 1) ws = Tensor::empty({batches * splits, k}, DType::f32, dev);
   float* pws = splits > 1 ? ws.data<float>() : nullptr;
+  constexpr int64_t kV = 16 / static_cast<int64_t>(sizeof(TX));
   const dim3 grid(static_cast<unsigned>(ceil_div(k, vec ? kVecGroups * kV : kColTile)), static_cast<unsigned>(splits),
                   static_cast<unsigned>(batches));
   FC_CHECK(grid.x <= 0x7fffffffu && batches <= 65535, "sum: ", k, " columns × ", batches, " batches exceed the CUDA grid");
   unsigned* counters = splits > 1 ? block_counters(dev, static_cast<int64_t>(grid.x) * batches) : nullptr;
   if (vec) {
-    launch_kernel<col_sum_vec_kernel<TX, TO>>(grid, dim3(kVecGroups, kVecLanes), 0, stream, px, r, k, rps, pws, po, scale,
-                                              accumulate, counters);
+    launch_kernel<col_sum_vec_kernel<TX, TO, Src>>(grid, dim3(kVecGroups, kVecLanes), 0, stream, src, r, k, rps, pws, po,
+                                                   scale, accumulate, counters);
   } else {
     launch_kernel<col_sum_kernel<TX, TO>>(grid, dim3(kColTile, kRowLanes), 0, stream, px, r, k, rps, pws, po, scale,
                                           accumulate, counters);
   }
   FC_CUDA_CHECK_LAUNCH();
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The column sums of x: 16 bytes per load where K and the pointer allow (col_sum_vec_kernel), else
+// one element.
+template <typename TX, typename TO>
+void column_sums(const TX* px, int64_t r, int64_t k, int64_t batches, TO* po, float scale, bool accumulate, Device dev) {
+  constexpr int kV = 16 / static_cast<int>(sizeof(TX));
+  const bool vec = col_sum_vec() && k % kV == 0 && aligned16(px);
+  column_sums(PlainRows<TX, kV>{px}, px, vec, r, k, batches, po, scale, accumulate, dev);
 }
 
 }  // namespace
@@ -306,6 +348,30 @@ void reduce_sum_batched(const Tensor& x, const ReducePlan& plan, int64_t batches
     using TX = decltype(xtag);
     column_sums(static_cast<const TX*>(x.data_ptr()), r, k, batches, out.data<float>(), 1.f, true, x.device());
   });
+}
+
+bool activation_backward_sum_rows(Activation act, const Tensor& in, const Tensor& dy, const Tensor& dx,
+                                  const Tensor& dbias) {
+  const int64_t k = dx.size(-1), r = k > 0 ? dx.numel() / k : 0;
+  bool done = false;
+  cuda_dispatch_float(dx.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kV = 16 / static_cast<int>(sizeof(T));
+    if (!col_sum_vec() || k % kV != 0 || r == 0 || !aligned16(in.data_ptr()) || !aligned16(dy.data_ptr()) ||
+        !aligned16(dx.data_ptr()))
+      return;
+    const T* pin = static_cast<const T*>(in.data_ptr());
+    const T* pdy = static_cast<const T*>(dy.data_ptr());
+    T* pdx = static_cast<T*>(dx.data_ptr());
+    float* pb = dbias.data<float>();
+    if (act == Activation::relu) {
+      column_sums(ActGradRows<T, kV, ReluBwd>{pin, pdy, pdx, {}}, pdx, true, r, k, 1, pb, 1.f, true, dx.device());
+    } else {
+      column_sums(ActGradRows<T, kV, GeluBwd>{pin, pdy, pdx, {}}, pdx, true, r, k, 1, pb, 1.f, true, dx.device());
+    }
+    done = true;
+  });
+  return done;
 }
 
 namespace {

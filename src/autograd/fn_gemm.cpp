@@ -29,9 +29,14 @@ struct LinearFn final : Function {
   void backward(BackwardCtx& ctx) override {
     const int64_t n_out = w.size(1);
     Tensor dp = ctx.grad_output(0).view({rows, n_out});
+    bool bias_done = false;
     if (act != ops::Activation::none) {
       Tensor t = Tensor::empty({rows, n_out}, cd, dp.device());
-      if (act == ops::Activation::relu) {
+      if (ctx.needs_grad(2) && dp.dtype() == cd && dp.is_contiguous()) {
+        // dp and the bias gradient Σ_r dp in one pass (relu'(p) = [y > 0]).
+        ops::activation_backward_sum_rows(act, act_in.view({rows, n_out}), dp, t, ctx.accumulate_grad(2, DType::f32));
+        bias_done = true;
+      } else if (act == ops::Activation::relu) {
         ops::relu_backward(act_in, dp, t);  // relu'(p) = [y > 0]
       } else {
         ops::gelu_backward(act_in, dp, t);
@@ -58,7 +63,7 @@ struct LinearFn final : Function {
       g.beta = 1.f;
       ops::gemm(x2, dp, ctx.accumulate_grad(1), g);
     }
-    if (ctx.needs_grad(2)) ops::sum_rows_accumulate(dp, ctx.accumulate_grad(2, DType::f32));
+    if (ctx.needs_grad(2) && !bias_done) ops::sum_rows_accumulate(dp, ctx.accumulate_grad(2, DType::f32));
   }
 };
 

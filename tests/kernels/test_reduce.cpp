@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/random.h"
+#include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "test_util.h"
 
@@ -131,6 +132,54 @@ TEST(Reduce, SumRowsAccumulateBatchedEqualsOneCallPerBatch) {
   EXPECT_THROW(ops::sum_rows_accumulate_batched(x, Tensor::zeros({2, 11}, DType::f32)), Error);
   EXPECT_THROW(ops::sum_rows_accumulate_batched(x.select(0, 0), Tensor::zeros({7, 11}, DType::f32)), Error);
   EXPECT_THROW(ops::sum_rows_accumulate_batched(x.permute({1, 0, 2}), Tensor::zeros({7, 11}, DType::f32)), Error);
+}
+
+// The activation backward with its bias gradient equals relu_backward / gelu_backward followed by
+// sum_rows_accumulate, bit for bit (the CPU runs the two); relu's saved output is its sign (0 where
+// the pre-activation was ≤ 0), gelu's derivative against finite differences of gelu_forward
+// (central, h = 1e-3 in double-rounded fp32: 2e-3 absolute). Bad arguments are errors naming the op.
+TEST(Reduce, ActivationBackwardWithBiasGradient) {
+  Generator gen(36);
+  for (const ops::Activation act : {ops::Activation::relu, ops::Activation::gelu}) {
+    for (DType t : {DType::f32, DType::bf16}) {
+      Tensor in = randn({3, 5, 16}, gen);
+      if (act == ops::Activation::relu) {
+        Tensor y = Tensor::empty(in.shape(), DType::f32);
+        ops::relu_forward(in, y);
+        in = y;
+      }
+      in = in.to(t);
+      const Tensor dy = randn({3, 5, 16}, gen).to(t);
+      Tensor dx = Tensor::empty(in.shape(), t), dx_two = Tensor::empty(in.shape(), t);
+      Tensor db = randn({16}, gen), db_two = db.clone();
+      ops::activation_backward_sum_rows(act, in, dy, dx, db);
+      if (act == ops::Activation::relu) {
+        ops::relu_backward(in, dy, dx_two);
+      } else {
+        ops::gelu_backward(in, dy, dx_two);
+      }
+      ops::sum_rows_accumulate(dx_two, db_two);
+      EXPECT_EQ(dx.to_vector(), dx_two.to_vector());
+      EXPECT_EQ(db.to_vector(), db_two.to_vector());
+      if (act == ops::Activation::gelu && t == DType::f32) {
+        const std::vector<float> xv = in.to_vector(), dyv = dy.to_vector(), dxv = dx.to_vector();
+        for (size_t i = 0; i < xv.size(); ++i) {
+          Tensor p = Tensor::from_vector({xv[i] + 1e-3f, xv[i] - 1e-3f}, {2}), q = Tensor::empty({2}, DType::f32);
+          ops::gelu_forward(p, q);
+          const std::vector<float> g = q.to_vector();
+          EXPECT_NEAR(dxv[i], dyv[i] * (g[0] - g[1]) / 2e-3, 2e-3) << i;
+        }
+      }
+    }
+  }
+  const Tensor x = randn({4, 8}, gen), db = Tensor::zeros({8}, DType::f32);
+  const Tensor dx = Tensor::empty({4, 8}, DType::f32);
+  EXPECT_THROW(ops::activation_backward_sum_rows(ops::Activation::none, x, x, dx, db), Error);
+  EXPECT_THROW(ops::activation_backward_sum_rows(ops::Activation::relu, x.to(DType::bf16), x, dx, db), Error);
+  EXPECT_THROW(ops::activation_backward_sum_rows(ops::Activation::relu, x, x.transpose(0, 1).contiguous().transpose(0, 1), dx, db), Error);
+  EXPECT_THROW(ops::activation_backward_sum_rows(ops::Activation::relu, x, x, dx, Tensor::zeros({8}, DType::bf16)), Error);
+  EXPECT_THROW(ops::activation_backward_sum_rows(ops::Activation::relu, x, x, dx, Tensor::zeros({4}, DType::f32)), Error);
+  EXPECT_THROW(ops::activation_backward_sum_rows(ops::Activation::gelu, x, x.view({8, 4}), dx, db), Error);
 }
 
 TEST(Reduce, SumSquaresAndMaxAbs) {

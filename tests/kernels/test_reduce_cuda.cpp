@@ -11,6 +11,7 @@
 
 #include "core/kernel_profile.h"
 #include "core/random.h"
+#include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "test_util.h"
 
@@ -177,6 +178,78 @@ TEST(ReduceCuda, BatchedColumnSumsEqualOneLaunchPerBatch) {
       Tensor ref = start.to(Device::cpu());
       ops::sum_rows_accumulate_batched(x.to(Device::cpu()), ref);
       FC_EXPECT_CLOSE(batched.to(Device::cpu()), ref, 1e-6 * bc.r + 1e-5, 1e-5);
+    }
+  }
+}
+
+// An activation's backward and its bias gradient in one pass (ops::activation_backward_sum_rows)
+// against the two ops it replaces on the device, bit for bit (dx and the accumulated bias
+// gradient: the same functor and the same column-sum order), and against the CPU (dx exact for
+// relu; gelu's erff/expf within 1e-6 relative; the sums as in the column-sum test above). relu and
+// gelu, bf16 and f32; one row split and many (R = 5000), several column tiles; where the one-pass
+// form does not apply (C = 37, a pointer off the 16-byte grid, the vector sums switched off) the
+// two ops run. The kernel profile says which: one launch, no elementwise map, for the one-pass form.
+TEST(ReduceCuda, ActivationBackwardWithBiasGradientEqualsTheTwoOps) {
+  FC_REQUIRE_CUDA();
+  Generator gen(206);
+  struct ActCase {
+    int64_t r, k;
+    bool misaligned, vec_off;
+  };
+  for (const ops::Activation act : {ops::Activation::relu, ops::Activation::gelu}) {
+    for (DType t : {DType::bf16, DType::f32}) {
+      for (const ActCase& ac : {ActCase{5000, 128, false, false}, ActCase{3, 40 * 64, false, false},
+                                ActCase{70, 512, false, false}, ActCase{300, 37, false, false},
+                                ActCase{257, 128, true, false}, ActCase{100, 64, false, true}}) {
+        SCOPED_TRACE(std::string(act == ops::Activation::relu ? "relu " : "gelu ") + std::string(dtype_name(t)) + " r " +
+                     std::to_string(ac.r) + " k " + std::to_string(ac.k) + (ac.misaligned ? " misaligned" : "") +
+                     (ac.vec_off ? " vector sums off" : ""));
+        const int64_t n = ac.r * ac.k, o = ac.misaligned ? 1 : 0;
+        // relu saves its output (≥ 0, a quarter of it exactly 0), gelu its pre-activation.
+        Tensor in_host = randn({n + 1}, gen);
+        if (act == ops::Activation::relu) {
+          std::vector<float> v = in_host.to_vector();
+          for (size_t i = 0; i < v.size(); ++i) v[i] = i % 4 == 0 ? 0.f : std::fabs(v[i]);
+          in_host = Tensor::from_vector(v, {n + 1});
+        }
+        const Tensor in = in_host.to(t).to(kGpu).narrow(0, o, n).view({ac.r, ac.k});
+        const Tensor dy = randn({n + 1}, gen).to(t).to(kGpu).narrow(0, o, n).view({ac.r, ac.k});
+        const Tensor start = randn({ac.k}, gen);
+        Tensor dx_fused = Tensor::empty({n + 1}, t, kGpu).narrow(0, o, n).view({ac.r, ac.k});
+        Tensor db_fused = start.to(kGpu), db_two = start.to(kGpu);
+        Tensor dx_two = Tensor::empty({n + 1}, t, kGpu).narrow(0, o, n).view({ac.r, ac.k});  // as dx_fused
+        ops::set_col_sum_vec(!ac.vec_off);
+        kernel_profile::reset();
+        kernel_profile::set_enabled(true);
+        ops::activation_backward_sum_rows(act, in, dy, dx_fused, db_fused);
+        synchronize(kGpu);
+        kernel_profile::set_enabled(false);
+        int64_t launches = 0;
+        std::string names;
+        for (const auto& row : kernel_profile::collect().kernels) {
+          // Not the split sums' counters zeroed at their first use on the device (block_counters).
+          if (row.name.find("fill_kernel") != std::string::npos) continue;
+          launches += row.calls;
+          names += row.name + "; ";
+        }
+        if (act == ops::Activation::relu) {
+          ops::relu_backward(in, dy, dx_two);
+        } else {
+          ops::gelu_backward(in, dy, dx_two);
+        }
+        ops::sum_rows_accumulate(dx_two, db_two);
+        ops::set_col_sum_vec(true);
+        const int64_t v = t == DType::bf16 ? 8 : 4;
+        const bool one_pass = !ac.misaligned && !ac.vec_off && ac.k % v == 0;
+        EXPECT_EQ(launches, one_pass ? 1 : 2) << names;  // the split sums' last block combines them
+        EXPECT_EQ(dx_fused.to(Device::cpu()).to_vector(), dx_two.to(Device::cpu()).to_vector());
+        EXPECT_EQ(db_fused.to(Device::cpu()).to_vector(), db_two.to(Device::cpu()).to_vector());
+        Tensor dx_ref = Tensor::empty({ac.r, ac.k}, t), db_ref = start.clone();
+        ops::activation_backward_sum_rows(act, in.to(Device::cpu()), dy.to(Device::cpu()), dx_ref, db_ref);
+        FC_EXPECT_CLOSE(dx_fused.to(Device::cpu()).to(DType::f32), dx_ref.to(DType::f32),
+                        act == ops::Activation::relu ? 0.0 : 1e-6, act == ops::Activation::relu || t == DType::f32 ? 1e-6 : 8e-3);
+        FC_EXPECT_CLOSE(db_fused.to(Device::cpu()), db_ref, 1e-6 * ac.r + 1e-5, 1e-5);
+      }
     }
   }
 }
