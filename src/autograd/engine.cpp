@@ -47,6 +47,13 @@ DType BackwardCtx::grad_dtype(int i, DType offered) const {
   return e.meta.dtype;
 }
 
+bool BackwardCtx::sole_consumer_of_narrow_output(int i) const {
+  const Edge& e = node_->inputs[static_cast<size_t>(i)];
+  if (!e.node || !e.node->narrow_output_grads || narrow_consumers_ == nullptr) return false;
+  const auto it = narrow_consumers_->find(e.node.get());
+  return it != narrow_consumers_->end() && it->second[static_cast<size_t>(e.index)] == 1;
+}
+
 Tensor& BackwardCtx::slot_of(int i) {
   FC_CHECK(needs_grad(i), "autograd: '", node_->name, "' wrote a gradient for input ", i,
            " which does not require one");
@@ -213,6 +220,19 @@ class Engine {
       nodes.push_back(std::move(n));
     }
     std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
+    // The consumers of every output whose producer prefers a lone consumer's gradient in its own
+    // dtype (Node::narrow_output_grads); a root is one too.
+    std::unordered_map<const Node*, std::vector<int>> narrow_consumers;
+    const auto count_use = [&](const Node* producer, int index) {
+      std::vector<int>& c = narrow_consumers[producer];
+      if (c.empty()) c.resize(producer->outputs.size(), 0);
+      ++c[static_cast<size_t>(index)];
+    };
+    for (const std::shared_ptr<Node>& n : nodes)
+      for (const Edge& e : n->inputs)
+        if (e.node && e.node->narrow_output_grads) count_use(e.node.get(), e.index);
+    for (const Variable& root : roots)
+      if (!root.is_leaf() && root.node()->narrow_output_grads) count_use(root.node().get(), root.output_index());
 
     // Gradient-ready reporting (outermost backward only, see engine.h): how many nodes of this
     // graph still have to run for each leaf they take as input — a recompute node counting for
@@ -282,6 +302,7 @@ class Engine {
       ctx.pending_ = &pending_;
       ctx.packed_bufs_ = &packed_bufs_;
       ctx.fresh_ = &fresh_;
+      ctx.narrow_consumers_ = &narrow_consumers;
       if (const auto pb = packed_bufs_.find(n.get()); pb != packed_bufs_.end()) {
         for (Tensor& g : it->second)
           if (fresh_.erase(&g) != 0) g.zero_();  // a packed slice no consumer wrote

@@ -64,6 +64,11 @@ class BackwardCtx {
   // (Node::f32_output_grads); else the input's dtype (an offered gradient is converted to it).
   // new_grad/put_grad/accumulate_grad route their gradients by it.
   DType grad_dtype(int i, DType offered) const;
+  // Whether this node is the only consumer of input i in this backward and input i is an output
+  // whose producer prefers its own 16-bit dtype to fp32 from a lone consumer
+  // (Node::narrow_output_grads): a consumer that would write an fp32 gradient may write it in the
+  // input's dtype instead, rounded once (the GEMM of `linear`).
+  bool sole_consumer_of_narrow_output(int i) const;
   // Hands over a computed gradient of input i (input's shape; any float dtype; made contiguous).
   // The ctx takes it over: the caller must not pass the same storage twice.
   void put_grad(int i, const Tensor& g);
@@ -76,6 +81,9 @@ class BackwardCtx {
     DType dtype = DType::f32;  // the dtype of a slot made from tmp (grad_dtype)
   };
   Tensor& slot_of(int i);
+  // The number of edges of this backward's graph into each output of the nodes that set
+  // Node::narrow_output_grads (roots counted too).
+  const std::unordered_map<const Node*, std::vector<int>>* narrow_consumers_ = nullptr;
   void pack_slots(const Node& producer, std::vector<Tensor>& vec);
   // Whether `s` is a slice of a packed buffer nothing has written yet; claim_fresh also marks it
   // written.

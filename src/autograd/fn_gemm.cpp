@@ -46,9 +46,13 @@ struct LinearFn final : Function {
     if (ctx.needs_grad(0)) {
       // dx in fp32 where x takes it (an fp32 x, or a 16-bit LayerNorm output: grad_dtype): the
       // GEMM's fp32 accumulator written as it is, not rounded to 16 bits and converted back; added
-      // by the GEMM (beta = 1) into x's gradient so far where there is one in that dtype.
+      // by the GEMM (beta = 1) into x's gradient so far where there is one in that dtype. As the
+      // lone consumer of a LayerNorm output of a 16-bit x, in x's 16-bit dtype (rounded once by
+      // the GEMM: half the bytes written and read; sole_consumer_of_narrow_output).
+      DType dx_dtype = ctx.grad_dtype(0, DType::f32);
+      if (dx_dtype == DType::f32 && cd != DType::f32 && ctx.sole_consumer_of_narrow_output(0)) dx_dtype = cd;
       bool add = false;
-      const Tensor dx = detail::grad_to_add_or_new(ctx, 0, ctx.grad_dtype(0, DType::f32), add);
+      const Tensor dx = detail::grad_to_add_or_new(ctx, 0, dx_dtype, add);
       ops::GemmArgs g;
       g.trans_b = true;
       g.beta = add ? 1.f : 0.f;

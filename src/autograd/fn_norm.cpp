@@ -86,8 +86,13 @@ Variable record_layer_norm(const Variable& x, const Tensor& xv, const Variable& 
   fn->rstd = rstd;
   Variable result = record1("layer_norm", std::move(fn), {x, gamma, beta}, y);
   // A 16-bit output: its backward reads an fp32 dy as well (the GEMMs that read the output give
-  // their dx in fp32, which then reaches it without a rounding pass), whatever x's dtype.
-  if (result.node() && y.dtype() != DType::f32) result.node()->f32_output_grads = true;
+  // their dx in fp32, which then reaches it without a rounding pass), whatever x's dtype. Of a
+  // 16-bit x it computes in fp32 either way and writes dx in x's dtype, so a lone consumer's
+  // gradient may come in y's dtype (half the bytes; several consumers' sum stays fp32).
+  if (result.node() && y.dtype() != DType::f32) {
+    result.node()->f32_output_grads = true;
+    result.node()->narrow_output_grads = xv.dtype() != DType::f32;
+  }
   return result;
 }
 

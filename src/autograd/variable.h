@@ -107,6 +107,11 @@ struct Node {
   // writing bf16 for GEMMs; views of such an output), so the engine leaves an fp32 gradient of
   // such an output unconverted (BackwardCtx::grad_dtype): set by the ops that can.
   bool f32_output_grads = false;
+  // With f32_output_grads: the Function reads a gradient in its outputs' own 16-bit dtype as well
+  // and computes in fp32 either way (a LayerNorm of a 16-bit x), so where one consumer alone makes
+  // an output's gradient, an fp32 one costs twice the bytes for one rounding less: such a consumer
+  // may write it in the output's dtype (BackwardCtx::sole_consumer_of_narrow_output).
+  bool narrow_output_grads = false;
 };
 
 // True when an op on these inputs must record a graph: grad mode on and some input needs grad.
