@@ -9,8 +9,10 @@
 
 namespace foldcore::ops {
 
+using detail::check_bias_grad;
 using detail::check_contiguous;
 using detail::check_float;
+using detail::check_grad3;
 using detail::check_like;
 
 DropoutMaskDesc make_dropout_mask_desc(const Shape& shape, const std::vector<int>& shared_dims,
@@ -75,16 +77,6 @@ void check_unary(std::string_view op, const Tensor& x, const Tensor& y) {
   check_contiguous(op, "x", x);
   check_like(op, "x", x, "out", y);
   check_contiguous(op, "out", y);
-}
-
-void check_grad3(std::string_view op, const char* n0, const Tensor& t0, const char* n1, const Tensor& t1,
-                 const char* n2, const Tensor& t2) {
-  check_float(op, n0, t0);
-  check_contiguous(op, n0, t0);
-  check_like(op, n0, t0, n1, t1);
-  check_contiguous(op, n1, t1);
-  check_like(op, n0, t0, n2, t2);
-  check_contiguous(op, n2, t2);
 }
 
 void check_dropout_p(std::string_view op, float p) {
@@ -264,12 +256,7 @@ void bias_dropout_residual_backward(const Tensor& dout, const DropoutArgs& d, co
   }
   FC_CHECK(dout.dim() >= 1, op, ": dout must have at least one dim, got ", dout.str());
   check_dropout_p(op, d.p);
-  if (dbias.defined()) {
-    FC_CHECK(dbias.dim() == 1 && dbias.size(0) == dout.size(-1) && dbias.dtype() == DType::f32 &&
-                 dbias.device() == dout.device() && dbias.is_contiguous(),
-             op, ": dbias ", dbias.str(), " must be contiguous f32 [", dout.size(-1), "] on the device of dout ",
-             dout.str());
-  }
+  if (dbias.defined()) check_bias_grad(op, "dbias", dbias, "dout", dout);
   const DropoutMaskDesc mask = make_dropout_mask_desc(dout.shape(), d.shared_dims, d.index_base);
   if (dout.numel() == 0) return;
   FC_POINTWISE_DISPATCH(dout.device(), dropout_backward(dout, d.p, d.seed, d.offset, mask, dx));

@@ -49,6 +49,28 @@ inline void check_same_device(std::string_view op, std::string_view a_name, cons
            " are on different devices");
 }
 
+// Three float tensors of one shape, dtype and device, each contiguous (an elementwise backward's
+// saved input, dy and dx).
+inline void check_grad3(std::string_view op, std::string_view n0, const Tensor& t0, std::string_view n1,
+                        const Tensor& t1, std::string_view n2, const Tensor& t2) {
+  check_float(op, n0, t0);
+  check_contiguous(op, n0, t0);
+  check_like(op, n0, t0, n1, t1);
+  check_contiguous(op, n1, t1);
+  check_like(op, n0, t0, n2, t2);
+  check_contiguous(op, n2, t2);
+}
+
+// A bias gradient summed over the rows of x [..., C]: contiguous f32 [C] on x's device.
+inline void check_bias_grad(std::string_view op, std::string_view name, const Tensor& g, std::string_view x_name,
+                            const Tensor& x) {
+  check_defined(op, name, g);
+  FC_CHECK(x.dim() >= 1, op, ": ", x_name, " must have at least one dim, got ", x.str());
+  FC_CHECK(g.dim() == 1 && g.size(0) == x.size(-1) && g.dtype() == DType::f32 && g.is_contiguous(), op, ": ", name,
+           " ", g.str(), " must be contiguous f32 [", x.size(-1), "] for ", x_name, " ", x.str());
+  check_same_device(op, x_name, x, name, g);
+}
+
 }  // namespace foldcore::ops::detail
 
 // FC_POINTWISE_DISPATCH(device, fn(args...)): calls cuda::fn(args...) for a CUDA device (after

@@ -76,11 +76,7 @@ void sum_rows_accumulate(const Tensor& x, const Tensor& out) {
   constexpr std::string_view op = "sum_rows_accumulate";
   detail::check_float(op, "x", x);
   detail::check_contiguous(op, "x", x);
-  FC_CHECK(x.dim() >= 1, op, ": x must have at least one dim, got ", x.str());
-  detail::check_defined(op, "out", out);
-  FC_CHECK(out.dim() == 1 && out.size(0) == x.size(-1) && out.dtype() == DType::f32 && out.is_contiguous(), op,
-           ": out ", out.str(), " must be contiguous f32 [", x.size(-1), "] for x ", x.str());
-  detail::check_same_device(op, "x", x, "out", out);
+  detail::check_bias_grad(op, "out", out, "x", x);
   if (out.numel() == 0) return;
   std::vector<bool> is_reduced(x.dim(), true);
   is_reduced.back() = false;
@@ -111,17 +107,8 @@ void activation_backward_sum_rows(Activation act, const Tensor& in, const Tensor
                                   const Tensor& dbias) {
   constexpr std::string_view op = "activation_backward_sum_rows";
   FC_CHECK(act == Activation::relu || act == Activation::gelu, op, ": the activation must be relu or gelu");
-  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"in", &in}, {"dy", &dy}, {"dx", &dx}}) {
-    detail::check_float(op, name, *t);
-    detail::check_contiguous(op, name, *t);
-    FC_CHECK(t->shape() == dx.shape() && t->dtype() == dx.dtype() && t->device() == dx.device(), op, ": ", name, " ",
-             t->str(), " must match dx ", dx.str(), " in shape, dtype and device");
-  }
-  FC_CHECK(dx.dim() >= 1, op, ": dx must have at least one dim, got ", dx.str());
-  detail::check_defined(op, "dbias", dbias);
-  FC_CHECK(dbias.dim() == 1 && dbias.size(0) == dx.size(-1) && dbias.dtype() == DType::f32 && dbias.is_contiguous(),
-           op, ": dbias ", dbias.str(), " must be contiguous f32 [", dx.size(-1), "] for dx ", dx.str());
-  detail::check_same_device(op, "dx", dx, "dbias", dbias);
+  detail::check_grad3(op, "in", in, "dy", dy, "dx", dx);
+  detail::check_bias_grad(op, "dbias", dbias, "dx", dx);
   if (dx.numel() == 0) return;
 #ifdef FOLDCORE_HAVE_CUDA
   if (dx.device().is_cuda()) {

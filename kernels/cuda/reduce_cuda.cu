@@ -363,12 +363,12 @@ bool activation_backward_sum_rows(Activation act, const Tensor& in, const Tensor
     const T* pin = static_cast<const T*>(in.data_ptr());
     const T* pdy = static_cast<const T*>(dy.data_ptr());
     T* pdx = static_cast<T*>(dx.data_ptr());
-    float* pb = dbias.data<float>();
-    if (act == Activation::relu) {
-      column_sums(ActGradRows<T, kV, ReluBwd>{pin, pdy, pdx, {}}, pdx, true, r, k, 1, pb, 1.f, true, dx.device());
-    } else {
-      column_sums(ActGradRows<T, kV, GeluBwd>{pin, pdy, pdx, {}}, pdx, true, r, k, 1, pb, 1.f, true, dx.device());
-    }
+    const auto sums = [&](auto act_bwd) {
+      column_sums(ActGradRows<T, kV, decltype(act_bwd)>{pin, pdy, pdx, act_bwd}, pdx, true, r, k, 1,
+                  dbias.data<float>(), 1.f, true, dx.device());
+    };
+    if (act == Activation::relu) sums(ReluBwd{});
+    else sums(GeluBwd{});
     done = true;
   });
   return done;

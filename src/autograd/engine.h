@@ -81,9 +81,6 @@ class BackwardCtx {
     DType dtype = DType::f32;  // the dtype of a slot made from tmp (grad_dtype)
   };
   Tensor& slot_of(int i);
-  // The number of edges of this backward's graph into each output of the nodes that set
-  // Node::narrow_output_grads (roots counted too).
-  const std::unordered_map<const Node*, std::vector<int>>* narrow_consumers_ = nullptr;
   void pack_slots(const Node& producer, std::vector<Tensor>& vec);
   // Whether `s` is a slice of a packed buffer nothing has written yet; claim_fresh also marks it
   // written.
@@ -101,6 +98,9 @@ class BackwardCtx {
   std::unordered_map<const Node*, std::vector<Tensor>>* pending_ = nullptr;
   std::unordered_map<const Node*, Tensor>* packed_bufs_ = nullptr;  // the engine's packed buffers
   std::unordered_set<const Tensor*>* fresh_ = nullptr;              // their unwritten slices
+  // The number of edges of this backward's graph into each output of the nodes that set
+  // Node::narrow_output_grads (roots counted too).
+  const std::unordered_map<const Node*, std::vector<int>>* narrow_consumers_ = nullptr;
   std::vector<Pending> deferred_;
 };
 

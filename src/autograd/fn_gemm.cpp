@@ -32,9 +32,9 @@ struct LinearFn final : Function {
     bool bias_done = false;
     if (act != ops::Activation::none) {
       Tensor t = Tensor::empty({rows, n_out}, cd, dp.device());
-      if (ctx.needs_grad(2) && dp.dtype() == cd && dp.is_contiguous()) {
+      if (ctx.needs_grad(2)) {
         // dp and the bias gradient Σ_r dp in one pass (relu'(p) = [y > 0]).
-        ops::activation_backward_sum_rows(act, act_in.view({rows, n_out}), dp, t, ctx.accumulate_grad(2, DType::f32));
+        ops::activation_backward_sum_rows(act, act_in, dp, t, ctx.accumulate_grad(2, DType::f32));
         bias_done = true;
       } else if (act == ops::Activation::relu) {
         ops::relu_backward(act_in, dp, t);  // relu'(p) = [y > 0]
