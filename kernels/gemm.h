@@ -40,11 +40,15 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // K were concatenated. The input gradient of several projections of one input is this form:
 // dx = Σ_i dy_i·W_iᵀ with dy_i [R, out_i] and W_i [in, out_i] (autograd::linears). a_i [M, K_i] and
 // b_i [N, K_i] 2-D, 16-bit, one dtype, unit stride in their last dim (any row stride); out [M, N]
-// fp32, unit stride in its last dim; at most 8 pairs. beta = 0 ignores out's values.
-// CPU: one gemm per pair (beta on the first, 1 after), so the sum is rounded to fp32 after each pair.
-// CUDA: where the pairs are bf16, 16-byte aligned with K_i % 8 == 0, N even and out 8-byte aligned,
-// one mma.sync kernel (kernels/cuda/gemm_sum_cuda.cu) reads and writes out once and keeps the whole
-// sum in fp32 registers (rounded once); otherwise one cuBLASLt product per pair, as on the CPU.
+// fp32 or the pairs' 16-bit dtype, unit stride in its last dim; at most 8 pairs. beta = 0 ignores
+// out's values. A 16-bit out is the fp32 value beta·out + Σ rounded once (a lone consumer's input
+// gradient handed to a bf16 LayerNorm output in its own dtype: half the bytes written and read).
+// CPU: one gemm per pair (beta on the first, 1 after), so the sum is rounded to fp32 after each pair;
+// a 16-bit out is summed in an fp32 temporary (out's values converted into it first where beta ≠ 0)
+// and converted at the end. CUDA: where the pairs are bf16, 16-byte aligned with K_i % 8 == 0, N
+// even and out aligned to two elements, one mma.sync kernel (kernels/cuda/gemm_sum_cuda.cu) reads
+// and writes out once and keeps the whole sum in fp32 registers (rounded once to out's dtype);
+// otherwise one cuBLASLt product per pair, as on the CPU.
 constexpr int kGemmSumMaxPairs = 8;
 void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const Tensor& out, float beta = 0.f);
 // CUDA: whether gemm_sum_nt may use its one-kernel form (default on; FOLDCORE_GEMM_SUM=fused|per_pair).

@@ -37,8 +37,9 @@ struct GemmProblem {
 
 namespace foldcore::ops {
 
-// ops::gemm_sum_nt normalised: out[m, n] (fp32, row stride ldo) = beta·out + Σ_i a_i·b_iᵀ with
-// a_i [m, k_i] (row stride lda_i) and b_i [n, k_i] (row stride ldb_i), all 16-bit of one dtype.
+// ops::gemm_sum_nt normalised: out[m, n] (out_dtype: fp32 or the pairs' dtype, row stride ldo) =
+// beta·out + Σ_i a_i·b_iᵀ with a_i [m, k_i] (row stride lda_i) and b_i [n, k_i] (row stride ldb_i),
+// all 16-bit of one dtype.
 struct GemmSumPair {
   const void* a = nullptr;
   const void* b = nullptr;
@@ -49,7 +50,8 @@ struct GemmSumProblem {
   int n_pairs = 0;
   GemmSumPair pair[kGemmSumMaxPairs];
   int64_t m = 0, n = 0;
-  float* out = nullptr;
+  void* out = nullptr;
+  DType out_dtype = DType::f32;
   int64_t ldo = 0;
   float beta = 0.f;
 };

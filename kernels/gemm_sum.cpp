@@ -22,10 +22,12 @@ thread_local int64_t t_fused_calls = 0;
 bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // The one kernel's conditions (kernels/cuda/gemm_sum_cuda.cu): bf16 pairs read 16 bytes at a time
-// (8 elements: base, row stride and K_i multiples of 8), out written two floats at a time, and the
+// (8 elements: base, row stride and K_i multiples of 8), out written two elements at a time, and the
 // CTA rows of M within the grid's y limit.
 bool fused_fits(const GemmSumProblem& p) {
-  if (p.dtype != DType::bf16 || p.n_pairs < 2 || p.n % 2 != 0 || p.ldo % 2 != 0 || !aligned(p.out, 8)) return false;
+  if (p.dtype != DType::bf16 || p.n_pairs < 2 || p.n % 2 != 0 || p.ldo % 2 != 0 ||
+      !aligned(p.out, 2 * dtype_size(p.out_dtype)))
+    return false;
   if ((p.m + 127) / 128 > 65535) return false;
   for (int i = 0; i < p.n_pairs; ++i) {
     const GemmSumPair& q = p.pair[i];
@@ -44,19 +46,21 @@ void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, con
   const int n_pairs = static_cast<int>(a.size());
   FC_CHECK(n_pairs >= 1 && n_pairs <= kGemmSumMaxPairs && b.size() == a.size(), "gemm_sum_nt: ", a.size(), " a and ",
            b.size(), " b operands (1 to ", kGemmSumMaxPairs, " pairs)");
-  FC_CHECK(out.defined() && out.dim() == 2 && out.dtype() == DType::f32 && (out.size(1) <= 1 || out.stride(1) == 1),
-           "gemm_sum_nt: out ", out.defined() ? out.str() : "undefined",
-           " must be a 2-D f32 tensor with unit stride in its last dim");
-  const int64_t m = out.size(0), n = out.size(1);
   const DType dt = a[0].defined() ? a[0].dtype() : DType::f32;
   FC_CHECK(dt == DType::bf16 || dt == DType::f16, "gemm_sum_nt: a[0] ", a[0].defined() ? a[0].str() : "undefined",
            " must be bf16 or f16");
+  FC_CHECK(out.defined() && out.dim() == 2 && (out.dtype() == DType::f32 || out.dtype() == dt) &&
+               (out.size(1) <= 1 || out.stride(1) == 1),
+           "gemm_sum_nt: out ", out.defined() ? out.str() : "undefined", " must be a 2-D f32 or ", dtype_name(dt),
+           " tensor with unit stride in its last dim");
+  const int64_t m = out.size(0), n = out.size(1);
   GemmSumProblem p;
   p.dtype = dt;
   p.n_pairs = n_pairs;
   p.m = m;
   p.n = n;
-  p.out = out.data<float>();
+  p.out = out.data_ptr();
+  p.out_dtype = out.dtype();
   p.ldo = out.stride(0);
   p.beta = beta;
   for (int i = 0; i < n_pairs; ++i) {
@@ -81,13 +85,21 @@ void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, con
     return;
   }
 #endif
-  // One product per pair, each added into what the one before left.
+  // One product per pair, each added into what the one before left; a 16-bit out through an fp32
+  // temporary (out's values converted exactly into it where beta reads them), rounded once at the end.
+  const bool narrow = out.dtype() != DType::f32;
+  Tensor acc = out;
+  if (narrow) {
+    acc = Tensor::empty({m, n}, DType::f32, out.device());
+    if (beta != 0.f) acc.copy_(out);
+  }
   for (int i = 0; i < n_pairs; ++i) {
     GemmArgs g;
     g.trans_b = true;
     g.beta = i == 0 ? beta : 1.f;
-    gemm(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)], out, g);
+    gemm(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)], acc, g);
   }
+  if (narrow) copy_tensor(out, acc);
 }
 
 }  // namespace foldcore::ops

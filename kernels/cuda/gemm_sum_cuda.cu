@@ -1,5 +1,5 @@
-// ops::gemm_sum_nt's one kernel (kernels/gemm.h): out[M, N] (fp32) = beta·out + Σ_i a_i·b_iᵀ with
-// bf16 a_i [M, K_i] and b_i [N, K_i], the K of every pair walked as one.
+// ops::gemm_sum_nt's one kernel (kernels/gemm.h): out[M, N] (fp32 or bf16) = beta·out + Σ_i a_i·b_iᵀ
+// with bf16 a_i [M, K_i] and b_i [N, K_i], the K of every pair walked as one.
 //
 // Why: the input gradient of a projection run (autograd::linears: the attentions' q, k, v and gate,
 // the triangle multiplication's five, the outer product mean's two) was one cuBLASLt product per
@@ -13,7 +13,8 @@
 // through a 3-stage cp.async ring of [128][32] bf16 tiles of a and b (rows padded to 40 elements:
 // the 8 rows of an ldmatrix land in distinct banks); fragments through ldmatrix. Rows past M and N
 // load zeros and store nothing. The grid's x runs over N's tiles, so the CTAs sharing an a tile are
-// neighbours (its second read hits L2).
+// neighbours (its second read hits L2). A bf16 out gets the fp32 sum (plus beta·out) rounded once,
+// two elements per store.
 #include "kernels/cuda/gemm_cuda.h"
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
+#include "core/cuda/vec.cuh"
 #include "kernels/cuda/attention_mma.cuh"
 
 namespace foldcore::ops::cuda {
@@ -44,7 +46,7 @@ struct SumParams {
   int n_pairs;
   int chunks;  // Σ ceil(k_i / 32)
   int m, n;
-  float* out;
+  void* out;  // float or __nv_bfloat16 (the kernel's OutT)
   int64_t ldo;
   float beta;
 };
@@ -91,25 +93,22 @@ __device__ __forceinline__ void load_stage(uint16_t* stage, const SumParams& s, 
   load_tile(stage + kTileElems, cur.q.b, cur.q.ldb, n0, s.n, cur.k0, cur.q.k, tid);
 }
 
-// out[row, col..col + 1] = (x, y) + beta·out (beta = 0: out's values are not read).
-__device__ __forceinline__ void store2(float* p, float x, float y, float beta) {
-#if defined(FOLDCORE_CUDA_EMULATE)
+// out[row, col..col + 1] = (x, y) + beta·out in fp32, then in OutT (beta = 0: out's values are not
+// read); one store of two elements (8 bytes of fp32, 4 of bf16).
+template <typename OutT>
+__device__ __forceinline__ void store2(OutT* p, float x, float y, float beta) {
   if (beta != 0.f) {
-    x += beta * p[0];
-    y += beta * p[1];
+    const VecOf<OutT, 2> old = load_vec<OutT, 2>(p);
+    x += beta * to_f32(old.v[0]);
+    y += beta * to_f32(old.v[1]);
   }
-  p[0] = x;
-  p[1] = y;
-#else
-  if (beta != 0.f) {
-    const float2 old = *reinterpret_cast<const float2*>(p);
-    x += beta * old.x;
-    y += beta * old.y;
-  }
-  *reinterpret_cast<float2*>(p) = make_float2(x, y);
-#endif
+  VecOf<OutT, 2> v;
+  v.v[0] = from_f32<OutT>(x);
+  v.v[1] = from_f32<OutT>(y);
+  store_vec<OutT, 2>(p, v);
 }
 
+template <typename OutT>
 __global__ void __launch_bounds__(kThreads, 2) gemm_sum_nt_kernel(const SumParams s) {
   FC_DYNAMIC_SHARED(uint16_t, smem, 16);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -176,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_sum_nt_kernel(const SumParam
     for (int h = 0; h < 2; ++h) {
       const int row = m0 + wm + 16 * mi + g + 8 * h;
       if (row >= s.m) continue;
-      float* orow = s.out + static_cast<int64_t>(row) * s.ldo;
+      OutT* orow = static_cast<OutT*>(s.out) + static_cast<int64_t>(row) * s.ldo;
 #pragma unroll
       for (int ni = 0; ni < 8; ++ni) {
         const int col = n0 + wn + 8 * ni + 2 * tq;
@@ -187,13 +186,13 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_sum_nt_kernel(const SumParam
 }
 
 // Named in the kernel profile as the one GEMM it equals, with the pairs it sums: "gemm bf16->f32
-// 65536x128x640 NT sum of 5" (scripts/gemm_floor.py bounds it as that GEMM: a and b read once, the
-// fp32 out read and written once).
+// 65536x128x640 NT sum of 5", "gemm bf16->bf16 …" for a bf16 out (scripts/gemm_floor.py bounds it
+// as that GEMM: a and b read once, out read and written once).
 const char* profile_name(const GemmSumProblem& p, int pairs) {
   if (!kernel_profile::enabled()) return "gemm_sum_nt_kernel";
   int64_t k = 0;
   for (int i = 0; i < p.n_pairs; ++i) k += p.pair[i].k;
-  std::string name = "gemm bf16->f32 ";
+  std::string name = p.out_dtype == DType::f32 ? "gemm bf16->f32 " : "gemm bf16->bf16 ";
   name.append(std::to_string(p.m)).append("x").append(std::to_string(p.n)).append("x").append(std::to_string(k));
   name.append(" NT sum of ").append(std::to_string(pairs));
   return kernel_profile::detail::intern(name);
@@ -220,11 +219,18 @@ void gemm_sum_nt(const GemmSumProblem& p, Device dev) {
   s.out = p.out;
   s.ldo = p.ldo;
   s.beta = p.beta;
-  constexpr auto kernel = &gemm_sum_nt_kernel;
-  FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
   const dim3 grid(static_cast<unsigned>((p.n + kBN - 1) / kBN), static_cast<unsigned>((p.m + kBM - 1) / kBM));
-  launch_kernel_as<gemm_sum_nt_kernel>(profile_name(p, s.n_pairs), grid, dim3(kThreads), kSmemBytes,
-                                       cuda_stream_of(dev), s);
+  const auto launch = [&]<typename OutT>() {
+    constexpr auto kernel = &gemm_sum_nt_kernel<OutT>;
+    FC_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
+    launch_kernel_as<gemm_sum_nt_kernel<OutT>>(profile_name(p, s.n_pairs), grid, dim3(kThreads), kSmemBytes,
+                                               cuda_stream_of(dev), s);
+  };
+  FC_CHECK(p.out_dtype == DType::f32 || p.out_dtype == DType::bf16, "gemm_sum_nt: the one kernel writes f32 or bf16, not ",
+           dtype_name(p.out_dtype));
+  if (p.out_dtype == DType::f32) launch.template operator()<float>();
+  else launch.template operator()<__nv_bfloat16>();
   FC_CUDA_CHECK_LAUNCH();
 }
 

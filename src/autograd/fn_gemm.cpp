@@ -131,12 +131,17 @@ struct LinearsFn final : Function {
     auto dy = [&](int i) { return ctx.grad_output(i).view({rows, outs[i]}); };
 
     // dx = Σ_i dy_i·W_iᵀ, accumulated by the GEMMs in fp32 (16-bit operands, fp32 out); handed on
-    // in fp32 where x takes it (grad_dtype: a LayerNorm's 16-bit output does), else converted.
+    // in fp32 where x takes it (grad_dtype: a LayerNorm's 16-bit output does), else converted. As
+    // the lone consumer of a LayerNorm output of a 16-bit x (sole_consumer_of_narrow_output), in
+    // x's 16-bit dtype: the fp32 sum rounded once by gemm_sum_nt (half the bytes written and read),
+    // as `linear` does.
     if (ctx.needs_grad(0)) {
-      // Into x's fp32 gradient so far where there is one (another consumer's: beta = 1 throughout).
+      const bool sums = n <= ops::kGemmSumMaxPairs && cd != DType::f32;
+      const DType dx_dtype = sums && ctx.sole_consumer_of_narrow_output(0) ? cd : DType::f32;
+      // Into x's gradient so far where there is one (another consumer's: beta = 1 throughout).
       bool add = false;
-      const Tensor dx = detail::grad_to_add_or_new(ctx, 0, DType::f32, add).view({rows, n_in});
-      if (n > 1 && n <= ops::kGemmSumMaxPairs && cd != DType::f32) {
+      const Tensor dx = detail::grad_to_add_or_new(ctx, 0, dx_dtype, add).view({rows, n_in});
+      if (n > 1 && sums) {
         // One product over the projections' concatenated K (ops::gemm_sum_nt: on CUDA one kernel
         // that reads and writes dx once; on the CPU the same per-projection products as below).
         std::vector<Tensor> dys, ws;
@@ -145,7 +150,7 @@ struct LinearsFn final : Function {
           ws.push_back(w[i]);
         }
         ops::gemm_sum_nt(dys, ws, dx, add ? 1.f : 0.f);
-      } else {
+      } else {  // one product, or fp32 sums of the products (a 16-bit dx here is one product, rounded once)
         for (int i = 0; i < n; ++i) {
           ops::GemmArgs g;
           g.trans_b = true;

@@ -165,38 +165,47 @@ TEST(AutogradFunctions, GemmsHandAnFp32GradientToASixteenBitLayerNormOutput) {
 }
 
 // A LayerNorm of a 16-bit x (a bf16 stream) computes its backward in fp32 whatever dy's dtype, so
-// a `linear` that is its output's only consumer writes dx in bf16 (Node::narrow_output_grads,
-// BackwardCtx::sole_consumer_of_narrow_output): every gradient is, bit for bit, that of the same
-// graph with an exact op between them (scale by 1, whose node takes bf16 gradients only). With a
-// second consumer (its gradient zero) the two sum in fp32 as before, and x's gradient differs
-// from the lone consumer's in its bits (the rounding of dy is what the rule changes); of an fp32
-// x, a lone consumer still hands its dx on in fp32 (the reference with the exact op differs).
+// a `linear`, or a `linears` run of two projections, that is its output's only consumer writes dx
+// in bf16 (Node::narrow_output_grads, BackwardCtx::sole_consumer_of_narrow_output; the run's fp32
+// sum of both products rounded once by gemm_sum_nt): every gradient is, bit for bit, that of the
+// same graph with an exact op between them (scale by 1, whose node takes bf16 gradients only).
+// With a second consumer (its gradient zero) the two sum in fp32 as before, and x's gradient
+// differs from the lone consumer's in its bits (the rounding of dy is what the rule changes); of
+// an fp32 x, a lone consumer still hands its dx on in fp32 (the reference with the exact op
+// differs).
 TEST(AutogradFunctions, LoneGemmConsumerOfASixteenBitLayerNormHandsItsGradientInBf16) {
   Generator g(36);
   const Tensor x = randn({4, 6, 16}, g, 0.5f, 2.f), gamma = randn({16}, g, 1.f, 0.3f), beta = randn({16}, g);
-  const Tensor w1 = randn({16, 8}, g), b1 = randn({8}, g), w2 = randn({16, 8}, g);
-  const Tensor d1 = randn({4, 6, 8}, g);
+  const Tensor w1 = randn({16, 8}, g), b1 = randn({8}, g), w2 = randn({16, 8}, g), w3 = randn({16, 4}, g);
+  const Tensor d1 = randn({4, 6, 8}, g), d3 = randn({4, 6, 4}, g);
   const AutocastGuard bf16(DType::bf16);
   enum class Form { lone, exact_op_between, second_consumer };
-  auto run = [&](Form form, DType x_dtype) {
-    Variable vx(x.to(x_dtype), true), vg(gamma.clone(), true), vb(beta.clone(), true);
-    Variable v1(w1.clone(), true), vb1(b1.clone(), true), v2(w2.clone(), true);
-    const Variable y = layer_norm(vx, vg, vb, 1e-5f, DType::bf16);
-    const Variable p = linear(form == Form::exact_op_between ? scale(y, 1.f) : y, v1, vb1);
-    if (form == Form::second_consumer) {
-      const Variable q = linear(y, v2);
-      backward({p, q}, {d1.to(p.dtype()), Tensor::zeros(q.shape(), q.dtype())});
-    } else {
-      backward({p}, {d1.to(p.dtype())});
-    }
-    return std::vector<std::vector<float>>{vx.grad().to(DType::f32).to_vector(), vg.grad().to_vector(),
-                                           vb.grad().to_vector(), v1.grad().to_vector(), vb1.grad().to_vector()};
-  };
-  const auto lone = run(Form::lone, DType::bf16), between = run(Form::exact_op_between, DType::bf16);
-  ASSERT_EQ(lone.size(), between.size());
-  for (size_t i = 0; i < lone.size(); ++i) EXPECT_EQ(lone[i], between[i]) << "gradient " << i;
-  EXPECT_NE(run(Form::second_consumer, DType::bf16)[0], lone[0]);
-  EXPECT_NE(run(Form::lone, DType::f32)[0], run(Form::exact_op_between, DType::f32)[0]);
+  for (const bool run_of_two : {false, true}) {
+    SCOPED_TRACE(run_of_two ? "linears" : "linear");
+    auto run = [&](Form form, DType x_dtype) {
+      Variable vx(x.to(x_dtype), true), vg(gamma.clone(), true), vb(beta.clone(), true);
+      Variable v1(w1.clone(), true), vb1(b1.clone(), true), v2(w2.clone(), true), v3(w3.clone(), true);
+      const Variable y = layer_norm(vx, vg, vb, 1e-5f, DType::bf16);
+      const Variable in = form == Form::exact_op_between ? scale(y, 1.f) : y;
+      std::vector<Variable> outs;
+      if (run_of_two) outs = linears(in, {v1, v3}, {vb1, Variable()});
+      else outs = {linear(in, v1, vb1)};
+      if (form == Form::second_consumer) outs.push_back(linear(y, v2));
+      std::vector<Tensor> grads{d1.to(outs[0].dtype())};
+      if (run_of_two) grads.push_back(d3.to(outs[1].dtype()));
+      if (form == Form::second_consumer) grads.push_back(Tensor::zeros(outs.back().shape(), outs.back().dtype()));
+      backward(outs, grads);
+      std::vector<std::vector<float>> r{vx.grad().to(DType::f32).to_vector(), vg.grad().to_vector(),
+                                        vb.grad().to_vector(), v1.grad().to_vector(), vb1.grad().to_vector()};
+      if (run_of_two) r.push_back(v3.grad().to_vector());
+      return r;
+    };
+    const auto lone = run(Form::lone, DType::bf16), between = run(Form::exact_op_between, DType::bf16);
+    ASSERT_EQ(lone.size(), between.size());
+    for (size_t i = 0; i < lone.size(); ++i) EXPECT_EQ(lone[i], between[i]) << "gradient " << i;
+    EXPECT_NE(run(Form::second_consumer, DType::bf16)[0], lone[0]);
+    EXPECT_NE(run(Form::lone, DType::f32)[0], run(Form::exact_op_between, DType::f32)[0]);
+  }
 }
 
 // The masked gated edge, channel-major: gradients of g and x against finite differences (a mask

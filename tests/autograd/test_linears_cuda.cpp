@@ -112,5 +112,44 @@ TEST(LinearsCuda, InputGradientOfARunInOneKernelMatchesCpu) {
   compare(DType::bf16, 3e-2, 3e-2, true, 8);
 }
 
+// The lone consumer of a LayerNorm output of a bf16 x (autograd::linears, every width 8): its
+// input gradient is written in bf16 by the one gemm_sum_nt kernel (the fp32 register sum rounded
+// once), and every gradient equals, bit for bit, that of the graph with an exact op between (scale
+// by 1: the kernel's fp32 out, converted by the engine). Against the CPU, the bf16 tolerance above.
+TEST(LinearsCuda, LoneConsumerOfABf16LayerNormGetsItsInputGradientInBf16) {
+  FC_REQUIRE_CUDA();
+  Generator gen(23);
+  const int64_t in = 16;
+  const Tensor xv = randn({4, 10, in}, gen, 0.5f, 2.f), gv = randn({in}, gen, 1.f, 0.3f), bv = randn({in}, gen);
+  std::vector<Tensor> wv;
+  for (int i = 0; i < 4; ++i) wv.push_back(randn({in, 8}, gen));
+  const Tensor dy = randn({4, 4, 10, 8}, gen);
+  const AutocastGuard ac(DType::bf16);
+  auto run = [&](Device dev, bool between) {
+    Variable x(xv.to(DType::bf16).to(dev), true), gamma(gv.to(dev), true), beta(bv.to(dev), true);
+    std::vector<Variable> w;
+    for (const Tensor& t : wv) w.emplace_back(t.to(dev), true);
+    const Variable y = layer_norm(x, gamma, beta, 1e-5f, DType::bf16);
+    const int64_t fused_before = ops::gemm_sum_fused_calls();
+    const std::vector<Variable> p = linears(between ? scale(y, 1.f) : y, w);
+    std::vector<Tensor> d;
+    for (int i = 0; i < 4; ++i) d.push_back(dy.select(0, i).to(DType::bf16).to(dev));
+    backward(p, d);
+    EXPECT_EQ(ops::gemm_sum_fused_calls() - fused_before, dev.is_cuda() ? 1 : 0);
+    std::vector<Tensor> r{x.grad(), gamma.grad(), beta.grad()};
+    for (const Variable& v : w) r.push_back(v.grad());
+    for (Tensor& t : r) t = t.to(Device::cpu()).to(DType::f32);
+    return r;
+  };
+  const std::vector<Tensor> lone = run(Device::cuda(), false), between = run(Device::cuda(), true);
+  const std::vector<Tensor> cpu = run(Device::cpu(), false);
+  ASSERT_EQ(lone.size(), between.size());
+  for (size_t i = 0; i < lone.size(); ++i) {
+    SCOPED_TRACE("gradient " + std::to_string(i));
+    EXPECT_EQ(lone[i].to_vector(), between[i].to_vector());
+    FC_EXPECT_CLOSE(lone[i], cpu[i], 3e-2, 3e-2);
+  }
+}
+
 }  // namespace
 }  // namespace foldcore::autograd

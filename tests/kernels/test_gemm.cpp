@@ -229,7 +229,8 @@ TEST(Gemm, SixteenBitOperandsIntoFp32) {
 // gemm_sum_nt: Σ_i a_i·b_iᵀ is the product over the concatenated K. The pairs are column slices of
 // one [M, ΣK] and one [N, ΣK] bf16 matrix (row-strided views), so the reference is one fp32 GEMM of
 // the whole matrices; the CPU adds the pairs one after another, so they differ by fp32 rounding of
-// sums over ≤ 200 terms (1e-4).
+// sums over ≤ 200 terms (1e-4). A bf16 out (a row-strided view) is, bit for bit, the fp32 out's
+// values rounded once, beta reading out's bf16 values; the columns beside the view are untouched.
 TEST(Gemm, SumOfPairsIsTheProductOverTheirConcatenatedK) {
   Generator gen(29);
   const std::vector<int64_t> ks = {24, 0, 40, 136};
@@ -254,6 +255,16 @@ TEST(Gemm, SumOfPairsIsTheProductOverTheirConcatenatedK) {
     g.beta = beta;
     ops::gemm(a.to(DType::f32), b.to(DType::f32), ref, g);
     FC_EXPECT_CLOSE(got, ref, kF32Tol, kF32Tol);
+
+    const Tensor wide = randn({19, 20}, gen).to(DType::bf16);
+    const Tensor wide_before = wide.clone();
+    const Tensor c16 = wide.narrow(1, 3, 14);  // [19, 14], row stride 20
+    Tensor f32 = c16.to(DType::f32);  // out's bf16 values, exactly
+    ops::gemm_sum_nt(as, bs, f32, beta);
+    ops::gemm_sum_nt(as, bs, c16, beta);
+    EXPECT_EQ(c16.to(DType::f32).to_vector(), f32.to(DType::bf16).to(DType::f32).to_vector());
+    EXPECT_EQ(wide.narrow(1, 0, 3).to(DType::f32).to_vector(), wide_before.narrow(1, 0, 3).to(DType::f32).to_vector());
+    EXPECT_EQ(wide.narrow(1, 17, 3).to(DType::f32).to_vector(), wide_before.narrow(1, 17, 3).to(DType::f32).to_vector());
   }
   Tensor out = Tensor::zeros({19, 14}, DType::f32);
   // Mismatched shapes, dtypes, counts and layouts are errors naming the pair.
@@ -261,7 +272,7 @@ TEST(Gemm, SumOfPairsIsTheProductOverTheirConcatenatedK) {
   EXPECT_THROW(ops::gemm_sum_nt({as[0], as[2]}, {bs[0], bs[3]}, out), Error);
   EXPECT_THROW(ops::gemm_sum_nt({as[0].to(DType::f32)}, {bs[0].to(DType::f32)}, out), Error);
   EXPECT_THROW(ops::gemm_sum_nt({as[0]}, {bs[0].to(DType::f16)}, out), Error);
-  EXPECT_THROW(ops::gemm_sum_nt({as[0]}, {bs[0]}, Tensor::zeros({19, 14}, DType::bf16)), Error);
+  EXPECT_THROW(ops::gemm_sum_nt({as[0]}, {bs[0]}, Tensor::zeros({19, 14}, DType::f16)), Error);  // not the pairs' dtype
   EXPECT_THROW(ops::gemm_sum_nt({as[0]}, {bs[0]}, Tensor::zeros({14, 19}, DType::f32).transpose(0, 1)), Error);
   EXPECT_THROW(ops::gemm_sum_nt({Tensor::zeros({40, 19}, DType::bf16).transpose(0, 1)}, {bs[2]}, out), Error);
   EXPECT_THROW(ops::gemm_sum_nt(std::vector<Tensor>(9, as[0]), std::vector<Tensor>(9, bs[0]), out), Error);

@@ -265,7 +265,8 @@ TEST(GemmCuda, SumOfPairsMatchesCpu) {
     const Tensor c0 = randn({c.m, c.n}, gen);
     for (const float beta : {0.f, 1.f, -0.5f}) {
       SCOPED_TRACE("beta " + std::to_string(beta));
-      auto run = [&](Device dev) {
+      // gemm_sum_nt of the pairs on `dev` into `out`, a tensor there.
+      auto sum_into = [&](Device dev, const Tensor& out) {
         std::vector<Tensor> as, bs;
         int64_t off = 0;
         const Tensor ad = a.to(dev), bd = b.to(dev);
@@ -274,8 +275,11 @@ TEST(GemmCuda, SumOfPairsMatchesCpu) {
           bs.push_back(bd.narrow(1, off, k));
           off += k;
         }
-        Tensor out = beta == 0.f ? Tensor::full({c.m, c.n}, std::nan(""), DType::f32, dev) : c0.clone().to(dev);
         ops::gemm_sum_nt(as, bs, out, beta);
+      };
+      auto run = [&](Device dev) {
+        Tensor out = beta == 0.f ? Tensor::full({c.m, c.n}, std::nan(""), DType::f32, dev) : c0.clone().to(dev);
+        sum_into(dev, out);
         return out.to(Device::cpu());
       };
       const Tensor ref = run(Device::cpu());
@@ -284,6 +288,24 @@ TEST(GemmCuda, SumOfPairsMatchesCpu) {
       EXPECT_EQ(ops::gemm_sum_fused_calls() - before, allow && c.fused ? 1 : 0);
       // The per-pair fallback for f16 rounds nothing either: 16-bit operands into fp32.
       FC_EXPECT_CLOSE(got, ref, kF32Atol, kF32Rtol);
+
+      // Out in the pairs' dtype, a row-strided view: the fp32 sum (beta reading out's 16-bit
+      // values) rounded once, by the kernel where it runs; on the CPU through an fp32 temporary. The
+      // two fp32 sums differ by fp32 rounding, so the rounded values by at most one 16-bit ulp
+      // (at most 2⁻⁷ relative for bf16; f16's 2⁻¹⁰ is inside it); the columns beside the view stay.
+      const Tensor wide = randn({c.m, c.n + 6}, gen).to(c.dt);
+      auto run16 = [&](Device dev) {
+        const Tensor w = wide.to(dev).clone();
+        sum_into(dev, w.narrow(1, 2, c.n));
+        return w.to(Device::cpu()).to(DType::f32);
+      };
+      const Tensor ref16 = run16(Device::cpu());
+      const int64_t before16 = ops::gemm_sum_fused_calls();
+      const Tensor got16 = run16(Device::cuda());
+      EXPECT_EQ(ops::gemm_sum_fused_calls() - before16, allow && c.fused ? 1 : 0);
+      FC_EXPECT_CLOSE(got16.narrow(1, 2, c.n), ref16.narrow(1, 2, c.n), kF32Atol, 1.0 / 128);
+      EXPECT_EQ(got16.narrow(1, 0, 2).to_vector(), wide.narrow(1, 0, 2).to(DType::f32).to_vector());
+      EXPECT_EQ(got16.narrow(1, c.n + 2, 4).to_vector(), wide.narrow(1, c.n + 2, 4).to(DType::f32).to_vector());
     }
   }
   ops::set_gemm_sum_fused(true);
