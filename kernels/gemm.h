@@ -49,8 +49,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // even and out aligned to two elements, one mma.sync kernel (kernels/cuda/gemm_sum_cuda.cu) reads
 // and writes out once and keeps the whole sum in fp32 registers (rounded once to out's dtype);
 // otherwise one cuBLASLt product per pair, as on the CPU.
+// a_col_sums (empty, or one per pair: undefined, or fp32 [K_i] contiguous on out's device):
+// a_col_sums[i] += Σ_r a_i[r, :] — the bias gradients of the projections whose dx this is (the
+// column sums of their dy_i). On CUDA the one kernel makes them from the a tiles it already holds
+// (per-CTA partials, then one small kernel adds them in order: deterministic), so the dy_i are not
+// read again; elsewhere one sum_rows_accumulate per pair.
 constexpr int kGemmSumMaxPairs = 8;
-void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const Tensor& out, float beta = 0.f);
+void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const Tensor& out, float beta = 0.f,
+                 const std::vector<Tensor>& a_col_sums = {});
 // CUDA: whether gemm_sum_nt may use its one-kernel form (default on; FOLDCORE_GEMM_SUM=fused|per_pair).
 // Tests and benchmarks force the per-pair products here.
 void set_gemm_sum_fused(bool on);

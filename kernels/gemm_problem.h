@@ -44,6 +44,7 @@ struct GemmSumPair {
   const void* a = nullptr;
   const void* b = nullptr;
   int64_t lda = 0, ldb = 0, k = 0;
+  float* a_col_sum = nullptr;  // [k] fp32, += Σ over a's rows; null: not asked for
 };
 struct GemmSumProblem {
   DType dtype = DType::bf16;

@@ -6,6 +6,7 @@
 #include "kernels/env_choice.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_problem.h"
+#include "kernels/reduce.h"
 #ifdef FOLDCORE_HAVE_CUDA
 #include "kernels/cuda/gemm_cuda.h"
 #endif
@@ -42,10 +43,13 @@ void set_gemm_sum_fused(bool on) { fused_choice().store(on); }
 bool gemm_sum_fused() { return fused_choice().load(); }
 int64_t gemm_sum_fused_calls() { return t_fused_calls; }
 
-void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const Tensor& out, float beta) {
+void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const Tensor& out, float beta,
+                 const std::vector<Tensor>& a_col_sums) {
   const int n_pairs = static_cast<int>(a.size());
   FC_CHECK(n_pairs >= 1 && n_pairs <= kGemmSumMaxPairs && b.size() == a.size(), "gemm_sum_nt: ", a.size(), " a and ",
            b.size(), " b operands (1 to ", kGemmSumMaxPairs, " pairs)");
+  FC_CHECK(a_col_sums.empty() || a_col_sums.size() == a.size(), "gemm_sum_nt: ", a_col_sums.size(),
+           " column-sum destinations for ", a.size(), " pairs");
   const DType dt = a[0].defined() ? a[0].dtype() : DType::f32;
   FC_CHECK(dt == DType::bf16 || dt == DType::f16, "gemm_sum_nt: a[0] ", a[0].defined() ? a[0].str() : "undefined",
            " must be bf16 or f16");
@@ -75,9 +79,24 @@ void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, con
              ": a ", ai.str(), " and b ", bi.str(), " must have unit stride in their last dim");
     FC_CHECK(ai.device() == out.device() && bi.device() == out.device(), "gemm_sum_nt: pair ", i, ": a ", ai.str(),
              ", b ", bi.str(), " and out ", out.str(), " must be on one device");
-    p.pair[i] = {ai.data_ptr(), bi.data_ptr(), ai.stride(0), bi.stride(0), ai.size(1)};
+    p.pair[i] = {ai.data_ptr(), bi.data_ptr(), ai.stride(0), bi.stride(0), ai.size(1), nullptr};
+    if (!a_col_sums.empty() && a_col_sums[static_cast<size_t>(i)].defined()) {
+      const Tensor& ci = a_col_sums[static_cast<size_t>(i)];
+      FC_CHECK(ci.dtype() == DType::f32 && ci.is_contiguous() && ci.numel() == ai.size(1) && ci.device() == out.device(),
+               "gemm_sum_nt: pair ", i, ": column sums ", ci.str(), " for a ", ai.str(), " must be a contiguous f32 [",
+               ai.size(1), "] on ", out.device().str());
+      p.pair[i].a_col_sum = ci.data<float>();
+    }
   }
-  if (m == 0 || n == 0) return;
+  // The column sums outside the one kernel: one per pair (over no rows: nothing to add).
+  const auto col_sums_per_pair = [&] {
+    for (size_t i = 0; i < a_col_sums.size(); ++i)
+      if (a_col_sums[i].defined() && m > 0) sum_rows_accumulate(a[i].contiguous(), a_col_sums[i]);
+  };
+  if (m == 0 || n == 0) {
+    col_sums_per_pair();
+    return;
+  }
 #ifdef FOLDCORE_HAVE_CUDA
   if (out.device().is_cuda() && gemm_sum_fused() && fused_fits(p)) {
     ++t_fused_calls;
@@ -100,6 +119,7 @@ void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, con
     gemm(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)], acc, g);
   }
   if (narrow) copy_tensor(out, acc);
+  col_sums_per_pair();
 }
 
 }  // namespace foldcore::ops

@@ -15,6 +15,12 @@
 // load zeros and store nothing. The grid's x runs over N's tiles, so the CTAs sharing an a tile are
 // neighbours (its second read hits L2). A bf16 out gets the fp32 sum (plus beta·out) rounded once,
 // two elements per store.
+//
+// Column sums of the a_i (the run's bias gradients, Σ_r dy_i[r, :]), where asked for: the CTAs of
+// the first column tile sum each chunk's a tile from shared memory as it passes (warp w its columns
+// 4w..4w+3, a lane 16 rows 8 apart — conflict-free banks — then three shuffles), one partial row
+// per CTA, and gemm_sum_col_finalize_kernel adds the CTAs' partials in order (deterministic) to the
+// destinations. So a only is read once for both products, instead of again by a column-sum kernel.
 #include "kernels/cuda/gemm_cuda.h"
 
 #include <cstdint>
@@ -23,6 +29,7 @@
 #include "core/cuda/cuda_utils.cuh"
 #include "core/cuda/launch.cuh"
 #include "core/cuda/vec.cuh"
+#include "core/tensor.h"
 #include "kernels/cuda/attention_mma.cuh"
 
 namespace foldcore::ops::cuda {
@@ -39,7 +46,8 @@ struct SumPair {
   const uint16_t* a;
   const uint16_t* b;
   int64_t lda, ldb;
-  int k;  // > 0: the host leaves out pairs with K = 0
+  int k;         // > 0: the host leaves out pairs with K = 0
+  int part_off;  // this pair's first column in a partial row; -1: no column sums
 };
 struct SumParams {
   SumPair pair[kGemmSumMaxPairs];
@@ -49,6 +57,8 @@ struct SumParams {
   void* out;  // float or __nv_bfloat16 (the kernel's OutT)
   int64_t ldo;
   float beta;
+  float* partials;  // [ceil(m / 128), part_ld]: each CTA row's column sums (kColSums)
+  int part_ld;
 };
 
 // Pair p of the parameters by constant indices only: a runtime index into a kernel parameter's
@@ -108,7 +118,25 @@ __device__ __forceinline__ void store2(OutT* p, float x, float y, float beta) {
   store_vec<OutT, 2>(p, v);
 }
 
-template <typename OutT>
+// Column sums of chunk `cur` of the a tile in smem (rows past M and columns past K_i are zeros):
+// warp w sums columns 4w..4w+3, lane (c = lane % 4, r = lane / 4) rows r, r + 8, …, r + 120 of
+// column 4w + c (a row is 20 words, so the 8 r land in 8 distinct bank pairs), then the 8 r of a
+// column are added by xor shuffles in a fixed order; lanes with r = 0 write the partial.
+__device__ __forceinline__ void col_sums_of_chunk(const uint16_t* sa, const SumParams& s, const Cursor& cur,
+                                                  int warp, int lane) {
+  if (cur.q.part_off < 0) return;
+  const int c = 4 * warp + lane % 4, r = lane / 4;
+  float v = 0.f;
+#pragma unroll
+  for (int j = 0; j < kBM / 8; ++j) v += __uint_as_float(static_cast<unsigned>(sa[(r + 8 * j) * kLd + c]) << 16);
+  v += __shfl_xor_sync(0xffffffffu, v, 4);
+  v += __shfl_xor_sync(0xffffffffu, v, 8);
+  v += __shfl_xor_sync(0xffffffffu, v, 16);
+  if (r == 0 && cur.k0 + c < cur.q.k)
+    s.partials[static_cast<int64_t>(blockIdx.y) * s.part_ld + cur.q.part_off + cur.k0 + c] = v;
+}
+
+template <typename OutT, bool kColSums>
 __global__ void __launch_bounds__(kThreads, 2) gemm_sum_nt_kernel(const SumParams s) {
   FC_DYNAMIC_SHARED(uint16_t, smem, 16);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -125,8 +153,10 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_sum_nt_kernel(const SumParam
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][ni].r[e] = 0.f;
 
-  Cursor load;
+  Cursor load, comp;  // the next chunk to load, the chunk being multiplied
   load.q = s.pair[0];
+  comp.q = s.pair[0];
+  const bool sums = kColSums && blockIdx.x == 0;  // one column tile's CTAs see every a row once
   // Prologue: the first kStages - 1 chunks in flight (a group committed per stage even when empty,
   // so that wait<kStages - 2> always means "chunk t has landed").
 #pragma unroll
@@ -163,6 +193,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_sum_nt_kernel(const SumParam
 #pragma unroll
         for (int ni = 0; ni < 8; ++ni) mma_m16n8k16_bf16(acc[mi][ni], fa[mi], fb[ni], acc[mi][ni]);
     }
+    if (sums) col_sums_of_chunk(sa, s, comp, warp, lane);
+    comp.advance(s);
   }
   detail::cp_async_wait<0>();
 
@@ -185,6 +217,32 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_sum_nt_kernel(const SumParam
     }
 }
 
+// dst_i[j] += Σ_t partials[t, off_i + j] over the CTA rows t in order: a block sums 32 columns, its
+// 8 warps every 8th row each, then warp 0 adds the 8 in order.
+struct ColSumDests {
+  float* dst[kGemmSumMaxPairs];
+  int off[kGemmSumMaxPairs];
+  int k[kGemmSumMaxPairs];
+  int n;
+};
+__global__ void __launch_bounds__(256) gemm_sum_col_finalize_kernel(const float* partials, int rows, int ld,
+                                                                    const ColSumDests d) {
+  FC_SHARED(float, part, [8][32]);
+  const int c = static_cast<int>(blockIdx.x) * 32 + static_cast<int>(threadIdx.x) % 32;
+  const int w = static_cast<int>(threadIdx.x) / 32;
+  float v = 0.f;
+  if (c < ld)
+    for (int t = w; t < rows; t += 8) v += partials[static_cast<int64_t>(t) * ld + c];
+  part[w][threadIdx.x % 32] = v;
+  __syncthreads();
+  if (w != 0 || c >= ld) return;
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) total += part[i][threadIdx.x];
+  for (int i = 0; i < d.n; ++i)
+    if (c >= d.off[i] && c < d.off[i] + d.k[i]) d.dst[i][c - d.off[i]] += total;
+}
+
 // Named in the kernel profile as the one GEMM it equals, with the pairs it sums: "gemm bf16->f32
 // 65536x128x640 NT sum of 5", "gemm bf16->bf16 …" for a bf16 out (scripts/gemm_floor.py bounds it
 // as that GEMM: a and b read once, out read and written once).
@@ -202,6 +260,7 @@ const char* profile_name(const GemmSumProblem& p, int pairs) {
 
 void gemm_sum_nt(const GemmSumProblem& p, Device dev) {
   SumParams s{};
+  ColSumDests dests{};
   int64_t chunks = 0;
   for (int i = 0; i < p.n_pairs; ++i) {
     const GemmSumPair& q = p.pair[i];
@@ -209,7 +268,14 @@ void gemm_sum_nt(const GemmSumProblem& p, Device dev) {
     chunks += (q.k + kBK - 1) / kBK;
     FC_CHECK(chunks <= INT32_MAX, "gemm_sum_nt: K ", q.k, " of pair ", i, " exceeds the kernel's 32-bit range");
     s.pair[s.n_pairs++] = {static_cast<const uint16_t*>(q.a), static_cast<const uint16_t*>(q.b), q.lda, q.ldb,
-                           static_cast<int>(q.k)};
+                           static_cast<int>(q.k), -1};
+    if (q.a_col_sum != nullptr) {
+      s.pair[s.n_pairs - 1].part_off = s.part_ld;
+      dests.dst[dests.n] = q.a_col_sum;
+      dests.off[dests.n] = s.part_ld;
+      dests.k[dests.n++] = static_cast<int>(q.k);
+      s.part_ld += static_cast<int>(q.k);
+    }
   }
   s.chunks = static_cast<int>(chunks);
   FC_CHECK(p.m <= INT32_MAX && p.n <= INT32_MAX, "gemm_sum_nt: out [", p.m, ", ", p.n,
@@ -220,18 +286,34 @@ void gemm_sum_nt(const GemmSumProblem& p, Device dev) {
   s.ldo = p.ldo;
   s.beta = p.beta;
   const dim3 grid(static_cast<unsigned>((p.n + kBN - 1) / kBN), static_cast<unsigned>((p.m + kBM - 1) / kBM));
-  const auto launch = [&]<typename OutT>() {
-    constexpr auto kernel = &gemm_sum_nt_kernel<OutT>;
+  // The CTA rows' column sums: a scratch of the caching allocator, alive until the finalize has
+  // been queued behind the kernel on this stream.
+  Tensor partials;
+  if (dests.n > 0) {
+    partials = Tensor::empty({static_cast<int64_t>(grid.y), s.part_ld}, DType::f32, dev);
+    s.partials = partials.data<float>();
+  }
+  const auto launch = [&]<typename OutT, bool kColSums>() {
+    constexpr auto kernel = &gemm_sum_nt_kernel<OutT, kColSums>;
     FC_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
-    launch_kernel_as<gemm_sum_nt_kernel<OutT>>(profile_name(p, s.n_pairs), grid, dim3(kThreads), kSmemBytes,
-                                               cuda_stream_of(dev), s);
+    launch_kernel_as<gemm_sum_nt_kernel<OutT, kColSums>>(profile_name(p, s.n_pairs), grid, dim3(kThreads), kSmemBytes,
+                                                         cuda_stream_of(dev), s);
   };
   FC_CHECK(p.out_dtype == DType::f32 || p.out_dtype == DType::bf16, "gemm_sum_nt: the one kernel writes f32 or bf16, not ",
            dtype_name(p.out_dtype));
-  if (p.out_dtype == DType::f32) launch.template operator()<float>();
-  else launch.template operator()<__nv_bfloat16>();
+  const bool f32 = p.out_dtype == DType::f32, sums = dests.n > 0;
+  if (f32 && sums) launch.template operator()<float, true>();
+  else if (f32) launch.template operator()<float, false>();
+  else if (sums) launch.template operator()<__nv_bfloat16, true>();
+  else launch.template operator()<__nv_bfloat16, false>();
   FC_CUDA_CHECK_LAUNCH();
+  if (sums) {
+    launch_kernel<gemm_sum_col_finalize_kernel>(dim3(static_cast<unsigned>((s.part_ld + 31) / 32)), dim3(256), 0,
+                                                cuda_stream_of(dev), static_cast<const float*>(s.partials),
+                                                static_cast<int>(grid.y), s.part_ld, dests);
+    FC_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace foldcore::ops::cuda

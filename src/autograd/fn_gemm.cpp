@@ -130,6 +130,7 @@ struct LinearsFn final : Function {
       is_packed = ctx.grad_output(i).data_ptr() == packed.narrow(0, offset[i], 1).data_ptr();
     auto dy = [&](int i) { return ctx.grad_output(i).view({rows, outs[i]}); };
 
+    bool biases_done = false;
     // dx = Σ_i dy_i·W_iᵀ, accumulated by the GEMMs in fp32 (16-bit operands, fp32 out); handed on
     // in fp32 where x takes it (grad_dtype: a LayerNorm's 16-bit output does), else converted. As
     // the lone consumer of a LayerNorm output of a 16-bit x (sole_consumer_of_narrow_output), in
@@ -143,13 +144,19 @@ struct LinearsFn final : Function {
       const Tensor dx = detail::grad_to_add_or_new(ctx, 0, dx_dtype, add).view({rows, n_in});
       if (n > 1 && sums) {
         // One product over the projections' concatenated K (ops::gemm_sum_nt: on CUDA one kernel
-        // that reads and writes dx once; on the CPU the same per-projection products as below).
-        std::vector<Tensor> dys, ws;
+        // that reads and writes dx once; on the CPU the same per-projection products as below),
+        // which also makes the bias gradients db_i += Σ_r dy_i from the dy_i it reads (on CUDA
+        // without reading them again; elsewhere the column sums below, one per bias).
+        std::vector<Tensor> dys, ws, dbs(static_cast<size_t>(n));
         for (int i = 0; i < n; ++i) {
           dys.push_back(dy(i));
           ws.push_back(w[i]);
+          const int bi = bias_input[static_cast<size_t>(i)];
+          if (bi >= 0 && ctx.needs_grad(bi)) dbs[static_cast<size_t>(i)] = ctx.accumulate_grad(bi, DType::f32);
         }
-        ops::gemm_sum_nt(dys, ws, dx, add ? 1.f : 0.f);
+        ops::gemm_sum_nt(dys, ws, dx, add ? 1.f : 0.f, dbs);
+        biases_done = true;
+        ++t_linears_stats.bias_grads_with_dx;
       } else {  // one product, or fp32 sums of the products (a 16-bit dx here is one product, rounded once)
         for (int i = 0; i < n; ++i) {
           ops::GemmArgs g;
@@ -176,8 +183,10 @@ struct LinearsFn final : Function {
       for (int j = 0; j < r.count; ++j)
         if (rg.grads[static_cast<size_t>(j)].defined()) ops::gemm(x2, dy(r.first + j), rg.grads[static_cast<size_t>(j)], g);
     }
-    // db_i += Σ_r dy_i: a run whose bias gradients lie back to back (ParamStore::place_together)
-    // over packed gradients is one batched column sum, else one per projection.
+    // db_i += Σ_r dy_i (unless gemm_sum_nt made them above): a run whose bias gradients lie back to
+    // back (ParamStore::place_together) over packed gradients is one batched column sum, else one
+    // per projection.
+    if (biases_done) return;
     for (const ProjectionRun& r : runs) {
       const int64_t out = outs[r.first];
       const RunGrads rg = run_grads(ctx, r, is_packed, out, [this](int i) { return bias_input[i]; }, DType::f32);

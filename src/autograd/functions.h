@@ -36,9 +36,10 @@ std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& ws
                               const std::vector<Shape>& shapes = {});
 // This thread's linears() products since it started: runs computed by one strided-batch GEMM
 // (forward), runs whose weight gradients one GEMM gave and runs whose bias gradients one batched
-// column sum gave (backward).
+// column sum gave (backward), and backwards whose bias gradients ops::gemm_sum_nt made with the
+// input gradient (16-bit compute, 2 to 8 projections).
 struct LinearsStats {
-  int64_t batched_runs = 0, batched_weight_grads = 0, batched_bias_grads = 0;
+  int64_t batched_runs = 0, batched_weight_grads = 0, batched_bias_grads = 0, bias_grads_with_dx = 0;
 };
 LinearsStats linears_stats();
 // c[…, M, N] = op(a)[…, M, K] · op(b)[…, K, N]; b may be 2-D (shared by every batch entry).

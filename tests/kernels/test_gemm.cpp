@@ -12,6 +12,7 @@
 #include "kernels/cpu/gemm_amx.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
+#include "kernels/reduce.h"
 #include "test_util.h"
 
 namespace foldcore {
@@ -265,6 +266,31 @@ TEST(Gemm, SumOfPairsIsTheProductOverTheirConcatenatedK) {
     EXPECT_EQ(c16.to(DType::f32).to_vector(), f32.to(DType::bf16).to(DType::f32).to_vector());
     EXPECT_EQ(wide.narrow(1, 0, 3).to(DType::f32).to_vector(), wide_before.narrow(1, 0, 3).to(DType::f32).to_vector());
     EXPECT_EQ(wide.narrow(1, 17, 3).to(DType::f32).to_vector(), wide_before.narrow(1, 17, 3).to(DType::f32).to_vector());
+  }
+  // Column sums of the a_i, accumulated into fp32 destinations (the bias gradients of a projection
+  // run): per pair the bits of sum_rows_accumulate; an undefined destination and a pair with K = 0
+  // take none.
+  {
+    std::vector<Tensor> sums, want;
+    for (size_t i = 0; i < ks.size(); ++i) {
+      sums.push_back(i == 2 ? Tensor() : Tensor::full({ks[i]}, 0.5, DType::f32));
+      want.push_back(Tensor::full({ks[i]}, 0.5, DType::f32));
+      if (i != 2 && ks[i] > 0) ops::sum_rows_accumulate(as[i].contiguous(), want[i]);
+    }
+    Tensor got = Tensor::zeros({19, 14}, DType::f32), ref = got.clone();
+    ops::gemm_sum_nt(as, bs, got, 0.f, sums);
+    ops::gemm_sum_nt(as, bs, ref, 0.f);
+    EXPECT_EQ(got.to_vector(), ref.to_vector());
+    for (size_t i = 0; i < ks.size(); ++i) {
+      if (i == 2) continue;
+      EXPECT_EQ(sums[i].to_vector(), want[i].to_vector()) << "pair " << i;
+    }
+    EXPECT_THROW(ops::gemm_sum_nt(as, bs, got, 0.f, {sums[0]}), Error);  // not one per pair
+    std::vector<Tensor> bad = sums;
+    bad[3] = Tensor::zeros({ks[3] + 1}, DType::f32);
+    EXPECT_THROW(ops::gemm_sum_nt(as, bs, got, 0.f, bad), Error);
+    bad[3] = Tensor::zeros({ks[3]}, DType::bf16);
+    EXPECT_THROW(ops::gemm_sum_nt(as, bs, got, 0.f, bad), Error);
   }
   Tensor out = Tensor::zeros({19, 14}, DType::f32);
   // Mismatched shapes, dtypes, counts and layouts are errors naming the pair.

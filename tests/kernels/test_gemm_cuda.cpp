@@ -249,6 +249,7 @@ TEST(GemmCuda, SumOfPairsMatchesCpu) {
       {200, 130, {128, 40, 0, 8}, DType::bf16, true},
       {129, 64, {32, 32, 32, 32, 32}, DType::bf16, true},
       {7, 258, {256, 256}, DType::bf16, true},
+      {1100, 16, {64, 40}, DType::bf16, true},  // 9 CTA rows of column-sum partials
       {33, 18, {24, 12}, DType::bf16, false},   // K_i % 8 != 0
       {33, 17, {24, 16}, DType::bf16, false},   // N odd
       {33, 18, {24, 16}, DType::f16, false},
@@ -265,17 +266,22 @@ TEST(GemmCuda, SumOfPairsMatchesCpu) {
     const Tensor c0 = randn({c.m, c.n}, gen);
     for (const float beta : {0.f, 1.f, -0.5f}) {
       SCOPED_TRACE("beta " + std::to_string(beta));
-      // gemm_sum_nt of the pairs on `dev` into `out`, a tensor there.
-      auto sum_into = [&](Device dev, const Tensor& out) {
-        std::vector<Tensor> as, bs;
+      // gemm_sum_nt of the pairs on `dev` into `out`, a tensor there, with the column sums of the
+      // even pairs' a (from 0.5) when `col_sums` (returned on the host).
+      auto sum_into = [&](Device dev, const Tensor& out, bool col_sums = false) {
+        std::vector<Tensor> as, bs, sums;
         int64_t off = 0;
         const Tensor ad = a.to(dev), bd = b.to(dev);
         for (int64_t k : c.ks) {
           as.push_back(ad.narrow(1, off, k));
           bs.push_back(bd.narrow(1, off, k));
+          sums.push_back(col_sums && sums.size() % 2 == 0 ? Tensor::full({k}, 0.5, DType::f32, dev) : Tensor());
           off += k;
         }
-        ops::gemm_sum_nt(as, bs, out, beta);
+        ops::gemm_sum_nt(as, bs, out, beta, col_sums ? sums : std::vector<Tensor>{});
+        for (Tensor& t : sums)
+          if (t.defined()) t = t.to(Device::cpu());
+        return sums;
       };
       auto run = [&](Device dev) {
         Tensor out = beta == 0.f ? Tensor::full({c.m, c.n}, std::nan(""), DType::f32, dev) : c0.clone().to(dev);
@@ -306,6 +312,26 @@ TEST(GemmCuda, SumOfPairsMatchesCpu) {
       FC_EXPECT_CLOSE(got16.narrow(1, 2, c.n), ref16.narrow(1, 2, c.n), kF32Atol, 1.0 / 128);
       EXPECT_EQ(got16.narrow(1, 0, 2).to_vector(), wide.narrow(1, 0, 2).to(DType::f32).to_vector());
       EXPECT_EQ(got16.narrow(1, c.n + 2, 4).to_vector(), wide.narrow(1, c.n + 2, 4).to(DType::f32).to_vector());
+
+      // With the column sums of the even pairs' a (the bias gradients): out as without them (the
+      // kernel's sums do not touch its products: bit for bit), the sums within fp32 rounding of
+      // the CPU's (sums of ≤ 1,100 bf16 values in another order).
+      const auto with_sums = [&](Device dev) {
+        Tensor out = beta == 0.f ? Tensor::full({c.m, c.n}, std::nan(""), DType::f32, dev) : c0.clone().to(dev);
+        std::vector<Tensor> sums = sum_into(dev, out, true);
+        sums.push_back(out.to(Device::cpu()));
+        return sums;
+      };
+      const std::vector<Tensor> cpu_sums = with_sums(Device::cpu());
+      const int64_t before_sums = ops::gemm_sum_fused_calls();
+      const std::vector<Tensor> cuda_sums = with_sums(Device::cuda());
+      EXPECT_EQ(ops::gemm_sum_fused_calls() - before_sums, allow && c.fused ? 1 : 0);
+      EXPECT_EQ(cuda_sums.back().to_vector(), got.to_vector());
+      for (size_t i = 0; i + 1 < cpu_sums.size(); ++i) {
+        ASSERT_EQ(cpu_sums[i].defined(), cuda_sums[i].defined());
+        if (!cpu_sums[i].defined()) continue;
+        FC_EXPECT_CLOSE(cuda_sums[i], cpu_sums[i], kF32Atol, kF32Rtol);
+      }
     }
   }
   ops::set_gemm_sum_fused(true);
