@@ -45,8 +45,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // gradient handed to a bf16 LayerNorm output in its own dtype: half the bytes written and read).
 // CPU: one gemm per pair (beta on the first, 1 after), so the sum is rounded to fp32 after each pair;
 // a 16-bit out is summed in an fp32 temporary (out's values converted into it first where beta ≠ 0)
-// and converted at the end. CUDA: where the pairs are bf16, 16-byte aligned with K_i % 8 == 0, N
-// even and out aligned to two elements, one mma.sync kernel (kernels/cuda/gemm_sum_cuda.cu) reads
+// and converted at the end. CUDA: where the pairs are bf16, each 16-byte aligned with K_i % 8 == 0
+// or with K_i <= 32 (read element by element: a [R, 4] pair bias's gradient), N even and out
+// aligned to two elements, one mma.sync kernel (kernels/cuda/gemm_sum_cuda.cu) reads
 // and writes out once and keeps the whole sum in fp32 registers (rounded once to out's dtype);
 // otherwise one cuBLASLt product per pair, as on the CPU.
 // a_col_sums (empty, or one per pair: undefined, or fp32 [K_i] contiguous on out's device):

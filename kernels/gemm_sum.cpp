@@ -23,8 +23,9 @@ thread_local int64_t t_fused_calls = 0;
 bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // The one kernel's conditions (kernels/cuda/gemm_sum_cuda.cu): bf16 pairs read 16 bytes at a time
-// (8 elements: base, row stride and K_i multiples of 8), out written two elements at a time, and the
-// CTA rows of M within the grid's y limit.
+// (8 elements: base, row stride and K_i multiples of 8) or, with K_i <= 32 (one chunk of the
+// kernel), element by element; out written two elements at a time; the CTA rows of M within the
+// grid's y limit.
 bool fused_fits(const GemmSumProblem& p) {
   if (p.dtype != DType::bf16 || p.n_pairs < 2 || p.n % 2 != 0 || p.ldo % 2 != 0 ||
       !aligned(p.out, 2 * dtype_size(p.out_dtype)))
@@ -32,7 +33,8 @@ bool fused_fits(const GemmSumProblem& p) {
   if ((p.m + 127) / 128 > 65535) return false;
   for (int i = 0; i < p.n_pairs; ++i) {
     const GemmSumPair& q = p.pair[i];
-    if (q.k % 8 != 0 || q.lda % 8 != 0 || q.ldb % 8 != 0 || !aligned(q.a, 16) || !aligned(q.b, 16)) return false;
+    const bool vec = q.k % 8 == 0 && q.lda % 8 == 0 && q.ldb % 8 == 0 && aligned(q.a, 16) && aligned(q.b, 16);
+    if (!vec && q.k > 32) return false;
   }
   return true;
 }

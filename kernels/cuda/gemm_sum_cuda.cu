@@ -48,6 +48,7 @@ struct SumPair {
   int64_t lda, ldb;
   int k;         // > 0: the host leaves out pairs with K = 0
   int part_off;  // this pair's first column in a partial row; -1: no column sums
+  bool vec;      // a and b on the 16-byte grid (K, row strides, bases); else K <= 32, element loads
 };
 struct SumParams {
   SumPair pair[kGemmSumMaxPairs];
@@ -97,10 +98,34 @@ __device__ __forceinline__ void load_tile(uint16_t* dst, const uint16_t* src, in
   }
 }
 
+// The same for a pair off the 16-byte grid (K or a row stride not a multiple of 8, or a base off
+// it: the triangle attention's [R, 4] pair-bias gradient beside its q, k, v and gate), which the
+// host allows only for K <= 32, one chunk: element loads through registers, one 16-byte smem store
+// per 8 (the zeros too). The stage was last read in the chunk before last, which every warp has
+// finished at the __syncthreads before this store; the loop's next barriers publish it.
+__device__ __forceinline__ void load_tile_elems(uint16_t* dst, const uint16_t* src, int64_t ld, int r0, int rows,
+                                                int k0, int k, int tid) {
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int v = tid + kThreads * q, r = v / 4, c = 8 * (v % 4);
+    VecOf<uint16_t, 8> x;
+    const bool row_ok = r0 + r < rows;
+    const uint16_t* g = row_ok ? src + static_cast<int64_t>(r0 + r) * ld + k0 + c : src;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x.v[e] = row_ok && k0 + c + e < k ? g[e] : uint16_t{0};
+    store_vec<uint16_t, 8>(dst + r * kLd + c, x);
+  }
+}
+
 __device__ __forceinline__ void load_stage(uint16_t* stage, const SumParams& s, const Cursor& cur, int m0, int n0,
                                            int tid) {
-  load_tile(stage, cur.q.a, cur.q.lda, m0, s.m, cur.k0, cur.q.k, tid);
-  load_tile(stage + kTileElems, cur.q.b, cur.q.ldb, n0, s.n, cur.k0, cur.q.k, tid);
+  if (cur.q.vec) {
+    load_tile(stage, cur.q.a, cur.q.lda, m0, s.m, cur.k0, cur.q.k, tid);
+    load_tile(stage + kTileElems, cur.q.b, cur.q.ldb, n0, s.n, cur.k0, cur.q.k, tid);
+  } else {
+    load_tile_elems(stage, cur.q.a, cur.q.lda, m0, s.m, cur.k0, cur.q.k, tid);
+    load_tile_elems(stage + kTileElems, cur.q.b, cur.q.ldb, n0, s.n, cur.k0, cur.q.k, tid);
+  }
 }
 
 // out[row, col..col + 1] = (x, y) + beta·out in fp32, then in OutT (beta = 0: out's values are not
@@ -267,8 +292,11 @@ void gemm_sum_nt(const GemmSumProblem& p, Device dev) {
     if (q.k == 0) continue;  // adds nothing
     chunks += (q.k + kBK - 1) / kBK;
     FC_CHECK(chunks <= INT32_MAX, "gemm_sum_nt: K ", q.k, " of pair ", i, " exceeds the kernel's 32-bit range");
+    const bool vec = q.k % 8 == 0 && q.lda % 8 == 0 && q.ldb % 8 == 0 && reinterpret_cast<uintptr_t>(q.a) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(q.b) % 16 == 0;
+    FC_CHECK(vec || q.k <= kBK, "gemm_sum_nt: pair ", i, " (K ", q.k, ") is off the 16-byte grid and longer than ", kBK);
     s.pair[s.n_pairs++] = {static_cast<const uint16_t*>(q.a), static_cast<const uint16_t*>(q.b), q.lda, q.ldb,
-                           static_cast<int>(q.k), -1};
+                           static_cast<int>(q.k), -1, vec};
     if (q.a_col_sum != nullptr) {
       s.pair[s.n_pairs - 1].part_off = s.part_ld;
       dests.dst[dests.n] = q.a_col_sum;

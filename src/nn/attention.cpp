@@ -71,17 +71,22 @@ Attention::Attention(Scope scope, const AttentionOptions& options)
 }
 
 std::vector<Variable> Attention::self_projections(const Variable& x, const Shape& q_shape, const Shape& kv_shape,
-                                                 bool gate) const {
+                                                 bool gate, const Linear* extra) const {
   std::vector<const Linear*> layers{&q_, &k_, &v_};
   std::vector<Shape> shapes{q_shape, kv_shape, kv_shape};
   if (gate) {
     layers.push_back(gate_.get());
     shapes.push_back(q_shape);
   }
+  if (extra != nullptr) {
+    layers.push_back(extra);
+    shapes.push_back(with_last(x.shape(), extra->weight().size(1)));
+  }
   return nn::project(x, layers, shapes);
 }
 
-Attention::Projected Attention::project(const Variable& q_data, const Variable& kv_data, bool gate) const {
+Attention::Projected Attention::project(const Variable& q_data, const Variable& kv_data, bool gate,
+                                        const Linear* extra) const {
   FC_CHECK(q_data.dim() >= 2 && kv_data.dim() == q_data.dim() && q_data.size(-1) == opt_.c_q &&
                kv_data.size(-1) == opt_.c_kv,
            "Attention '", path(), "': q_data ", q_data.shape().str(), " kv_data ", kv_data.shape().str(),
@@ -95,24 +100,26 @@ Attention::Projected Attention::project(const Variable& q_data, const Variable& 
   const bool with_gate = gate && gate_ != nullptr;
   const Shape qs{b, lq, h, d}, ks{b, lk, h, d};
   if (q_data.impl() == kv_data.impl()) {  // self-attention: every projection of the one input at once
-    const std::vector<Variable> y = self_projections(q_data, qs, ks, with_gate);
-    return {y[0], y[1], y[2], scale, with_gate ? y[3] : Variable()};
+    const std::vector<Variable> y = self_projections(q_data, qs, ks, with_gate, extra);
+    return {y[0], y[1], y[2], scale, with_gate ? y[3] : Variable(), extra != nullptr ? y.back() : Variable()};
   }
+  FC_CHECK(extra == nullptr, "Attention '", path(), "': a projected input bias needs self-attention");
   return {autograd::reshape(q_.forward(q_data), qs), autograd::reshape(k_.forward(kv_data), ks),
           autograd::reshape(v_.forward(kv_data), ks), scale,
-          with_gate ? autograd::reshape(gate_->forward(q_data), qs) : Variable()};
+          with_gate ? autograd::reshape(gate_->forward(q_data), qs) : Variable(), Variable()};
 }
 
 Variable Attention::heads(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
-                          const Tensor& cu_seqlens, const std::function<Variable()>& late_bias) const {
-  const Projected p = project(q_data, kv_data, true);
+                          const Tensor& cu_seqlens, const std::function<Variable()>& late_bias,
+                          const InputBias* input_bias) const {
+  const Projected p = project(q_data, kv_data, true, input_bias != nullptr ? input_bias->layer : nullptr);
   const Variable& g = p.gate;
   std::vector<Variable> all;
-  if (late_bias) {
-    all = biases;
-    all.push_back(late_bias());
-  }
-  const Variable o = autograd::attention(p.q, p.k, p.v, late_bias ? all : biases, g, cu_seqlens, p.scale);
+  const bool more = late_bias || input_bias != nullptr;
+  if (more) all = biases;
+  if (late_bias) all.push_back(late_bias());
+  if (input_bias != nullptr) all.push_back(input_bias->make(p.extra));
+  const Variable o = autograd::attention(p.q, p.k, p.v, more ? all : biases, g, cu_seqlens, p.scale);
   return autograd::reshape(o, with_last(q_data.shape(), opt_.num_heads * opt_.head_dim));
 }
 
@@ -148,16 +155,35 @@ Variable Attention::forward(const Variable& q_data, const Variable& kv_data, con
   return output_.forward(heads(q_data, kv_data, biases, Tensor(), late_bias));
 }
 
+Variable Attention::forward(const Variable& x, const std::vector<Variable>& biases,
+                            const InputBias& input_bias) const {
+  FC_CHECK(input_bias.layer != nullptr && input_bias.make, "Attention '", path(), "': an input bias without its layer");
+  return output_.forward(heads(x, x, biases, Tensor(), {}, &input_bias));
+}
+
 Variable Attention::forward_seq_major(const Variable& x, const std::vector<Variable>& biases,
                                       const std::function<Variable()>& late_bias) const {
+  return seq_major(x, biases, late_bias, nullptr);
+}
+
+Variable Attention::forward_seq_major(const Variable& x, const std::vector<Variable>& biases,
+                                      const InputBias& input_bias) const {
+  FC_CHECK(input_bias.layer != nullptr && input_bias.make, "Attention '", path(), "': an input bias without its layer");
+  return seq_major(x, biases, {}, &input_bias);
+}
+
+Variable Attention::seq_major(const Variable& x, const std::vector<Variable>& biases,
+                              const std::function<Variable()>& late_bias, const InputBias* input_bias) const {
   FC_CHECK(x.dim() == 3 && x.size(2) == opt_.c_q && opt_.c_q == opt_.c_kv, "Attention '", path(), "': x ",
            x.shape().str(), " (expected [L, B, ", opt_.c_q, "] for self-attention along the first axis)");
   const int64_t l = x.size(0), b = x.size(1), h = opt_.num_heads, d = opt_.head_dim;
   Variable o;
   {  // the projections die before the output projection (no-grad: 4 fewer [L, B, H·d] beside it)
-    const std::vector<Variable> y = self_projections(x, {l, b, h, d}, {l, b, h, d}, gate_ != nullptr);
+    const std::vector<Variable> y = self_projections(x, {l, b, h, d}, {l, b, h, d}, gate_ != nullptr,
+                                                     input_bias != nullptr ? input_bias->layer : nullptr);
     std::vector<Variable> all = biases;
     if (late_bias) all.push_back(late_bias());
+    if (input_bias != nullptr) all.push_back(input_bias->make(y.back()));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     o = autograd::attention(y[0], y[1], y[2], all, gate_ ? y[3] : Variable(), Tensor(), scale, /*seq_major=*/true);
   }

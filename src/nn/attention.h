@@ -46,6 +46,21 @@ class Attention : public Module {
   // [B, H, L, L], as forward()'s.
   Variable forward_seq_major(const Variable& x, const std::vector<Variable>& biases,
                              const std::function<Variable()>& late_bias = {}) const;
+  // A bias made from one more projection of a self-attention's input (AlphaFold's triangle
+  // attention: the pair bias x·W_b [..., L, H], laid out [1, H, L, L]). `layer` joins q, k, v and
+  // the gate in one projection run (autograd::linears): x's gradient is then one sum of products
+  // (one kernel on CUDA, bias gradients and a bf16 result for a lone consumer included) instead of
+  // that sum and a second product added to it, and x, a LayerNorm output, has one consumer. `make`
+  // turns the projection into the bias, appended after `biases` (the order forward(biases +
+  // {bias}) takes: the same result).
+  struct InputBias {
+    const Linear* layer = nullptr;
+    std::function<Variable(const Variable&)> make;
+  };
+  // Self-attention along x's rows (x [..., L, c_q], the q and kv data), with that bias.
+  Variable forward(const Variable& x, const std::vector<Variable>& biases, const InputBias& input_bias) const;
+  // Along x's first axis, as forward_seq_major, with that bias (its projection [L, B, out]).
+  Variable forward_seq_major(const Variable& x, const std::vector<Variable>& biases, const InputBias& input_bias) const;
   // The same without the output bias, for a fused bias+dropout+residual consumer.
   Variable forward_no_output_bias(const Variable& q_data, const Variable& kv_data,
                                   const std::vector<Variable>& biases = {}, const Tensor& cu_seqlens = {}) const;
@@ -65,21 +80,26 @@ class Attention : public Module {
 
  private:
   Variable heads(const Variable& q_data, const Variable& kv_data, const std::vector<Variable>& biases,
-                 const Tensor& cu_seqlens,
-                 const std::function<Variable()>& late_bias = {}) const;  // [..., Lq, H·d] before the output projection
+                 const Tensor& cu_seqlens, const std::function<Variable()>& late_bias = {},
+                 const InputBias* input_bias = nullptr) const;  // [..., Lq, H·d] before the output projection
   struct Projected {
     Variable q, k, v;  // [B, L, H, d]
     float scale;       // 1/√d
     Variable gate;     // [B, Lq, H, d] when asked for and gating is on
+    Variable extra;    // input_bias's projection, [..., Lq, out], when asked for
   };
   // With `gate` (and gating on), Projected::gate is the gate's projection [B, Lq, H, d] too. For
   // self-attention (q_data and kv_data the same Variable) the projections run as one op
-  // (nn::project: x cast once, one strided-batch GEMM, one dx in the backward).
-  Projected project(const Variable& q_data, const Variable& kv_data, bool gate = false) const;
-  // q, k, v (and the gate, with `gate`) of one input as one op (nn::project), shaped q_shape,
-  // kv_shape, kv_shape (, q_shape).
-  std::vector<Variable> self_projections(const Variable& x, const Shape& q_shape, const Shape& kv_shape,
-                                         bool gate) const;
+  // (nn::project: x cast once, one strided-batch GEMM, one dx in the backward); `extra` (a Linear
+  // of that input, self-attention only) joins it.
+  Projected project(const Variable& q_data, const Variable& kv_data, bool gate = false,
+                    const Linear* extra = nullptr) const;
+  // q, k, v (and the gate, with `gate`; and `extra`'s projection, shaped x's shape with its width
+  // last) of one input as one op (nn::project), shaped q_shape, kv_shape, kv_shape (, q_shape).
+  std::vector<Variable> self_projections(const Variable& x, const Shape& q_shape, const Shape& kv_shape, bool gate,
+                                         const Linear* extra = nullptr) const;
+  Variable seq_major(const Variable& x, const std::vector<Variable>& biases, const std::function<Variable()>& late_bias,
+                     const InputBias* input_bias) const;
   AttentionOptions opt_;
   Linear q_, k_, v_;
   std::unique_ptr<Linear> gate_;

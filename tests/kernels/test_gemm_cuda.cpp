@@ -250,7 +250,8 @@ TEST(GemmCuda, SumOfPairsMatchesCpu) {
       {129, 64, {32, 32, 32, 32, 32}, DType::bf16, true},
       {7, 258, {256, 256}, DType::bf16, true},
       {1100, 16, {64, 40}, DType::bf16, true},  // 9 CTA rows of column-sum partials
-      {33, 18, {24, 12}, DType::bf16, false},   // K_i % 8 != 0
+      {33, 18, {24, 12}, DType::bf16, true},    // K_i % 8 != 0 (row strides 44), each K_i <= 32: element loads
+      {33, 18, {40, 12}, DType::bf16, false},   // off the 16-byte grid with K_i > 32
       {33, 17, {24, 16}, DType::bf16, false},   // N odd
       {33, 18, {24, 16}, DType::f16, false},
   };
@@ -335,6 +336,46 @@ TEST(GemmCuda, SumOfPairsMatchesCpu) {
     }
   }
   ops::set_gemm_sum_fused(true);
+}
+
+// A run like the triangle attention's: four 16-byte-aligned pairs of K = 128 and a [M, 4] one (its
+// pair bias, row stride 4: element loads), each its own contiguous tensor, in the one kernel with
+// the column sums of the narrow pair and of one other; fp32 and bf16 outs, beta 0 and 1. Against
+// the CPU as above (sums of 5 × 128 + 4 terms; a bf16 out within one ulp).
+TEST(GemmCuda, SumOfPairsWithANarrowPairMatchesCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(412);
+  const int64_t m = 300, n = 136;
+  const std::vector<int64_t> ks = {128, 128, 4, 128, 128};
+  std::vector<Tensor> a, b;
+  for (int64_t k : ks) {
+    a.push_back(randn({m, k}, gen).to(DType::bf16));
+    b.push_back(randn({n, k}, gen).to(DType::bf16));
+  }
+  const Tensor c0 = randn({m, n}, gen);
+  for (const DType out_dt : {DType::f32, DType::bf16})
+    for (const float beta : {0.f, 1.f}) {
+      SCOPED_TRACE(std::string(dtype_name(out_dt)) + " beta " + std::to_string(beta));
+      auto run = [&](Device dev) {
+        std::vector<Tensor> ad, bd, sums;
+        for (size_t i = 0; i < ks.size(); ++i) {
+          ad.push_back(a[i].to(dev));
+          bd.push_back(b[i].to(dev));
+          sums.push_back(i == 2 || i == 3 ? Tensor::full({ks[i]}, -1.0, DType::f32, dev) : Tensor());
+        }
+        const Tensor out = c0.to(out_dt).to(dev).clone();  // not c0 itself (to() returns it on the CPU in f32)
+        ops::gemm_sum_nt(ad, bd, out, beta, sums);
+        return std::vector<Tensor>{out.to(Device::cpu()).to(DType::f32), sums[2].to(Device::cpu()),
+                                   sums[3].to(Device::cpu())};
+      };
+      const std::vector<Tensor> ref = run(Device::cpu());
+      const int64_t before = ops::gemm_sum_fused_calls();
+      const std::vector<Tensor> got = run(Device::cuda());
+      EXPECT_EQ(ops::gemm_sum_fused_calls() - before, 1);
+      FC_EXPECT_CLOSE(got[0], ref[0], kF32Atol, out_dt == DType::f32 ? kF32Rtol : 1.0 / 128);
+      FC_EXPECT_CLOSE(got[1], ref[1], kF32Atol, kF32Rtol);
+      FC_EXPECT_CLOSE(got[2], ref[2], kF32Atol, kF32Rtol);
+    }
 }
 
 }  // namespace

@@ -116,5 +116,61 @@ TEST(NnModules, GatedAttentionTransitionGlobalAttentionFiniteDifferences) {
   EXPECT_EQ(ga.forward(x, mask).shape(), Shape({2, 4, 6}));
 }
 
+// Attention::InputBias (the triangle attention's pair bias projected in the projections' run):
+// the values and every gradient of the same attention with that bias made by a separate Linear
+// and passed as a bias (fp32: the same products in another grouping, 1e-5), along the rows and
+// along the first axis (forward_seq_major, the bias swapped); the row form's x-gradient against
+// finite differences too. A Linear of another input width is an error.
+TEST(NnModules, AttentionInputBiasEqualsASeparateProjection) {
+  Env e;
+  Attention att(e.scope("att"), AttentionOptions::alphafold(8, 8, 2, 4, 8));
+  Linear feat(e.scope("feat_2d_weights"), 8, 2, {Init::lecun, false});
+  Linear wrong(e.scope("wrong"), 6, 2, {Init::lecun, false});
+  e.ps.finalize();
+  Generator g(5);
+  Tensor vals = e.ps.values();
+  vals.copy_(randn(vals.shape(), g, 0, 0.4f));
+  const Tensor x0 = randn({4, 4, 8}, g), w = randn({4, 4, 8}, g);
+  const Tensor mask_bias = Tensor::from_vector({0, 0, -1e9f, 0, 0, 0, 0, 0, 0, -1e9f, 0, 0, 0, 0, 0, 0}, {4, 1, 1, 4});
+  for (const bool seq_major : {false, true}) {
+    SCOPED_TRACE(seq_major ? "along the first axis" : "along the rows");
+    const auto layout = [seq_major](const autograd::Variable& b) {
+      return autograd::unsqueeze(autograd::contiguous(autograd::permute(b, seq_major ? std::vector<int>{2, 1, 0}
+                                                                                       : std::vector<int>{2, 0, 1})),
+                                 0);
+    };
+    const Attention::InputBias input_bias{&feat, layout};
+    auto run = [&](bool joined) {
+      e.ps.zero_grad();
+      autograd::Variable x(x0.clone(), true);
+      const std::vector<autograd::Variable> biases{autograd::Variable(mask_bias)};
+      autograd::Variable y;
+      if (joined) {
+        y = seq_major ? att.forward_seq_major(x, biases, input_bias) : att.forward(x, biases, input_bias);
+      } else {
+        std::vector<autograd::Variable> all = biases;
+        all.push_back(layout(feat.forward(x)));
+        y = seq_major ? att.forward_seq_major(x, all) : att.forward(x, x, all);
+      }
+      autograd::backward({y}, {w});
+      return std::vector<Tensor>{y.value().clone(), x.grad().clone(), e.ps.grads().clone()};
+    };
+    const std::vector<Tensor> joined = run(true), separate = run(false);
+    for (size_t i = 0; i < joined.size(); ++i) {
+      SCOPED_TRACE("result " + std::to_string(i));
+      FC_EXPECT_CLOSE(joined[i], separate[i], 1e-5, 1e-5);
+    }
+    EXPECT_THROW(att.forward(autograd::Variable(x0), {}, Attention::InputBias{&wrong, layout}), Error);
+  }
+  autograd::testing::expect_grads_match_fd(
+      [&](const auto& v) {
+        const Attention::InputBias ib{&feat, [](const autograd::Variable& b) {
+                                         return autograd::unsqueeze(autograd::contiguous(autograd::permute(b, {2, 0, 1})), 0);
+                                       }};
+        return att.forward(v[0], {autograd::Variable(mask_bias)}, ib);
+      },
+      {x0});
+}
+
 }  // namespace
 }  // namespace foldcore::nn

@@ -262,6 +262,26 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const std::f
   }, 0, into);
 }
 
+Variable row_attention(const nn::Attention& att, const Variable& x, const nn::Attention::InputBias& input_bias,
+                       const Tensor& mask, int64_t chunk, const Tensor& into) {
+  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(1),
+           "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
+           " (expected [B, L, c] and [B, L])");
+  FC_CHECK(chunk <= 0 || chunk >= x.size(0), "row_attention '", att.path(),
+           "': a bias projected from the input needs every row at once (chunk ", chunk, " of ", x.size(0), ")");
+  return run_chunked(x.size(0), 0, [&](int64_t, int64_t) {
+    return att.forward(x, {Variable(key_mask_bias(mask))}, input_bias);
+  }, 0, into);
+}
+
+Variable column_attention(const nn::Attention& att, const Variable& x, const nn::Attention::InputBias& input_bias,
+                          const Tensor& mask) {
+  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(1) && mask.size(1) == x.size(0),
+           "column_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
+           " (expected [L, B, c] and [B, L])");
+  return att.forward_seq_major(x, {Variable(key_mask_bias(mask))}, input_bias);
+}
+
 Variable column_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask) {
   FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(1) && mask.size(1) == x.size(0),
            "column_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
@@ -274,7 +294,12 @@ Variable column_attention(const nn::Attention& att, const Variable& x, const Var
 Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln, bool swapped) {
   FC_CHECK(z_ln.dim() == 3 && z_ln.size(0) == z_ln.size(1), "pair_bias '", feat_2d.path(), "': z ",
            z_ln.shape().str(), " (expected [L, L, c_z])");
-  const Variable b = feat_2d.forward(z_ln);  // [L, L, H]
+  return pair_bias_layout(feat_2d.forward(z_ln), swapped);
+}
+
+Variable pair_bias_layout(const Variable& b, bool swapped) {
+  FC_CHECK(b.dim() == 3 && b.size(0) == b.size(1), "pair_bias_layout: projection ", b.shape().str(),
+           " (expected [L, L, H])");
   return autograd::unsqueeze(autograd::contiguous(autograd::permute(b, swapped ? std::vector<int>{2, 1, 0}
                                                                               : std::vector<int>{2, 0, 1})),
                              0);  // [1, H, L, L]

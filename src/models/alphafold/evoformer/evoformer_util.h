@@ -134,17 +134,25 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const Variab
 Variable row_attention(const nn::Attention& att, const Variable& x, const std::function<Variable()>& pair_bias,
                        const Tensor& mask, int64_t chunk, const Tensor& into = Tensor(),
                        const nn::LayerNorm* norm = nullptr);
+// The same with the pair bias projected from x itself in the projections' run
+// (nn::Attention::InputBias: the triangle attention's), unchunked.
+Variable row_attention(const nn::Attention& att, const Variable& x, const nn::Attention::InputBias& input_bias,
+                       const Tensor& mask, int64_t chunk, const Tensor& into = Tensor());
 // The column-wise counterpart, unchunked: x [L, B, c] (already layer-normed) as it lies, every
 // column b attending over its L entries (nn::Attention::forward_seq_major), with the key mask bias
 // of mask [B, L] (the columns' masks: the transposed mask of x's [L, B]) and, when defined, a pair
 // bias [1, H, L, L] in the columns' terms. Returns [L, B, c_out]: the values of row_attention on
 // x's transpose, transposed back, without the two transposed copies.
 Variable column_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask);
+Variable column_attention(const nn::Attention& att, const Variable& x, const nn::Attention::InputBias& input_bias,
+                          const Tensor& mask);
 // The pair bias of Alg. 7 line 3 / Alg. 13 line 3: b[h, i, j] = Σ_c z[i, j, c] w[c, h] (no bias),
 // z [L, L, c_z] layer-normed → [1, H, L, L].
 // `swapped`: the bias of the pair with its residue axes swapped (b[h, i, j] from z_ln[j, i]), for
 // the ending node, without swapping z_ln itself.
 Variable pair_bias(const nn::Linear& feat_2d, const Variable& z_ln, bool swapped = false);
+// That bias's layout from the projection b = z_ln·w [L, L, H] (→ [1, H, L, L], swapped as above).
+Variable pair_bias_layout(const Variable& b, bool swapped);
 // The same for chunked inference, without a pair-sized LN(z): z_ln_rows(s, len) gives the
 // layer-normed rows [len, L, c_z] (recomputed per chunk), whose bias rows are written into the
 // [1, H, L, L] result chunk by chunk. No autograd graph (inference only).
