@@ -2,7 +2,8 @@
 //   bench_gemm [--device cpu|cuda] [--quick|--full]
 // CPU: GFLOP/s and the ratio to a large square OpenBLAS sgemm measured first in the same run
 // (the practical roofline of this machine). CUDA: TFLOP/s. Every case reports peak memory. The
-// af2_dx_* cases time ops::gemm_sum_nt's one kernel against one product per pair, the af2_opm_outer_*
+// af2_dx_* cases time ops::gemm_sum_nt's one kernel (bf16 out, bias column sums) against one product
+// per pair and against the kernel followed by separate column sums, the af2_opm_outer_*
 // cases the outer product mean's outer products as a strided batch against a product and a copy.
 // --quick (default) shrinks the CPU shapes so the whole run stays well under a minute; CUDA
 // always runs the real shapes.
@@ -14,6 +15,7 @@
 #include "core/random.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
+#include "kernels/reduce.h"
 #ifdef FOLDCORE_HAVE_BLAS
 #include <cblas.h>
 #endif
@@ -88,36 +90,56 @@ double cpu_roofline(int64_t n) {
   return gf;
 }
 
-// ops::gemm_sum_nt at the training step's input-gradient shapes: dx [M, N] (fp32, beta = 1, as in
-// the backward) = Σ_i dy_i [M, K_i] · W_iᵀ, bf16 operands. On CUDA the one kernel against one
-// cuBLASLt product per pair (FOLDCORE_GEMM_SUM=per_pair), side by side in one run: `per_pair_ms`,
-// `speedup_vs_per_pair`, and the one kernel's bytes (a and b once, out read and written once) per
-// second. On the CPU both are the same per-pair products (the ratio is noise).
+// ops::gemm_sum_nt at the training step's input-gradient shapes, in the step's form: dx [M, N] =
+// Σ_i dy_i [M, K_i] · W_iᵀ, bf16 operands, written in bf16 (the lone consumer of a bf16 stream's
+// LayerNorm), with the column sums of the biased projections' dy_i (their bias gradients) — plus,
+// for the triangle attention, its [M, 4] pair-bias pair. Side by side in one run, on CUDA: the one
+// kernel (`ms`); one cuBLASLt product per pair and one column sum per bias (`per_pair_ms`,
+// `speedup_vs_per_pair`); and the one kernel without column sums followed by the column-sum kernels
+// (`separate_sums_ms`, `speedup_vs_separate_sums`: whether making the sums inside the kernel beats
+// reading the dy_i again). `gb_per_s`: the one kernel's bytes (a and b once, out written once) per
+// second. On the CPU every form is the same per-pair work (the ratios are noise).
 struct SumCase {
   const char* name;
-  int64_t m, n, k, pairs;  // each pair K = k
+  int64_t m, n, k, pairs;  // `pairs` pairs of K = k
+  int64_t narrow_k;        // one more pair of this K (0: none)
+  unsigned biased;         // bit i: pair i's column sums are taken
 };
 
 void run_sum_case(const SumCase& c, Device dev, int iters) {
   Generator gen(3);
-  std::vector<Tensor> as, bs;
-  for (int64_t i = 0; i < c.pairs; ++i) {
-    as.push_back(randn({c.m, c.k}, gen, 0, 1, DType::bf16, dev));
-    bs.push_back(randn({c.n, c.k}, gen, 0, 1, DType::bf16, dev));
+  std::vector<Tensor> as, bs, sums;
+  const int64_t total = c.pairs + (c.narrow_k > 0 ? 1 : 0);
+  int64_t k_all = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    const int64_t k = i < c.pairs ? c.k : c.narrow_k;
+    k_all += k;
+    as.push_back(randn({c.m, k}, gen, 0, 1, DType::bf16, dev));
+    bs.push_back(randn({c.n, k}, gen, 0, 1, DType::bf16, dev));
+    sums.push_back((c.biased >> i) & 1u ? Tensor::zeros({k}, DType::f32, dev) : Tensor());
   }
-  Tensor out = Tensor::zeros({c.m, c.n}, DType::f32, dev);
-  auto time_form = [&](bool fused) {
+  Tensor out = Tensor::zeros({c.m, c.n}, DType::bf16, dev);
+  auto time_form = [&](bool fused, bool inside) {
     ops::set_gemm_sum_fused(fused);
-    return bench::time_ms(dev, [&] { ops::gemm_sum_nt(as, bs, out, 1.f); }, 1, iters);
+    return bench::time_ms(dev, [&] {
+      if (inside) {
+        ops::gemm_sum_nt(as, bs, out, 0.f, sums);
+        return;
+      }
+      ops::gemm_sum_nt(as, bs, out, 0.f);
+      for (size_t i = 0; i < sums.size(); ++i)
+        if (sums[i].defined()) ops::sum_rows_accumulate(as[i], sums[i]);
+    }, 1, iters);
   };
-  const double per_pair = time_form(false), ms = time_form(true);
+  const double per_pair = time_form(false, true), separate = time_form(true, false), ms = time_form(true, true);
   ops::set_gemm_sum_fused(true);
-  const double flop = 2.0 * c.m * c.n * c.k * c.pairs;
-  const double bytes = 2.0 * (c.m + c.n) * c.k * c.pairs + 2.0 * 4.0 * c.m * c.n;
+  const double flop = 2.0 * c.m * c.n * k_all;
+  const double bytes = 2.0 * (c.m + c.n) * k_all + 2.0 * c.m * c.n;
   bench::JsonLine j;
-  j.str("bench", "gemm").str("case", c.name).str("device", dev.str()).str("dtype", "bf16->f32");
-  j.integer("m", c.m).integer("n", c.n).integer("k", c.k).integer("pairs", c.pairs).num("ms", ms);
-  j.num("per_pair_ms", per_pair).num("speedup_vs_per_pair", per_pair / ms);
+  j.str("bench", "gemm").str("case", c.name).str("device", dev.str()).str("dtype", "bf16->bf16");
+  j.integer("m", c.m).integer("n", c.n).integer("k", c.k).integer("pairs", c.pairs).integer("narrow_k", c.narrow_k);
+  j.num("ms", ms).num("per_pair_ms", per_pair).num("speedup_vs_per_pair", per_pair / ms);
+  j.num("separate_sums_ms", separate).num("speedup_vs_separate_sums", separate / ms);
   j.num("tflops", flop / (ms * 1e-3) * 1e-12).num("gb_per_s", bytes / (ms * 1e-3) * 1e-9);
   j.print();
 }
@@ -198,14 +220,15 @@ int main(int argc, char** argv) {
       }
     }
     // The input gradients of the crop-256 step's projection runs: the triangle multiplication's
-    // five, the triangle attention's four, the MSA attention's four, the outer product mean's two.
+    // five (all biased), the triangle attention's q, k, v, gate (biased) and pair bias ([c_z, 4]),
+    // the MSA attention's four (the gate biased), the outer product mean's two (both biased).
     const SumCase sums_full[] = {
-        {"af2_dx_trimul_5", 256 * 256, 128, 128, 5},
-        {"af2_dx_triangle_attention_4", 256 * 256, 128, 128, 4},
-        {"af2_dx_msa_attention_4", 128 * 256, 256, 256, 4},
-        {"af2_dx_outer_product_mean_2", 128 * 256, 256, 32, 2},
+        {"af2_dx_trimul_5", 256 * 256, 128, 128, 5, 0, 0x1fu},
+        {"af2_dx_triangle_attention_5", 256 * 256, 128, 128, 4, 4, 0x8u},
+        {"af2_dx_msa_attention_4", 128 * 256, 256, 256, 4, 0, 0x8u},
+        {"af2_dx_outer_product_mean_2", 128 * 256, 256, 32, 2, 0, 0x3u},
     };
-    const SumCase sums_quick[] = {{"af2_dx_trimul_5", 64 * 64, 128, 128, 5}};
+    const SumCase sums_quick[] = {{"af2_dx_trimul_5", 64 * 64, 128, 128, 5, 0, 0x1fu}};
     if (big) {
       for (const auto& c : sums_full) run_sum_case(c, dev, iters);
     } else {

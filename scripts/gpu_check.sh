@@ -386,7 +386,8 @@ fi
 # block recomputed and as the presets run it (recompute_keep_blocks: auto, as many blocks kept as
 # this device holds: the goal's configuration), the GEMM forms whose
 # defaults were chosen without a GPU (bench_gemm's af2_* lines: speedup_vs_product_and_copy of the
-# outer product mean, speedup_vs_per_pair of the projections' input gradient), and the step's
+# outer product mean, speedup_vs_per_pair and speedup_vs_separate_sums of the projections' input
+# gradient with its bias column sums, in bf16 as the step writes it), and the step's
 # kernels with bf16 streams.
 if want goal; then
   run_bench 90 bench_train --device cuda:0 --crops 256 --configs bf16:1,bf16_streams:1 --evoformer_blocks 48 \
