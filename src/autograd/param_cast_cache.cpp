@@ -1,6 +1,7 @@
 #include "autograd/param_cast_cache.h"
 
 #include <map>
+#include <string>
 #include <tuple>
 
 namespace foldcore::autograd {
@@ -28,7 +29,20 @@ struct StackEntry {
   Tensor stack;
 };
 
+// A stack whose missing entries are zeros, kept from one scope to the next: its shape ([n,
+// shape…]), dtype, device and which entries are missing.
+struct ZeroedKey {
+  std::vector<int64_t> full;
+  DType to;
+  std::string device;
+  std::vector<bool> missing;
+  bool operator<(const ZeroedKey& o) const {
+    return std::tie(full, to, device, missing) < std::tie(o.full, o.to, o.device, o.missing);
+  }
+};
+
 thread_local int t_depth = 0;
+thread_local std::map<ZeroedKey, std::vector<Tensor>> t_zeroed;
 thread_local std::map<Key, Entry> t_casts;
 thread_local std::map<StackKey, StackEntry> t_stacks;
 thread_local ParamCastStats t_stats;
@@ -63,6 +77,14 @@ ParamCastScope::ParamCastScope(const Tensor& flat, DType to) : ParamCastScope() 
 ParamCastScope::~ParamCastScope() {
   if (--t_depth == 0) {
     t_casts.clear();
+    // Stacks with zero entries that nothing else holds go to the pool (their zeros stay).
+    for (auto& [key, entry] : t_stacks) {
+      if (entry.sources.size() == key.data.size() || entry.stack.storage().use_count() != 1) continue;
+      std::vector<bool> missing;
+      for (const void* d : key.data) missing.push_back(d == nullptr);
+      t_zeroed[ZeroedKey{entry.stack.shape().vec(), key.to, entry.stack.device().str(), std::move(missing)}].push_back(
+          std::move(entry.stack));
+    }
     t_stacks.clear();
     t_flat_source = Tensor();
     t_flat_cast = Tensor();
@@ -130,8 +152,22 @@ Tensor stack_params(const std::vector<Variable>& vs, const Shape& shape, DType t
       return it->second.stack;
     }
   }
-  Tensor stack = Tensor::empty(full, to, device);
-  if (sources.size() < vs.size()) stack.zero_();  // one fill for the missing entries
+  Tensor stack;
+  if (sources.size() < vs.size()) {  // zeros for the missing entries: a pooled stack's, or one fill
+    std::vector<bool> missing;
+    for (const Variable& v : vs) missing.push_back(!v.defined());
+    const auto pooled = t_zeroed.find(ZeroedKey{full.vec(), to, device.str(), std::move(missing)});
+    if (cacheable && pooled != t_zeroed.end() && !pooled->second.empty()) {
+      stack = std::move(pooled->second.back());
+      pooled->second.pop_back();
+      ++t_stats.zero_rows_reused;
+    } else {
+      stack = Tensor::empty(full, to, device);
+      stack.zero_();
+    }
+  } else {
+    stack = Tensor::empty(full, to, device);
+  }
   for (size_t i = 0; i < vs.size(); ++i) {
     if (!vs[i].defined()) continue;
     // From the flat buffer's cast when there is one (a copy, no conversion), else the parameter.

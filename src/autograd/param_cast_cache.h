@@ -41,12 +41,16 @@ Tensor cast_param(const Variable& v, DType to);
 // undefined vs[i] stands for zeros of `shape` (a projection without a bias among ones with). Inside
 // a ParamCastScope, when every defined v is a parameter, made once per scope and handed out again
 // (the stacked weights and biases of autograd::linears' strided batch); otherwise made at each call.
-// Counted in ParamCastStats as one cast.
+// Counted in ParamCastStats as one cast. A scope's stacks with zero entries (an attention's q, k
+// and v without bias beside its gated one) go to a pool when the outermost scope ends, if nothing
+// else holds them, and the next scope's stack of the same shape, dtype, device and missing entries
+// takes one: its zero rows are still zeros, so only the present entries are copied (no zero fill
+// per stack and step; ParamCastStats::zero_rows_reused counts them).
 Tensor stack_params(const std::vector<Variable>& vs, const Shape& shape, DType to, Device device);
 
 // This thread's casts since its outermost ParamCastScope began: made, and handed out again.
 struct ParamCastStats {
-  int64_t made = 0, reused = 0;
+  int64_t made = 0, reused = 0, zero_rows_reused = 0;
 };
 ParamCastStats param_cast_stats();
 

@@ -128,5 +128,53 @@ TEST(ParamCastCache, FlatBufferIsCastOnceAndViewed) {
   EXPECT_EQ(bits(own), bits(outside.value().to(DType::bf16)));
 }
 
+// A stack with zero entries (an attention's biases: none on q, k and v, one on the gate) is kept
+// from one scope to the next when nothing else holds it: the next scope's stack of the same kind
+// takes it without a zero fill, its zero rows still zeros and its present rows the parameter's new
+// values. A stack still held when its scope ends, or one with other missing entries, is not reused.
+TEST(ParamCastCache, AStacksZeroRowsAreKeptForTheNextScope) {
+  Generator gen(7);
+  ParamStore store;
+  const Variable gate = store.add("gate", {6}, true, randn({6}, gen));
+  const Variable other = store.add("other", {6}, true, randn({6}, gen));
+  store.finalize();
+  const std::vector<Variable> biases{Variable(), Variable(), gate};
+  const std::vector<float> zeros(12, 0.f);
+  auto check = [&](const Tensor& stack) {
+    const Tensor f = stack.to(DType::f32);
+    EXPECT_EQ(f.narrow(0, 0, 2).contiguous().to_vector(), zeros);
+    EXPECT_EQ(bits(stack.select(0, 2)), bits(gate.value().to(DType::bf16)));
+  };
+  const void* first = nullptr;
+  {
+    const ParamCastScope scope;
+    const Tensor s = stack_params(biases, {6}, DType::bf16, Device::cpu());
+    first = s.data_ptr();
+    check(s);
+    EXPECT_EQ(param_cast_stats().zero_rows_reused, 0);
+  }
+  copy_tensor(gate.value(), randn({6}, gen));  // an optimizer step between the scopes
+  Tensor held;
+  {
+    const ParamCastScope scope;
+    held = stack_params(biases, {6}, DType::bf16, Device::cpu());
+    EXPECT_EQ(held.data_ptr(), first);
+    EXPECT_EQ(param_cast_stats().zero_rows_reused, 1);
+    check(held);
+    // Other missing entries: a stack of its own, zero-filled.
+    const Tensor mixed = stack_params({other, Variable(), gate}, {6}, DType::bf16, Device::cpu());
+    EXPECT_NE(mixed.data_ptr(), first);
+    EXPECT_EQ(param_cast_stats().zero_rows_reused, 1);
+    EXPECT_EQ(mixed.select(0, 1).to(DType::f32).to_vector(), std::vector<float>(6, 0.f));
+  }
+  {
+    const ParamCastScope scope;  // `held` was still held when its scope ended: not pooled
+    const Tensor s = stack_params(biases, {6}, DType::bf16, Device::cpu());
+    EXPECT_NE(s.data_ptr(), first);
+    EXPECT_EQ(param_cast_stats().zero_rows_reused, 0);
+    check(s);
+  }
+}
+
 }  // namespace
 }  // namespace foldcore::autograd
