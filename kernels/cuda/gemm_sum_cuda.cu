@@ -14,13 +14,16 @@
 // the 8 rows of an ldmatrix land in distinct banks); fragments through ldmatrix. Rows past M and N
 // load zeros and store nothing. The grid's x runs over N's tiles, so the CTAs sharing an a tile are
 // neighbours (its second read hits L2). A bf16 out gets the fp32 sum (plus beta·out) rounded once,
-// two elements per store.
+// two elements per store. A pair off the 16-byte grid with K_i <= 32 (the triangle attention's
+// [R, 4] pair-bias gradient beside its q, k, v and gate) is loaded element by element into the same
+// tiles (load_tile_elems).
 //
 // Column sums of the a_i (the run's bias gradients, Σ_r dy_i[r, :]), where asked for: the CTAs of
 // the first column tile sum each chunk's a tile from shared memory as it passes (warp w its columns
 // 4w..4w+3, a lane 16 rows 8 apart — conflict-free banks — then three shuffles), one partial row
 // per CTA, and gemm_sum_col_finalize_kernel adds the CTAs' partials in order (deterministic) to the
-// destinations. So a only is read once for both products, instead of again by a column-sum kernel.
+// destinations. So each a_i is read once for its product and its column sums, not again by a
+// column-sum kernel.
 #include "kernels/cuda/gemm_cuda.h"
 
 #include <cstdint>
