@@ -45,6 +45,7 @@ struct GemmSumPair {
   const void* b = nullptr;
   int64_t lda = 0, ldb = 0, k = 0;
   float* a_col_sum = nullptr;  // [k] fp32, += Σ over a's rows; null: not asked for
+  bool vec16 = false;          // a and b on the 16-byte grid: bases, row strides and k multiples of 8 bf16
 };
 struct GemmSumProblem {
   DType dtype = DType::bf16;

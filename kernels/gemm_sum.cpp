@@ -2,10 +2,12 @@
 // where the one-kernel form does not apply) or the one mma.sync kernel (CUDA).
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "kernels/env_choice.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_problem.h"
+#include "kernels/pointwise_checks.h"
 #include "kernels/reduce.h"
 #ifdef FOLDCORE_HAVE_CUDA
 #include "kernels/cuda/gemm_cuda.h"
@@ -31,11 +33,8 @@ bool fused_fits(const GemmSumProblem& p) {
       !aligned(p.out, 2 * dtype_size(p.out_dtype)))
     return false;
   if ((p.m + 127) / 128 > 65535) return false;
-  for (int i = 0; i < p.n_pairs; ++i) {
-    const GemmSumPair& q = p.pair[i];
-    const bool vec = q.k % 8 == 0 && q.lda % 8 == 0 && q.ldb % 8 == 0 && aligned(q.a, 16) && aligned(q.b, 16);
-    if (!vec && q.k > 32) return false;
-  }
+  for (int i = 0; i < p.n_pairs; ++i)
+    if (!p.pair[i].vec16 && p.pair[i].k > 32) return false;
   return true;
 }
 
@@ -81,13 +80,13 @@ void gemm_sum_nt(const std::vector<Tensor>& a, const std::vector<Tensor>& b, con
              ": a ", ai.str(), " and b ", bi.str(), " must have unit stride in their last dim");
     FC_CHECK(ai.device() == out.device() && bi.device() == out.device(), "gemm_sum_nt: pair ", i, ": a ", ai.str(),
              ", b ", bi.str(), " and out ", out.str(), " must be on one device");
-    p.pair[i] = {ai.data_ptr(), bi.data_ptr(), ai.stride(0), bi.stride(0), ai.size(1), nullptr};
+    GemmSumPair& q = p.pair[i];
+    q = {ai.data_ptr(), bi.data_ptr(), ai.stride(0), bi.stride(0), ai.size(1), nullptr};
+    q.vec16 = q.k % 8 == 0 && q.lda % 8 == 0 && q.ldb % 8 == 0 && aligned(q.a, 16) && aligned(q.b, 16);
     if (!a_col_sums.empty() && a_col_sums[static_cast<size_t>(i)].defined()) {
       const Tensor& ci = a_col_sums[static_cast<size_t>(i)];
-      FC_CHECK(ci.dtype() == DType::f32 && ci.is_contiguous() && ci.numel() == ai.size(1) && ci.device() == out.device(),
-               "gemm_sum_nt: pair ", i, ": column sums ", ci.str(), " for a ", ai.str(), " must be a contiguous f32 [",
-               ai.size(1), "] on ", out.device().str());
-      p.pair[i].a_col_sum = ci.data<float>();
+      detail::check_bias_grad("gemm_sum_nt: pair " + std::to_string(i), "column sums", ci, "a", ai);
+      q.a_col_sum = ci.data<float>();
     }
   }
   // The column sums outside the one kernel: one per pair (over no rows: nothing to add).

@@ -295,11 +295,9 @@ void gemm_sum_nt(const GemmSumProblem& p, Device dev) {
     if (q.k == 0) continue;  // adds nothing
     chunks += (q.k + kBK - 1) / kBK;
     FC_CHECK(chunks <= INT32_MAX, "gemm_sum_nt: K ", q.k, " of pair ", i, " exceeds the kernel's 32-bit range");
-    const bool vec = q.k % 8 == 0 && q.lda % 8 == 0 && q.ldb % 8 == 0 && reinterpret_cast<uintptr_t>(q.a) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(q.b) % 16 == 0;
-    FC_CHECK(vec || q.k <= kBK, "gemm_sum_nt: pair ", i, " (K ", q.k, ") is off the 16-byte grid and longer than ", kBK);
+    FC_CHECK(q.vec16 || q.k <= kBK, "gemm_sum_nt: pair ", i, " (K ", q.k, ") is off the 16-byte grid and longer than ", kBK);
     s.pair[s.n_pairs++] = {static_cast<const uint16_t*>(q.a), static_cast<const uint16_t*>(q.b), q.lda, q.ldb,
-                           static_cast<int>(q.k), -1, vec};
+                           static_cast<int>(q.k), -1, q.vec16};
     if (q.a_col_sum != nullptr) {
       s.pair[s.n_pairs - 1].part_off = s.part_ld;
       dests.dst[dests.n] = q.a_col_sum;

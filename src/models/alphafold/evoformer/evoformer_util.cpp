@@ -234,6 +234,19 @@ Tensor key_mask_bias(const Tensor& mask) {
          }).view({mask.size(0), 1, 1, mask.size(1)});
 }
 
+// The shapes row_attention (x [B, L, c], mask [B, L]) and column_attention (x [L, B, c], mask
+// [B, L]) take.
+void check_rows(const nn::Attention& att, const Variable& x, const Tensor& mask) {
+  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(1),
+           "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
+           " (expected [B, L, c] and [B, L])");
+}
+void check_columns(const nn::Attention& att, const Variable& x, const Tensor& mask) {
+  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(1) && mask.size(1) == x.size(0),
+           "column_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
+           " (expected [L, B, c] and [B, L])");
+}
+
 }  // namespace
 
 Variable row_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask,
@@ -244,9 +257,7 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const Variab
 
 Variable row_attention(const nn::Attention& att, const Variable& x, const std::function<Variable()>& pair_bias,
                        const Tensor& mask, int64_t chunk, const Tensor& into, const nn::LayerNorm* norm) {
-  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(1),
-           "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
-           " (expected [B, L, c] and [B, L])");
+  check_rows(att, x, mask);
   const int64_t b = x.size(0);
   const Tensor mb = key_mask_bias(mask);  // [B, 1, 1, L]
   Variable bias;  // made once, by the first chunk
@@ -263,12 +274,8 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const std::f
 }
 
 Variable row_attention(const nn::Attention& att, const Variable& x, const nn::Attention::InputBias& input_bias,
-                       const Tensor& mask, int64_t chunk, const Tensor& into) {
-  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(0) && mask.size(1) == x.size(1),
-           "row_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
-           " (expected [B, L, c] and [B, L])");
-  FC_CHECK(chunk <= 0 || chunk >= x.size(0), "row_attention '", att.path(),
-           "': a bias projected from the input needs every row at once (chunk ", chunk, " of ", x.size(0), ")");
+                       const Tensor& mask, const Tensor& into) {
+  check_rows(att, x, mask);
   return run_chunked(x.size(0), 0, [&](int64_t, int64_t) {
     return att.forward(x, {Variable(key_mask_bias(mask))}, input_bias);
   }, 0, into);
@@ -276,16 +283,12 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const nn::At
 
 Variable column_attention(const nn::Attention& att, const Variable& x, const nn::Attention::InputBias& input_bias,
                           const Tensor& mask) {
-  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(1) && mask.size(1) == x.size(0),
-           "column_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
-           " (expected [L, B, c] and [B, L])");
+  check_columns(att, x, mask);
   return att.forward_seq_major(x, {Variable(key_mask_bias(mask))}, input_bias);
 }
 
 Variable column_attention(const nn::Attention& att, const Variable& x, const Variable& pair_bias, const Tensor& mask) {
-  FC_CHECK(x.dim() == 3 && mask.dim() == 2 && mask.size(0) == x.size(1) && mask.size(1) == x.size(0),
-           "column_attention '", att.path(), "': x ", x.shape().str(), ", mask ", mask.shape().str(),
-           " (expected [L, B, c] and [B, L])");
+  check_columns(att, x, mask);
   const std::vector<Variable> biases{Variable(key_mask_bias(mask))};
   if (!pair_bias.defined()) return att.forward_seq_major(x, biases);
   return att.forward_seq_major(x, biases, [&pair_bias] { return pair_bias; });

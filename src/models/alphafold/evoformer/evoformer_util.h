@@ -135,9 +135,10 @@ Variable row_attention(const nn::Attention& att, const Variable& x, const std::f
                        const Tensor& mask, int64_t chunk, const Tensor& into = Tensor(),
                        const nn::LayerNorm* norm = nullptr);
 // The same with the pair bias projected from x itself in the projections' run
-// (nn::Attention::InputBias: the triangle attention's), unchunked.
+// (nn::Attention::InputBias: the triangle attention's), unchunked (every row's projections make
+// the bias).
 Variable row_attention(const nn::Attention& att, const Variable& x, const nn::Attention::InputBias& input_bias,
-                       const Tensor& mask, int64_t chunk, const Tensor& into = Tensor());
+                       const Tensor& mask, const Tensor& into = Tensor());
 // The column-wise counterpart, unchunked: x [L, B, c] (already layer-normed) as it lies, every
 // column b attending over its L entries (nn::Attention::forward_seq_major), with the key mask bias
 // of mask [B, L] (the columns' masks: the transposed mask of x's [L, B]) and, when defined, a pair

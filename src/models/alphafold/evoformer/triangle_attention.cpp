@@ -37,13 +37,16 @@ Variable TriangleAttention::forward(const Variable& z, const Tensor& pair_mask, 
     // LN acts on each (i, j) vector alone, so the ending node normalises z as it lies: its bias
     // swaps the axes of the small [H, N, N] result, and its attention runs along z's first axis
     // on the projections as they lie (column_attention): no transposed copy of the input or of
-    // the update. The bias's projection joins q, k, v and the gate in one projection run
+    // the update. Unchunked, the bias's projection joins q, k, v and the gate in one projection run
     // (nn::Attention::InputBias): the LN output has one consumer, whose dx is one sum of products
-    // (in bf16 for a 16-bit z: BackwardCtx::sole_consumer_of_narrow_output).
+    // (in bf16 for a 16-bit z: BackwardCtx::sole_consumer_of_narrow_output). The starting node's
+    // rows chunked under autograd make the bias once, beside the chunks' projections.
     const Variable ln = normed.defined() ? normed : query_norm_.forward_for_gemm(z);
     const bool swapped = !starting_;
     const nn::Attention::InputBias bias{&feat_2d_, [swapped](const Variable& b) { return pair_bias_layout(b, swapped); }};
-    if (starting_) return row_attention(attention_, ln, bias, mask, chunk, into);  // [N, N, c_z]
+    if (starting_ && chunk > 0 && chunk < n)
+      return row_attention(attention_, ln, pair_bias(feat_2d_, ln), mask, chunk, into);  // [N, N, c_z]
+    if (starting_) return row_attention(attention_, ln, bias, mask, into);                // [N, N, c_z]
     const Variable o = column_attention(attention_, ln, bias, mask);                // [N, N, c_z]
     if (!into.defined()) return o;
     add_into(into, o.value());
