@@ -3,6 +3,7 @@
 #include "kernels/layernorm.h"
 
 #include <atomic>
+#include <vector>
 
 #include "kernels/cpu/layernorm_cpu.h"
 #include "kernels/env_choice.h"
@@ -80,6 +81,52 @@ void check_dropout(const char* op, const DropoutArgs& d) {
   FC_CHECK(d.p >= 0.f && d.p < 1.f, op, ": dropout rate p=", d.p, " must be in [0, 1)");
 }
 
+// The channel-major ops' x [C, rows...]: its channel count and rows, after check_common's checks
+// on the other tensors; `rows_last` is x's shape with the channels moved last (y's and dy's).
+struct ChannelMajor {
+  int64_t rows, c;
+  Shape rows_last;
+};
+ChannelMajor check_channel_major(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                 const Tensor& rstd) {
+  FC_CHECK(x.defined() && gamma.defined() && mean.defined() && rstd.defined(), op, ": x, gamma, mean, rstd must be defined");
+  FC_CHECK(x.dim() >= 2 && is_floating(x.dtype()) && x.is_contiguous() && x.size(0) > 0, op, ": x ", x.str(),
+           " must be a contiguous floating tensor [C, rows...] with C > 0");
+  ChannelMajor cm;
+  cm.c = x.size(0);
+  cm.rows = x.numel() / cm.c;
+  std::vector<int64_t> dims;
+  for (int d = 1; d < x.dim(); ++d) dims.push_back(x.size(d));
+  dims.push_back(cm.c);
+  cm.rows_last = Shape(dims);
+  FC_CHECK(gamma.dim() == 1 && gamma.size(0) == cm.c && gamma.dtype() == DType::f32 && gamma.is_contiguous(), op,
+           ": gamma ", gamma.str(), " must be contiguous f32 [", cm.c, "] for x ", x.str());
+  for (const Tensor* s : {&mean, &rstd})
+    FC_CHECK(s->numel() == cm.rows && s->dtype() == DType::f32 && s->is_contiguous(), op, ": mean/rstd ", s->str(),
+             " must be contiguous f32 with ", cm.rows, " elements for x ", x.str());
+  for (const Tensor* t : {&gamma, &mean, &rstd})
+    FC_CHECK(t->device() == x.device(), op, ": ", t->str(), " is not on x's device ", x.device().str());
+  return cm;
+}
+
+// y or dy of a channel-major LayerNorm: shaped rows_last, on x's device, contiguous; x's dtype, a
+// 16-bit one for an f32 x, or (with f32_ok, dy) f32 beside a 16-bit x.
+void check_rows_last(const char* op, const char* name, const Tensor& t, const Tensor& x, const Shape& rows_last,
+                     bool f32_ok) {
+  const bool dtype_ok = t.defined() && (t.dtype() == x.dtype() || (x.dtype() == DType::f32 && is_16bit_float(t.dtype())) ||
+                                        (f32_ok && t.dtype() == DType::f32 && is_16bit_float(x.dtype())));
+  FC_CHECK(dtype_ok && t.shape() == rows_last && t.device() == x.device() && t.is_contiguous(), op, ": ", name, " ",
+           str_of(t), " must be contiguous ", rows_last.str(), " (x ", x.str(),
+           " with its channels last) of x's dtype (or 16-bit for an f32 x)");
+}
+
+// x [C, rows] as a contiguous [rows, C] copy: the CPU's form (and CUDA's for C > 128).
+Tensor rows_major_copy(const Tensor& x, const ChannelMajor& cm) {
+  Tensor xt = Tensor::empty({cm.rows, cm.c}, x.dtype(), x.device());
+  xt.copy_(x.view({cm.c, cm.rows}).permute({1, 0}));
+  return xt;
+}
+
 }  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& y,
@@ -107,6 +154,51 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
   FC_POINTWISE_DISPATCH(x.device(),
                  layernorm_backward(dy, x, gamma, mean, rstd, dx, Tensor(), Tensor(), none, mask, dgamma, dbeta, rows, c,
                                     accumulate_dx));
+}
+
+void layernorm_channel_major_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                     const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  constexpr const char* op = "layernorm_channel_major_forward";
+  const ChannelMajor cm = check_channel_major(op, x, gamma, mean, rstd);
+  check_param(op, "beta", beta, gamma);
+  check_rows_last(op, "y", y, x, cm.rows_last, false);
+  if (cm.rows == 0) return;
+#ifdef FOLDCORE_HAVE_CUDA
+  if (x.device().is_cuda() && cuda::layernorm_channel_major_tiled(cm.c)) {
+    set_device(x.device());
+    cuda::layernorm_channel_major_forward(x, gamma, beta, eps, y, mean, rstd, cm.rows, cm.c);
+    return;
+  }
+#endif
+  layernorm_forward(rows_major_copy(x, cm), gamma, beta, eps, y.view({cm.rows, cm.c}), mean.view({cm.rows}),
+                    rstd.view({cm.rows}));
+}
+
+void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                      const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                      bool accumulate_dx) {
+  constexpr const char* op = "layernorm_channel_major_backward";
+  const ChannelMajor cm = check_channel_major(op, x, gamma, mean, rstd);
+  check_rows_last(op, "dy", dy, x, cm.rows_last, true);
+  check_like(op, "dx", dx, x);
+  check_param(op, "dgamma", dgamma, gamma);
+  check_param(op, "dbeta", dbeta, gamma);
+  if (cm.rows == 0) return;
+#ifdef FOLDCORE_HAVE_CUDA
+  if (x.device().is_cuda() && cuda::layernorm_channel_major_tiled(cm.c)) {
+    set_device(x.device());
+    cuda::layernorm_channel_major_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, cm.rows, cm.c, accumulate_dx);
+    return;
+  }
+#endif
+  // The row-major backward into a [rows, C] gradient (x's dtype: rounded as the tiled form rounds
+  // it), then laid out (or added) into dx.
+  const Tensor dxt = Tensor::empty({cm.rows, cm.c}, x.dtype(), x.device());
+  layernorm_backward(dy.view({cm.rows, cm.c}), rows_major_copy(x, cm), gamma, mean.view({cm.rows}),
+                     rstd.view({cm.rows}), dxt, dgamma, dbeta);
+  Tensor dxc = dx.view({cm.c, cm.rows});
+  if (accumulate_dx) add(dxc, dxt.permute({1, 0}), dxc);
+  else dxc.copy_(dxt.permute({1, 0}));
 }
 
 void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,

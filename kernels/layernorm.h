@@ -30,6 +30,19 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
                         const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                         bool accumulate_dx = false);
 
+// Channel-major LayerNorm (the triangle multiplication's centre LayerNorm, whose input, the
+// per-channel contraction, comes out [C, rows...]): x is [C, rows...] contiguous and normalised over
+// its FIRST dim; y and dy are [rows..., C] contiguous; dx is x's shape. The same values as
+// layernorm_forward / layernorm_backward of x.permute(channels last).contiguous(), with dx
+// permuted back (the CPU computes exactly that; CUDA, for C ≤ 128, reads x and writes dx in their
+// layout through shared-memory tiles, so neither transposed copy is made), and the same dtype rules
+// (y 16-bit for an f32 x; dy f32 beside a 16-bit x; accumulate_dx).
+void layernorm_channel_major_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                     const Tensor& y, const Tensor& mean, const Tensor& rstd);
+void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                      const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                      bool accumulate_dx = false);
+
 // Fused post-LN residual block (BERT): one pass per row computes
 //   h[r,c] = residual[r,c] + dropout(x[r,c] + bias[c])        (h rounded to x's dtype, as stored)
 //   y[r,c] = LayerNorm(h)[r,c]·gamma[c] + beta[c]              (statistics of h as above)

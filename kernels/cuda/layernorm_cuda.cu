@@ -12,6 +12,9 @@
 //    accumulates (+=). No atomics, same bits every run. Where a warp's row fits 16 accumulators per
 //    lane (C ≤ 512 with 16-byte vectors: every AlphaFold LayerNorm) stage 1 is the dx pass itself
 //    (ln_backward_fused_kernel: x and dy read once); otherwise ln_param_kernel reads them again.
+//  channel-major (x [c][rows], y [rows][c]: the triangle multiplication's centre LayerNorm):
+//    shared-memory tiles of 32 rows, so x and dx keep their layout (ln_cm_forward_kernel,
+//    ln_cm_backward_kernel; the parameters' partials as above).
 #include "kernels/cuda/layernorm_cuda.h"
 
 #include <algorithm>
@@ -327,6 +330,126 @@ __global__ void ln_param_kernel(const TD* __restrict__ dy, const T* __restrict__
   if (dx) dbias[col] += db;
 }
 
+// Channel-major LayerNorm: x [c][rows] (normalised over c), y and dy [rows][c], dx [c][rows]. A
+// block takes tiles of kCmRows rows: its 8 warps read x's tile along the rows (a warp per channel
+// in turn, 32 consecutive rows: coalesced) into shared memory as fp32 [c][kCmLd] (the padding
+// makes both the channel-wise and the row-wise walks conflict-free), then a warp per row forms the
+// statistics from it and writes the row's y along the channels (coalesced). So neither the
+// forward's transposed copy of x nor the backward's of dx is made. Statistics in fp32 in two
+// passes (mean, then Σ(x−mean)²), as the row kernels.
+constexpr int kCmRows = 32, kCmLd = kCmRows + 1, kCmMaxC = 128;
+
+template <typename TX, typename TY>
+__global__ void __launch_bounds__(kRowBlock) ln_cm_forward_kernel(const TX* __restrict__ x, const float* __restrict__ gamma,
+                                                                  const float* __restrict__ beta, float eps,
+                                                                  TY* __restrict__ y, float* __restrict__ mean,
+                                                                  float* __restrict__ rstd, int64_t rows, int c) {
+  constexpr int kWarps = kRowBlock / 32;
+  FC_DYNAMIC_SHARED(float, sx, 16);  // [c][kCmLd]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kCmRows;
+  const int nr = rows - r0 < kCmRows ? static_cast<int>(rows - r0) : kCmRows;
+  for (int ch = warp; ch < c; ch += kWarps)
+    if (lane < nr) sx[ch * kCmLd + lane] = to_f32(x[ch * rows + r0 + lane]);
+  __syncthreads();
+  for (int i = warp; i < nr; i += kWarps) {  // uniform per warp
+    float s = 0.f;
+    for (int ch = lane; ch < c; ch += 32) s += sx[ch * kCmLd + i];
+    const float mu = group_reduce<32>(s, SumOp{}) / static_cast<float>(c);
+    float q = 0.f;
+    for (int ch = lane; ch < c; ch += 32) {
+      const float d = sx[ch * kCmLd + i] - mu;
+      q += d * d;
+    }
+    const float rs = rsqrtf(group_reduce<32>(q, SumOp{}) / static_cast<float>(c) + eps);
+    TY* yr = y + (r0 + i) * c;
+    for (int ch = lane; ch < c; ch += 32) yr[ch] = from_f32<TY>((sx[ch * kCmLd + i] - mu) * rs * gamma[ch] + beta[ch]);
+    if (lane == 0) {
+      mean[r0 + i] = mu;
+      rstd[r0 + i] = rs;
+    }
+  }
+}
+
+// The backward, tiles_per_block consecutive tiles per block: x's tile as in the forward and dy's
+// (a warp per row, along the channels) into shared memory as fp32 [c][kCmLd]; a warp per row sums
+// ĝ = dy·γ and ĝ·x̂ over the channels; then thread ch (< c) walks its channel's 32 rows, adding dy·x̂
+// and dy to its dγ, dβ sums and writing dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) over x in shared
+// memory; the warps write dx's tile along the rows (rounded to TX; with acc_dx that rounded value
+// added to what dx holds, as the row kernels do). Each thread's sums over its block's rows are the
+// block's partials, layout [2][gridDim.x][c], which ln_param_finalize_kernel adds in order: the
+// same bits every run.
+template <typename TX, typename TD>
+__global__ void __launch_bounds__(kRowBlock) ln_cm_backward_kernel(const TD* __restrict__ dy, const TX* __restrict__ x,
+                                                                   const float* __restrict__ gamma,
+                                                                   const float* __restrict__ mean,
+                                                                   const float* __restrict__ rstd, TX* __restrict__ dx,
+                                                                   bool acc_dx, int64_t rows, int c,
+                                                                   int64_t tiles_per_block, float* __restrict__ partial) {
+  constexpr int kWarps = kRowBlock / 32;
+  FC_DYNAMIC_SHARED(float, smem, 16);
+  float* sx = smem;               // [c][kCmLd]: x, then dx
+  float* sdy = sx + c * kCmLd;    // [c][kCmLd]
+  float* srow = sdy + c * kCmLd;  // [4][kCmRows]: mean, rstd, mean(ĝ), mean(ĝ·x̂) of the tile's rows
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, ch = threadIdx.x;
+  const float gch = ch < c ? gamma[ch] : 0.f;
+  const float inv_c = 1.f / static_cast<float>(c);
+  float pg = 0.f, pb = 0.f;
+  const int64_t tiles = (rows + kCmRows - 1) / kCmRows;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tiles_per_block;
+  const int64_t t1 = t0 + tiles_per_block < tiles ? t0 + tiles_per_block : tiles;
+  for (int64_t tile = t0; tile < t1; ++tile) {
+    const int64_t r0 = tile * kCmRows;
+    const int nr = rows - r0 < kCmRows ? static_cast<int>(rows - r0) : kCmRows;
+    __syncthreads();  // the previous tile's dx is written out
+    for (int k = warp; k < c; k += kWarps)
+      if (lane < nr) sx[k * kCmLd + lane] = to_f32(x[k * rows + r0 + lane]);
+    for (int i = warp; i < nr; i += kWarps) {
+      const TD* dr = dy + (r0 + i) * c;
+      for (int k = lane; k < c; k += 32) sdy[k * kCmLd + i] = to_f32(dr[k]);
+    }
+    __syncthreads();
+    for (int i = warp; i < nr; i += kWarps) {  // uniform per warp
+      const float mu = mean[r0 + i], rs = rstd[r0 + i];
+      float a = 0.f, b = 0.f;
+      for (int k = lane; k < c; k += 32) {
+        const float gh = sdy[k * kCmLd + i] * gamma[k];
+        a += gh;
+        b += gh * ((sx[k * kCmLd + i] - mu) * rs);
+      }
+      a = group_reduce<32>(a, SumOp{});
+      b = group_reduce<32>(b, SumOp{});
+      if (lane == 0) {
+        srow[i] = mu;
+        srow[kCmRows + i] = rs;
+        srow[2 * kCmRows + i] = a * inv_c;
+        srow[3 * kCmRows + i] = b * inv_c;
+      }
+    }
+    __syncthreads();
+    if (ch < c) {
+      for (int i = 0; i < nr; ++i) {
+        const float rs = srow[kCmRows + i];
+        const float xh = (sx[ch * kCmLd + i] - srow[i]) * rs, d = sdy[ch * kCmLd + i];
+        pg += d * xh;
+        pb += d;
+        sx[ch * kCmLd + i] = rs * (d * gch - srow[2 * kCmRows + i] - xh * srow[3 * kCmRows + i]);
+      }
+    }
+    __syncthreads();
+    for (int k = warp; k < c; k += kWarps) {
+      if (lane >= nr) continue;
+      TX* el = dx + k * rows + r0 + lane;
+      const TX v = from_f32<TX>(sx[k * kCmLd + lane]);
+      *el = acc_dx ? from_f32<TX>(to_f32(*el) + to_f32(v)) : v;
+    }
+  }
+  if (ch < c) {
+    partial[static_cast<int64_t>(blockIdx.x) * c + ch] = pg;
+    partial[static_cast<int64_t>(gridDim.x + blockIdx.x) * c + ch] = pb;
+  }
+}
+
 template <typename T> T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; }
 
 // Calls f(T{}, TO{}) for x's dtype T and the dtype TO of y (forward) or dy (backward): the same
@@ -487,6 +610,54 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
         dgamma.data<float>(), dbeta.data<float>(), dbias.defined() ? dbias.data<float>() : nullptr);
     FC_CUDA_CHECK_LAUNCH();
   });
+}
+
+bool layernorm_channel_major_tiled(int64_t c) { return c > 0 && c <= kCmMaxC; }
+
+void layernorm_channel_major_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                     const Tensor& y, const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t c) {
+  FC_CHECK(layernorm_channel_major_tiled(c), "layernorm_channel_major_forward (cuda): ", c, " channels (at most ",
+           kCmMaxC, ")");
+  set_device(x.device());
+  const cudaStream_t stream = cuda_stream_of(x.device());
+  const unsigned blocks = static_cast<unsigned>((rows + kCmRows - 1) / kCmRows);
+  dispatch_pair(x.dtype(), y.dtype(), [&](auto tag, auto ytag) {
+    using T = decltype(tag);
+    using TY = decltype(ytag);
+    launch_kernel<ln_cm_forward_kernel<T, TY>>(blocks, kRowBlock, sizeof(float) * kCmLd * static_cast<size_t>(c), stream,
+        static_cast<const T*>(x.data_ptr()), gamma.data<float>(), beta.data<float>(), eps, static_cast<TY*>(y.data_ptr()),
+        mean.data<float>(), rstd.data<float>(), rows, static_cast<int>(c));
+    FC_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                      const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                      int64_t rows, int64_t c, bool accumulate_dx) {
+  FC_CHECK(layernorm_channel_major_tiled(c), "layernorm_channel_major_backward (cuda): ", c, " channels (at most ",
+           kCmMaxC, ")");
+  const Device dev = x.device();
+  set_device(dev);
+  const cudaStream_t stream = cuda_stream_of(dev);
+  // At most 1,024 blocks (partials), each of whole tiles; fixed by the shape alone.
+  const int64_t tiles = (rows + kCmRows - 1) / kCmRows;
+  const int64_t per_block = (tiles + 1023) / 1024;
+  const int64_t blocks = (tiles + per_block - 1) / per_block;
+  const Tensor partial = Tensor::empty({2 * blocks * c}, DType::f32, dev);
+  const size_t smem = sizeof(float) * (2 * kCmLd * static_cast<size_t>(c) + 4 * kCmRows);
+  dispatch_wide_pair(x.dtype(), dy.dtype(), [&](auto tag, auto dtag) {
+    using T = decltype(tag);
+    using TD = decltype(dtag);
+    launch_kernel<ln_cm_backward_kernel<T, TD>>(static_cast<unsigned>(blocks), kRowBlock, smem, stream,
+        static_cast<const TD*>(dy.data_ptr()), static_cast<const T*>(x.data_ptr()), gamma.data<float>(),
+        mean.data<float>(), rstd.data<float>(), static_cast<T*>(dx.data_ptr()), accumulate_dx, rows,
+        static_cast<int>(c), per_block, partial.data<float>());
+    FC_CUDA_CHECK_LAUNCH();
+  });
+  launch_kernel<ln_param_finalize_kernel>(dim3(static_cast<unsigned>((c + 31) / 32), 2u), dim3(32, 32), 0, stream,
+      static_cast<const float*>(partial.data<float>()), blocks, static_cast<int>(c), dgamma.data<float>(),
+      dbeta.data<float>(), static_cast<float*>(nullptr));
+  FC_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace foldcore::ops::cuda

@@ -19,4 +19,14 @@ void layernorm_backward(const Tensor& dy, const Tensor& h, const Tensor& gamma, 
                         const DropoutArgs& d, const DropoutMaskDesc& mask, const Tensor& dgamma, const Tensor& dbeta,
                         int64_t rows, int64_t c, bool accumulate_dh = false);
 
+// Channel-major LayerNorm (kernels/layernorm.h): x [c][rows], y and dy [rows][c], dx [c][rows],
+// through shared-memory tiles of 32 rows; for c ≤ 128 (layernorm_channel_major_tiled: two fp32
+// tiles of [c][33] in the backward's 48 KB), the dispatcher composes the row kernels otherwise.
+bool layernorm_channel_major_tiled(int64_t c);
+void layernorm_channel_major_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                     const Tensor& y, const Tensor& mean, const Tensor& rstd, int64_t rows, int64_t c);
+void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                      const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                      int64_t rows, int64_t c, bool accumulate_dx);
+
 }  // namespace foldcore::ops::cuda

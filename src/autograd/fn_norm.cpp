@@ -12,7 +12,8 @@
 namespace foldcore::autograd {
 namespace {
 
-struct LayerNormFn final : Function {
+// kChannelMajor: the channel-major LayerNorm (x [C, rows...], y [rows..., C]; dx in x's layout).
+template <bool kChannelMajor> struct LayerNormFnT final : Function {
   Tensor x, gamma, mean, rstd;
   void backward(BackwardCtx& ctx) override {
     // Into x's gradient so far where there is one (the stream's gradient from the residual path):
@@ -22,9 +23,12 @@ struct LayerNormFn final : Function {
     if (!add) dx = detail::new_grad_or_scratch(ctx, 0, x, x.dtype());
     const Tensor dgamma = detail::acc_grad_or_scratch(ctx, 1, gamma, DType::f32);
     const Tensor dbeta = detail::acc_grad_or_scratch(ctx, 2, gamma, DType::f32);
-    ops::layernorm_backward(ctx.grad_output(0), x, gamma, mean, rstd, dx, dgamma, dbeta, add);
+    const auto op = kChannelMajor ? &ops::layernorm_channel_major_backward : &ops::layernorm_backward;
+    op(ctx.grad_output(0), x, gamma, mean, rstd, dx, dgamma, dbeta, add);
   }
 };
+using LayerNormFn = LayerNormFnT<false>;
+using LayerNormChannelMajorFn = LayerNormFnT<true>;
 
 // Inputs: 0 x, 1 bias, 2 residual, 3 gamma, 4 beta. Saves h = residual + dropout(x + bias), the
 // statistics, and the dropout args (the mask is regenerated, not stored).
@@ -76,15 +80,18 @@ double default_denominator(const CrossEntropyOptions& opt, int64_t rows) {
 
 // y = layer_norm(x) as a Variable: its node (x's value xv, the f32 gamma gv and the statistics
 // saved) where a gradient is needed.
+// Fn: LayerNormFn, or LayerNormChannelMajorFn (named `name`).
+template <typename Fn = LayerNormFn>
 Variable record_layer_norm(const Variable& x, const Tensor& xv, const Variable& gamma, const Variable& beta,
-                           const Tensor& gv, const Tensor& mean, const Tensor& rstd, const Tensor& y) {
+                           const Tensor& gv, const Tensor& mean, const Tensor& rstd, const Tensor& y,
+                           const char* name = "layer_norm") {
   if (!any_requires_grad({x, gamma, beta})) return Variable(y);
-  auto fn = std::make_unique<LayerNormFn>();
+  auto fn = std::make_unique<Fn>();
   fn->x = xv;
   fn->gamma = gv;
   fn->mean = mean;
   fn->rstd = rstd;
-  Variable result = record1("layer_norm", std::move(fn), {x, gamma, beta}, y);
+  Variable result = record1(name, std::move(fn), {x, gamma, beta}, y);
   // A 16-bit output: its backward reads an fp32 dy as well (the GEMMs that read the output give
   // their dx in fp32, which then reaches it without a rounding pass), whatever x's dtype. Of a
   // 16-bit x it computes in fp32 either way and writes dx in x's dtype, so a lone consumer's
@@ -138,6 +145,24 @@ Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& be
   const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
   ops::layernorm_forward(xv, gv, bv, eps, y, mean, rstd);
   return record_layer_norm(x, xv, gamma, beta, gv, mean, rstd, y);
+}
+
+Variable layer_norm_channel_major(const Variable& x, const Variable& gamma, const Variable& beta, float eps,
+                                  std::optional<DType> out) {
+  FC_CHECK(x.dim() >= 2, "layer_norm_channel_major: x ", x.shape().str(), " must be [C, rows...]");
+  const int64_t c = x.size(0);
+  FC_CHECK(gamma.shape() == Shape({c}) && beta.shape() == Shape({c}), "layer_norm_channel_major: gamma ",
+           gamma.shape().str(), ", beta ", beta.shape().str(), " for x ", x.shape().str());
+  const Tensor xv = x.value().contiguous();
+  const Tensor gv = gamma.value().to(DType::f32), bv = beta.value().to(DType::f32);
+  std::vector<int64_t> dims;
+  for (int d = 1; d < xv.dim(); ++d) dims.push_back(xv.size(d));
+  dims.push_back(c);
+  const Tensor y = Tensor::empty(Shape(dims), out.value_or(xv.dtype()), xv.device());
+  const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
+  const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
+  ops::layernorm_channel_major_forward(xv, gv, bv, eps, y, mean, rstd);
+  return record_layer_norm<LayerNormChannelMajorFn>(x, xv, gamma, beta, gv, mean, rstd, y, "layer_norm_channel_major");
 }
 
 std::pair<Variable, Variable> residual_layer_norm(const Variable& x, const Variable& residual, const DropoutSpec& d,

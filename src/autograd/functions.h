@@ -59,6 +59,12 @@ Variable outer_product_rows(const Variable& a, const Variable& b);
 // stream's gradient summed over its uses) instead of through a temporary.
 Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& beta, float eps = 1e-5f,
                     std::optional<DType> out = std::nullopt);
+// LayerNorm over the FIRST dim of a channel-major x [C, rows...], y [rows..., C]: the values and
+// gradients of layer_norm(contiguous(permute(x, channels last)), ...) without the transposed copies
+// of x and of its gradient (kernels/layernorm.h, layernorm_channel_major_*). The triangle
+// multiplication's centre LayerNorm, whose input comes out of its per-channel contraction [C, N, N].
+Variable layer_norm_channel_major(const Variable& x, const Variable& gamma, const Variable& beta, float eps = 1e-5f,
+                                  std::optional<DType> out = std::nullopt);
 Variable softmax(const Variable& x);  // over the last dim
 
 struct CrossEntropyOptions {

@@ -62,6 +62,10 @@ LayerNorm::LayerNorm(Scope scope, int64_t c, float eps) : Module(std::move(scope
 
 Variable LayerNorm::forward(const Variable& x) const { return autograd::layer_norm(x, scale_, offset_, eps_); }
 
+Variable LayerNorm::forward_channel_major(const Variable& x) const {
+  return autograd::layer_norm_channel_major(x, scale_, offset_, eps_);
+}
+
 std::optional<DType> LayerNorm::gemm_output_dtype(DType x) {
   const std::optional<DType> ac = autograd::autocast_dtype();
   if (x == DType::f32 && ac && is_16bit_float(*ac)) return ac;

@@ -53,6 +53,9 @@ class LayerNorm : public Module {
  public:
   LayerNorm(Scope scope, int64_t c, float eps = 1e-5f);
   Variable forward(const Variable& x) const;
+  // forward(x permuted channels last) of a channel-major x [C, rows...], returned [rows..., C]
+  // without the transposed copies (autograd::layer_norm_channel_major).
+  Variable forward_channel_major(const Variable& x) const;
   // LN(x) for GEMMs to read: under a 16-bit autocast an f32 x is normalised straight into the
   // autocast dtype (what the GEMMs would cast an f32 LN(x) to, the same values, with no f32 copy and
   // no conversion pass, and the gradient read back as it comes); otherwise forward(x).

@@ -1,5 +1,6 @@
 // Every autograd Function's backward (through the engine) against finite differences.
 #include <cmath>
+#include <optional>
 
 #include "autograd/grad_mode.h"
 #include "grad_check.h"
@@ -95,6 +96,45 @@ TEST(AutogradFunctions, LayerNormSoftmax) {
   expect_grads_match_fd([](const auto& v) { return layer_norm(v[0], v[1], v[2]); },
                         {randn({3, 7}, g), randn({7}, g), randn({7}, g)});
   expect_grads_match_fd([](const auto& v) { return softmax(v[0]); }, {randn({4, 6}, g)});
+}
+
+// The channel-major LayerNorm (x [C, rows...], y [rows..., C]) against finite differences, alone
+// and with x's gradient summed over a second use; and its values and gradients equal, bit for bit,
+// those of layer_norm of x's transpose (the composition it replaces: the CPU computes exactly that),
+// in fp32 and with a bf16 x under autocast (a bf16 y, the GEMM's fp32 gradient read as it comes).
+TEST(AutogradFunctions, ChannelMajorLayerNormEqualsTheTransposedComposition) {
+  Generator g(37);
+  expect_grads_match_fd([](const auto& v) { return layer_norm_channel_major(v[0], v[1], v[2]); },
+                        {randn({7, 2, 3}, g), randn({7}, g), randn({7}, g)});
+  expect_grads_match_fd(
+      [](const auto& v) {
+        return add(layer_norm_channel_major(v[0], v[1], v[2]), scale(contiguous(permute(v[0], {1, 2, 0})), 2.f));
+      },
+      {randn({5, 3, 2}, g), randn({5}, g), randn({5}, g)});
+  const Tensor x = randn({16, 3, 5}, g, 0.5f, 2.f), gamma = randn({16}, g, 1.f, 0.3f), beta = randn({16}, g);
+  const Tensor w = randn({16, 8}, g), d = randn({3, 5, 8}, g);
+  for (const bool sixteen : {false, true}) {
+    SCOPED_TRACE(sixteen ? "bf16" : "f32");
+    std::optional<AutocastGuard> ac;
+    if (sixteen) ac.emplace(DType::bf16);
+    auto run = [&](bool channel_major) {
+      Variable vx(sixteen ? x.to(DType::bf16) : x.clone(), true), vg(gamma.clone(), true), vb(beta.clone(), true);
+      Variable vw(w.clone(), true);
+      const Variable y = channel_major ? layer_norm_channel_major(vx, vg, vb)
+                                       : layer_norm(contiguous(permute(vx, {1, 2, 0})), vg, vb);
+      const Variable o = linear(y, vw);
+      backward({o}, {d.to(o.dtype())});
+      return std::vector<std::vector<float>>{y.value().to(DType::f32).to_vector(), o.value().to(DType::f32).to_vector(),
+                                             vx.grad().to(DType::f32).to_vector(), vg.grad().to_vector(),
+                                             vb.grad().to_vector(), vw.grad().to_vector()};
+    };
+    const auto a = run(true), b = run(false);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "tensor " << i;
+  }
+  EXPECT_THROW(layer_norm_channel_major(Variable(randn({4}, g)), Variable(randn({4}, g)), Variable(randn({4}, g))),
+               Error);
+  EXPECT_THROW(layer_norm_channel_major(Variable(randn({4, 3}, g)), Variable(randn({3}, g)), Variable(randn({3}, g))),
+               Error);
 }
 
 // x used by a LayerNorm and by another op: the LayerNorm's backward adds into the gradient the

@@ -182,6 +182,72 @@ TEST(LayerNorm, Fp32GradientOfABf16InputEqualsTheFp32BackwardRounded) {
   EXPECT_EQ(acc.to(DType::f32).to_vector(), sum.to(DType::f32).to_vector());
 }
 
+// The channel-major op (x [C, rows...], y [rows..., C]) against the naive math on x's transpose:
+// y, the statistics, dx (compared in x's layout) and the parameters' sums; then with a 16-bit y
+// of an f32 x, and with accumulate_dx (the gradient added to dx's contents).
+TEST(LayerNorm, ChannelMajorMatchesTheNaiveMathOnTheTransposedInput) {
+  Generator gen(27);
+  for (const Shape& s : {Shape{1, 1}, Shape{7, 5}, Shape{33, 2, 3}, Shape{4, 65}}) {
+    SCOPED_TRACE(s.str());
+    const int64_t c = s[0], rows = s.product() / c;
+    const Tensor x = randn(s, gen, 0.5f, 2.f), gamma = randn({c}, gen, 1.f, 0.3f), beta = randn({c}, gen);
+    std::vector<int64_t> last(s.begin() + 1, s.end());
+    last.push_back(c);
+    const Shape ys(last);
+    const Tensor dy = randn(ys, gen);
+    Tensor y = Tensor::zeros(ys, DType::f32), dx = Tensor::zeros(s, DType::f32);
+    Tensor mean = Tensor::zeros({rows}, DType::f32), rstd = Tensor::zeros({rows}, DType::f32);
+    Tensor dgamma = Tensor::zeros({c}, DType::f32), dbeta = Tensor::zeros({c}, DType::f32);
+    ops::layernorm_channel_major_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
+    ops::layernorm_channel_major_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+    // x's transpose [rows, C], element by element.
+    const std::vector<float> xv = x.to_vector();
+    std::vector<float> xt(xv.size());
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t r = 0; r < rows; ++r) xt[r * c + ch] = xv[ch * rows + r];
+    const Naive n = naive_layernorm(xt, gamma.to_vector(), beta.to_vector(), dy.to_vector(), rows, c, 1e-5);
+    std::vector<float> dxc(n.dx.size());
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t r = 0; r < rows; ++r) dxc[ch * rows + r] = n.dx[r * c + ch];
+    FC_EXPECT_CLOSE(y, Tensor::from_vector(n.y, ys), 1e-4, 1e-4);
+    FC_EXPECT_CLOSE(mean, Tensor::from_vector(n.mean, {rows}), 1e-5, 1e-5);
+    FC_EXPECT_CLOSE(rstd, Tensor::from_vector(n.rstd, {rows}), 1e-5, 1e-4);
+    FC_EXPECT_CLOSE(dx, Tensor::from_vector(dxc, s), 1e-4, 1e-4);
+    FC_EXPECT_CLOSE(dgamma, Tensor::from_vector(n.dgamma, {c}), 1e-4 * rows, 1e-4);
+    FC_EXPECT_CLOSE(dbeta, Tensor::from_vector(n.dbeta, {c}), 1e-4 * rows, 1e-4);
+    // A bf16 y: the f32 y rounded once; accumulate_dx: the same dx added to what dx held.
+    Tensor yh = Tensor::zeros(ys, DType::bf16);
+    ops::layernorm_channel_major_forward(x, gamma, beta, 1e-5f, yh, mean, rstd);
+    EXPECT_EQ(yh.to(DType::f32).to_vector(), y.to(DType::bf16).to(DType::f32).to_vector());
+    const Tensor prev = randn(s, gen);
+    Tensor acc = prev.clone(), sum = Tensor::empty(s, DType::f32);
+    ops::layernorm_channel_major_backward(dy, x, gamma, mean, rstd, acc, dgamma, dbeta, true);
+    ops::add(prev, dx, sum);
+    EXPECT_EQ(acc.to_vector(), sum.to_vector());
+  }
+}
+
+TEST(LayerNorm, ChannelMajorRejectsBadShapes) {
+  Generator gen(28);
+  const Tensor x = randn({8, 4}, gen), g = Tensor::full({8}, 1.0, DType::f32), b = Tensor::zeros({8}, DType::f32);
+  Tensor mean = Tensor::zeros({4}, DType::f32), rstd = Tensor::zeros({4}, DType::f32);
+  // y must be x with its channels last: [4, 8], not x's own shape.
+  EXPECT_THROW(ops::layernorm_channel_major_forward(x, g, b, 1e-5f, Tensor::zeros({8, 4}, DType::f32), mean, rstd),
+               Error);
+  const Tensor y = Tensor::zeros({4, 8}, DType::f32);
+  EXPECT_NO_THROW(ops::layernorm_channel_major_forward(x, g, b, 1e-5f, y, mean, rstd));
+  EXPECT_THROW(ops::layernorm_channel_major_forward(x, Tensor::full({4}, 1.0, DType::f32), b, 1e-5f, y, mean, rstd),
+               Error);
+  EXPECT_THROW(ops::layernorm_channel_major_forward(x.transpose(0, 1), g, b, 1e-5f, y, mean, rstd), Error);
+  EXPECT_THROW(ops::layernorm_channel_major_forward(x, g, b, 1e-5f, y, Tensor::zeros({8}, DType::f32), rstd), Error);
+  // dx in x's layout; dgamma required.
+  EXPECT_THROW(ops::layernorm_channel_major_backward(y, x, g, mean, rstd, Tensor::zeros({4, 8}, DType::f32),
+                                                     Tensor::zeros({8}, DType::f32), b),
+               Error);
+  EXPECT_THROW(ops::layernorm_channel_major_backward(y, x, g, mean, rstd, Tensor::zeros({8, 4}, DType::f32), Tensor{}, b),
+               Error);
+}
+
 // loss = Σ y ⊙ w; checks dx, dgamma, dbeta against central differences.
 TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
   Generator gen(24);

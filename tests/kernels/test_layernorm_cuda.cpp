@@ -213,5 +213,75 @@ TEST(LayerNormCuda, ParameterGradientsAreDeterministic) {
   EXPECT_EQ(a.dbeta.to_vector(), b.dbeta.to_vector());
 }
 
+// The channel-major op (x [C, rows...] read and dx written through shared-memory tiles of 32 rows)
+// against the CPU (the row-major op on x's transpose), with the kernels that ran named: the tiled
+// ones for C ≤ 128, the transposed copy and the row kernels beyond. Shapes: one channel; a partial
+// last tile (33, 100 rows); 1,250 tiles (40,000 rows: two tiles per block, 625 blocks); C = 129.
+// Dtypes: f32; bf16; an f32 x with a bf16 y (and a bf16 dy); a bf16 x with an f32 dy (the GEMMs'
+// gradient). Tolerances as MatchesCpuF32 / MatchesCpuBf16 (the same math, other summation orders);
+// accumulate_dx adds the rounded gradient to dx's contents (the CPU's composition, within the same
+// tolerance). A second run gives the same parameter gradients bit for bit.
+TEST(LayerNormCuda, ChannelMajorMatchesCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(506);
+  struct Case {
+    Shape s;
+    DType x, y, dy;
+  };
+  const Case cases[] = {{{1, 5}, DType::f32, DType::f32, DType::f32},
+                        {{7, 33}, DType::f32, DType::f32, DType::f32},
+                        {{128, 4, 25}, DType::f32, DType::f32, DType::f32},
+                        {{128, 4, 25}, DType::bf16, DType::bf16, DType::bf16},
+                        {{16, 40000}, DType::f32, DType::f32, DType::f32},
+                        {{32, 100}, DType::f32, DType::bf16, DType::bf16},
+                        {{128, 70}, DType::bf16, DType::bf16, DType::f32},
+                        {{129, 40}, DType::f32, DType::f32, DType::f32},
+                        {{129, 40}, DType::bf16, DType::bf16, DType::f32}};
+  for (const Case& k : cases) {
+    const bool bf16 = k.x == DType::bf16 || k.y == DType::bf16;
+    SCOPED_TRACE(k.s.str() + " x " + std::string(dtype_name(k.x)) + " y " + std::string(dtype_name(k.y)) + " dy " +
+                 std::string(dtype_name(k.dy)));
+    const int64_t c = k.s[0], rows = k.s.product() / c;
+    std::vector<int64_t> last(k.s.begin() + 1, k.s.end());
+    last.push_back(c);
+    const Shape ys(last);
+    const Tensor x = randn(k.s, gen, 0.5f, 2.f, k.x), dy = randn(ys, gen, 0, 1, k.dy), prev = randn(k.s, gen, 0, 1, k.x);
+    const Tensor gamma = randn({c}, gen, 1.f, 0.3f), beta = randn({c}, gen);
+    auto run_on = [&](Device dev) {
+      Tensor y = Tensor::empty(ys, k.y, dev), mean = Tensor::empty({rows}, DType::f32, dev);
+      Tensor rstd = Tensor::empty({rows}, DType::f32, dev), dx = Tensor::empty(k.s, k.x, dev), acc = prev.to(dev);
+      Tensor dg = Tensor::full({c}, 0.5, DType::f32, dev), db = Tensor::full({c}, -0.5, DType::f32, dev);
+      const Tensor xd = x.to(dev), g = gamma.to(dev), dyd = dy.to(dev);
+      ops::layernorm_channel_major_forward(xd, g, beta.to(dev), 1e-5f, y, mean, rstd);
+      ops::layernorm_channel_major_backward(dyd, xd, g, mean, rstd, dx, dg, db);
+      Tensor dg2 = Tensor::full({c}, 0.5, DType::f32, dev), db2 = Tensor::full({c}, -0.5, DType::f32, dev);
+      ops::layernorm_channel_major_backward(dyd, xd, g, mean, rstd, acc, dg2, db2, true);
+      std::vector<Tensor> out;
+      for (const Tensor& t : {y, mean, rstd, dx, dg, db, acc, dg2, db2}) out.push_back(t.to(Device::cpu()).to(DType::f32));
+      return out;
+    };
+    kernel_profile::reset();
+    kernel_profile::set_enabled(true);
+    const auto got = run_on(Device::cuda());
+    kernel_profile::set_enabled(false);
+    const auto ref = run_on(Device::cpu());
+    std::string names;
+    for (const auto& row : kernel_profile::collect().kernels) names += row.name + "\n";
+    const bool tiled = c <= 128;
+    EXPECT_EQ(names.find("ln_cm_forward_kernel") != std::string::npos, tiled) << names;
+    EXPECT_EQ(names.find("ln_cm_backward_kernel") != std::string::npos, tiled) << names;
+    EXPECT_EQ(names.find("ln_forward_kernel") != std::string::npos, !tiled) << names;
+    const double atol = bf16 ? 2e-2 : 1e-4, rtol = bf16 ? 1e-2 : 1e-4;
+    FC_EXPECT_CLOSE(got[0], ref[0], atol, rtol);            // y
+    FC_EXPECT_CLOSE(got[1], ref[1], 1e-5, 1e-5);            // mean
+    FC_EXPECT_CLOSE(got[2], ref[2], 1e-5, 1e-4);            // rstd
+    FC_EXPECT_CLOSE(got[3], ref[3], atol, rtol);            // dx
+    for (int i : {4, 5, 7, 8}) FC_EXPECT_CLOSE(got[i], ref[i], 1e-5 * rows + 1e-5, 1e-4);  // dγ, dβ
+    FC_EXPECT_CLOSE(got[6], ref[6], 2 * atol, rtol);        // prev + dx, rounded twice in bf16
+    EXPECT_EQ(got[4].to_vector(), got[7].to_vector());      // the same sums, the same bits
+    EXPECT_EQ(got[5].to_vector(), got[8].to_vector());
+  }
+}
+
 }  // namespace
 }  // namespace foldcore

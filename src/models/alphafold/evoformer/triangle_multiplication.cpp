@@ -89,8 +89,9 @@ Variable TriangleMultiplication::forward_whole(const Variable& z, const Tensor& 
   // outgoing: t[c,i,j] = Σ_k a[c,i,k] b[c,j,k]  = A·Bᵀ
   // incoming: t[c,i,j] = Σ_k b[c,k,i] a[c,k,j]  = Bᵀ·A
   const Variable t = outgoing_ ? autograd::matmul(ac, bc, false, true) : autograd::matmul(bc, ac, true, false);
-  const Variable t_ij = autograd::contiguous(autograd::permute(t, {1, 2, 0}));  // [N, N, c]
-  const Variable o = output_projection_.forward(center_layer_norm_.forward(t_ij));  // [N, N, c_z]
+  // LN over t's channels, read channel-major and written [N, N, c]: no transposed copy of t (nor,
+  // in the backward, of its gradient).
+  const Variable o = output_projection_.forward(center_layer_norm_.forward_channel_major(t));  // [N, N, c_z]
   return autograd::sigmoid_gate(p[4], o);
 }
 

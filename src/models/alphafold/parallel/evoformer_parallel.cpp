@@ -148,8 +148,9 @@ Variable TriangleMultiplication::forward_dap(const Variable& z_rows, const Tenso
 }
 
 Variable TriangleMultiplication::gated_update(const Variable& t, const Variable& x) const {
-  const Variable t_ij = ag::contiguous(ag::permute(t, {1, 2, 0}));
-  return ag::sigmoid_gate(gating_linear_.forward(x), output_projection_.forward(center_layer_norm_.forward(t_ij)));
+  // t [c, len, N] is the matmul's contiguous output: its LayerNorm reads it channel-major.
+  return ag::sigmoid_gate(gating_linear_.forward(x),
+                          output_projection_.forward(center_layer_norm_.forward_channel_major(t)));
 }
 
 Tensor TriangleMultiplication::forward_dap_ring(
