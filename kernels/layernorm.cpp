@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/layernorm_cpu.h"
 #include "kernels/env_choice.h"
+#include "kernels/gemm.h"
 #include "kernels/dropout_mask.h"
 #include "kernels/pointwise_checks.h"
 #ifdef FOLDCORE_HAVE_CUDA
@@ -127,6 +128,49 @@ Tensor rows_major_copy(const Tensor& x, const ChannelMajor& cm) {
   return xt;
 }
 
+// The head-major projection's shapes: x [rows..., C], w [C, H]; out and dout [H, rows...].
+struct ProjectHeads {
+  int64_t rows, c, heads;
+  Shape heads_first;
+};
+ProjectHeads check_project_heads(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                 const Tensor& mean, const Tensor& rstd, const Tensor& w) {
+  const auto [rows, c] = check_common(op, x, gamma, mean, rstd);
+  check_param(op, "beta", beta, gamma);
+  FC_CHECK(w.defined() && w.dim() == 2 && w.size(0) == c && w.size(1) > 0 && is_floating(w.dtype()) &&
+               w.is_contiguous() && w.device() == x.device(),
+           op, ": w ", str_of(w), " must be contiguous floating [", c, ", H] on the device of x ", x.str());
+  ProjectHeads p{rows, c, w.size(1), Shape{}};
+  std::vector<int64_t> dims{p.heads};
+  for (int d = 0; d + 1 < x.dim(); ++d) dims.push_back(x.size(d));
+  p.heads_first = Shape(dims);
+  return p;
+}
+
+// out or dout of the head-major projection: [H, rows...] contiguous on x's device, of w's dtype
+// (or, with f32_ok, f32).
+void check_heads_first(const char* op, const char* name, const Tensor& t, const Tensor& w, const ProjectHeads& p,
+                       bool f32_ok) {
+  FC_CHECK(t.defined() && t.shape() == p.heads_first && t.device() == w.device() && t.is_contiguous() &&
+               (t.dtype() == w.dtype() || (f32_ok && t.dtype() == DType::f32)),
+           op, ": ", name, " ", str_of(t), " must be contiguous ", p.heads_first.str(), " of w's dtype ",
+           dtype_name(w.dtype()), f32_ok ? " (or f32)" : "");
+}
+
+// x as the composition's LayerNorm reads it beside y in w's dtype: x itself, or (a 16-bit x of
+// another dtype than w's) its fp32 copy.
+Tensor ln_input_for(const Tensor& x, const Tensor& w) {
+  return x.dtype() == w.dtype() || x.dtype() == DType::f32 ? x : x.to(DType::f32);
+}
+
+// y = LN(x) in w's dtype, [rows, C] (the composition's stored LayerNorm output).
+Tensor project_heads_y(const Tensor& xs, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& w,
+                       const Tensor& mean, const Tensor& rstd, const ProjectHeads& p) {
+  Tensor y = Tensor::empty({p.rows, p.c}, w.dtype(), xs.device());
+  layernorm_forward(xs.view({p.rows, p.c}), gamma, beta, eps, y, mean.view({p.rows}), rstd.view({p.rows}));
+  return y;
+}
+
 }  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& y,
@@ -199,6 +243,82 @@ void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const T
   Tensor dxc = dx.view({cm.c, cm.rows});
   if (accumulate_dx) add(dxc, dxt.permute({1, 0}), dxc);
   else dxc.copy_(dxt.permute({1, 0}));
+}
+
+void layernorm_project_heads_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                     const Tensor& w, const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  constexpr const char* op = "layernorm_project_heads_forward";
+  const ProjectHeads p = check_project_heads(op, x, gamma, beta, mean, rstd, w);
+  check_heads_first(op, "out", out, w, p, false);
+  if (p.rows == 0) return;
+#ifdef FOLDCORE_HAVE_CUDA
+  if (x.device().is_cuda() && cuda::layernorm_project_heads_fused(p.c, p.heads)) {
+    set_device(x.device());
+    cuda::layernorm_project_heads_forward(x, gamma, beta, eps, w, out, mean, rstd, p.rows, p.c, p.heads);
+    return;
+  }
+#endif
+  const Tensor y = project_heads_y(ln_input_for(x, w), gamma, beta, eps, w, mean, rstd, p);
+  const Tensor o = Tensor::empty({p.rows, p.heads}, w.dtype(), x.device());
+  gemm(y, w, o);
+  Tensor oh = out.view({p.heads, p.rows});
+  oh.copy_(o.permute({1, 0}));
+}
+
+void layernorm_project_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      float eps, const Tensor& mean, const Tensor& rstd, const Tensor& w,
+                                      const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& dw,
+                                      bool accumulate_dx) {
+  constexpr const char* op = "layernorm_project_heads_backward";
+  const ProjectHeads p = check_project_heads(op, x, gamma, beta, mean, rstd, w);
+  check_heads_first(op, "dout", dout, w, p, true);
+  check_like(op, "dx", dx, x);
+  check_param(op, "dgamma", dgamma, gamma);
+  check_param(op, "dbeta", dbeta, gamma);
+  FC_CHECK(dw.defined() && dw.shape() == w.shape() && dw.dtype() == DType::f32 && dw.is_contiguous() &&
+               dw.device() == w.device(),
+           op, ": dw ", str_of(dw), " must be contiguous f32 shaped like w ", w.str());
+  if (p.rows == 0) return;
+#ifdef FOLDCORE_HAVE_CUDA
+  if (x.device().is_cuda() && cuda::layernorm_project_heads_fused(p.c, p.heads)) {
+    set_device(x.device());
+    cuda::layernorm_project_heads_backward(dout, x, gamma, beta, mean, rstd, w, dx, dgamma, dbeta, dw, p.rows, p.c,
+                                           p.heads, accumulate_dx);
+    return;
+  }
+#endif
+  // The composition's backward: dout laid out [rows, H], the GEMM's fp32 dy and its weight
+  // gradient (from y made again: the forward's values), then LayerNorm's backward. An fp32 dout
+  // beside a 16-bit w is read as it is: the products in fp32 of w's and y's values (exact
+  // conversions), as the fused kernel forms them.
+  const Tensor xs = ln_input_for(x, w);
+  const Tensor m2 = Tensor::empty({p.rows}, DType::f32, x.device()), r2 = Tensor::empty({p.rows}, DType::f32, x.device());
+  Tensor y = project_heads_y(xs, gamma, beta, eps, w, m2, r2, p);
+  Tensor wg = w;
+  if (dout.dtype() != w.dtype()) {
+    y = y.to(DType::f32);
+    wg = w.to(DType::f32);
+  }
+  Tensor drows = Tensor::empty({p.rows, p.heads}, dout.dtype(), x.device());
+  drows.copy_(dout.view({p.heads, p.rows}).permute({1, 0}));
+  const Tensor dy = Tensor::empty({p.rows, p.c}, DType::f32, x.device());
+  GemmArgs gx;
+  gx.trans_b = true;
+  gemm(drows, wg, dy, gx);
+  GemmArgs gw;
+  gw.trans_a = true;
+  gw.beta = 1.f;
+  gemm(y, drows, dw, gw);
+  if (xs.dtype() == x.dtype()) {
+    layernorm_backward(dy, x.view({p.rows, p.c}), gamma, mean.view({p.rows}), rstd.view({p.rows}),
+                       dx.view({p.rows, p.c}), dgamma, dbeta, accumulate_dx);
+    return;
+  }
+  const Tensor d32 = Tensor::empty({p.rows, p.c}, DType::f32, x.device());
+  layernorm_backward(dy, xs.view({p.rows, p.c}), gamma, mean.view({p.rows}), rstd.view({p.rows}), d32, dgamma, dbeta);
+  Tensor dxv = dx.view({p.rows, p.c});
+  if (accumulate_dx) add(dxv, d32.to(dx.dtype()), dxv);
+  else dxv.copy_(d32);
 }
 
 void bias_dropout_residual_layernorm_forward(const Tensor& x, const Tensor& bias, const Tensor& residual,

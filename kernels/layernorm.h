@@ -43,6 +43,26 @@ void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const T
                                       const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                                       bool accumulate_dx = false);
 
+// LayerNorm and a narrow projection of its output laid out head-major (AlphaFold's pair bias: a
+// [c_z → H] projection of LN(z), read by the attention as [H, N, N]):
+//   y[r, c]   = LN(x[r, :])·γ + β, rounded to w's dtype (the GEMM's: as the composition stores it)
+//   out[h, r] = Σ_c y[r, c]·w[c, h]      (fp32 sums; out in w's dtype)
+// x [rows..., C] contiguous (f32/bf16/f16); w [C, H] contiguous (f32, or the GEMM dtype's copy of
+// the weight); out [H, rows...] of w's dtype; mean, rstd [rows] f32. The backward, from dout
+// [H, rows...] (w's dtype, or f32: an attention's fp32 bias gradient, read as it is):
+//   dy[r, c] = Σ_h dout[h, r]·w[c, h] (fp32),  dw[c, h] += Σ_r y[r, c]·dout[h, r],
+// then LayerNorm's backward from dy (dx, added to what dx holds with accumulate_dx; dγ, dβ
+// accumulated); y is made again from x (eps as in the forward). The CPU composes LayerNorm, GEMMs
+// and transposed copies; CUDA, for
+// C ≤ 128 and H ≤ 8, one kernel each way (plus one adding the parameters' partials in order), so
+// neither y nor a [rows, H] copy exists, and the composition on the device beyond.
+void layernorm_project_heads_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                     const Tensor& w, const Tensor& out, const Tensor& mean, const Tensor& rstd);
+void layernorm_project_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      float eps, const Tensor& mean, const Tensor& rstd, const Tensor& w,
+                                      const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& dw,
+                                      bool accumulate_dx = false);
+
 // Fused post-LN residual block (BERT): one pass per row computes
 //   h[r,c] = residual[r,c] + dropout(x[r,c] + bias[c])        (h rounded to x's dtype, as stored)
 //   y[r,c] = LayerNorm(h)[r,c]·gamma[c] + beta[c]              (statistics of h as above)

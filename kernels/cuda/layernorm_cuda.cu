@@ -15,6 +15,8 @@
 //  channel-major (x [c][rows], y [rows][c]: the triangle multiplication's centre LayerNorm):
 //    shared-memory tiles of 32 rows, so x and dx keep their layout (ln_cm_forward_kernel,
 //    ln_cm_backward_kernel; the parameters' partials as above).
+//  LayerNorm and a head-major projection (layernorm_project_heads_*: AlphaFold's pair bias):
+//    a warp per row, the row in registers, the heads' dot products reduced over the warp.
 #include "kernels/cuda/layernorm_cuda.h"
 
 #include <algorithm>
@@ -239,21 +241,30 @@ __global__ void __launch_bounds__(kRowBlock) ln_backward_fused_kernel(
 // dgamma[c] += Σ_chunk partial[0][chunk][c], dbeta from partial[1], dbias (blockIdx.y = 2) from
 // partial[2]: block (blockIdx.x, a) adds 32 columns' chunks, row-thread ty the chunks ty, ty + 32,
 // …, then ty = 0 their 32 sums in order.
-__global__ void ln_param_finalize_kernel(const float* __restrict__ partial, int64_t chunks, int c, float* dgamma,
-                                         float* dbeta, float* dbias) {
+// Σ_chunk part[chunk·stride + col] by a 32 × 32 block: row-thread ty adds chunks ty, ty + 32, …,
+// then ty = 0 adds the 32 sums in order (a fixed order: the same bits every run). The sum is
+// returned to the threads ty = 0; every thread of the block must call it.
+__device__ __forceinline__ float sum_chunks_32x32(const float* __restrict__ part, int64_t chunks, int64_t stride,
+                                                  int col, bool in_range) {
   FC_SHARED(float, ssum, [32][33]);
-  const int tx = threadIdx.x, ty = threadIdx.y, a = blockIdx.y;
-  const int col = blockIdx.x * 32 + tx;
-  const float* part = partial + a * chunks * static_cast<int64_t>(c);
+  const int tx = threadIdx.x, ty = threadIdx.y;
   float t = 0.f;
-  if (col < c) {
+  if (in_range) {
 #pragma unroll 8
-    for (int64_t k = ty; k < chunks; k += 32) t += part[k * c + col];
+    for (int64_t k = ty; k < chunks; k += 32) t += part[k * stride + col];
   }
   ssum[ty][tx] = t;
   __syncthreads();
-  if (ty != 0 || col >= c) return;
-  for (int k = 1; k < 32; ++k) t += ssum[k][tx];
+  if (ty == 0)
+    for (int k = 1; k < 32; ++k) t += ssum[k][tx];
+  return t;
+}
+
+__global__ void ln_param_finalize_kernel(const float* __restrict__ partial, int64_t chunks, int c, float* dgamma,
+                                         float* dbeta, float* dbias) {
+  const int a = blockIdx.y, col = blockIdx.x * 32 + threadIdx.x;
+  const float t = sum_chunks_32x32(partial + a * chunks * static_cast<int64_t>(c), chunks, c, col, col < c);
+  if (threadIdx.y != 0 || col >= c) return;
   float* out = a == 0 ? dgamma : (a == 1 ? dbeta : dbias);
   out[col] += t;
 }
@@ -330,6 +341,20 @@ __global__ void ln_param_kernel(const TD* __restrict__ dy, const T* __restrict__
   if (dx) dbias[col] += db;
 }
 
+// A block's tiles [t0, t1) of tile_rows rows (per_block of them from blockIdx.x's on), and the
+// rows of the tile at r0 (the last one may be partial).
+struct TileRange {
+  int64_t t0, t1;
+};
+__device__ __forceinline__ TileRange block_tiles(int64_t rows, int tile_rows, int64_t per_block) {
+  const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * per_block;
+  return {t0, t0 + per_block < tiles ? t0 + per_block : tiles};
+}
+__device__ __forceinline__ int tile_row_count(int64_t rows, int64_t r0, int tile_rows) {
+  return rows - r0 < tile_rows ? static_cast<int>(rows - r0) : tile_rows;
+}
+
 // Channel-major LayerNorm: x [c][rows] (normalised over c), y and dy [rows][c], dx [c][rows]. A
 // block takes tiles of kCmRows rows: its 8 warps read x's tile along the rows (a warp per channel
 // in turn, 32 consecutive rows: coalesced) into shared memory as fp32 [c][kCmLd] (the padding
@@ -348,7 +373,7 @@ __global__ void __launch_bounds__(kRowBlock) ln_cm_forward_kernel(const TX* __re
   FC_DYNAMIC_SHARED(float, sx, 16);  // [c][kCmLd]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kCmRows;
-  const int nr = rows - r0 < kCmRows ? static_cast<int>(rows - r0) : kCmRows;
+  const int nr = tile_row_count(rows, r0, kCmRows);
   for (int ch = warp; ch < c; ch += kWarps)
     if (lane < nr) sx[ch * kCmLd + lane] = to_f32(x[ch * rows + r0 + lane]);
   __syncthreads();
@@ -395,12 +420,10 @@ __global__ void __launch_bounds__(kRowBlock) ln_cm_backward_kernel(const TD* __r
   const float gch = ch < c ? gamma[ch] : 0.f;
   const float inv_c = 1.f / static_cast<float>(c);
   float pg = 0.f, pb = 0.f;
-  const int64_t tiles = (rows + kCmRows - 1) / kCmRows;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tiles_per_block;
-  const int64_t t1 = t0 + tiles_per_block < tiles ? t0 + tiles_per_block : tiles;
-  for (int64_t tile = t0; tile < t1; ++tile) {
+  const TileRange tr = block_tiles(rows, kCmRows, tiles_per_block);
+  for (int64_t tile = tr.t0; tile < tr.t1; ++tile) {
     const int64_t r0 = tile * kCmRows;
-    const int nr = rows - r0 < kCmRows ? static_cast<int>(rows - r0) : kCmRows;
+    const int nr = tile_row_count(rows, r0, kCmRows);
     __syncthreads();  // the previous tile's dx is written out
     for (int k = warp; k < c; k += kWarps)
       if (lane < nr) sx[k * kCmLd + lane] = to_f32(x[k * rows + r0 + lane]);
@@ -448,6 +471,194 @@ __global__ void __launch_bounds__(kRowBlock) ln_cm_backward_kernel(const TD* __r
     partial[static_cast<int64_t>(blockIdx.x) * c + ch] = pg;
     partial[static_cast<int64_t>(gridDim.x + blockIdx.x) * c + ch] = pb;
   }
+}
+
+// LayerNorm and a narrow projection laid out head-major (layernorm_project_heads_*: AlphaFold's
+// pair bias, bias[h, r] = Σ_c LN(z)[r, c]·w[c, h]). Blocks of 32 rows; a warp per row holds the
+// row in registers (lane k's elements k, k + 32, …: kLpSlots of them), forms the statistics, y
+// rounded to TC (the GEMMs' dtype, as the composition stores LN(z)), and the H dot products
+// against w (staged in shared memory as fp32 [c][H]), reduced over the warp; the block's outputs
+// go through shared memory so each head's 32 rows are stored together. Up to kLpMaxC channels and
+// kLpMaxHeads heads; the dispatcher composes LayerNorm and GEMM beyond.
+constexpr int kLpSlots = 4, kLpMaxC = 32 * kLpSlots, kLpMaxHeads = 8, kLpRows = 32, kLpLd = kLpRows + 1;
+
+template <typename TX, typename TC, typename TO>
+__global__ void __launch_bounds__(kRowBlock) ln_project_forward_kernel(const TX* __restrict__ x, const float* __restrict__ gamma,
+                                                                       const float* __restrict__ beta, float eps,
+                                                                       const TC* __restrict__ w, TO* __restrict__ out,
+                                                                       float* __restrict__ mean, float* __restrict__ rstd,
+                                                                       int64_t rows, int c, int heads) {
+  constexpr int kWarps = kRowBlock / 32;
+  FC_DYNAMIC_SHARED(float, smem, 16);
+  float* sw = smem;                         // [heads][c]: a warp's 32 channels in 32 banks
+  float* so = sw + c * heads;               // [heads][kLpLd]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kLpRows;
+  const int nr = tile_row_count(rows, r0, kLpRows);
+  for (int k = threadIdx.x; k < c * heads; k += kRowBlock) sw[(k % heads) * c + k / heads] = to_f32(w[k]);
+  __syncthreads();
+  for (int i = warp; i < nr; i += kWarps) {  // uniform per warp
+    const TX* xr = x + (r0 + i) * c;
+    float v[kLpSlots];
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLpSlots; ++j) {
+      const int k = lane + 32 * j;
+      v[j] = k < c ? to_f32(xr[k]) : 0.f;
+      s += v[j];
+    }
+    const float mu = group_reduce<32>(s, SumOp{}) / static_cast<float>(c);
+    float q = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLpSlots; ++j) {
+      const float d = lane + 32 * j < c ? v[j] - mu : 0.f;
+      q += d * d;
+    }
+    const float rs = rsqrtf(group_reduce<32>(q, SumOp{}) / static_cast<float>(c) + eps);
+    float acc[kLpMaxHeads];
+#pragma unroll
+    for (int h = 0; h < kLpMaxHeads; ++h) acc[h] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLpSlots; ++j) {
+      const int k = lane + 32 * j;
+      if (k >= c) continue;
+      const float y = to_f32(from_f32<TC>((v[j] - mu) * rs * gamma[k] + beta[k]));
+#pragma unroll
+      for (int h = 0; h < kLpMaxHeads; ++h)
+        if (h < heads) acc[h] += y * sw[h * c + k];
+    }
+#pragma unroll
+    for (int h = 0; h < kLpMaxHeads; ++h) {
+      if (h >= heads) break;
+      const float t = group_reduce<32>(acc[h], SumOp{});
+      if (lane == 0) so[h * kLpLd + i] = t;
+    }
+    if (lane == 0) {
+      mean[r0 + i] = mu;
+      rstd[r0 + i] = rs;
+    }
+  }
+  __syncthreads();
+  for (int h = warp; h < heads; h += kWarps)
+    if (lane < nr) out[h * rows + r0 + lane] = from_f32<TO>(so[h * kLpLd + lane]);
+}
+
+// The backward, tiles_per_block tiles of 32 rows per block: dout's tile [heads][32] into shared
+// memory (read along the rows); a warp per row recomputes x̂ and y from x and the saved
+// statistics, forms dy = Σ_h dout[h, r]·w[c, h] in fp32, adds y·dout to its lanes' dw sums and
+// dy·x̂, dy to their dγ, dβ sums, and writes dx = rstd·(dy·γ − mean(dy·γ) − x̂·mean(dy·γ·x̂)) (rounded
+// to TX; with acc_dx added to what dx holds). At the end the warps' sums are added in order in
+// shared memory and written as the block's partials [gridDim.x][2c + c·heads] (dγ, dβ, dw in w's
+// [c][heads] order), which lp_partial_finalize_kernel adds over the blocks in order.
+template <typename TX, typename TC, typename TD>
+__global__ void __launch_bounds__(kRowBlock) ln_project_backward_kernel(
+    const TD* __restrict__ dout, const TX* __restrict__ x, const float* __restrict__ gamma,
+    const float* __restrict__ beta, const float* __restrict__ mean, const float* __restrict__ rstd,
+    const TC* __restrict__ w, TX* __restrict__ dx, bool acc_dx, int64_t rows, int c, int heads,
+    int64_t tiles_per_block, float* __restrict__ partial) {
+  constexpr int kWarps = kRowBlock / 32;
+  FC_DYNAMIC_SHARED(float, smem, 16);
+  float* sw = smem;                   // [heads][c]
+  float* sdo = sw + c * heads;        // [heads][kLpLd]
+  float* sred = sdo + heads * kLpLd;  // [kWarps][2c + c·heads], at the end
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int width = (2 + heads) * c;
+  const float inv_c = 1.f / static_cast<float>(c);
+  for (int k = threadIdx.x; k < c * heads; k += kRowBlock) sw[(k % heads) * c + k / heads] = to_f32(w[k]);
+  float dg[kLpSlots], db[kLpSlots], dw[kLpSlots][kLpMaxHeads];
+#pragma unroll
+  for (int j = 0; j < kLpSlots; ++j) {
+    dg[j] = db[j] = 0.f;
+#pragma unroll
+    for (int h = 0; h < kLpMaxHeads; ++h) dw[j][h] = 0.f;
+  }
+  const TileRange tr = block_tiles(rows, kLpRows, tiles_per_block);
+  for (int64_t tile = tr.t0; tile < tr.t1; ++tile) {
+    const int64_t r0 = tile * kLpRows;
+    const int nr = tile_row_count(rows, r0, kLpRows);
+    __syncthreads();  // sw staged; the previous tile's reads of sdo are done
+    for (int h = warp; h < heads; h += kWarps)
+      if (lane < nr) sdo[h * kLpLd + lane] = to_f32(dout[h * rows + r0 + lane]);
+    __syncthreads();
+    for (int i = warp; i < nr; i += kWarps) {  // uniform per warp
+      const int64_t r = r0 + i;
+      const float mu = mean[r], rs = rstd[r];
+      float xh[kLpSlots], dy[kLpSlots];
+      float a = 0.f, b = 0.f;
+#pragma unroll
+      for (int j = 0; j < kLpSlots; ++j) {
+        const int k = lane + 32 * j;
+        xh[j] = dy[j] = 0.f;
+        if (k >= c) continue;
+        xh[j] = (to_f32(x[r * c + k]) - mu) * rs;
+        const float y = to_f32(from_f32<TC>(xh[j] * gamma[k] + beta[k]));
+        float d = 0.f;
+#pragma unroll
+        for (int h = 0; h < kLpMaxHeads; ++h) {
+          if (h >= heads) break;
+          const float g = sdo[h * kLpLd + i];
+          d += g * sw[h * c + k];
+          dw[j][h] += y * g;
+        }
+        dy[j] = d;
+        dg[j] += d * xh[j];
+        db[j] += d;
+        a += d * gamma[k];
+        b += d * gamma[k] * xh[j];
+      }
+      a = group_reduce<32>(a, SumOp{}) * inv_c;
+      b = group_reduce<32>(b, SumOp{}) * inv_c;
+#pragma unroll
+      for (int j = 0; j < kLpSlots; ++j) {
+        const int k = lane + 32 * j;
+        if (k >= c) continue;
+        const TX v = from_f32<TX>(rs * (dy[j] * gamma[k] - a - xh[j] * b));
+        TX* el = dx + r * c + k;
+        *el = acc_dx ? from_f32<TX>(to_f32(*el) + to_f32(v)) : v;
+      }
+    }
+  }
+  // The warps' sums, added in warp order: [dγ | dβ | dw as w's [c][heads]].
+  float* mine = sred + warp * width;
+#pragma unroll
+  for (int j = 0; j < kLpSlots; ++j) {
+    const int k = lane + 32 * j;
+    if (k >= c) continue;
+    mine[k] = dg[j];
+    mine[c + k] = db[j];
+#pragma unroll
+    for (int h = 0; h < kLpMaxHeads; ++h)
+      if (h < heads) mine[2 * c + k * heads + h] = dw[j][h];
+  }
+  __syncthreads();
+  for (int col = threadIdx.x; col < width; col += kRowBlock) {
+    float t = 0.f;
+    for (int wp = 0; wp < kWarps; ++wp) t += sred[wp * width + col];
+    partial[static_cast<int64_t>(blockIdx.x) * width + col] = t;
+  }
+}
+
+// Adds the blocks' partials [chunks][width] over the chunks in order (sum_chunks_32x32): columns
+// [0, n0) into d0, [n0, n0 + n1) into d1, the rest into d2 (+=).
+__global__ void lp_partial_finalize_kernel(const float* __restrict__ partial, int64_t chunks, int width, float* d0,
+                                           int n0, float* d1, int n1, float* d2) {
+  const int col = blockIdx.x * 32 + threadIdx.x;
+  const float t = sum_chunks_32x32(partial, chunks, width, col, col < width);
+  if (threadIdx.y != 0 || col >= width) return;
+  if (col < n0) d0[col] += t;
+  else if (col < n0 + n1) d1[col - n0] += t;
+  else d2[col - n0 - n1] += t;
+}
+
+// Tiles of tile_rows rows over at most max_blocks blocks, each block whole tiles: {tiles per
+// block, blocks}.
+struct TileBlocks {
+  int64_t per_block, blocks;
+};
+TileBlocks tile_blocks(int64_t rows, int tile_rows, int64_t max_blocks) {
+  const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
+  const int64_t per_block = (tiles + max_blocks - 1) / max_blocks;
+  return {per_block, (tiles + per_block - 1) / per_block};
 }
 
 template <typename T> T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; }
@@ -640,9 +851,7 @@ void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const T
   set_device(dev);
   const cudaStream_t stream = cuda_stream_of(dev);
   // At most 1,024 blocks (partials), each of whole tiles; fixed by the shape alone.
-  const int64_t tiles = (rows + kCmRows - 1) / kCmRows;
-  const int64_t per_block = (tiles + 1023) / 1024;
-  const int64_t blocks = (tiles + per_block - 1) / per_block;
+  const auto [per_block, blocks] = tile_blocks(rows, kCmRows, 1024);
   const Tensor partial = Tensor::empty({2 * blocks * c}, DType::f32, dev);
   const size_t smem = sizeof(float) * (2 * kCmLd * static_cast<size_t>(c) + 4 * kCmRows);
   dispatch_wide_pair(x.dtype(), dy.dtype(), [&](auto tag, auto dtag) {
@@ -657,6 +866,70 @@ void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const T
   launch_kernel<ln_param_finalize_kernel>(dim3(static_cast<unsigned>((c + 31) / 32), 2u), dim3(32, 32), 0, stream,
       static_cast<const float*>(partial.data<float>()), blocks, static_cast<int>(c), dgamma.data<float>(),
       dbeta.data<float>(), static_cast<float*>(nullptr));
+  FC_CUDA_CHECK_LAUNCH();
+}
+
+bool layernorm_project_heads_fused(int64_t c, int64_t heads) {
+  return c > 0 && c <= kLpMaxC && heads > 0 && heads <= kLpMaxHeads;
+}
+
+void layernorm_project_heads_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                     const Tensor& w, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                     int64_t rows, int64_t c, int64_t heads) {
+  FC_CHECK(layernorm_project_heads_fused(c, heads), "layernorm_project_heads_forward (cuda): ", c, " channels, ",
+           heads, " heads (at most ", kLpMaxC, ", ", kLpMaxHeads, ")");
+  set_device(x.device());
+  const cudaStream_t stream = cuda_stream_of(x.device());
+  const unsigned blocks = static_cast<unsigned>((rows + kLpRows - 1) / kLpRows);
+  const size_t smem = sizeof(float) * static_cast<size_t>(c * heads + heads * kLpLd);
+  cuda_dispatch_float(x.dtype(), [&](auto xtag) {
+    cuda_dispatch_float(w.dtype(), [&](auto ctag) {
+      using TX = decltype(xtag);
+      using TC = decltype(ctag);
+      launch_kernel<ln_project_forward_kernel<TX, TC, TC>>(blocks, kRowBlock, smem, stream,
+          static_cast<const TX*>(x.data_ptr()), gamma.data<float>(), beta.data<float>(), eps,
+          static_cast<const TC*>(w.data_ptr()), static_cast<TC*>(out.data_ptr()), mean.data<float>(),
+          rstd.data<float>(), rows, static_cast<int>(c), static_cast<int>(heads));
+      FC_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void layernorm_project_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      const Tensor& mean, const Tensor& rstd, const Tensor& w, const Tensor& dx,
+                                      const Tensor& dgamma, const Tensor& dbeta, const Tensor& dw, int64_t rows,
+                                      int64_t c, int64_t heads, bool accumulate_dx) {
+  FC_CHECK(layernorm_project_heads_fused(c, heads), "layernorm_project_heads_backward (cuda): ", c, " channels, ",
+           heads, " heads (at most ", kLpMaxC, ", ", kLpMaxHeads, ")");
+  const Device dev = x.device();
+  set_device(dev);
+  const cudaStream_t stream = cuda_stream_of(dev);
+  // At most 256 blocks of whole tiles (a block's partials are 2c + c·heads floats), fixed by the
+  // shape alone.
+  const auto [per_block, blocks] = tile_blocks(rows, kLpRows, 256);
+  const int64_t width = (2 + heads) * c;
+  const Tensor partial = Tensor::empty({blocks * width}, DType::f32, dev);
+  const size_t smem = sizeof(float) * static_cast<size_t>(c * heads + heads * kLpLd + (kRowBlock / 32) * width);
+  cuda_dispatch_float(x.dtype(), [&](auto xtag) {
+    cuda_dispatch_float(w.dtype(), [&](auto ctag) {
+      using TX = decltype(xtag);
+      using TC = decltype(ctag);
+      auto go = [&](auto dtag) {
+        using TD = decltype(dtag);
+        launch_kernel<ln_project_backward_kernel<TX, TC, TD>>(static_cast<unsigned>(blocks), kRowBlock, smem, stream,
+            static_cast<const TD*>(dout.data_ptr()), static_cast<const TX*>(x.data_ptr()), gamma.data<float>(),
+            beta.data<float>(), mean.data<float>(), rstd.data<float>(), static_cast<const TC*>(w.data_ptr()),
+            static_cast<TX*>(dx.data_ptr()), accumulate_dx, rows, static_cast<int>(c), static_cast<int>(heads),
+            per_block, partial.data<float>());
+        FC_CUDA_CHECK_LAUNCH();
+      };
+      if (dout.dtype() == DType::f32) go(float{});
+      else go(TC{});
+    });
+  });
+  launch_kernel<lp_partial_finalize_kernel>(dim3(static_cast<unsigned>((width + 31) / 32)), dim3(32, 32), 0, stream,
+      static_cast<const float*>(partial.data<float>()), blocks, static_cast<int>(width), dgamma.data<float>(),
+      static_cast<int>(c), dbeta.data<float>(), static_cast<int>(c), dw.data<float>());
   FC_CUDA_CHECK_LAUNCH();
 }
 

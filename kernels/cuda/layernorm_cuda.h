@@ -29,4 +29,16 @@ void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const T
                                       const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                                       int64_t rows, int64_t c, bool accumulate_dx);
 
+// LayerNorm and a head-major projection (kernels/layernorm.h, layernorm_project_heads_*): one
+// kernel each way for c ≤ 128 and heads ≤ 8 (layernorm_project_heads_fused); x [rows][c], w
+// [c][heads], out and dout [heads][rows].
+bool layernorm_project_heads_fused(int64_t c, int64_t heads);
+void layernorm_project_heads_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                     const Tensor& w, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                                     int64_t rows, int64_t c, int64_t heads);
+void layernorm_project_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      const Tensor& mean, const Tensor& rstd, const Tensor& w, const Tensor& dx,
+                                      const Tensor& dgamma, const Tensor& dbeta, const Tensor& dw, int64_t rows,
+                                      int64_t c, int64_t heads, bool accumulate_dx);
+
 }  // namespace foldcore::ops::cuda

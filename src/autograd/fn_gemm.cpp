@@ -13,6 +13,7 @@
 #include "autograd/param_cast_cache.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/layernorm.h"
 #include "kernels/reduce.h"
 
 namespace foldcore::autograd {
@@ -282,6 +283,22 @@ struct OuterProductRowsFn final : Function {
   }
 };
 
+// Inputs: 0 x, 1 gamma, 2 beta, 3 w. Saves x, the statistics, the f32 gamma and beta (y is made
+// again in the backward) and w's GEMM-dtype copy.
+struct LayerNormProjectHeadsFn final : Function {
+  Tensor x, gamma, beta, mean, rstd, w;
+  float eps = 1e-5f;
+  void backward(BackwardCtx& ctx) override {
+    bool add = false;
+    const Tensor dx = detail::grad_to_add_or_scratch(ctx, 0, x, x.dtype(), add);
+    const Tensor dgamma = detail::acc_grad_or_scratch(ctx, 1, gamma, DType::f32);
+    const Tensor dbeta = detail::acc_grad_or_scratch(ctx, 2, gamma, DType::f32);
+    const Tensor dw = detail::acc_grad_or_scratch(ctx, 3, w, DType::f32);
+    ops::layernorm_project_heads_backward(ctx.grad_output(0), x, gamma, beta, eps, mean, rstd, w, dx, dgamma, dbeta,
+                                          dw, add);
+  }
+};
+
 }  // namespace
 
 Variable linear(const Variable& x, const Variable& w, const Variable& b, ops::Activation act) {
@@ -429,6 +446,37 @@ Variable outer_product_rows(const Variable& a, const Variable& b) {
   fn->a_dtype = a.dtype() == DType::f32 ? DType::f32 : cd;
   fn->b_dtype = b.dtype() == DType::f32 ? DType::f32 : cd;
   return record1("outer_product_rows", std::move(fn), {a, b}, out);
+}
+
+Variable layer_norm_project_heads(const Variable& x, const Variable& gamma, const Variable& beta, const Variable& w,
+                                  float eps) {
+  const int64_t c = x.size(-1);
+  FC_CHECK(x.dim() >= 2 && gamma.shape() == Shape({c}) && beta.shape() == Shape({c}) && w.dim() == 2 && w.size(0) == c,
+           "layer_norm_project_heads: x ", x.shape().str(), ", gamma ", gamma.shape().str(), ", beta ",
+           beta.shape().str(), ", w ", w.shape().str(), " (expected [rows..., C], [C], [C], [C, H])");
+  const Tensor xv = x.value().contiguous();
+  const Tensor gv = gamma.value().to(DType::f32), bv = beta.value().to(DType::f32);
+  const Tensor wc = cast_param(w, detail::gemm_dtype(x.dtype()));  // linear(LN(x))'s GEMM dtype
+  std::vector<int64_t> dims{w.size(1)};
+  for (int d = 0; d + 1 < xv.dim(); ++d) dims.push_back(xv.size(d));
+  const Tensor out = Tensor::empty(Shape(dims), wc.dtype(), xv.device());
+  const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
+  const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
+  ops::layernorm_project_heads_forward(xv, gv, bv, eps, wc, out, mean, rstd);
+  if (!any_requires_grad({x, gamma, beta, w})) return Variable(out);
+  auto fn = std::make_unique<LayerNormProjectHeadsFn>();
+  fn->x = xv;
+  fn->gamma = gv;
+  fn->beta = bv;
+  fn->mean = mean;
+  fn->rstd = rstd;
+  fn->w = wc;
+  fn->eps = eps;
+  Variable result = record1("layer_norm_project_heads", std::move(fn), {x, gamma, beta, w}, out);
+  // A 16-bit output's gradient is read in fp32 as it comes (an attention's fp32 bias gradient),
+  // with no conversion pass.
+  if (result.node() && out.dtype() != DType::f32) result.node()->f32_output_grads = true;
+  return result;
 }
 
 Variable matmul(const Variable& a, const Variable& b, bool trans_a, bool trans_b) {

@@ -18,9 +18,8 @@ template <bool kChannelMajor> struct LayerNormFnT final : Function {
   void backward(BackwardCtx& ctx) override {
     // Into x's gradient so far where there is one (the stream's gradient from the residual path):
     // one pass instead of a temporary and an add.
-    Tensor dx = ctx.grad_to_add(0, x.dtype());
-    const bool add = dx.defined();
-    if (!add) dx = detail::new_grad_or_scratch(ctx, 0, x, x.dtype());
+    bool add = false;
+    const Tensor dx = detail::grad_to_add_or_scratch(ctx, 0, x, x.dtype(), add);
     const Tensor dgamma = detail::acc_grad_or_scratch(ctx, 1, gamma, DType::f32);
     const Tensor dbeta = detail::acc_grad_or_scratch(ctx, 2, gamma, DType::f32);
     const auto op = kChannelMajor ? &ops::layernorm_channel_major_backward : &ops::layernorm_backward;

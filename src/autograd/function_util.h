@@ -27,6 +27,14 @@ inline Tensor grad_to_add_or_new(BackwardCtx& ctx, int i, DType dt, bool& add) {
   add = g.defined();
   return add ? g : ctx.new_grad(i, dt);
 }
+// Input i's gradient in `dt` to write: its gradient so far to add into (add = true;
+// BackwardCtx::grad_to_add) where there is one, else a new one, or scratch shaped like `like` where
+// none is needed (the kernel writes it anyway).
+inline Tensor grad_to_add_or_scratch(BackwardCtx& ctx, int i, const Tensor& like, DType dt, bool& add) {
+  Tensor g = ctx.grad_to_add(i, dt);
+  add = g.defined();
+  return add ? g : new_grad_or_scratch(ctx, i, like, dt);
+}
 inline Tensor acc_grad_or_scratch(BackwardCtx& ctx, int i, const Tensor& like, DType dt) {
   return ctx.needs_grad(i) ? ctx.accumulate_grad(i, dt) : Tensor::zeros(like.shape(), dt, like.device());
 }

@@ -65,6 +65,14 @@ Variable layer_norm(const Variable& x, const Variable& gamma, const Variable& be
 // multiplication's centre LayerNorm, whose input comes out of its per-channel contraction [C, N, N].
 Variable layer_norm_channel_major(const Variable& x, const Variable& gamma, const Variable& beta, float eps = 1e-5f,
                                   std::optional<DType> out = std::nullopt);
+// LayerNorm of x [rows..., C] and a projection of it without bias, laid out heads first:
+// out[h, rows...] = Σ_c (LN(x)·γ + β)[rows..., c]·w[c, h] (kernels/layernorm.h,
+// layernorm_project_heads_*), in the GEMM dtype (autocast; LN(x) rounded to it as the composition
+// stores it). The values and gradients of permute(linear(layer_norm(x), w), heads first), without
+// LN(x), the [rows, H] product or the transposed copies: AlphaFold's pair bias of the MSA row
+// attention. Its gradient is read in fp32 where it comes so (an attention's bias gradient).
+Variable layer_norm_project_heads(const Variable& x, const Variable& gamma, const Variable& beta, const Variable& w,
+                                  float eps = 1e-5f);
 Variable softmax(const Variable& x);  // over the last dim
 
 struct CrossEntropyOptions {

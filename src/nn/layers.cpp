@@ -62,6 +62,10 @@ LayerNorm::LayerNorm(Scope scope, int64_t c, float eps) : Module(std::move(scope
 
 Variable LayerNorm::forward(const Variable& x) const { return autograd::layer_norm(x, scale_, offset_, eps_); }
 
+Variable LayerNorm::forward_project_heads(const Variable& x, const Variable& w) const {
+  return autograd::layer_norm_project_heads(x, scale_, offset_, w, eps_);
+}
+
 Variable LayerNorm::forward_channel_major(const Variable& x) const {
   return autograd::layer_norm_channel_major(x, scale_, offset_, eps_);
 }

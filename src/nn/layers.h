@@ -56,6 +56,9 @@ class LayerNorm : public Module {
   // forward(x permuted channels last) of a channel-major x [C, rows...], returned [rows..., C]
   // without the transposed copies (autograd::layer_norm_channel_major).
   Variable forward_channel_major(const Variable& x) const;
+  // A projection without bias of forward_for_gemm(x), laid out heads first ([H, rows...] for w
+  // [C, H]) without the LN output or the transposes (autograd::layer_norm_project_heads).
+  Variable forward_project_heads(const Variable& x, const Variable& w) const;
   // LN(x) for GEMMs to read: under a 16-bit autocast an f32 x is normalised straight into the
   // autocast dtype (what the GEMMs would cast an f32 LN(x) to, the same values, with no f32 copy and
   // no conversion pass, and the gradient read back as it comes); otherwise forward(x).

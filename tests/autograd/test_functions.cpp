@@ -1,4 +1,5 @@
 // Every autograd Function's backward (through the engine) against finite differences.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -134,6 +135,48 @@ TEST(AutogradFunctions, ChannelMajorLayerNormEqualsTheTransposedComposition) {
   EXPECT_THROW(layer_norm_channel_major(Variable(randn({4}, g)), Variable(randn({4}, g)), Variable(randn({4}, g))),
                Error);
   EXPECT_THROW(layer_norm_channel_major(Variable(randn({4, 3}, g)), Variable(randn({3}, g)), Variable(randn({3}, g))),
+               Error);
+}
+
+// LayerNorm and a head-major projection: finite differences (fp32), and the composition it
+// replaces, permute(linear(layer_norm(x), w), heads first): in fp32 the same values and gradients
+// bit for bit (the CPU computes exactly that); under bf16 autocast the same values bit for bit and
+// the gradients within bf16 rounding (the composition rounded LN's input gradient to bf16; the op
+// keeps it in fp32 and reads its output's gradient in fp32 as it comes).
+TEST(AutogradFunctions, LayerNormProjectHeadsEqualsTheComposition) {
+  Generator g(38);
+  expect_grads_match_fd([](const auto& v) { return layer_norm_project_heads(v[0], v[1], v[2], v[3]); },
+                        {randn({3, 2, 7}, g), randn({7}, g), randn({7}, g), randn({7, 3}, g)});
+  const Tensor x = randn({5, 4, 16}, g, 0.5f, 2.f), gamma = randn({16}, g, 1.f, 0.3f), beta = randn({16}, g);
+  const Tensor w = randn({16, 4}, g, 0.f, 0.3f), d = randn({4, 5, 4}, g);
+  for (const bool sixteen : {false, true}) {
+    SCOPED_TRACE(sixteen ? "bf16" : "f32");
+    std::optional<AutocastGuard> ac;
+    if (sixteen) ac.emplace(DType::bf16);
+    auto run = [&](bool fused) {
+      Variable vx(x.clone(), true), vg(gamma.clone(), true), vb(beta.clone(), true), vw(w.clone(), true);
+      const Variable ln = sixteen ? layer_norm(vx, vg, vb, 1e-5f, DType::bf16) : layer_norm(vx, vg, vb);
+      const Variable o = fused ? layer_norm_project_heads(vx, vg, vb, vw)
+                               : contiguous(permute(linear(ln, vw), {2, 0, 1}));
+      backward({o}, {d.to(o.dtype())});
+      return std::vector<std::vector<float>>{o.value().to(DType::f32).to_vector(), vx.grad().to_vector(),
+                                             vg.grad().to_vector(), vb.grad().to_vector(), vw.grad().to_vector()};
+    };
+    const auto a = run(true), b = run(false);
+    EXPECT_EQ(a[0], b[0]);
+    for (size_t i = 1; i < a.size(); ++i) {
+      if (!sixteen) {
+        EXPECT_EQ(a[i], b[i]) << "gradient " << i;
+        continue;
+      }
+      ASSERT_EQ(a[i].size(), b[i].size());
+      float largest = 0;
+      for (const float v : b[i]) largest = std::max(largest, std::fabs(v));
+      for (size_t k = 0; k < a[i].size(); ++k) EXPECT_NEAR(a[i][k], b[i][k], 2e-2f * largest) << "gradient " << i;
+    }
+  }
+  EXPECT_THROW(layer_norm_project_heads(Variable(randn({4, 3}, g)), Variable(randn({3}, g)), Variable(randn({3}, g)),
+                                        Variable(randn({4, 2}, g))),
                Error);
 }
 

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/random.h"
@@ -245,6 +247,90 @@ TEST(LayerNorm, ChannelMajorRejectsBadShapes) {
                                                      Tensor::zeros({8}, DType::f32), b),
                Error);
   EXPECT_THROW(ops::layernorm_channel_major_backward(y, x, g, mean, rstd, Tensor::zeros({8, 4}, DType::f32), Tensor{}, b),
+               Error);
+}
+
+// LayerNorm and a head-major projection (x [rows..., C], w [C, H], out [H, rows...]) against the
+// naive math: out[h, r] = Σ_c LN(x)[r, c]·w[c, h]; dy = Σ_h dout[h, r]·w[c, h]; dw += Σ_r y·dout;
+// dx, dγ, dβ LayerNorm's backward from dy. fp32 (1e-4: fp32 sums of O(1) terms), and with w in
+// bf16 (y and w rounded as the GEMM reads them; out rounded to bf16: 2⁻⁸ relative) from a bf16
+// dout and an f32 one (read as it is, not rounded); accumulate_dx adds the gradient to what dx held.
+TEST(LayerNorm, ProjectHeadsMatchesTheNaiveMath) {
+  Generator gen(29);
+  for (const auto& [s, heads, wdt, ddt] : {std::tuple{Shape{7, 5}, int64_t{3}, DType::f32, DType::f32},
+                                           std::tuple{Shape{3, 4, 33}, int64_t{8}, DType::f32, DType::f32},
+                                           std::tuple{Shape{6, 40}, int64_t{4}, DType::bf16, DType::bf16},
+                                           std::tuple{Shape{6, 40}, int64_t{4}, DType::bf16, DType::f32}}) {
+    SCOPED_TRACE(s.str() + " heads " + std::to_string(heads) + " w " + std::string(dtype_name(wdt)) + " dout " +
+                 std::string(dtype_name(ddt)));
+    const int64_t c = s.back(), rows = s.product() / c;
+    const Tensor x = randn(s, gen, 0.5f, 2.f), gamma = randn({c}, gen, 1.f, 0.3f), beta = randn({c}, gen);
+    const Tensor w = randn({c, heads}, gen, 0.f, 0.3f).to(wdt);
+    std::vector<int64_t> hd{heads};
+    for (int d = 0; d + 1 < s.size(); ++d) hd.push_back(s[d]);
+    const Shape hs(hd);
+    const Tensor dout = randn(hs, gen, 0.f, 1.f, ddt);
+    Tensor out = Tensor::zeros(hs, wdt), mean = Tensor::zeros({rows}, DType::f32), rstd = Tensor::zeros({rows}, DType::f32);
+    ops::layernorm_project_heads_forward(x, gamma, beta, 1e-5f, w, out, mean, rstd);
+    Tensor dx = Tensor::zeros(s, DType::f32), dg = Tensor::zeros({c}, DType::f32), db = Tensor::zeros({c}, DType::f32);
+    Tensor dw = Tensor::full({c, heads}, 0.25, DType::f32);
+    ops::layernorm_project_heads_backward(dout, x, gamma, beta, 1e-5f, mean, rstd, w, dx, dg, db, dw);
+    // Naive: y as the GEMM reads it (rounded to w's dtype), double sums.
+    const Naive ln = naive_layernorm(x.to_vector(), gamma.to_vector(), beta.to_vector(), std::vector<float>(rows * c, 0.f),
+                                     rows, c, 1e-5);
+    const std::vector<float> y = Tensor::from_vector(ln.y, {rows, c}).to(wdt).to(DType::f32).to_vector();
+    const std::vector<float> wv = w.to(DType::f32).to_vector();
+    const std::vector<float> dv = dout.to(DType::f32).to_vector();  // an f32 dout read as it is
+    std::vector<float> o(heads * rows), dy(rows * c), dwn(c * heads);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        double t = 0;
+        for (int64_t k = 0; k < c; ++k) t += static_cast<double>(y[r * c + k]) * wv[k * heads + h];
+        o[h * rows + r] = static_cast<float>(t);
+      }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < c; ++k) {
+        double t = 0;
+        for (int64_t h = 0; h < heads; ++h) t += static_cast<double>(dv[h * rows + r]) * wv[k * heads + h];
+        dy[r * c + k] = static_cast<float>(t);
+      }
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t h = 0; h < heads; ++h) {
+        double t = 0.25;
+        for (int64_t r = 0; r < rows; ++r) t += static_cast<double>(y[r * c + k]) * dv[h * rows + r];
+        dwn[k * heads + h] = static_cast<float>(t);
+      }
+    const Naive back = naive_layernorm(x.to_vector(), gamma.to_vector(), beta.to_vector(), dy, rows, c, 1e-5);
+    const bool sixteen = wdt != DType::f32;
+    FC_EXPECT_CLOSE(out.to(DType::f32), Tensor::from_vector(o, hs), sixteen ? 2e-2 : 1e-4, sixteen ? 1e-2 : 1e-4);
+    FC_EXPECT_CLOSE(mean, Tensor::from_vector(ln.mean, {rows}), 1e-5, 1e-5);
+    FC_EXPECT_CLOSE(dx, Tensor::from_vector(back.dx, s), 1e-4, 1e-4);
+    FC_EXPECT_CLOSE(dg, Tensor::from_vector(back.dgamma, {c}), 1e-4 * rows, 1e-4);
+    FC_EXPECT_CLOSE(db, Tensor::from_vector(back.dbeta, {c}), 1e-4 * rows, 1e-4);
+    FC_EXPECT_CLOSE(dw, Tensor::from_vector(dwn, {c, heads}), 1e-4 * rows, 1e-4);
+    const Tensor prev = randn(s, gen);
+    Tensor acc = prev.clone(), sum = Tensor::empty(s, DType::f32);
+    ops::layernorm_project_heads_backward(dout, x, gamma, beta, 1e-5f, mean, rstd, w, acc, dg, db, dw, true);
+    ops::add(prev, dx, sum);
+    EXPECT_EQ(acc.to_vector(), sum.to_vector());
+  }
+  // Bad shapes: out not [H, rows...]; w not [C, H]; dout of another 16-bit dtype than w's.
+  const Tensor x = randn({4, 8}, gen), g = Tensor::full({8}, 1.0, DType::f32), b = Tensor::zeros({8}, DType::f32);
+  Tensor mean = Tensor::zeros({4}, DType::f32), rstd = Tensor::zeros({4}, DType::f32);
+  const Tensor w = randn({8, 2}, gen);
+  EXPECT_THROW(ops::layernorm_project_heads_forward(x, g, b, 1e-5f, w, Tensor::zeros({4, 2}, DType::f32), mean, rstd),
+               Error);
+  EXPECT_THROW(ops::layernorm_project_heads_forward(x, g, b, 1e-5f, randn({7, 2}, gen), Tensor::zeros({2, 4}, DType::f32),
+                                                    mean, rstd),
+               Error);
+  EXPECT_NO_THROW(ops::layernorm_project_heads_forward(x, g, b, 1e-5f, w, Tensor::zeros({2, 4}, DType::f32), mean, rstd));
+  const Tensor wb = w.to(DType::bf16);
+  Tensor dx = Tensor::zeros({4, 8}, DType::f32), dg = Tensor::zeros({8}, DType::f32), dbt = Tensor::zeros({8}, DType::f32);
+  EXPECT_THROW(ops::layernorm_project_heads_backward(Tensor::zeros({2, 4}, DType::f16), x, g, b, 1e-5f, mean, rstd, wb, dx,
+                                                     dg, dbt, Tensor::zeros({8, 2}, DType::f32)),
+               Error);
+  EXPECT_THROW(ops::layernorm_project_heads_backward(Tensor::zeros({2, 4}, DType::bf16), x, g, b, 1e-5f, mean, rstd, wb, dx,
+                                                     dg, dbt, Tensor::zeros({2, 8}, DType::f32)),
                Error);
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "core/kernel_profile.h"
 #include "core/random.h"
@@ -213,6 +214,25 @@ TEST(LayerNormCuda, ParameterGradientsAreDeterministic) {
   EXPECT_EQ(a.dbeta.to_vector(), b.dbeta.to_vector());
 }
 
+// run_on(device) → tensors, on the device (with the names of the kernels it launched) and on the
+// CPU, every tensor returned as host f32.
+struct DeviceAndCpu {
+  std::vector<Tensor> got, ref;
+  std::string kernels;
+};
+template <typename F> DeviceAndCpu on_device_and_cpu(F&& run_on) {
+  DeviceAndCpu r;
+  kernel_profile::reset();
+  kernel_profile::set_enabled(true);
+  r.got = run_on(Device::cuda());
+  kernel_profile::set_enabled(false);
+  r.ref = run_on(Device::cpu());
+  for (const auto& row : kernel_profile::collect().kernels) r.kernels += row.name + "\n";
+  for (std::vector<Tensor>* v : {&r.got, &r.ref})
+    for (Tensor& t : *v) t = t.to(Device::cpu()).to(DType::f32);
+  return r;
+}
+
 // The channel-major op (x [C, rows...] read and dx written through shared-memory tiles of 32 rows)
 // against the CPU (the row-major op on x's transpose), with the kernels that ran named: the tiled
 // ones for C ≤ 128, the transposed copy and the row kernels beyond. Shapes: one channel; a partial
@@ -256,17 +276,12 @@ TEST(LayerNormCuda, ChannelMajorMatchesCpu) {
       ops::layernorm_channel_major_backward(dyd, xd, g, mean, rstd, dx, dg, db);
       Tensor dg2 = Tensor::full({c}, 0.5, DType::f32, dev), db2 = Tensor::full({c}, -0.5, DType::f32, dev);
       ops::layernorm_channel_major_backward(dyd, xd, g, mean, rstd, acc, dg2, db2, true);
-      std::vector<Tensor> out;
-      for (const Tensor& t : {y, mean, rstd, dx, dg, db, acc, dg2, db2}) out.push_back(t.to(Device::cpu()).to(DType::f32));
-      return out;
+      return std::vector<Tensor>{y, mean, rstd, dx, dg, db, acc, dg2, db2};
     };
-    kernel_profile::reset();
-    kernel_profile::set_enabled(true);
-    const auto got = run_on(Device::cuda());
-    kernel_profile::set_enabled(false);
-    const auto ref = run_on(Device::cpu());
-    std::string names;
-    for (const auto& row : kernel_profile::collect().kernels) names += row.name + "\n";
+    const DeviceAndCpu r = on_device_and_cpu(run_on);
+    const auto& got = r.got;
+    const auto& ref = r.ref;
+    const std::string& names = r.kernels;
     const bool tiled = c <= 128;
     EXPECT_EQ(names.find("ln_cm_forward_kernel") != std::string::npos, tiled) << names;
     EXPECT_EQ(names.find("ln_cm_backward_kernel") != std::string::npos, tiled) << names;
@@ -280,6 +295,70 @@ TEST(LayerNormCuda, ChannelMajorMatchesCpu) {
     FC_EXPECT_CLOSE(got[6], ref[6], 2 * atol, rtol);        // prev + dx, rounded twice in bf16
     EXPECT_EQ(got[4].to_vector(), got[7].to_vector());      // the same sums, the same bits
     EXPECT_EQ(got[5].to_vector(), got[8].to_vector());
+  }
+}
+
+// LayerNorm and a head-major projection on the device (one kernel each way for C ≤ 128, H ≤ 8;
+// the composition beyond) against the CPU (the composition), with the kernels that ran named.
+// Shapes: C < 32 and odd; a partial last tile; H = 1; 9,000 rows (282 tiles: two per block);
+// C = 129 and H = 9 (composed). Dtypes: f32; w in bf16 (an f32 x) from a bf16 and an f32 dout; a
+// bf16 x and w. Tolerances as ChannelMajorMatchesCpu, out within one bf16 ulp; dw sums `rows` terms
+// in other orders; accumulate_dx as there. A second run gives the same parameter gradients bit for bit.
+TEST(LayerNormCuda, ProjectHeadsMatchesCpu) {
+  FC_REQUIRE_CUDA();
+  Generator gen(507);
+  struct Case {
+    Shape s;
+    int64_t heads;
+    DType x, w, dout;
+  };
+  const Case cases[] = {{{7, 5}, 3, DType::f32, DType::f32, DType::f32},
+                        {{33, 128}, 8, DType::f32, DType::f32, DType::f32},
+                        {{4, 25, 96}, 1, DType::f32, DType::f32, DType::f32},
+                        {{9000, 128}, 8, DType::f32, DType::bf16, DType::bf16},
+                        {{70, 128}, 8, DType::f32, DType::bf16, DType::f32},
+                        {{70, 64}, 4, DType::bf16, DType::bf16, DType::f32},
+                        {{10, 129}, 4, DType::f32, DType::f32, DType::f32},
+                        {{10, 64}, 9, DType::bf16, DType::bf16, DType::bf16}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.s.str() + " heads " + std::to_string(k.heads) + " x " + std::string(dtype_name(k.x)) + " w " +
+                 std::string(dtype_name(k.w)) + " dout " + std::string(dtype_name(k.dout)));
+    const int64_t c = k.s.back(), rows = k.s.product() / c;
+    std::vector<int64_t> hd{k.heads};
+    for (int d = 0; d + 1 < k.s.size(); ++d) hd.push_back(k.s[d]);
+    const Shape hs(hd);
+    const Tensor x = randn(k.s, gen, 0.5f, 2.f, k.x), prev = randn(k.s, gen, 0, 1, k.x);
+    const Tensor gamma = randn({c}, gen, 1.f, 0.3f), beta = randn({c}, gen);
+    const Tensor w = randn({c, k.heads}, gen, 0.f, 0.3f).to(k.w), dout = randn(hs, gen, 0, 1, k.dout);
+    auto run_on = [&](Device dev) {
+      Tensor out = Tensor::empty(hs, k.w, dev), mean = Tensor::empty({rows}, DType::f32, dev);
+      Tensor rstd = Tensor::empty({rows}, DType::f32, dev), dx = Tensor::empty(k.s, k.x, dev), acc = prev.to(dev);
+      Tensor dg = Tensor::full({c}, 0.5, DType::f32, dev), db = Tensor::full({c}, -0.5, DType::f32, dev);
+      Tensor dw = Tensor::full({c, k.heads}, 0.25, DType::f32, dev);
+      Tensor dg2 = Tensor::full({c}, 0.5, DType::f32, dev), db2 = Tensor::full({c}, -0.5, DType::f32, dev);
+      Tensor dw2 = Tensor::full({c, k.heads}, 0.25, DType::f32, dev);
+      const Tensor xd = x.to(dev), g = gamma.to(dev), b = beta.to(dev), wd = w.to(dev), dd = dout.to(dev);
+      ops::layernorm_project_heads_forward(xd, g, b, 1e-5f, wd, out, mean, rstd);
+      ops::layernorm_project_heads_backward(dd, xd, g, b, 1e-5f, mean, rstd, wd, dx, dg, db, dw);
+      ops::layernorm_project_heads_backward(dd, xd, g, b, 1e-5f, mean, rstd, wd, acc, dg2, db2, dw2, true);
+      return std::vector<Tensor>{out, mean, rstd, dx, dg, db, dw, acc, dg2, db2, dw2};
+    };
+    const DeviceAndCpu r = on_device_and_cpu(run_on);
+    const auto& got = r.got;
+    const auto& ref = r.ref;
+    const std::string& names = r.kernels;
+    const bool fused = c <= 128 && k.heads <= 8;
+    EXPECT_EQ(names.find("ln_project_forward_kernel") != std::string::npos, fused) << names;
+    EXPECT_EQ(names.find("ln_project_backward_kernel") != std::string::npos, fused) << names;
+    const bool bf16 = k.x == DType::bf16 || k.w == DType::bf16;
+    const double atol = bf16 ? 2e-2 : 1e-4, rtol = bf16 ? 1e-2 : 1e-4;
+    FC_EXPECT_CLOSE(got[0], ref[0], atol, rtol);  // out
+    FC_EXPECT_CLOSE(got[1], ref[1], 1e-5, 1e-5);  // mean
+    FC_EXPECT_CLOSE(got[2], ref[2], 1e-5, 1e-4);  // rstd
+    FC_EXPECT_CLOSE(got[3], ref[3], atol, rtol);  // dx
+    for (int i : {4, 5, 6, 8, 9, 10}) FC_EXPECT_CLOSE(got[i], ref[i], 1e-5 * rows + 1e-5, 1e-4);  // dγ, dβ, dw
+    FC_EXPECT_CLOSE(got[7], ref[7], 2 * atol, rtol);                                            // prev + dx
+    for (int i : {4, 5, 6}) EXPECT_EQ(got[i].to_vector(), got[i + 4].to_vector());             // the same sums
   }
 }
 

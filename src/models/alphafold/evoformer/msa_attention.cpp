@@ -43,8 +43,11 @@ Variable MsaRowAttentionWithPairBias::forward(const Variable& m, const Variable&
   // Chunked inference: LN(z) per row chunk for the bias (no pair-sized LN(z), which under bf16
   // autocast also had a bf16 copy for its GEMM: the block's peak at long N).
   const int64_t n = z.size(0);
+  // Unchunked, LN(z), its projection and the [H, N, N] layout in one op: no pair-sized LN(z), no
+  // [N, N, H] product to transpose (and in the backward no transposes, no conversion of the
+  // attention's fp32 bias gradient, no LN(z) read again).
   const Variable bias = chunk <= 0 || chunk >= n || autograd::grad_enabled()
-                            ? pair_bias(feat_2d_, feat_2d_norm_.forward_for_gemm(z))  // [1, H, N, N]
+                            ? autograd::unsqueeze(feat_2d_norm_.forward_project_heads(z, feat_2d_.weight()), 0)  // [1, H, N, N]
                             : Variable(pair_bias_chunked(
                                   feat_2d_,
                                   [&](int64_t s, int64_t len) {
