@@ -3,7 +3,6 @@
 #include "kernels/layernorm.h"
 
 #include <atomic>
-#include <vector>
 
 #include "kernels/cpu/layernorm_cpu.h"
 #include "kernels/env_choice.h"
@@ -28,13 +27,11 @@ std::atomic<bool>& one_pass_choice() {
 
 std::string str_of(const Tensor& t) { return t.defined() ? t.str() : std::string("undefined"); }
 
-RowsC check_common(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd) {
-  FC_CHECK(x.defined() && gamma.defined() && mean.defined() && rstd.defined(), op, ": x, gamma, mean, rstd must be defined");
-  FC_CHECK(x.dim() >= 1 && is_floating(x.dtype()) && x.is_contiguous(), op, ": x ", x.str(),
-           " must be a contiguous floating tensor");
-  const int64_t c = x.size(-1);
-  const int64_t rows = c == 0 ? 0 : x.numel() / c;
-  FC_CHECK(c > 0, op, ": x ", x.str(), " has an empty last dim");
+// x's layout aside, the checks every LayerNorm makes: x floating and contiguous with c > 0 channels
+// in `rows` rows; gamma f32 [c]; mean, rstd f32 with `rows` elements; all on x's device.
+void check_stats(const char* op, const Tensor& x, int64_t c, int64_t rows, const Tensor& gamma, const Tensor& mean,
+                 const Tensor& rstd) {
+  FC_CHECK(c > 0, op, ": x ", x.str(), " has no channels");
   FC_CHECK(gamma.dim() == 1 && gamma.size(0) == c && gamma.dtype() == DType::f32 && gamma.is_contiguous(), op,
            ": gamma ", gamma.str(), " must be contiguous f32 [", c, "] for x ", x.str());
   for (const Tensor* s : {&mean, &rstd})
@@ -42,27 +39,49 @@ RowsC check_common(const char* op, const Tensor& x, const Tensor& gamma, const T
              " must be contiguous f32 with ", rows, " elements for x ", x.str());
   for (const Tensor* t : {&gamma, &mean, &rstd})
     FC_CHECK(t->device() == x.device(), op, ": ", t->str(), " is not on x's device ", x.device().str());
+}
+
+// x, gamma, mean and rstd defined; x floating, contiguous, of at least min_dim dims.
+void check_defined(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                   int min_dim) {
+  FC_CHECK(x.defined() && gamma.defined() && mean.defined() && rstd.defined(), op, ": x, gamma, mean, rstd must be defined");
+  FC_CHECK(x.dim() >= min_dim && is_floating(x.dtype()) && x.is_contiguous(), op, ": x ", x.str(),
+           " must be a contiguous floating tensor of at least ", min_dim, " dims");
+}
+
+// x [rows..., C] (channels last).
+RowsC check_common(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd) {
+  check_defined(op, x, gamma, mean, rstd, 1);
+  const int64_t c = x.size(-1);
+  const int64_t rows = c == 0 ? 0 : x.numel() / c;
+  check_stats(op, x, c, rows, gamma, mean, rstd);
   return {rows, c};
 }
 
-// y (or dy) of a plain LayerNorm: x's shape and device, contiguous, x's dtype or, for an f32 x, a
-// 16-bit float dtype.
-void check_output(const char* op, const char* name, const Tensor& t, const Tensor& x) {
-  FC_CHECK(t.defined() && t.shape() == x.shape() && t.device() == x.device() && t.is_contiguous() &&
+// y (or dy) of a LayerNorm: shaped `shape` (a plain LayerNorm's: x's), on x's device, contiguous,
+// x's dtype or, for an f32 x, a 16-bit float dtype.
+void check_output(const char* op, const char* name, const Tensor& t, const Tensor& x, const Shape& shape) {
+  FC_CHECK(t.defined() && t.shape() == shape && t.device() == x.device() && t.is_contiguous() &&
                (t.dtype() == x.dtype() || (x.dtype() == DType::f32 && is_16bit_float(t.dtype()))),
-           op, ": ", name, " ", str_of(t), " must be contiguous, shaped like x ", x.str(),
-           " and of x's dtype (or 16-bit for an f32 x)");
+           op, ": ", name, " ", str_of(t), " must be contiguous ", shape.str(), " (x ", x.str(),
+           ") and of x's dtype (or 16-bit for an f32 x)");
+}
+void check_output(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  check_output(op, name, t, x, x.shape());
 }
 
-// check_output's rule, or f32 beside a 16-bit x: a plain LayerNorm backward's dy (the GEMMs' fp32
+// check_output's rule, or f32 beside a 16-bit x: a LayerNorm backward's dy (the GEMMs' fp32
 // gradient) and the fused forward's update x (an fp32 update of a bf16 stream).
-void check_output_or_f32(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+void check_output_or_f32(const char* op, const char* name, const Tensor& t, const Tensor& x, const Shape& shape) {
   if (t.defined() && t.dtype() == DType::f32 && is_16bit_float(x.dtype())) {
-    FC_CHECK(t.shape() == x.shape() && t.device() == x.device() && t.is_contiguous(), op, ": ", name, " ", t.str(),
-             " must be contiguous and shaped like ", x.str());
+    FC_CHECK(t.shape() == shape && t.device() == x.device() && t.is_contiguous(), op, ": ", name, " ", t.str(),
+             " must be contiguous ", shape.str(), " (x ", x.str(), ")");
     return;
   }
-  check_output(op, name, t, x);
+  check_output(op, name, t, x, shape);
+}
+void check_output_or_f32(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  check_output_or_f32(op, name, t, x, x.shape());
 }
 
 void check_like(const char* op, const char* name, const Tensor& t, const Tensor& x) {
@@ -82,43 +101,17 @@ void check_dropout(const char* op, const DropoutArgs& d) {
   FC_CHECK(d.p >= 0.f && d.p < 1.f, op, ": dropout rate p=", d.p, " must be in [0, 1)");
 }
 
-// The channel-major ops' x [C, rows...]: its channel count and rows, after check_common's checks
-// on the other tensors; `rows_last` is x's shape with the channels moved last (y's and dy's).
+// The channel-major ops' x [C, rows...]: its channel count and rows, after the common checks.
 struct ChannelMajor {
   int64_t rows, c;
-  Shape rows_last;
 };
 ChannelMajor check_channel_major(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                  const Tensor& rstd) {
-  FC_CHECK(x.defined() && gamma.defined() && mean.defined() && rstd.defined(), op, ": x, gamma, mean, rstd must be defined");
-  FC_CHECK(x.dim() >= 2 && is_floating(x.dtype()) && x.is_contiguous() && x.size(0) > 0, op, ": x ", x.str(),
-           " must be a contiguous floating tensor [C, rows...] with C > 0");
-  ChannelMajor cm;
-  cm.c = x.size(0);
-  cm.rows = x.numel() / cm.c;
-  std::vector<int64_t> dims;
-  for (int d = 1; d < x.dim(); ++d) dims.push_back(x.size(d));
-  dims.push_back(cm.c);
-  cm.rows_last = Shape(dims);
-  FC_CHECK(gamma.dim() == 1 && gamma.size(0) == cm.c && gamma.dtype() == DType::f32 && gamma.is_contiguous(), op,
-           ": gamma ", gamma.str(), " must be contiguous f32 [", cm.c, "] for x ", x.str());
-  for (const Tensor* s : {&mean, &rstd})
-    FC_CHECK(s->numel() == cm.rows && s->dtype() == DType::f32 && s->is_contiguous(), op, ": mean/rstd ", s->str(),
-             " must be contiguous f32 with ", cm.rows, " elements for x ", x.str());
-  for (const Tensor* t : {&gamma, &mean, &rstd})
-    FC_CHECK(t->device() == x.device(), op, ": ", t->str(), " is not on x's device ", x.device().str());
-  return cm;
-}
-
-// y or dy of a channel-major LayerNorm: shaped rows_last, on x's device, contiguous; x's dtype, a
-// 16-bit one for an f32 x, or (with f32_ok, dy) f32 beside a 16-bit x.
-void check_rows_last(const char* op, const char* name, const Tensor& t, const Tensor& x, const Shape& rows_last,
-                     bool f32_ok) {
-  const bool dtype_ok = t.defined() && (t.dtype() == x.dtype() || (x.dtype() == DType::f32 && is_16bit_float(t.dtype())) ||
-                                        (f32_ok && t.dtype() == DType::f32 && is_16bit_float(x.dtype())));
-  FC_CHECK(dtype_ok && t.shape() == rows_last && t.device() == x.device() && t.is_contiguous(), op, ": ", name, " ",
-           str_of(t), " must be contiguous ", rows_last.str(), " (x ", x.str(),
-           " with its channels last) of x's dtype (or 16-bit for an f32 x)");
+  check_defined(op, x, gamma, mean, rstd, 2);
+  const int64_t c = x.size(0);
+  const int64_t rows = c == 0 ? 0 : x.numel() / c;
+  check_stats(op, x, c, rows, gamma, mean, rstd);
+  return {rows, c};
 }
 
 // x [C, rows] as a contiguous [rows, C] copy: the CPU's form (and CUDA's for C > 128).
@@ -140,11 +133,7 @@ ProjectHeads check_project_heads(const char* op, const Tensor& x, const Tensor& 
   FC_CHECK(w.defined() && w.dim() == 2 && w.size(0) == c && w.size(1) > 0 && is_floating(w.dtype()) &&
                w.is_contiguous() && w.device() == x.device(),
            op, ": w ", str_of(w), " must be contiguous floating [", c, ", H] on the device of x ", x.str());
-  ProjectHeads p{rows, c, w.size(1), Shape{}};
-  std::vector<int64_t> dims{p.heads};
-  for (int d = 0; d + 1 < x.dim(); ++d) dims.push_back(x.size(d));
-  p.heads_first = Shape(dims);
-  return p;
+  return {rows, c, w.size(1), layernorm_project_heads_out_shape(x.shape(), w.size(1))};
 }
 
 // out or dout of the head-major projection: [H, rows...] contiguous on x's device, of w's dtype
@@ -200,12 +189,25 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
                                     accumulate_dx));
 }
 
+Shape layernorm_channel_major_y_shape(const Shape& x) {
+  Shape y;
+  for (int d = 1; d < x.size(); ++d) y.push_back(x[d]);
+  if (x.size() > 0) y.push_back(x[0]);
+  return y;
+}
+
+Shape layernorm_project_heads_out_shape(const Shape& x, int64_t heads) {
+  Shape out{heads};
+  for (int d = 0; d + 1 < x.size(); ++d) out.push_back(x[d]);
+  return out;
+}
+
 void layernorm_channel_major_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                                      const Tensor& y, const Tensor& mean, const Tensor& rstd) {
   constexpr const char* op = "layernorm_channel_major_forward";
   const ChannelMajor cm = check_channel_major(op, x, gamma, mean, rstd);
   check_param(op, "beta", beta, gamma);
-  check_rows_last(op, "y", y, x, cm.rows_last, false);
+  check_output(op, "y", y, x, layernorm_channel_major_y_shape(x.shape()));
   if (cm.rows == 0) return;
 #ifdef FOLDCORE_HAVE_CUDA
   if (x.device().is_cuda() && cuda::layernorm_channel_major_tiled(cm.c)) {
@@ -223,7 +225,7 @@ void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const T
                                       bool accumulate_dx) {
   constexpr const char* op = "layernorm_channel_major_backward";
   const ChannelMajor cm = check_channel_major(op, x, gamma, mean, rstd);
-  check_rows_last(op, "dy", dy, x, cm.rows_last, true);
+  check_output_or_f32(op, "dy", dy, x, layernorm_channel_major_y_shape(x.shape()));
   check_like(op, "dx", dx, x);
   check_param(op, "dgamma", dgamma, gamma);
   check_param(op, "dbeta", dbeta, gamma);

@@ -37,6 +37,8 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
 // permuted back (the CPU computes exactly that; CUDA, for C ≤ 128, reads x and writes dx in their
 // layout through shared-memory tiles, so neither transposed copy is made), and the same dtype rules
 // (y 16-bit for an f32 x; dy f32 beside a 16-bit x; accumulate_dx).
+// y's shape for an x of shape [C, rows...]: [rows..., C].
+Shape layernorm_channel_major_y_shape(const Shape& x);
 void layernorm_channel_major_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                                      const Tensor& y, const Tensor& mean, const Tensor& rstd);
 void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
@@ -56,6 +58,8 @@ void layernorm_channel_major_backward(const Tensor& dy, const Tensor& x, const T
 // and transposed copies; CUDA, for
 // C ≤ 128 and H ≤ 8, one kernel each way (plus one adding the parameters' partials in order), so
 // neither y nor a [rows, H] copy exists, and the composition on the device beyond.
+// out's shape for an x of shape [rows..., C] and H heads: [H, rows...].
+Shape layernorm_project_heads_out_shape(const Shape& x, int64_t heads);
 void layernorm_project_heads_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                                      const Tensor& w, const Tensor& out, const Tensor& mean, const Tensor& rstd);
 void layernorm_project_heads_backward(const Tensor& dout, const Tensor& x, const Tensor& gamma, const Tensor& beta,

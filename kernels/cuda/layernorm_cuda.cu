@@ -238,9 +238,6 @@ __global__ void __launch_bounds__(kRowBlock) ln_backward_fused_kernel(
   }
 }
 
-// dgamma[c] += Σ_chunk partial[0][chunk][c], dbeta from partial[1], dbias (blockIdx.y = 2) from
-// partial[2]: block (blockIdx.x, a) adds 32 columns' chunks, row-thread ty the chunks ty, ty + 32,
-// …, then ty = 0 their 32 sums in order.
 // Σ_chunk part[chunk·stride + col] by a 32 × 32 block: row-thread ty adds chunks ty, ty + 32, …,
 // then ty = 0 adds the 32 sums in order (a fixed order: the same bits every run). The sum is
 // returned to the threads ty = 0; every thread of the block must call it.
@@ -260,6 +257,8 @@ __device__ __forceinline__ float sum_chunks_32x32(const float* __restrict__ part
   return t;
 }
 
+// dgamma[c] += Σ_chunk partial[0][chunk][c], dbeta from partial[1], dbias (blockIdx.y = 2) from
+// partial[2]: block (blockIdx.x, a) adds 32 columns' chunks (sum_chunks_32x32).
 __global__ void ln_param_finalize_kernel(const float* __restrict__ partial, int64_t chunks, int c, float* dgamma,
                                          float* dbeta, float* dbias) {
   const int a = blockIdx.y, col = blockIdx.x * 32 + threadIdx.x;

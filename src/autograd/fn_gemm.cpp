@@ -457,9 +457,7 @@ Variable layer_norm_project_heads(const Variable& x, const Variable& gamma, cons
   const Tensor xv = x.value().contiguous();
   const Tensor gv = gamma.value().to(DType::f32), bv = beta.value().to(DType::f32);
   const Tensor wc = cast_param(w, detail::gemm_dtype(x.dtype()));  // linear(LN(x))'s GEMM dtype
-  std::vector<int64_t> dims{w.size(1)};
-  for (int d = 0; d + 1 < xv.dim(); ++d) dims.push_back(xv.size(d));
-  const Tensor out = Tensor::empty(Shape(dims), wc.dtype(), xv.device());
+  const Tensor out = Tensor::empty(ops::layernorm_project_heads_out_shape(xv.shape(), w.size(1)), wc.dtype(), xv.device());
   const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
   const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
   ops::layernorm_project_heads_forward(xv, gv, bv, eps, wc, out, mean, rstd);

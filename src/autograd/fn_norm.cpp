@@ -154,10 +154,7 @@ Variable layer_norm_channel_major(const Variable& x, const Variable& gamma, cons
            gamma.shape().str(), ", beta ", beta.shape().str(), " for x ", x.shape().str());
   const Tensor xv = x.value().contiguous();
   const Tensor gv = gamma.value().to(DType::f32), bv = beta.value().to(DType::f32);
-  std::vector<int64_t> dims;
-  for (int d = 1; d < xv.dim(); ++d) dims.push_back(xv.size(d));
-  dims.push_back(c);
-  const Tensor y = Tensor::empty(Shape(dims), out.value_or(xv.dtype()), xv.device());
+  const Tensor y = Tensor::empty(ops::layernorm_channel_major_y_shape(xv.shape()), out.value_or(xv.dtype()), xv.device());
   const Tensor mean = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
   const Tensor rstd = Tensor::empty({xv.numel() / c}, DType::f32, xv.device());
   ops::layernorm_channel_major_forward(xv, gv, bv, eps, y, mean, rstd);
