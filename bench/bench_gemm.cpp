@@ -147,8 +147,13 @@ void run_sum_case(const SumCase& c, Device dev, int iters) {
 // The outer product mean's outer products at the training step's shapes (S MSA rows, N residues,
 // c = 32 channels, bf16): one [(i, c), (j, e)] product and its transposing copy to [i, j, c, e]
 // (the form before 2026-12-01) against the strided batch over i that writes [i, (j, e), c]
-// directly (autograd::outer_product_rows, the form now), side by side: `ms` (the batch),
+// directly (autograd::outer_product_project's forward), side by side: `ms` (the batch),
 // `product_and_copy_ms`, `speedup_vs_product_and_copy`, and the batch's output bytes per second.
+// And the backward from the projection's output gradient dy [N, N, c_z = 128] to both operands'
+// gradients: the form before 2026-12-02 (dx = dy·W_ecᵀ as [(i, j), (e, c)], its transposing copy to
+// [(i, c), (j, e)], da and db) against the op's (per i W·dy_iᵀ as [(i, c), (e, j)], da and db with
+// b and db turned to [S, E, J]): `backward_ms`, `backward_dx_and_copy_ms`,
+// `backward_speedup_vs_dx_and_copy`.
 struct OuterCase {
   const char* name;
   int64_t s, n, c;
@@ -171,11 +176,37 @@ void run_outer_case(const OuterCase& k, Device dev, int iters) {
     g.trans_a = true;
     ops::gemm(b.view({k.s, k.n * k.c}), a.permute({1, 0, 2}), rows, g);
   }, 1, iters);
+  const int64_t z = 128, nc = k.n * k.c;
+  const Tensor dy = randn({k.n, k.n, z}, gen, 0, 1, DType::bf16, dev);
+  const Tensor w = randn({k.c * k.c, z}, gen, 0, 1, DType::bf16, dev);
+  Tensor d_old = Tensor::empty({k.n * k.n, k.c * k.c}, DType::bf16, dev);
+  Tensor d_moved = Tensor::empty({nc, nc}, DType::bf16, dev);
+  Tensor d_new = Tensor::empty({k.n, k.c * k.c, k.n}, DType::bf16, dev);
+  Tensor da = Tensor::empty({k.s, nc}, DType::bf16, dev), db = Tensor::empty({k.s, nc}, DType::bf16, dev);
+  const double backward_copy_form = bench::time_ms(dev, [&] {
+    ops::GemmArgs g;
+    g.trans_b = true;
+    ops::gemm(dy.view({k.n * k.n, z}), w, d_old, g);  // W's rows in (e, c) order: any [c·c, z] times the same
+    d_moved.view({k.n, k.c, k.n, k.c}).copy_(d_old.view({k.n, k.n, k.c, k.c}).permute({0, 3, 1, 2}));
+    ops::gemm(b.view({k.s, nc}), d_moved, da, g);
+    ops::gemm(a.view({k.s, nc}), d_moved, db);
+  }, 1, iters);
+  const double backward_ms = bench::time_ms(dev, [&] {
+    ops::GemmArgs g;
+    g.trans_b = true;
+    ops::gemm(w, dy, d_new, g);
+    const Tensor d2 = d_new.view({nc, nc});
+    ops::gemm(b.permute({0, 2, 1}).contiguous().view({k.s, nc}), d2, da, g);
+    ops::gemm(a.view({k.s, nc}), d2, db);
+    (void)db.view({k.s, k.c, k.n}).permute({0, 2, 1}).contiguous();
+  }, 1, iters);
   const double flop = 2.0 * k.s * k.n * k.c * k.n * k.c, out_bytes = 2.0 * k.n * k.c * k.n * k.c;
   bench::JsonLine j;
   j.str("bench", "gemm").str("case", k.name).str("device", dev.str()).str("dtype", "bf16");
   j.integer("msa_rows", k.s).integer("n_res", k.n).integer("c", k.c).num("ms", ms);
   j.num("product_and_copy_ms", copy_form).num("speedup_vs_product_and_copy", copy_form / ms);
+  j.num("backward_ms", backward_ms).num("backward_dx_and_copy_ms", backward_copy_form);
+  j.num("backward_speedup_vs_dx_and_copy", backward_copy_form / backward_ms);
   j.num("tflops", flop / (ms * 1e-3) * 1e-12).num("output_gb_per_s", out_bytes / (ms * 1e-3) * 1e-9);
   j.print();
 }

@@ -257,28 +257,48 @@ struct MatmulFn final : Function {
   }
 };
 
-// outer_product_rows: out [I, J, E, C]; saved a [S, I, C] and b [S, J, E] in the GEMM dtype. The
-// gradients come out of their GEMMs in the operands' own dtypes (fp32 operands under autocast: a
-// bf16->f32 GEMM, no conversion pass after it).
-struct OuterProductRowsFn final : Function {
-  Tensor a, b;
+// outer_product_project: y [I, J, Z] = outer·W_ec + bias with outer [I, J, E, C] (outer[i, j, e, c] =
+// Σ_s a[s, i, c]·b[s, j, e]) and W_ec W's rows in (e, c) order. Saved in the GEMM dtype: a [S, I, C],
+// b [S, J, E], W as given ([C·E, Z], rows in (c, e) order) and the outer products (W's gradient only).
+// The outer products' gradient is made as [(i, c), (e, j)] by one strided-batch GEMM (per i: W·dy_iᵀ),
+// the layout in which both operands' gradients are one GEMM each, so it is never transposed; b and
+// b's gradient are turned to [S, E, J] instead (J·E per MSA row: 1/N of the outer products' size).
+struct OuterProductProjectFn final : Function {
+  Tensor a, b, w, outer;
   DType cd = DType::f32, a_dtype = DType::f32, b_dtype = DType::f32;
 
   void backward(BackwardCtx& ctx) override {
-    const int64_t s = a.size(0), ni = a.size(1), c = a.size(2), nj = b.size(1), e = b.size(2);
-    // dout as [(i, c), (j, e)]: the layout in which both gradients are one GEMM each.
-    const Tensor d = ctx.grad_output(0).to(cd).permute({0, 3, 1, 2}).contiguous().view({ni * c, nj * e});
-    if (ctx.needs_grad(0)) {  // da[s, (i, c)] = Σ_(j,e) b[s, (j, e)]·dout[(i, c), (j, e)]
-      Tensor da = Tensor::empty({s, ni, c}, a_dtype, d.device());
-      ops::GemmArgs g;
-      g.trans_b = true;
-      ops::gemm(b.view({s, nj * e}), d, da.view({s, ni * c}), g);
+    const int64_t s = a.size(0), ni = a.size(1), c = a.size(2), nj = b.size(1), e = b.size(2), z = w.size(1);
+    const Tensor g = ctx.grad_output(0).contiguous().view({ni * nj, z});
+    const Tensor dy = g.to(cd);
+    if (ctx.needs_grad(3)) ops::sum_rows_accumulate(g, ctx.accumulate_grad(3, DType::f32));
+    if (ctx.needs_grad(2)) {  // dW_ec = outerᵀ·dy (fp32), added into W's gradient in its (c, e) order
+      const Tensor dw_ec = Tensor::empty({e * c, z}, DType::f32, g.device());
+      ops::GemmArgs gw;
+      gw.trans_a = true;
+      ops::gemm(outer.view({ni * nj, e * c}), dy, dw_ec, gw);
+      const Tensor acc = ctx.accumulate_grad(2, DType::f32).view({c, e, z});
+      ops::add(acc, dw_ec.view({e, c, z}).permute({1, 0, 2}), acc);
+    }
+    if (!ctx.needs_grad(0) && !ctx.needs_grad(1)) return;
+    // d[i, (c, e), j] = Σ_z W[(c, e), z]·dy[i, j, z]: the outer products' gradient as [(i, c), (e, j)].
+    const Tensor d = Tensor::empty({ni, c * e, nj}, cd, g.device());
+    ops::GemmArgs gd;
+    gd.trans_b = true;
+    ops::gemm(w, dy.view({ni, nj, z}), d, gd);
+    const Tensor d2 = d.view({ni * c, e * nj});
+    if (ctx.needs_grad(0)) {  // da[s, (i, c)] = Σ_(e, j) b[s, j, e]·d[(i, c), (e, j)]
+      const Tensor b_ej = b.permute({0, 2, 1}).contiguous();
+      Tensor da = Tensor::empty({s, ni, c}, a_dtype, g.device());
+      ops::GemmArgs ga;
+      ga.trans_b = true;
+      ops::gemm(b_ej.view({s, e * nj}), d2, da.view({s, ni * c}), ga);
       ctx.put_grad(0, da);
     }
-    if (ctx.needs_grad(1)) {  // db[s, (j, e)] = Σ_(i,c) a[s, (i, c)]·dout[(i, c), (j, e)]
-      Tensor db = Tensor::empty({s, nj, e}, b_dtype, d.device());
-      ops::gemm(a.view({s, ni * c}), d, db.view({s, nj * e}));
-      ctx.put_grad(1, db);
+    if (ctx.needs_grad(1)) {  // db[s, j, e] = Σ_(i, c) a[s, (i, c)]·d[(i, c), (e, j)], made as [s, e, j]
+      Tensor db_ej = Tensor::empty({s, e, nj}, b_dtype, g.device());
+      ops::gemm(a.view({s, ni * c}), d2, db_ej.view({s, e * nj}));
+      ctx.put_grad(1, db_ej.permute({0, 2, 1}).contiguous());
     }
   }
 };
@@ -425,27 +445,40 @@ std::vector<Variable> linears(const Variable& x, const std::vector<Variable>& ws
 
 LinearsStats linears_stats() { return t_linears_stats; }
 
-Variable outer_product_rows(const Variable& a, const Variable& b) {
+Variable outer_product_project(const Variable& a, const Variable& b, const Variable& w, const Variable& bias) {
   FC_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) && a.device() == b.device(),
-           "outer_product_rows: a ", a.shape().str(), " and b ", b.shape().str(),
+           "outer_product_project: a ", a.shape().str(), " and b ", b.shape().str(),
            " must be [S, I, C] and [S, J, E] on one device");
+  const int64_t c = a.size(2), e = b.size(2);
+  FC_CHECK(w.dim() == 2 && w.size(0) == c * e && w.device() == a.device(), "outer_product_project: w ",
+           w.shape().str(), " for ", c, " × ", e, " channels (w must be [C·E, Z] on a's device)");
+  FC_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == w.size(1)), "outer_product_project: bias ",
+           bias.defined() ? bias.shape().str() : "", " for w ", w.shape().str());
   const DType cd = detail::gemm_dtype(a.dtype());
   const Tensor av = a.value().to(cd).contiguous(), bv = b.value().to(cd).contiguous();
-  const int64_t s = av.size(0), ni = av.size(1), c = av.size(2), nj = bv.size(1), e = bv.size(2);
-  Tensor out = Tensor::empty({ni, nj, e, c}, cd, av.device());
-  // Per i: out_i[(j, e), c] = b[s, (j, e)]ᵀ·a[s, i, c]; a_i is a strided batch over i of av.
-  ops::GemmArgs g;
-  g.trans_a = true;
-  ops::gemm(bv.view({s, nj * e}), av.permute({1, 0, 2}), out.view({ni, nj * e, c}), g);
-  if (!any_requires_grad({a, b})) return Variable(out);
-  auto fn = std::make_unique<OuterProductRowsFn>();
+  const int64_t s = av.size(0), ni = av.size(1), nj = bv.size(1), z = w.size(1);
+  // Per i: outer_i[(j, e), c] = b[s, (j, e)]ᵀ·a[s, i, c]; a_i is a strided batch over i of av.
+  const Tensor outer = Tensor::empty({ni, nj, e, c}, cd, av.device());
+  ops::GemmArgs go;
+  go.trans_a = true;
+  ops::gemm(bv.view({s, nj * e}), av.permute({1, 0, 2}), outer.view({ni, nj * e, c}), go);
+  const Tensor wc = cast_param(w, cd);  // [(c, e), Z]; its rows in the outer products' (e, c) order:
+  const Tensor w_ec = wc.view({c, e, z}).permute({1, 0, 2}).contiguous().view({e * c, z});
+  const Tensor y = Tensor::empty({ni, nj, z}, cd, av.device());
+  ops::GemmArgs gy;
+  if (bias.defined()) gy.bias = cast_param(bias, cd);
+  ops::gemm(outer.view({ni * nj, e * c}), w_ec, y.view({ni * nj, z}), gy);
+  if (!any_requires_grad({a, b, w, bias})) return Variable(y);
+  auto fn = std::make_unique<OuterProductProjectFn>();
   fn->a = av;
   fn->b = bv;
+  fn->w = wc;
+  if (w.requires_grad()) fn->outer = outer;
   fn->cd = cd;
-  // The gradients' dtypes: the operands' where a GEMM can write them (fp32 or the GEMM dtype).
+  // The operands' gradients in their own dtypes where a GEMM can write them (fp32 or the GEMM dtype).
   fn->a_dtype = a.dtype() == DType::f32 ? DType::f32 : cd;
   fn->b_dtype = b.dtype() == DType::f32 ? DType::f32 : cd;
-  return record1("outer_product_rows", std::move(fn), {a, b}, out);
+  return record1("outer_product_project", std::move(fn), {a, b, w, bias}, y);
 }
 
 Variable layer_norm_project_heads(const Variable& x, const Variable& gamma, const Variable& beta, const Variable& w,

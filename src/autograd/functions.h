@@ -44,12 +44,15 @@ struct LinearsStats {
 LinearsStats linears_stats();
 // c[…, M, N] = op(a)[…, M, K] · op(b)[…, K, N]; b may be 2-D (shared by every batch entry).
 Variable matmul(const Variable& a, const Variable& b, bool trans_a = false, bool trans_b = false);
-// out[i, j, e, c] = Σ_s a[s, i, c]·b[s, j, e] for a [S, I, C] and b [S, J, E]: [I, J, E, C], the
-// outer products' sum over s (AlphaFold's outer product mean) laid out as its output projection
-// reads it, pair by pair. One strided-batch GEMM (per i: bᵀ·a_i, b shared), so there is no
-// [(i, c), (j, e)] product to transpose; the backward lays dout out as [(i, c), (j, e)] (one
-// transposed copy) for its two GEMMs (da = b·doutᵀ, db = a·dout). The GEMM dtype (autocast).
-Variable outer_product_rows(const Variable& a, const Variable& b);
+// y[i, j, :] = Σ_(c, e) (Σ_s a[s, i, c]·b[s, j, e])·w[c·E + e, :] + bias for a [S, I, C], b [S, J, E],
+// w [C·E, Z] (AlphaFold's outer product mean before its normalisation: output_w viewed as [c·e, c_z])
+// and bias [Z] (optional): [I, J, Z] in the GEMM dtype (autocast). The outer products are one
+// strided-batch GEMM (per i: bᵀ·a_i, b shared) laid out [I, J, E, C], as the projection reads them
+// (w's rows taken in (e, c) order: a permuted copy of w, not of the products). The backward makes
+// their gradient as [(i, c), (e, j)] (per i: w·dy_iᵀ), the layout of both operands' gradient GEMMs
+// (da = b·dᵀ, db = a·d with b and db as [S, E, J]), so nothing outer-product-sized is transposed.
+Variable outer_product_project(const Variable& a, const Variable& b, const Variable& w,
+                               const Variable& bias = Variable());
 
 // ---------------------------------------------------------------- normalisation, softmax, loss
 // LayerNorm over the last dim; gamma, beta f32 [C]; statistics in fp32; y has x's dtype, or

@@ -43,53 +43,59 @@ TEST(AutogradFunctions, MatmulTransposesAndSharedOperand) {
   expect_grads_match_fd([](const auto& v) { return matmul(v[0], v[1]); }, {randn({3, 2, 5}, g), randn({5, 3}, g)});
 }
 
-// outer_product_rows: gradients against finite differences, and values and gradients equal to the
-// composition it replaces (aᵀ·b as [(i, c), (j, e)], then transposed to [i, j, e, c]): the same dot
-// products (one GEMM per i against one GEMM over all i: the same bits here, where K = S fits one
-// block of the CPU GEMM). Under bf16 autocast the values are the composition's bf16 bits; the fp32
-// operands' gradients come out of their GEMMs in fp32, so they are the fp32 composition's on the
-// bf16-rounded operands and output gradient (the products of bf16 values are exact in fp32; the
-// sums may be ordered otherwise: 1e-6 of the largest).
-TEST(AutogradFunctions, OuterProductRowsEqualsTheTransposedProduct) {
+// outer_product_project (C ≠ E, so a weight read in the wrong channel order cannot pass): gradients
+// of all four inputs against finite differences; and values and gradients against the composition
+// it replaces: the outer products as one product aᵀ·b [(i, c), (j, e)] transposed to [i, j, c, e],
+// then a linear with w as it is. In fp32 the same products summed in another order (the projection
+// over (e, c) instead of (c, e); the operands' gradients over (e, j) instead of (j, e)): within
+// 1e-6 of the largest. Under bf16 autocast the composition stores its outer products and their
+// gradient in bf16 as the op does, so the values agree within one bf16 rounding of the largest
+// (2^-8) and the gradients within 1e-2 of the largest (sums of terms each rounded to 2^-9).
+TEST(AutogradFunctions, OuterProductProjectEqualsTheComposition) {
   Generator g(41);
-  expect_grads_match_fd([](const auto& v) { return outer_product_rows(v[0], v[1]); },
-                        {randn({5, 3, 2}, g), randn({5, 4, 3}, g)});
-  const int64_t s = 6, ni = 3, nj = 5, c = 4, e = 2;
-  const Tensor a = randn({s, ni, c}, g), b = randn({s, nj, e}, g), d = randn({ni, nj, e, c}, g);
-  auto run = [&](bool fused, const Tensor& a0, const Tensor& b0, const Tensor& d0) {
-    Variable va(a0.clone(), true), vb(b0.clone(), true);
+  expect_grads_match_fd([](const auto& v) { return outer_product_project(v[0], v[1], v[2], v[3]); },
+                        {randn({5, 3, 2}, g), randn({5, 4, 3}, g), randn({6, 4}, g), randn({4}, g)});
+  expect_grads_match_fd([](const auto& v) { return outer_product_project(v[0], v[1], v[2]); },
+                        {randn({4, 2, 3}, g), randn({4, 3, 2}, g), randn({6, 5}, g)});
+  const int64_t s = 6, ni = 3, nj = 5, c = 4, e = 2, z = 7;
+  const Tensor a = randn({s, ni, c}, g), b = randn({s, nj, e}, g), w = randn({c * e, z}, g), bias = randn({z}, g),
+               d = randn({ni, nj, z}, g);
+  auto run = [&](bool fused, const Tensor& d0) {
+    Variable va(a.clone(), true), vb(b.clone(), true), vw(w.clone(), true), vbias(bias.clone(), true);
     Variable out;
     if (fused) {
-      out = outer_product_rows(va, vb);
+      out = outer_product_project(va, vb, vw, vbias);
     } else {
       const Variable prod = reshape(matmul(reshape(va, {s, ni * c}), reshape(vb, {s, nj * e}), true, false),
                                     {ni, c, nj, e});
-      out = contiguous(permute(prod, {0, 2, 3, 1}));
+      out = linear(reshape(contiguous(permute(prod, {0, 2, 1, 3})), {ni, nj, c * e}), vw, vbias);
     }
+    EXPECT_EQ(out.shape(), Shape({ni, nj, z}));
     backward({out}, {d0.to(out.dtype())});
     EXPECT_EQ(va.grad().dtype(), DType::f32);
     return std::vector<std::vector<float>>{out.value().to(DType::f32).to_vector(), va.grad().to_vector(),
-                                           vb.grad().to_vector()};
+                                           vb.grad().to_vector(), vw.grad().to_vector(), vbias.grad().to_vector()};
   };
-  {
-    const auto x = run(true, a, b, d), y = run(false, a, b, d);
-    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], y[i]) << "fp32, tensor " << i;
-  }
-  std::vector<std::vector<float>> x;
+  auto expect_close = [](const std::vector<std::vector<float>>& x, const std::vector<std::vector<float>>& y,
+                         float value_tol, float grad_tol, const char* what) {
+    for (size_t i = 0; i < x.size(); ++i) {
+      float largest = 0;
+      for (const float v : y[i]) largest = std::max(largest, std::fabs(v));
+      ASSERT_EQ(x[i].size(), y[i].size());
+      for (size_t k = 0; k < x[i].size(); ++k)
+        EXPECT_NEAR(x[i][k], y[i][k], (i == 0 ? value_tol : grad_tol) * largest) << what << ", tensor " << i;
+    }
+  };
+  expect_close(run(true, d), run(false, d), 1e-6f, 1e-6f, "fp32");
   {
     AutocastGuard ac(DType::bf16);
-    x = run(true, a, b, d);
-    EXPECT_EQ(x[0], run(false, a, b, d)[0]) << "bf16 values";
+    EXPECT_EQ(outer_product_project(Variable(a), Variable(b), Variable(w)).dtype(), DType::bf16);
+    expect_close(run(true, d), run(false, d), 1.f / 256, 1e-2f, "bf16");
   }
-  auto rounded = [](const Tensor& t) { return t.to(DType::bf16).to(DType::f32); };
-  const auto y = run(false, rounded(a), rounded(b), rounded(d));
-  for (size_t i = 1; i < x.size(); ++i) {
-    float largest = 0;
-    for (const float v : y[i]) largest = std::max(largest, std::fabs(v));
-    ASSERT_EQ(x[i].size(), y[i].size());
-    for (size_t k = 0; k < x[i].size(); ++k) EXPECT_NEAR(x[i][k], y[i][k], 1e-6f * largest) << "bf16, tensor " << i;
-  }
-  EXPECT_THROW(outer_product_rows(Variable(randn({5, 3, 2}, g)), Variable(randn({4, 3, 2}, g))), Error);
+  EXPECT_THROW(outer_product_project(Variable(randn({5, 3, 2}, g)), Variable(randn({4, 3, 2}, g)),
+                                     Variable(randn({4, 2}, g))), Error);
+  EXPECT_THROW(outer_product_project(Variable(a), Variable(b), Variable(randn({c * e + 1, z}, g))), Error);
+  EXPECT_THROW(outer_product_project(Variable(a), Variable(b), Variable(w), Variable(randn({z + 1}, g))), Error);
 }
 
 TEST(AutogradFunctions, LayerNormSoftmax) {

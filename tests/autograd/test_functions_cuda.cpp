@@ -1,6 +1,6 @@
 // autograd Functions on CUDA against the CPU, for the ones whose device path has a form of its
-// own: outer_product_rows (the outer product mean's strided-batch GEMM, per i bᵀ·a_i, and its
-// backward's GEMMs into the operands' dtypes) and mul of a 16-bit a by an fp32 b (the mixed
+// own: outer_product_project (the outer product mean's strided-batch GEMMs, per i bᵀ·a_i forward
+// and W·dy_iᵀ backward, and its backward's GEMMs into the operands' dtypes) and mul of a 16-bit a by an fp32 b (the mixed
 // multiply, no cast node). fp32 and under bf16 autocast. Skipped without a CUDA device (the host
 // emulation runs it in CI).
 //
@@ -40,38 +40,47 @@ void expect_near_scaled(const Tensor& got, const Tensor& want, double tol, const
 }
 
 struct Outer {
-  Tensor out, da, db;
+  Tensor out, da, db, dw, dbias;
 };
 
-// outer_product_rows of a [S, Ni, c] and b [S, Nj, e] on `dev`, its value and both gradients for
-// the output gradient d [Ni, Nj, e, c].
-Outer outer_rows(Device dev, DType autocast, const Tensor& a, const Tensor& b, const Tensor& d) {
+// outer_product_project of a [S, Ni, c], b [S, Nj, e], w [c·e, z] and bias [z] on `dev`, its value
+// and the four gradients for the output gradient d [Ni, Nj, z].
+Outer outer_project(Device dev, DType autocast, const Tensor& a, const Tensor& b, const Tensor& w,
+                    const Tensor& bias, const Tensor& d) {
   std::optional<AutocastGuard> ac;
   if (autocast != DType::f32) ac.emplace(autocast);
-  Variable va(a.to(dev), true), vb(b.to(dev), true);
-  const Variable out = outer_product_rows(va, vb);
+  Variable va(a.to(dev), true), vb(b.to(dev), true), vw(w.to(dev), true), vbias(bias.to(dev), true);
+  const Variable out = outer_product_project(va, vb, vw, vbias);
   backward({out}, {d.to(out.dtype()).to(dev)});
-  return {out.value(), va.grad(), vb.grad()};
+  return {out.value(), va.grad(), vb.grad(), vw.grad(), vbias.grad()};
 }
 
-TEST(AutogradFunctionsCuda, OuterProductRowsMatchesCpu) {
+// Tolerances beyond the file's: in bf16 the outer products' gradient is stored in bf16 on both
+// devices, and an element rounded the other way (sums ordered otherwise) moves the operands'
+// gradients by 2^-9 of one term: 4e-3 of the largest allowed; W's gradient sums bf16 outer products
+// that may differ by one rounding likewise. The bias gradient sums the same values: 1e-5.
+TEST(AutogradFunctionsCuda, OuterProductProjectMatchesCpu) {
   FC_REQUIRE_CUDA();
   Generator gen(61);
   // The outer product mean's form (S rows, c = e channels) and an uneven one.
-  for (const auto& [s, ni, nj, c, e] : std::vector<std::array<int64_t, 5>>{{16, 12, 12, 8, 8}, {9, 5, 7, 3, 6}}) {
-    const Tensor a = randn({s, ni, c}, gen), b = randn({s, nj, e}, gen), d = randn({ni, nj, e, c}, gen);
+  for (const auto& [s, ni, nj, c, e, z] :
+       std::vector<std::array<int64_t, 6>>{{16, 12, 12, 8, 8, 16}, {9, 5, 7, 3, 6, 5}}) {
+    const Tensor a = randn({s, ni, c}, gen), b = randn({s, nj, e}, gen), w = randn({c * e, z}, gen),
+                 bias = randn({z}, gen), d = randn({ni, nj, z}, gen);
     for (const DType t : {DType::f32, DType::bf16}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + ", S " + std::to_string(s) + ", " + std::to_string(ni) + "×" +
                    std::to_string(nj) + ", c " + std::to_string(c) + ", e " + std::to_string(e));
-      const Outer cpu = outer_rows(Device::cpu(), t, a, b, d), gpu = outer_rows(kGpu, t, a, b, d);
+      const Outer cpu = outer_project(Device::cpu(), t, a, b, w, bias, d),
+                  gpu = outer_project(kGpu, t, a, b, w, bias, d);
       EXPECT_EQ(gpu.out.dtype(), cpu.out.dtype());
       EXPECT_EQ(gpu.out.device(), kGpu);
-      EXPECT_EQ(gpu.da.dtype(), DType::f32);  // the operands' gradients in their own dtype
-      EXPECT_EQ(gpu.db.dtype(), DType::f32);
-      const double tol = t == DType::f32 ? 2e-6 : 4e-3;
-      expect_near_scaled(gpu.out, cpu.out, tol, "out");
-      expect_near_scaled(gpu.da, cpu.da, t == DType::f32 ? 2e-6 : 1e-5, "da");  // fp32 sums of the same bf16 products
-      expect_near_scaled(gpu.db, cpu.db, t == DType::f32 ? 2e-6 : 1e-5, "db");
+      for (const Tensor* g : {&gpu.da, &gpu.db, &gpu.dw, &gpu.dbias}) EXPECT_EQ(g->dtype(), DType::f32);
+      const bool f32 = t == DType::f32;
+      expect_near_scaled(gpu.out, cpu.out, f32 ? 2e-6 : 4e-3, "out");
+      expect_near_scaled(gpu.da, cpu.da, f32 ? 2e-6 : 4e-3, "da");
+      expect_near_scaled(gpu.db, cpu.db, f32 ? 2e-6 : 4e-3, "db");
+      expect_near_scaled(gpu.dw, cpu.dw, f32 ? 2e-6 : 4e-3, "dw");
+      expect_near_scaled(gpu.dbias, cpu.dbias, 1e-5, "dbias");
     }
   }
 }

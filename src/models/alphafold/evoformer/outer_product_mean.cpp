@@ -7,7 +7,6 @@ namespace foldcore::af2 {
 
 OuterProductMean::OuterProductMean(nn::Scope scope, int64_t c_m, int64_t c_hidden, int64_t c_z)
     : Module(std::move(scope)),
-      c_hidden_(c_hidden),
       layer_norm_input_(child_scope("layer_norm_input"), c_m),
       left_(child_scope("left_projection"), c_m, c_hidden),
       right_(child_scope("right_projection"), c_m, c_hidden),
@@ -40,12 +39,7 @@ Variable OuterProductMean::forward(const Variable& m, const Tensor& msa_mask, in
 }
 
 Variable OuterProductMean::project_outer(const Variable& a, const Variable& b) const {
-  const int64_t c = c_hidden_, c_z = output_.weight().size(1);
-  const Variable outer = autograd::outer_product_rows(a, b);  // [i, j, e, c]
-  const Variable w_ec = autograd::reshape(
-      autograd::contiguous(autograd::permute(autograd::reshape(output_.weight(), {c, c, c_z}), {1, 0, 2})),
-      {c * c, c_z});
-  return autograd::linear(autograd::reshape(outer, {outer.size(0), outer.size(1), c * c}), w_ec, output_.bias());
+  return autograd::outer_product_project(a, b, output_.weight(), output_.bias());  // [i, j, c_z]
 }
 
 Tensor OuterProductMean::inverse_norm(const Tensor& rows_mask, const Tensor& mask) {

@@ -4,7 +4,8 @@
 //   o_ij = (flatten_{c,e}(Σ_s a_sic b_sje) · W_o + b_o) / (1e-3 + Σ_s mask_si mask_sj)   [N, N, c_z]
 // (the output bias is added BEFORE the division, as in AlphaFold and OpenFold). W_o is AF2's
 // output_w [c, c, c_z] viewed as [c·c, c_z] (row index c·C + e, left channel major).
-// The contraction over s is one GEMM: [S, N·c]ᵀ · [S, N·c] → [N·c, N·c] (= [i, c, j, e]).
+// The contraction over s is one strided-batch GEMM (per i), the projection another
+// (autograd::outer_product_project).
 #pragma once
 
 #include "models/alphafold/evoformer/evoformer_util.h"
@@ -44,10 +45,9 @@ class OuterProductMean : public nn::Module {
   // 1 / (1e-3 + Σ_s rows_mask_si mask_sj) [K, N] for rows_mask [S, K] and mask [S, N] (f32).
   static Tensor inverse_norm(const Tensor& rows_mask, const Tensor& mask);
   // output(Σ_s a[s, i] ⊗ b[s, j]) [I, J, c_z] for a [S, I, c] and b [S, J, c], before the
-  // normalisation: autograd::outer_product_rows ([I, J, e, c], no transposed copy) and the output
-  // weight's rows taken in that (e, c) order (a permuted view of its (c, e) rows: [c·c, c_z] is small).
+  // normalisation: autograd::outer_product_project (the outer products [I, J, e, c] and the output
+  // projection in one op; neither they nor their gradient are transposed).
   Variable project_outer(const Variable& a, const Variable& b) const;
-  int64_t c_hidden_;
   nn::LayerNorm layer_norm_input_;
   nn::Linear left_, right_, output_;
 };
