@@ -20,7 +20,9 @@
 // the mma kernels with the batch-reduced bias-gradient pass ("fwd_bwd_dbias_pass",
 // "speedup_vs_atomic"), and the mma forward without its pipelined form ("sync_ms",
 // "speedup_vs_sync": ops::set_attention_pipeline; the backward is the same in both), and the mma
-// backward in its per-score form ("scores_ms", "speedup_vs_scores": ops::set_attention_bwd_row_form). With
+// backward in its per-score form ("scores_ms", "speedup_vs_scores": ops::set_attention_bwd_row_form),
+// and the backward composed of cuBLASLt products against the fused one ("composed_ms", "fused_ms",
+// "speedup_composed_vs_fused", "composed_peak_bytes": ops::set_attention_bwd_composed). With
 // FOLDCORE_PROFILE=1 each fused case is followed by one
 // "attention_profile" line per phase of the CUDA op (attention_fwd; attention_bwd and its
 // pre / main / dbias_pass / dq_convert), each timed between device waits: where the backward's
@@ -146,7 +148,8 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
     return line;
   };
   auto report = [&](const std::string& pass, ops::AttentionKernel kernel, double ms, double flops, double naive_ms,
-                    size_t peak, size_t naive_peak, double other_ms, double sync_ms, double scores_ms) {
+                    size_t peak, size_t naive_peak, double other_ms, double sync_ms, double scores_ms,
+                    double composed_ms = 0, double fused_ms = 0, size_t composed_peak = 0) {
     bench::JsonLine line = line_for(pass, ops::attention_kernel_name(kernel));
     line.integer("B", s.B)
         .integer("H", s.H)
@@ -162,6 +165,10 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
     if (other_ms > 0) line.num("speedup_vs_smem", other_ms / ms);  // the mma line: smem ms ÷ mma ms
     if (sync_ms > 0) line.num("sync_ms", sync_ms).num("speedup_vs_sync", sync_ms / ms);  // pipelined vs not
     if (scores_ms > 0) line.num("scores_ms", scores_ms).num("speedup_vs_scores", scores_ms / ms);  // backward by row vs per score
+    if (composed_ms > 0) {  // the backward composed of cuBLASLt products vs the fused one
+      line.num("composed_ms", composed_ms).num("fused_ms", fused_ms).num("speedup_composed_vs_fused", fused_ms / composed_ms);
+      line.integer("composed_peak_bytes", static_cast<long long>(composed_peak));
+    }
     line.print();
   };
   const int iters = dev.is_cuda() ? 20 : 3;
@@ -202,10 +209,10 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
     }
     // The mma kernels with one of their forms switched off (set(false); the choice restored after):
     // the fused op timed as above.
-    const auto mma_ms_with = [&](void (*set)(bool), bool (*get)()) {
+    const auto mma_ms_with = [&](void (*set)(bool), bool (*get)(), bool value = false, size_t* peak_out = nullptr) {
       const bool saved_choice = get();
       ops::set_attention_kernel(ops::AttentionKernel::mma);
-      set(false);
+      set(value);
       double t;
       size_t t_peak;
       measure([&] {
@@ -213,6 +220,7 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
         if (with_backward) ops::attention_backward(in, s.alphafold ? a : o, lse, d_o, g);
       }, &t, &t_peak);
       set(saved_choice);
+      if (peak_out) *peak_out = t_peak;
       return t;
     };
     const bool mma_run = dev.is_cuda() && dt == DType::bf16;
@@ -223,12 +231,21 @@ void run_case(const Shape5& s, Device dev, DType dt, bool forward_only) {
     // "scores_ms" and "speedup_vs_scores" on the mma fwd_bwd line (the same forward in both; at
     // head dim 64 both run the per-score form).
     const double scores_ms = mma_run && with_backward ? mma_ms_with(&ops::set_attention_bwd_row_form, &ops::attention_bwd_row_form) : 0;
+    // The backward composed of cuBLASLt products (ops::set_attention_bwd_composed) and the fused
+    // one, each timed with the same forward: "composed_ms", "fused_ms",
+    // "speedup_composed_vs_fused" (fused ÷ composed) and "composed_peak_bytes" on the mma fwd_bwd line.
+    size_t composed_peak = 0;
+    const double composed_ms = mma_run && with_backward
+        ? mma_ms_with(&ops::set_attention_bwd_composed, &ops::attention_bwd_composed, true, &composed_peak) : 0;
+    const double fused_ms = mma_run && with_backward
+        ? mma_ms_with(&ops::set_attention_bwd_composed, &ops::attention_bwd_composed, false) : 0;
     ops::set_attention_kernel(saved);
     for (size_t kix = 0; kix < kernels.size(); ++kix)
       report(with_backward ? "fwd_bwd" : "fwd", kernels[kix], ms[kix], (with_backward ? 3.5 : 1.0) * flops_fwd, nms,
              peak[kix], npeak, kix == 0 && kernels.size() > 1 ? ms[1] : 0,
              kernels[kix] == ops::AttentionKernel::mma ? sync_ms : 0,
-             kernels[kix] == ops::AttentionKernel::mma ? scores_ms : 0);
+             kernels[kix] == ops::AttentionKernel::mma ? scores_ms : 0,
+             kernels[kix] == ops::AttentionKernel::mma ? composed_ms : 0, fused_ms, composed_peak);
     return ms;
   };
   run_passes(false);

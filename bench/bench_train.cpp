@@ -499,6 +499,7 @@ int main(int argc, char** argv) {
             .str("attention_kernel",
                  args.device.is_cuda() ? ops::attention_kernel_name(ops::attention_kernel()) : "cpu")
             .str("attention_bwd_form", !args.device.is_cuda() ? "cpu" : ops::attention_bwd_row_form() ? "rows" : "scores")
+            .str("attention_bwd", !args.device.is_cuda() ? "cpu" : ops::attention_bwd_composed() ? "composed" : "fused")
             .integer("crop", crop)
             .integer("msa_rows", b0.num_msa())
             .integer("extra_msa_rows", b0.num_extra_msa())

@@ -112,6 +112,14 @@ std::atomic<bool>& bwd_row_form_choice() {
   static std::atomic<bool> choice{choice_from_env("FOLDCORE_ATTENTION_BWD_FORM", {"rows", "scores"}) == 0};
   return choice;
 }
+std::atomic<bool>& bwd_composed_choice() {
+  static std::atomic<bool> choice{choice_from_env("FOLDCORE_ATTENTION_BWD", {"fused", "composed"}) == 1};
+  return choice;
+}
+std::atomic<int64_t>& bwd_composed_bytes_choice() {
+  static std::atomic<int64_t> bytes{int64_t{256} << 20};
+  return bytes;
+}
 std::atomic<bool>& pipeline_choice() {
   static std::atomic<bool> choice{choice_from_env("FOLDCORE_ATTENTION_PIPELINE", {"on", "off"}) == 0};
   return choice;
@@ -127,6 +135,13 @@ void set_attention_pipeline(bool on) { pipeline_choice().store(on); }
 bool attention_pipeline() { return pipeline_choice().load(); }
 void set_attention_bwd_row_form(bool on) { bwd_row_form_choice().store(on); }
 bool attention_bwd_row_form() { return bwd_row_form_choice().load(); }
+void set_attention_bwd_composed(bool on) { bwd_composed_choice().store(on); }
+bool attention_bwd_composed() { return bwd_composed_choice().load(); }
+void set_attention_bwd_composed_bytes(int64_t bytes) {
+  FC_CHECK(bytes >= 1, "set_attention_bwd_composed_bytes: bytes must be >= 1, got ", bytes);
+  bwd_composed_bytes_choice().store(bytes);
+}
+int64_t attention_bwd_composed_bytes() { return bwd_composed_bytes_choice().load(); }
 void set_attention_bwd_vec_rows(bool on) { bwd_vec_rows_choice().store(on); }
 bool attention_bwd_vec_rows() { return bwd_vec_rows_choice().load(); }
 void set_attention_batch_slice(int rows) {

@@ -88,6 +88,20 @@ bool attention_bwd_row_form();
 // to fp32 rounding); tests compare them.
 void set_attention_bwd_vec_rows(bool on);
 bool attention_bwd_vec_rows();
+// With the mma kernels (bf16), whether the backward runs composed of cuBLASLt products instead of
+// its fused main kernel: S = scale·QKᵀ and dP = dA·Vᵀ in fp32, P = exp(S + Σbias − lse) and
+// dS = P ⊙ (dP − delta) in bf16 by two row passes, dV = Pᵀ·dA, dQ = scale·dS·K, dK = scale·dSᵀ·Q,
+// the bias gradients summed from dS (kernels/cuda/attention_composed_cuda.cu). The scores of a chunk
+// of batch rows exist in memory (6 bytes per score: at most attention_bwd_composed_bytes() at a
+// time, at least one batch row); P is rounded to bf16 before dS (the fused kernel keeps it fp32).
+// Without segments (cu_seqlens) only; else the fused kernel. Which is faster is a GPU measurement
+// (bench_attention times both); FOLDCORE_ATTENTION_BWD=fused|composed sets the initial choice.
+void set_attention_bwd_composed(bool on);
+bool attention_bwd_composed();
+// The composed backward's bound on its scores' memory per chunk (default 256 MiB; tests set less
+// to run several chunks at small sizes). At least 1.
+void set_attention_bwd_composed_bytes(int64_t bytes);
+int64_t attention_bwd_composed_bytes();
 // The most batch rows one CUDA attention launch covers. A launch's grid has the batch rows on its z
 // axis, whose extent is at most 65,535 (the default, and the ceiling); a larger batch (the pair
 // stacks' row-chunked triangle attention from N = 4,096 on: chunk 16 × N rows) goes in slices of this

@@ -387,8 +387,9 @@ fi
 # this device holds: the goal's configuration), the GEMM forms whose
 # defaults were chosen without a GPU (bench_gemm's af2_* lines: speedup_vs_product_and_copy of the
 # outer product mean, speedup_vs_per_pair and speedup_vs_separate_sums of the projections' input
-# gradient with its bias column sums, in bf16 as the step writes it), and the step's
-# kernels with bf16 streams.
+# gradient with its bias column sums, in bf16 as the step writes it), the step's
+# kernels with bf16 streams, and the step and the attention op with the attention backward composed
+# of cuBLASLt products (opt-in) against the fused kernel (the default).
 if want goal; then
   run_bench 90 bench_train --device cuda:0 --crops 256 --configs bf16:1,bf16_streams:1 --evoformer_blocks 48 \
     --extra_msa_blocks 4 --steps 3
@@ -399,6 +400,12 @@ if want goal; then
   # (the train_kernels lines; scripts/gemm_floor.py reads them with FOLDCORE_PROFILE_TOP=0)
   FOLDCORE_PROFILE_KERNELS=1 FOLDCORE_PROFILE=1 run_bench 60 bench_train --device cuda:0 --crops 256 \
     --configs bf16_streams:1 --evoformer_blocks 48 --extra_msa_blocks 4 --steps 1
+  # the attention backward composed of cuBLASLt products (FOLDCORE_ATTENTION_BWD=composed; the
+  # line's attention_bwd) against the fused kernel of the first line, in the step and alone
+  # (bench_attention's mma fwd_bwd lines: composed_ms, fused_ms, speedup_composed_vs_fused)
+  FOLDCORE_ATTENTION_BWD=composed run_bench 60 bench_train --device cuda:0 --crops 256 --configs bf16_streams:1 \
+    --evoformer_blocks 48 --extra_msa_blocks 4 --steps 3
+  run_bench 45 bench_attention --device cuda --full
 fi
 
 # 5c. Where the time goes: stage times of a full-depth prediction and of a training step, and the

@@ -336,8 +336,13 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   p.delta = delta.data<float>();
   // The dq accumulator [rows, D] (fp32 atomics of the main kernel), zeroed by the vectorised
   // preprocess as it passes each row, else by a memset before the per-element one.
+  // The register-tiled main kernel reads dA = dO ⊙ σ(g) from a bf16 scratch the preprocess
+  // writes (row-major, 16-byte loads) instead of forming it from dO and g in every key block; so
+  // does the composed backward (its products' dA operand).
+  const bool mma = use_mma_kernels(p, in.q.dtype());
+  const bool composed = mma && attention_bwd_composed() && p.cu == nullptr;
   Tensor dq_acc;
-  if (grads.dq.defined()) {
+  if (grads.dq.defined() && !composed) {
     dq_acc = Tensor::empty({rows * p.D}, DType::f32, dev);
     p.dq_acc = dq_acc.data<float>();
   }
@@ -353,9 +358,6 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
     d.off32 = (p.Lq - 1) * d.s[2] + (p.Lk - 1) * d.s[3] <= INT32_MAX;
   }
 
-  // The register-tiled main kernel reads dA = dO ⊙ σ(g) from a bf16 scratch the preprocess
-  // writes (row-major, 16-byte loads) instead of forming it from dO and g in every key block.
-  const bool mma = use_mma_kernels(p, in.q.dtype());
   Tensor da;
   if (mma) {
     da = Tensor::empty({rows * p.D}, DType::bf16, dev);
@@ -406,7 +408,9 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
     FC_CUDA_CHECK_LAUNCH();
     phase.reset();
     phase.emplace("main", dev);
-    if (mma) {
+    if (composed) {
+      run_attention_bwd_composed(in, p, grads, da, stream);
+    } else if (mma) {
       // The opt-in pass takes the gradients of the biases shared by the batch rows (not summed over
       // query rows) away from the main kernel's atomics.
       AttnParams pass = p;
@@ -438,7 +442,7 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
       launch_over_batch<kernel>(p, (p.Lk + kBlockN - 1) / kBlockN, bytes, stream);
     });
     phase.reset();
-    if (grads.dq.defined()) {
+    if (grads.dq.defined() && !composed) {
       phase.emplace("dq_convert", dev);
       const int64_t n = rows * p.D;
       const int64_t dq_s[3] = {grads.dq.stride(0), grads.dq.stride(1), grads.dq.stride(2)};

@@ -413,5 +413,10 @@ void launch_attention_bwd_mma(const AttnParams& p, cudaStream_t stream);
 // The batch-reduced bias-gradient pass (attention_dbias_mma_cuda.cu): p.dbias holds only the
 // biases shared by the batch rows, with `shared` set for the other broadcast dims.
 void launch_attention_dbias_mma(const AttnParams& p, cudaStream_t stream);
+// The backward composed of cuBLASLt products (attention_composed_cuda.cu) in place of the main
+// kernel and the dq conversion: p as for the main kernel after the preprocess (p.delta filled, the
+// fresh dbias slots zeroed; p.dq_acc unused), `da` the preprocess's bf16 dA scratch.
+void run_attention_bwd_composed(const AttentionInputs& in, const AttnParams& p, const AttentionGrads& grads,
+                                const Tensor& da, cudaStream_t stream);
 
 }  // namespace foldcore::ops::cuda::detail

@@ -129,10 +129,15 @@ void compare(const Setup& s, DType dt) { compare_inputs(make(s, dt, Device::cuda
 // Parameter: dtype and the CUDA kernel family (bf16 runs both the register-tiled mma.sync kernels
 // and the shared-memory ones; f32 always runs the shared-memory kernels).
 // dbias_pass: the batch-shared bias gradients through the separate pass (ops::set_attention_dbias_pass).
+// composed_bytes > 0: the backward composed of cuBLASLt products (ops::set_attention_bwd_composed)
+// with that bound on a chunk's scores (1: one batch row per chunk, so the chunks' loop, each
+// chunk's rows of the batch-indexed biases and gradients, and the dbias sums over several chunks
+// all run; 256 MiB: every case here in one chunk). Packed sequences keep the fused kernel.
 struct KernelCase {
   DType dtype;
   ops::AttentionKernel kernel;
   bool dbias_pass = false;
+  int64_t composed_bytes = 0;
 };
 
 class AttentionCuda : public ::testing::TestWithParam<KernelCase> {
@@ -140,16 +145,22 @@ class AttentionCuda : public ::testing::TestWithParam<KernelCase> {
   void SetUp() override {
     ops::set_attention_kernel(GetParam().kernel);
     ops::set_attention_dbias_pass(GetParam().dbias_pass);
+    ops::set_attention_bwd_composed(GetParam().composed_bytes > 0);
+    if (GetParam().composed_bytes > 0) ops::set_attention_bwd_composed_bytes(GetParam().composed_bytes);
   }
   void TearDown() override {
     ops::set_attention_kernel(saved_);
     ops::set_attention_dbias_pass(saved_pass_);
+    ops::set_attention_bwd_composed(saved_composed_);
+    ops::set_attention_bwd_composed_bytes(saved_composed_bytes_);
   }
   static DType dt() { return GetParam().dtype; }
 
  private:
   ops::AttentionKernel saved_ = ops::attention_kernel();
   bool saved_pass_ = ops::attention_dbias_pass();
+  bool saved_composed_ = ops::attention_bwd_composed();
+  int64_t saved_composed_bytes_ = ops::attention_bwd_composed_bytes();
 };
 
 TEST_P(AttentionCuda, AlphaFoldShapes) {
@@ -247,12 +258,34 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionCuda,
                          ::testing::Values(KernelCase{DType::f32, ops::AttentionKernel::smem},
                                            KernelCase{DType::bf16, ops::AttentionKernel::smem},
                                            KernelCase{DType::bf16, ops::AttentionKernel::mma},
-                                           KernelCase{DType::bf16, ops::AttentionKernel::mma, true}),
+                                           KernelCase{DType::bf16, ops::AttentionKernel::mma, true},
+                                           KernelCase{DType::bf16, ops::AttentionKernel::mma, false, int64_t{256} << 20},
+                                           KernelCase{DType::bf16, ops::AttentionKernel::mma, false, 1}),
                          [](const auto& info) {
+                           const int64_t c = info.param.composed_bytes;
                            return std::string(dtype_name(info.param.dtype)) + "_" +
                                   ops::attention_kernel_name(info.param.kernel) +
-                                  (info.param.dbias_pass ? "_dbiaspass" : "");
+                                  (info.param.dbias_pass ? "_dbiaspass" : "") +
+                                  (c == 0 ? "" : (c == 1 ? "_composed_by_row" : "_composed"));
                          });
+
+// The calls of each kernel whose name contains `name` in a kernel profile's report.
+int64_t calls_of(const kernel_profile::Report& rep, const std::string& name) {
+  int64_t n = 0;
+  for (const auto& row : rep.kernels)
+    if (row.name.find(name) != std::string::npos) n += row.calls;
+  return n;
+}
+
+// run(in, d_o) under the kernel profile: its result and the kernels that ran.
+Result profiled_run(const AttentionInputs& in, const Tensor& d_o, kernel_profile::Report& rep) {
+  kernel_profile::reset();
+  kernel_profile::set_enabled(true);
+  Result r = run(in, d_o);
+  kernel_profile::set_enabled(false);
+  rep = kernel_profile::collect();
+  return r;
+}
 
 // One bf16 forward of `in` under the kernel profile: one kernel ran, and its name contains `want`
 // (attention_fwd_mma_kernel<Dp, pipelined, paired epilogue>: ", true, " names a pipelined one,
@@ -372,22 +405,13 @@ TEST(AttentionCudaForms, VectorRowPassesMatchPerElementOnes) {
   const ops::AttentionKernel saved = ops::attention_kernel();
   auto backward = [](const AttentionInputs& in, const Tensor& d_o, bool vec, bool want_vec) {
     ops::set_attention_bwd_vec_rows(vec);
-    kernel_profile::reset();
-    kernel_profile::set_enabled(true);
-    Result r = run(in, d_o);
-    kernel_profile::set_enabled(false);
+    kernel_profile::Report rep;
+    Result r = profiled_run(in, d_o, rep);
     ops::set_attention_bwd_vec_rows(true);
-    int pre_vec = 0, pre = 0, dq_vec = 0, dq = 0;
-    for (const auto& row : kernel_profile::collect().kernels) {
-      pre_vec += row.name.find("attention_bwd_pre_vec_kernel<") != std::string::npos;
-      pre += row.name.find("attention_bwd_pre_kernel<") != std::string::npos;
-      dq_vec += row.name.find("dq_convert_vec_kernel<") != std::string::npos;
-      dq += row.name.find("dq_convert_kernel<") != std::string::npos;
-    }
-    EXPECT_EQ(pre_vec, want_vec ? 1 : 0);
-    EXPECT_EQ(pre, want_vec ? 0 : 1);
-    EXPECT_EQ(dq_vec, want_vec ? 1 : 0);
-    EXPECT_EQ(dq, want_vec ? 0 : 1);
+    EXPECT_EQ(calls_of(rep, "attention_bwd_pre_vec_kernel<"), want_vec ? 1 : 0);
+    EXPECT_EQ(calls_of(rep, "attention_bwd_pre_kernel<"), want_vec ? 0 : 1);
+    EXPECT_EQ(calls_of(rep, "dq_convert_vec_kernel<"), want_vec ? 1 : 0);
+    EXPECT_EQ(calls_of(rep, "dq_convert_kernel<"), want_vec ? 0 : 1);
     return r;
   };
   auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f32); };
@@ -544,6 +568,73 @@ TEST(AttentionCudaForms, BackwardRowFormEqualsPerScoreForm) {
     check(in, 59);
   }
   ops::set_attention_bwd_row_form(saved_form);
+  ops::set_attention_kernel(saved);
+}
+
+// The composed backward (ops::set_attention_bwd_composed): which kernels run, and its gradients
+// against the fused kernel's. It runs its two row passes once per chunk of batch rows (one chunk by
+// default at these sizes, B with a 1-byte bound) and neither the fused main kernel nor the dq
+// conversion; with segments (cu_seqlens) the fused kernel runs. dv and the gate's gradient come
+// from the same preprocess and P in bf16 (both forms round P to bf16 for its product with dA): within
+// 1e-2 of the largest; dq, dk and dbias are summed from dS, which the composed form makes from the
+// bf16 P and the fused one from the fp32 P: within 2^-6 of the largest term (dv's scale, as in
+// compare_inputs: the one-key case cancels).
+TEST(AttentionCudaForms, ComposedBackwardRunsItsProductsAndMatchesTheFusedKernel) {
+  FC_REQUIRE_CUDA();
+  const ops::AttentionKernel saved = ops::attention_kernel();
+  const bool saved_composed = ops::attention_bwd_composed();
+  const int64_t saved_bytes = ops::attention_bwd_composed_bytes();
+  ops::set_attention_kernel(ops::AttentionKernel::mma);
+  auto backward = [](const AttentionInputs& in, const Tensor& d_o, bool composed, int want_chunks) {
+    ops::set_attention_bwd_composed(composed);
+    kernel_profile::Report rep;
+    Result r = profiled_run(in, d_o, rep);
+    EXPECT_EQ(calls_of(rep, "attention_scores_pass_kernel<__nv_bfloat16, false>"), want_chunks);  // P
+    EXPECT_EQ(calls_of(rep, "attention_scores_pass_kernel<__nv_bfloat16, true>"), want_chunks);   // dS
+    EXPECT_EQ(calls_of(rep, "attention_bwd_mma_kernel<"), want_chunks == 0 ? 1 : 0);
+    EXPECT_EQ(calls_of(rep, "dq_convert"), want_chunks == 0 ? 1 : 0);
+    return r;
+  };
+  auto check = [&](const AttentionInputs& in, uint64_t seed, int chunks) {
+    Generator gen(seed);
+    Tensor d_o = empty_as(in.q, DType::bf16, Device::cuda());
+    d_o.copy_(randn(in.q.shape(), gen).to(DType::bf16).to(Device::cuda()));
+    const Result fused = backward(in, d_o, false, 0), composed = backward(in, d_o, true, chunks);
+    if (chunks == 0) return;
+    auto ref = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f32); };
+    double dv_scale = 0;
+    for (float x : ref(fused.grads.dv).to_vector()) dv_scale = std::max(dv_scale, static_cast<double>(std::fabs(x)));
+    expect_close(composed.grads.dv, ref(fused.grads.dv), 1e-2, "dv");
+    if (in.gate.defined()) expect_close(composed.grads.dgate, ref(fused.grads.dgate), 1e-2, "dgate");
+    expect_close(composed.grads.dq, ref(fused.grads.dq), 1.0 / 64, "dq", dv_scale);
+    expect_close(composed.grads.dk, ref(fused.grads.dk), 1.0 / 64, "dk", dv_scale);
+    for (size_t t = 0; t < fused.grads.dbias.size(); ++t) {
+      SCOPED_TRACE("dbias " + std::to_string(t));
+      expect_close(composed.grads.dbias[t], ref(fused.grads.dbias[t]), 1.0 / 64, "dbias", dv_scale);
+    }
+  };
+  const AttentionInputs af2 = make({4, 8, 64, 64, 32, true, true, true, false, true, {}}, DType::bf16, Device::cuda(), 61);
+  {
+    SCOPED_TRACE("MSA row attention's form, one chunk");
+    check(af2, 62, 1);
+  }
+  {
+    SCOPED_TRACE("the same, one batch row per chunk");
+    ops::set_attention_bwd_composed_bytes(1);
+    check(af2, 62, 4);
+    ops::set_attention_bwd_composed_bytes(saved_bytes);
+  }
+  {
+    SCOPED_TRACE("ragged shapes, a full bias");
+    check(make({3, 2, 70, 45, 32, false, true, true, true, false, {}}, DType::bf16, Device::cuda(), 63), 64, 1);
+  }
+  {
+    SCOPED_TRACE("segments: the fused kernel");
+    check(make({1, 2, 192, 192, 32, true, true, false, false, false, {0, 64, 70, 192}}, DType::bf16, Device::cuda(), 65),
+          66, 0);
+  }
+  EXPECT_THROW(ops::set_attention_bwd_composed_bytes(0), Error);
+  ops::set_attention_bwd_composed(saved_composed);
   ops::set_attention_kernel(saved);
 }
 
