@@ -14,7 +14,8 @@
 // (fp32 S/dP, bf16 P/dS), chunked over b to at most attention_bwd_composed_bytes(), and the
 // copies of q, k, v (and of dq, dk, dv back) where they are not [B, H, L, D] contiguous.
 // P is rounded to bf16 before dS = P ⊙ (dP − delta) (the fused kernel keeps it in fp32), so dS,
-// dbias and dq/dk differ from the fused kernel's by that rounding (tests: AttentionCudaComposed.*).
+// dbias and dq/dk differ from the fused kernel's by that rounding (tests: AttentionCuda.*/bf16_mma_composed*,
+// AttentionCudaForms.ComposedBackwardRunsItsProductsAndMatchesTheFusedKernel).
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -103,7 +104,7 @@ void add_dbias(const Tensor& ds, const Tensor& dbias, int b0, int64_t n, int64_t
 }  // namespace
 
 void run_attention_bwd_composed(const AttentionInputs& in, const AttnParams& p, const AttentionGrads& grads,
-                            const Tensor& da, cudaStream_t stream) {
+                                const Tensor& da, cudaStream_t stream) {
   const int B = p.B, H = p.H, Lq = p.Lq, Lk = p.Lk, D = p.D;
   const Device dev = in.q.device();
   const Tensor q = heads_batch(in.q), k = heads_batch(in.k), v = heads_batch(in.v);
