@@ -334,13 +334,13 @@ void attention_backward(const AttentionInputs& in, const Tensor& a_or_o, const T
   const int64_t rows = static_cast<int64_t>(p.B) * p.H * p.Lq;
   Tensor delta = Tensor::empty({rows}, DType::f32, dev);
   p.delta = delta.data<float>();
-  // The dq accumulator [rows, D] (fp32 atomics of the main kernel), zeroed by the vectorised
-  // preprocess as it passes each row, else by a memset before the per-element one.
   // The register-tiled main kernel reads dA = dO ⊙ σ(g) from a bf16 scratch the preprocess
   // writes (row-major, 16-byte loads) instead of forming it from dO and g in every key block; so
-  // does the composed backward (its products' dA operand).
+  // does the composed backward (its products' dA operand), which needs no dq accumulator.
   const bool mma = use_mma_kernels(p, in.q.dtype());
   const bool composed = mma && attention_bwd_composed() && p.cu == nullptr;
+  // The dq accumulator [rows, D] (fp32 atomics of the main kernel), zeroed by the vectorised
+  // preprocess as it passes each row, else by a memset before the per-element one.
   Tensor dq_acc;
   if (grads.dq.defined() && !composed) {
     dq_acc = Tensor::empty({rows * p.D}, DType::f32, dev);
