@@ -106,7 +106,8 @@ void add_bert_command(CLI::App& app) {
   sub->add_option("--train_dir", a->train_dir, "training shards: a directory, glob or file (MLPerf HDF5)")
       ->required();
   sub->add_option("--eval_dir", a->eval_dir, "eval shards (MLPerf HDF5)")->required();
-  sub->add_option("--max_steps", a->max_steps, "optimizer steps (default: the config's total_steps)");
+  sub->add_option("--max_steps", a->max_steps, "optimizer steps (default: the config's total_steps)")
+      ->check(at_least(1));
   sub->add_option("--batch_size", a->batch_size, "rows per micro-batch (default: the config's)");
   sub->add_flag("--packing", a->packing, "pack sequences into rows (needs the data layer's packing)");
   sub->add_option("--device", a->device, "cpu or cuda:N");
@@ -133,10 +134,7 @@ void add_bert_command(CLI::App& app) {
     if (a->target >= 0) t.target_mlm_accuracy = a->target;
     if (a->grad_accumulation > 0) t.grad_accumulation = a->grad_accumulation;
     o.max_steps = a->max_steps;
-    o.device = Device::parse(a->device);
-    if (o.device.is_cuda())
-      FC_CHECK(o.device.index < cuda_device_count(), "bert: device ", o.device.str(), " is not available (",
-               cuda_device_count(), " CUDA devices)");
+    o.device = parse_usable_device(a->device);
     set_device(o.device);
     o.precision = a->precision == "bf16" ? DType::bf16 : DType::f32;
     o.checkpoint = a->checkpoint;

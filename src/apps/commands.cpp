@@ -1,7 +1,10 @@
 #include "apps/commands.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <sstream>
 
 #include "core/error.h"
@@ -20,6 +23,40 @@ void set_action(CLI::App* sub, std::function<int()> action) {
     }
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
+}
+
+CLI::Validator file_to_write() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (fs::is_directory(path, ec)) return "'" + path + "' is a folder, not a file to write";
+        const fs::path parent = fs::path(path).parent_path();
+        const fs::path dir = parent.empty() ? fs::path(".") : parent;
+        if (!fs::is_directory(dir, ec)) return "the folder '" + dir.string() + "' of '" + path + "' does not exist";
+        if (::access(dir.c_str(), W_OK) != 0) return "the folder '" + dir.string() + "' of '" + path + "' is not writable";
+        return {};
+      },
+      "FILE");
+}
+
+CLI::Validator at_least(double min) {
+  std::ostringstream bound;
+  bound << min;
+  return CLI::Validator(
+      [min, b = bound.str()](std::string& text) -> std::string {
+        size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "'" + text + "' is not a number";
+        if (!(v >= min)) return "must be at least " + b + ", got " + text;
+        return {};
+      },
+      ">= " + bound.str());
 }
 
 std::vector<std::string> split_commas(const std::string& s) {

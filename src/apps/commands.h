@@ -33,6 +33,15 @@ void add_serve_command(CLI::App& app);
 // "foldcore <name>: error: <what>" and the program exits with status 1.
 void set_action(CLI::App* sub, std::function<int()> action);
 
+// The check of an option that names a file the command writes at its end: its folder exists and is
+// a folder, and the path is not a folder. Checked when the command line is read, so that a long run
+// (a training step, a prediction) does not do its work and then fail to write its result.
+CLI::Validator file_to_write();
+
+// The check of a numeric option with a lower bound: "--max_steps: must be at least 1, got 0" (CLI11's
+// own PositiveNumber / NonNegativeNumber print the whole range of a double).
+CLI::Validator at_least(double min);
+
 // "a,b,,c" → {"a", "b", "c"}: the comma-separated lists of --model_names and --fasta_paths.
 std::vector<std::string> split_commas(const std::string& s);
 

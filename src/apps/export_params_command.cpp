@@ -48,7 +48,9 @@ void add_export_params_command(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   sub->add_option("--checkpoint", a->checkpoint, "checkpoint.h5 of a foldcore train run")->required();
-  sub->add_option("--output", a->output, "parameter file to write (params_model_X.npz)")->required();
+  sub->add_option("--output", a->output, "parameter file to write (params_model_X.npz)")
+      ->required()
+      ->check(file_to_write());
   sub->add_flag("--ema", a->ema, "export the exponential moving average of the weights (AF2 evaluates with it)");
   set_action(sub, [a]() -> int {
 #if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)

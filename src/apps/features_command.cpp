@@ -36,7 +36,7 @@ void add_features_command(CLI::App& app) {
   sub->add_option("--max_template_date", args->max_template_date, "latest template release date, YYYY-MM-DD");
   sub->add_option("--max_template_hits", args->max_template_hits, "maximum number of templates (default 20)");
   sub->add_option("--kalign_binary", args->kalign, "kalign program used for template realignment");
-  sub->add_option("--output", args->output, "output .npz")->required();
+  sub->add_option("--output", args->output, "output .npz")->required()->check(file_to_write());
   set_action(sub, [args]() -> int {
 #if defined(FOLDCORE_HAVE_DATA)
     data::MonomerPipelineOptions o;

@@ -110,7 +110,7 @@ void add_msa_command(CLI::App& app) {
   sub->add_flag("--mmseqs", a->mmseqs, "MMseqs2 fast path (one search against --mmseqs_database_path)");
   sub->add_option("--cpus", a->cpus, "threads per tool")->check(CLI::Range(1, 1024))->capture_default_str();
   sub->add_option("--timeout", a->timeout_s, "seconds per tool run before it is killed (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--uniref90_database_path", a->uniref90);
   sub->add_option("--mgnify_database_path", a->mgnify);
   sub->add_option("--bfd_database_path", a->bfd);

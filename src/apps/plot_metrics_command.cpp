@@ -104,7 +104,7 @@ void add_plot_metrics_command(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   sub->add_option("run", a->run, "run folder of foldcore train (or its metrics.jsonl)")->required();
-  sub->add_option("--output", a->output, "PNG to write (default: RUN/metrics.png)");
+  sub->add_option("--output", a->output, "PNG to write (default: RUN/metrics.png)")->check(file_to_write());
   set_action(sub, [a]() -> int {
     const fs::path run(a->run);
     const fs::path metrics = fs::is_directory(run) ? run / "metrics.jsonl" : run;

@@ -137,7 +137,7 @@ void add_predict_command(CLI::App& app) {
     o.use_precomputed_msas = a->use_precomputed_msas;
     o.num_recycles = a->num_recycles;
     o.random_seed = a->random_seed;
-    o.device = Device::parse(a->device);
+    o.device = parse_usable_device(a->device);
     o.precision = a->precision;
     o.chunk_size = parse_chunk_size(a->chunk_size);
     o.template_passes = parse_template_passes(a->template_passes);

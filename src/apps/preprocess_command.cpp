@@ -203,7 +203,7 @@ void add_preprocess_command(CLI::App& app) {
   sub->add_option("--alignment_dir", a->alignment_dir,
                   "folder with one <pdbid>_<chain>/ subfolder of alignments per chain (OpenFold layout)")
       ->required();
-  sub->add_option("--out", a->out, "output feature store (.h5), written atomically")->required();
+  sub->add_option("--out", a->out, "output feature store (.h5), written atomically")->required()->check(file_to_write());
   sub->add_option("--template_mmcif_dir", a->template_mmcif_dir, "template structures for pdb70_hits.hhr (optional)");
   sub->add_option("--max_template_date", a->max_template_date, "latest template release date, YYYY-MM-DD");
   sub->add_option("--threads", a->threads, "parser threads (default: all cores)");

@@ -25,10 +25,10 @@ void add_run_features_command(CLI::App& app) {
   sub->add_option("--features", args->features, "processed features .npz (AlphaFold names, recycling axis last)")
       ->required();
   sub->add_option("--params_file", args->params, "parameters .npz in the official AlphaFold2 layout")->required();
-  sub->add_option("--output", args->output, "output .npz (written atomically)")->required();
+  sub->add_option("--output", args->output, "output .npz (written atomically)")->required()->check(file_to_write());
   sub->add_option("--num_recycles", args->num_recycles,
                   "recycling iterations after the first (default: all the feature file holds)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--config", args->config,
                   "model preset YAML (default: architecture inferred from the parameter file)");
   sub->add_option("--device", args->device, "cpu or cuda[:index]");
@@ -39,7 +39,7 @@ void add_run_features_command(CLI::App& app) {
     o.params_path = args->params;
     o.config_path = args->config;
     o.num_recycles = args->num_recycles;
-    o.device = Device::parse(args->device);
+    o.device = parse_usable_device(args->device);
     af2::run_features_to_file(o, args->output);
     return 0;
 #else

@@ -80,7 +80,7 @@ int run_serve(const ServeArgs& a) {
   po.data_dir = a.data_dir;
   po.model_names = split_commas(a.model_names);
   po.num_recycles = a.num_recycles;
-  po.device = Device::parse(a.device);
+  po.device = parse_usable_device(a.device);
   po.precision = a.precision;
   po.chunk_size = a.chunk_size;
   po.random_params = a.random_params >= 0;

@@ -16,18 +16,15 @@ void add_smoke_command(CLI::App& app) {
   auto cfg = std::make_shared<nn::SmokeConfig>();
   auto device = std::make_shared<std::string>("cpu");
   auto precision = std::make_shared<std::string>("fp32");
-  sub->add_option("--steps", cfg->steps, "training steps")->check(CLI::PositiveNumber);
+  sub->add_option("--steps", cfg->steps, "training steps")->check(at_least(1));
   sub->add_option("--seed", cfg->seed, "random seed");
   sub->add_option("--device", *device, "cpu or cuda:N");
   sub->add_option("--precision", *precision, "fp32 or bf16 (autocast, fp32 master weights)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  sub->add_option("--log_every", cfg->log_every, "steps between progress lines")->check(CLI::PositiveNumber);
+  sub->add_option("--log_every", cfg->log_every, "steps between progress lines")->check(at_least(1));
   set_action(sub, [cfg, device, precision] {
     nn::SmokeConfig c = *cfg;
-    c.device = Device::parse(*device);
-    if (c.device.is_cuda())
-      FC_CHECK(c.device.index < cuda_device_count(), "smoke: device ", c.device.str(), " is not available (",
-               cuda_device_count(), " CUDA devices)");
+    c.device = parse_usable_device(*device);
     set_device(c.device);
     c.precision = *precision == "bf16" ? DType::bf16 : DType::f32;
     const nn::SmokeResult r = nn::run_smoke_training(c, [](const nn::SmokeLog& l) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/stop_signals.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -40,6 +41,19 @@ struct TrainArgs {
   int dp = 1, dap = 1, bp = 1;
   double bucket_mb = 25;  // PyTorch DDP's default bucket size
 };
+
+#if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
+// The run's last line and the command's exit status: 0 when it ran its steps; 128 + the signal's
+// number (what a shell reports for a process the signal ended) when a stop signal ended it early,
+// at a step boundary with its checkpoint written (the trainer says so).
+int finish_run(const af2::TrainSummary& s, bool writes_outputs) {
+  if (s.stopped_by != 0) return 128 + s.stopped_by;
+  if (writes_outputs)
+    log::info("train: done at step ", s.steps, " (", s.skipped, " skipped), last loss ", s.last_loss, "; checkpoint ",
+              s.checkpoint);
+  return 0;
+}
+#endif
 
 [[maybe_unused]] std::string launch_hint(const TrainArgs& a) {
   return "launch it as mpirun -np " + std::to_string(a.dp * a.dap * a.bp) + " foldcore train … --dp " +
@@ -111,6 +125,11 @@ class GridParallel final : public af2::TrainParallel {
     return total;
   }
   void barrier() override { world_->barrier(); }
+  int64_t world_max(int64_t value) override {
+    const Tensor t = Tensor::from_vector_i64({value}, {1}, DType::i64, world_->device());
+    world_->all_reduce(t, dist::ReduceOp::max);
+    return t.to(Device::cpu()).to_vector_i64()[0];
+  }
 
  private:
   std::unique_ptr<dist::Runtime> runtime_;  // declared first: destroyed last
@@ -132,7 +151,7 @@ void add_train_command(CLI::App& app) {
   sub->add_option("--store", a->store, "HDF5 feature store written by foldcore preprocess")->required();
   sub->add_option("--out_dir", a->out_dir, "run folder: metrics.jsonl, checkpoint.h5")->required();
   sub->add_option("--max_steps", a->max_steps, "stop after this many steps in total (default: the config's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(1));
   sub->add_option("--device", a->device, "cpu or cuda[:index] (with --dp etc.: cuda = the GPU of the local rank)");
   sub->add_option("--precision", a->precision, "fp32 or bf16 (autocast of the trunk and heads; fp32 master weights, optimizer, checkpoint, structure module and losses)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
@@ -143,11 +162,11 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   sub->add_flag("--init_from_ema", a->init_from_ema, "with --init_from: its EMA weights instead of its trained ones");
   sub->add_option("--dp", a->dp, "data-parallel ranks: the global batch (optim.batch_size) is split over them")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub->add_option("--dap", a->dap, "dynamic-axial-parallel ranks per model replica (the MSA and pair split over them)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub->add_option("--bp", a->bp, "branch-parallel ranks per model replica (1 or 2; needs the Parallel Evoformer)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub->add_flag("--parallel_evoformer", a->parallel_evoformer,
                 "HelixFold's Parallel Evoformer (outer product mean at the block end), whatever the model YAML says");
   sub->add_flag("--no_comm_overlap", a->no_comm_overlap,
@@ -155,7 +174,7 @@ void add_train_command(CLI::App& app) {
                 "the work that does not need it (the same results; for comparison)");
   sub->add_option("--dp_bucket_mb", a->bucket_mb, "MiB per bucket of the dp gradient reduction (default 25; 0: one "
                   "bucket per parameter)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   set_action(sub, [a]() -> int {
 #if defined(FOLDCORE_HAVE_DATA) && defined(FOLDCORE_HAVE_YAML)
     af2::TrainRunOptions o;
@@ -163,7 +182,7 @@ void add_train_command(CLI::App& app) {
     o.store_path = a->store;
     o.out_dir = a->out_dir;
     o.max_steps = a->max_steps;
-    o.device = Device::parse(a->device);
+    o.device = parse_usable_device(a->device);
     o.precision = a->precision;
     o.resume = a->resume;
     o.init_from = a->init_from;
@@ -186,11 +205,9 @@ void add_train_command(CLI::App& app) {
         grid = std::make_unique<GridParallel>(*a, o.device);
         o.parallel = grid.get();
       }
-      const af2::TrainSummary s = af2::run_af2_training(o);
-      if (!grid || grid->writes_outputs())
-        log::info("train: done at step ", s.steps, " (", s.skipped, " skipped), last loss ", s.last_loss,
-                  "; checkpoint ", s.checkpoint);
-      return 0;
+      const StopSignals stop_signals(!grid);  // several ranks: SIGTERM and SIGINT stay the runtime's
+      o.stop_requested = &StopSignals::received;
+      return finish_run(af2::run_af2_training(o), !grid || grid->writes_outputs());
     } catch (const std::exception& e) {
       // In a distributed job the runtime's teardown aborts the job (the other ranks would wait
       // forever): say which rank failed and why first.
@@ -201,10 +218,9 @@ void add_train_command(CLI::App& app) {
 #else
     FC_CHECK(!distributed, "train: --dp ", a->dp, " needs a build with MPI (CMake FOLDCORE_MPI=ON/AUTO with Open MPI "
              "installed); this build has none");
-    const af2::TrainSummary s = af2::run_af2_training(o);
-    log::info("train: done at step ", s.steps, " (", s.skipped, " skipped), last loss ", s.last_loss, "; checkpoint ",
-              s.checkpoint);
-    return 0;
+    const StopSignals stop_signals(true);
+    o.stop_requested = &StopSignals::received;
+    return finish_run(af2::run_af2_training(o), true);
 #endif
 #else
     FC_THROW("train: this build has no data pipeline or no yaml-cpp (needed for the store and configs); config ",

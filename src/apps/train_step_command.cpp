@@ -39,8 +39,12 @@ void add_train_step_command(CLI::App& app) {
   sub->add_option("--stage", args->stage, "loss weights of the training stage (suppl. Table 4)")
       ->required()
       ->check(CLI::IsMember({"initial", "finetune"}));
-  sub->add_option("--output", args->output, "gradients .npz (official keys and layout)")->required();
-  sub->add_option("--losses", args->losses, "loss terms .json (unweighted terms, unscaled_loss, loss)")->required();
+  sub->add_option("--output", args->output, "gradients .npz (official keys and layout)")
+      ->required()
+      ->check(file_to_write());
+  sub->add_option("--losses", args->losses, "loss terms .json (unweighted terms, unscaled_loss, loss)")
+      ->required()
+      ->check(file_to_write());
   sub->add_option("--device", args->device, "cpu or cuda[:index]");
   sub->add_option("--dap", args->dap,
                   "dynamic axial parallelism over N ranks: mpirun -np N foldcore train_step … --dap N (default 1)");
@@ -50,7 +54,7 @@ void add_train_step_command(CLI::App& app) {
     o.batch_path = args->batch;
     o.params_path = args->params;
     o.stage = args->stage;
-    o.device = Device::parse(args->device);
+    o.device = parse_usable_device(args->device);
     FC_CHECK(args->dap >= 1, "train_step --dap ", args->dap, " must be at least 1");
     bool write = true;
 #ifdef FOLDCORE_HAVE_MPI

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "core/device.h"
 
@@ -11,6 +12,8 @@ namespace foldcore {
 class Tensor;
 namespace detail {
 int cuda_device_count_impl();
+// Why the CUDA runtime reports no device (cudaGetDeviceCount's error, or that it counted none).
+std::string cuda_unavailable_reason();
 void cuda_set_device(int index);
 // The calling thread's current device (cudaGetDevice).
 int cuda_current_device();

@@ -29,6 +29,18 @@ int cuda_device_count() {
   return n;
 }
 
+Device parse_usable_device(const std::string& s) {
+  const Device d = Device::parse(s);
+  if (d.is_cpu()) return d;
+  FC_CHECK(cuda_built(), "device '", s, "': this build of foldcore has no CUDA backend; use --device cpu");
+  const int n = cuda_device_count();
+  FC_CHECK(n > 0, "device '", s, "': no CUDA device is visible to this process (", detail::cuda_unavailable_reason(),
+           "); use --device cpu");
+  FC_CHECK(d.index < n, "device '", s, "': this process sees ", n, " CUDA device", n == 1 ? "" : "s", " (cuda:0",
+           n == 1 ? "" : " to cuda:" + std::to_string(n - 1), ")");
+  return d;
+}
+
 void set_device(Device d) {
   if (d.is_cuda()) detail::cuda_set_device(d.index);
 }

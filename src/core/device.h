@@ -29,6 +29,12 @@ bool cuda_built();
 // Number of usable CUDA devices: 0 when not built with CUDA, no driver, or no device.
 int cuda_device_count();
 inline bool cuda_available() { return cuda_device_count() > 0; }
+// The device a command line names (`--device`), parsed as Device::parse does and checked to be
+// usable by this process: cpu, or a CUDA device below cuda_device_count(). Throws Error naming the
+// device and why it is not (a build without CUDA; no device visible, with the CUDA runtime's
+// reason, e.g. a driver older than the runtime; an index past the last device), before any work
+// or output starts.
+Device parse_usable_device(const std::string& s);
 // Makes `d` the current CUDA device of the calling thread (no-op for cpu).
 void set_device(Device d);
 // Waits for all work on device `d` (no-op for cpu).

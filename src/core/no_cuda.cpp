@@ -11,6 +11,7 @@ namespace {
 [[noreturn]] void no_cuda() { FC_THROW("this build of foldcore has no CUDA backend (configure with -DFOLDCORE_CUDA=ON)"); }
 }  // namespace
 int cuda_device_count_impl() { return 0; }
+std::string cuda_unavailable_reason() { return "this build has no CUDA backend"; }
 void cuda_set_device(int) { no_cuda(); }
 int cuda_current_device() { no_cuda(); }
 void cuda_device_synchronize(int) { no_cuda(); }

@@ -112,6 +112,22 @@ TEST(PredictInputs, TooLongSequenceRefusedByMemoryEstimate) {
   EXPECT_FALSE(fs::exists(tmp.path() / "out" / "huge"));
 }
 
+// A device this process cannot use (no machine has 1,024 GPUs; a GPU-less one has none) is refused
+// by name before any work: before, a machine with the CUDA libraries and no driver ended in "CUDA
+// driver version is insufficient for CUDA runtime version" from the first op, and nothing named
+// the flag.
+TEST(PredictInputs, UnusableDeviceRefusedFirst) {
+  TempDir tmp;
+  const fs::path fasta = tmp.path() / "q.fasta";
+  std::ofstream(fasta) << ">q\n" << kQuery73 << "\n";
+  const PredictRun r = predict("--fasta_paths " + fasta.string() + " --output_dir " + (tmp.path() / "out").string() +
+                                   " --device cuda:1023",
+                               tmp.path());
+  EXPECT_EQ(r.rc, 1) << r.output;
+  EXPECT_NE(r.output.find("device 'cuda:1023'"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp.path() / "out"));
+}
+
 // --chunk_size auto: a 73-residue target fits without chunking here, the log says what was
 // chosen and the prediction completes; a chunk that is neither a count nor auto is refused.
 TEST(PredictInputs, ChunkSizeAuto) {

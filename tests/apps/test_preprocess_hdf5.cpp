@@ -145,7 +145,10 @@ TEST(Preprocess, NothingWritableOrUnwritableOutputFails) {
   EXPECT_FALSE(fs::exists(out + ".tmp"));
   r = preprocess("--mmcif_dir " + shared("mmcifs") + " --alignment_dir " + dir.string() + " --out " + (dir / "no/such/dir/s.h5").string(), dir);
   EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.output.find("cannot create"), std::string::npos) << r.output;
+  // Refused when the command line is read, before any chain is processed (apps/commands.h: file_to_write).
+  EXPECT_NE(r.output.find("--out: the folder '" + (dir / "no/such/dir").string() + "'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("preprocess: wrote"), std::string::npos) << r.output;
   r = preprocess("--mmcif_dir " + (dir / "absent").string() + " --alignment_dir " + dir.string() + " --out " + out, dir);
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.output.find("not a folder"), std::string::npos) << r.output;

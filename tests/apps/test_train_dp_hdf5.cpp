@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -315,38 +316,54 @@ pid_t rank_pid(pid_t parent, int rank) {
   return -1;
 }
 
-TEST_F(TrainDp, KilledRankEndsTheJobAndTheCheckpointResumes) {
-  const fs::path config = tiny_train_config(dir_->path(), "tiny.yaml", {{"checkpoint_every", "  checkpoint_every: 1"}});
-  const fs::path run = path("run"), log = path("job.log");
-  constexpr int kWatchdog = 20;
+// A 2-rank `train --dp 2` job started in the background (mpiexec's pid), its output to `log`, with
+// the communication watchdog at `watchdog_s`; returns once two steps are logged (or 2 minutes).
+pid_t start_dp_job(const fs::path& config, const fs::path& store, const fs::path& run, const fs::path& log,
+                   int watchdog_s) {
   const pid_t job = ::fork();
-  ASSERT_GE(job, 0);
   if (job == 0) {
     const std::string cmd = "OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1 FOLDCORE_COMM_TIMEOUT_S=" +
-                            std::to_string(kWatchdog) + " exec " FOLDCORE_MPIEXEC " --oversubscribe --allow-run-as-root -n 2 " +
-                            foldcore_binary() + " " + args(config, store_, run, 100000) + " --dp 2 > " + log.string() +
+                            std::to_string(watchdog_s) + " exec " FOLDCORE_MPIEXEC " --oversubscribe --allow-run-as-root -n 2 " +
+                            foldcore_binary() + " " + args(config, store, run, 100000) + " --dp 2 > " + log.string() +
                             " 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  // Kill rank 1 once two steps are logged.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline &&
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (job > 0 && std::chrono::steady_clock::now() < deadline &&
          !(fs::exists(run / "metrics.jsonl") && metrics(run).size() >= 2))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const pid_t victim = rank_pid(job, 1);
-  const auto killed_at = std::chrono::steady_clock::now();
-  if (victim > 0) ::kill(victim, SIGKILL);
+  return job;
+}
+
+// Waits until `job` ends, at most until `deadline` (then kills it): its wait status, or nullopt
+// when it had to be killed.
+std::optional<int> wait_until(pid_t job, std::chrono::steady_clock::time_point deadline) {
   int status = 0;
-  deadline = killed_at + std::chrono::seconds(kWatchdog + 30);
   while (::waitpid(job, &status, WNOHANG) == 0) {
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(job, SIGKILL);
       ::waitpid(job, &status, 0);
-      FAIL() << "the job did not end within the watchdog timeout + 30 s: " << read_file(log);
+      return std::nullopt;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  return status;
+}
+
+TEST_F(TrainDp, KilledRankEndsTheJobAndTheCheckpointResumes) {
+  const fs::path config = tiny_train_config(dir_->path(), "tiny.yaml", {{"checkpoint_every", "  checkpoint_every: 1"}});
+  const fs::path run = path("run"), log = path("job.log");
+  constexpr int kWatchdog = 20;
+  // Kill rank 1 once two steps are logged.
+  const pid_t job = start_dp_job(config, store_, run, log, kWatchdog);
+  ASSERT_GE(job, 0);
+  const pid_t victim = rank_pid(job, 1);
+  const auto killed_at = std::chrono::steady_clock::now();
+  if (victim > 0) ::kill(victim, SIGKILL);
+  const std::optional<int> ended = wait_until(job, killed_at + std::chrono::seconds(kWatchdog + 30));
+  ASSERT_TRUE(ended) << "the job did not end within the watchdog timeout + 30 s: " << read_file(log);
+  const int status = *ended;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
   const std::string out = read_file(log);
   ASSERT_GT(victim, 0) << "rank 1 of the job was not found; job output: " << out;
@@ -360,6 +377,34 @@ TEST_F(TrainDp, KilledRankEndsTheJobAndTheCheckpointResumes) {
   const RunResult r = run_shell(single() + args(config, store_, run, static_cast<int>(at) + 1) + " --resume");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(metrics(run).size(), static_cast<size_t>(at + 1));
+}
+
+// SIGUSR1 (what `sbatch --signal=USR1@180` delivers to every rank before a time limit; SIGTERM
+// stays the runtime's "another rank failed" path, tested above), here to rank 1 alone: the ranks
+// agree on one step, rank 0 writes that step's checkpoint although checkpoint_every is far away,
+// every rank leaves after it, and one process resumes from it. Without the agreement rank 1 would
+// leave while rank 0 waits in the next step's reduction (until the watchdog ends the job).
+TEST_F(TrainDp, Sigusr1StopsEveryRankAfterTheSameStep) {
+  const fs::path config = tiny_train_config(dir_->path(), "tiny.yaml", {{"checkpoint_every", "  checkpoint_every: 1000"}});
+  const fs::path run = path("run"), log = path("job.log");
+  const pid_t job = start_dp_job(config, store_, run, log, 60);
+  ASSERT_GE(job, 0);
+  const pid_t rank1 = rank_pid(job, 1);
+  if (rank1 > 0) ::kill(rank1, SIGUSR1);
+  const std::optional<int> ended = wait_until(job, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(ended) << "the job did not stop within 60 s: " << read_file(log);
+  const int status = *ended;
+  const std::string out = read_file(log);
+  ASSERT_GT(rank1, 0) << "rank 1 was not found; job output: " << out;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
+  const size_t steps = metrics(run).size();
+  EXPECT_NE(out.find("train: stopped by signal " + std::to_string(SIGUSR1) + " ("), std::string::npos) << out;
+  EXPECT_NE(out.find(") after step " + std::to_string(steps) + " of 100000"), std::string::npos) << out;
+  ASSERT_TRUE(fs::exists(run / "checkpoint.h5")) << out;
+  EXPECT_EQ(nn::inspect_checkpoint((run / "checkpoint.h5").string()).step, static_cast<int64_t>(steps)) << out;
+  const RunResult r = run_shell(single() + args(config, store_, run, static_cast<int>(steps) + 1) + " --resume");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(metrics(run).size(), steps + 1);
 }
 
 }  // namespace

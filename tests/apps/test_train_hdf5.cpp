@@ -1,7 +1,8 @@
 // End-to-end tests of `foldcore train` (the program runs as a subprocess) on a feature store of the
 // shared mmCIFs, tiny preset with a few steps:
 //   - a run SIGKILLed after its second step and resumed logs bit-identical per-step losses to an
-//     uninterrupted run (the acceptance test);
+//     uninterrupted run (the acceptance test), and so does one stopped by SIGTERM, which
+//     checkpoints the step it ends;
 //   - config errors (unknown key, missing key) and a checkpoint of another architecture each give
 //     a message naming the file and the key, and leave the run folder as it was;
 //   - non-finite losses (a learning rate that blows the weights up) are skipped and counted, and
@@ -43,6 +44,29 @@ std::string train_args(const fs::path& config, const fs::path& store, const fs::
          " --max_steps " + std::to_string(steps);
 }
 
+// `foldcore train` started in the background (its output to `log`, or discarded); its pid.
+pid_t start_train(const std::string& args, const std::string& log = "/dev/null") {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::string cmd = foldcore_binary() + " " + args + " > " + log + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits (up to 2 minutes) until run/metrics.jsonl holds `lines` lines; the lines it holds then.
+size_t wait_for_metrics(const fs::path& run, size_t lines) {
+  size_t logged = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    logged = fs::exists(run / "metrics.jsonl") ? nonempty_lines(run / "metrics.jsonl").size() : 0;
+    if (logged >= lines) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return logged;
+}
+
 TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
   TempDir dir("train_resume");
   const fs::path store = make_train_store(dir.path());
@@ -61,20 +85,9 @@ TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
 
   // The same run, SIGKILLed once two steps are logged, then resumed.
   const fs::path run = dir.path() / "killed";
-  const pid_t pid = ::fork();
+  const pid_t pid = start_train(train_args(config, store, run, kSteps));
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const std::string cmd = foldcore_binary() + " " + train_args(config, store, run, kSteps) + " > /dev/null 2>&1";
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  size_t logged = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    logged = fs::exists(run / "metrics.jsonl") ? nonempty_lines(run / "metrics.jsonl").size() : 0;
-    if (logged >= 2) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  const size_t logged = wait_for_metrics(run, 2);
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -104,6 +117,47 @@ TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
   const RunResult again = run_foldcore(train_args(config, store, run, kSteps));
   EXPECT_EQ(again.status, 1) << again.output;
   EXPECT_NE(again.output.find("--resume"), std::string::npos) << again.output;
+}
+
+// SIGTERM (what Slurm sends at a time limit or preemption, then SIGKILL 30 s later): the run stops at
+// the end of the step it is in, writes its checkpoint there although checkpoint_every is far away,
+// says so, and exits with 128 + 15; resumed, it logs the losses of an uninterrupted run. Before, the
+// process ended at once and every step since the last checkpoint was lost.
+TEST(Train, SigtermStopsAtAStepWithACheckpoint) {
+  TempDir dir("train_sigterm");
+  const fs::path store = make_train_store(dir.path());
+  const fs::path config = tiny_train_config(dir.path(), "tiny.yaml", {{"checkpoint_every", "  checkpoint_every: 1000"}});
+  constexpr int kSteps = 12;
+  const RunResult full = run_foldcore(train_args(config, store, dir.path() / "full", kSteps));
+  ASSERT_EQ(full.status, 0) << full.output;
+  const std::vector<std::string> expected = nonempty_lines(dir.path() / "full" / "metrics.jsonl");
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kSteps));
+
+  const fs::path run = dir.path() / "stopped";
+  const fs::path log = dir.path() / "stopped.log";
+  const pid_t pid = start_train(train_args(config, store, run, 1000), log.string());
+  ASSERT_GE(pid, 0);
+  ASSERT_GE(wait_for_metrics(run, 2), 2u);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string out = read_file(log);
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not stopped:\n" << out;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << out;
+  const size_t steps = nonempty_lines(run / "metrics.jsonl").size();
+  ASSERT_LT(steps, static_cast<size_t>(kSteps)) << "the stop took too long to test the resume";
+  EXPECT_NE(out.find("SIGTERM received: stopping after this step"), std::string::npos) << out;
+  EXPECT_NE(out.find("train: stopped by signal 15 ("), std::string::npos) << out;
+  EXPECT_NE(out.find(") after step " + std::to_string(steps) + " of 1000"), std::string::npos) << out;
+  EXPECT_NE(out.find("continue with --resume"), std::string::npos) << out;
+  ASSERT_TRUE(fs::exists(run / "checkpoint.h5"));
+
+  const RunResult resumed = run_foldcore(train_args(config, store, run, kSteps) + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("at step " + std::to_string(steps)), std::string::npos) << resumed.output;
+  const std::vector<std::string> got = nonempty_lines(run / "metrics.jsonl");
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(without_timing(got[i]), without_timing(expected[i])) << "step " << i + 1;
 }
 
 // recompute_keep_blocks: auto in a run (models/alphafold/training/keep_blocks.h): the first step
@@ -269,6 +323,17 @@ TEST(Train, ConfigErrorsNameTheKey) {
     EXPECT_EQ(r.output.find("train config"), std::string::npos) << preset << ": " << r.output;
     EXPECT_NE(r.output.find(store.string()), std::string::npos) << preset << ": " << r.output;
   }
+  EXPECT_FALSE(fs::exists(dir.path() / "run"));
+
+  // --max_steps 0 (it used to run the config's run.max_steps) and a device this process cannot use
+  // (no machine has 1,024 GPUs): refused by name, before the store is opened or the run folder made.
+  r = run_foldcore(train_args(tiny_train_config(dir.path(), "ok.yaml", {}), real_store, dir.path() / "run", 0));
+  EXPECT_NE(r.status, 0) << r.output;  // CLI11's validation error
+  EXPECT_NE(r.output.find("--max_steps: must be at least 1, got 0"), std::string::npos) << r.output;
+  r = run_foldcore(train_args(tiny_train_config(dir.path(), "ok.yaml", {}), real_store, dir.path() / "run", 1) +
+                   " --device cuda:1023");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("device 'cuda:1023'"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "run"));
 }
 

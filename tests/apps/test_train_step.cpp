@@ -77,5 +77,27 @@ TEST(TrainStepCli, MissingLabelFailsNamingIt) {
   expect_no_outputs(dir.path());
 }
 
+// An output in a folder that does not exist, or an output path that is a folder, is refused when the
+// command line is read (it used to be found only after the whole step, at the write), naming the
+// option and the path; nothing is written.
+TEST(TrainStepCli, UnwritableOutputRefusedBeforeTheStep) {
+  apps_test::TempDir dir("train_step");
+  const std::string batch = tc::train_dir() + "/batch.npz";
+  const path absent = dir.path() / "absent";
+  const std::string common = "train_step --batch " + batch + " --params_file " + tc::params_path() + " --stage initial";
+  Result r = run(common + " --output " + (absent / "grads.npz").string() + " --losses " +
+                 (dir.path() / "losses.json").string());
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--output"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(absent.string() + "' of"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
+  r = run(common + " --output " + (dir.path() / "grads.npz").string() + " --losses " + dir.path().string());
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--losses"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is a folder"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("train_step: inferred"), std::string::npos) << "the step ran:\n" << r.output;
+  expect_no_outputs(dir.path());
+}
+
 }  // namespace
 }  // namespace foldcore

@@ -166,5 +166,30 @@ TEST(Device, Parse) {
   EXPECT_THROW(Device::parse("cuda:x"), Error);
 }
 
+// A --device this process cannot use is refused with the device and the reason: no CUDA backend in
+// the build, no device visible (with the runtime's own reason: a GPU-less machine with the CUDA
+// libraries said only "CUDA driver version is insufficient" from deep inside the first op), or an
+// index past the last device. What it can use is accepted.
+TEST(Device, ParseUsableRefusesWhatThisProcessCannotUse) {
+  EXPECT_EQ(parse_usable_device("cpu"), Device::cpu());
+  EXPECT_THROW(parse_usable_device("tpu"), Error);
+  const int n = cuda_device_count();
+  const std::string past = "cuda:" + std::to_string(n);
+  try {
+    parse_usable_device(past);
+    ADD_FAILURE() << past << " accepted with " << n << " CUDA devices";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("device '" + past + "'"), std::string::npos) << what;
+    const std::string why = !cuda_built() ? "no CUDA backend"
+                            : n == 0      ? "no CUDA device is visible to this process (the CUDA runtime"
+                                          : "this process sees " + std::to_string(n) + " CUDA device";
+    EXPECT_NE(what.find(why), std::string::npos) << what;
+  }
+  if (n > 0) {
+    EXPECT_EQ(parse_usable_device("cuda:" + std::to_string(n - 1)), Device::cuda(n - 1));
+  }
+}
+
 }  // namespace
 }  // namespace foldcore

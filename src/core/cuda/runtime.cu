@@ -29,6 +29,16 @@ int cuda_device_count_impl() {
   return n;
 }
 
+std::string cuda_unavailable_reason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("the CUDA runtime says: ") + cudaGetErrorString(e);
+  }
+  return n == 0 ? "the CUDA runtime counts no device" : "";
+}
+
 void cuda_set_device(int index) { FC_CUDA_CHECK(cudaSetDevice(index)); }
 int cuda_current_device() {
   int d = 0;

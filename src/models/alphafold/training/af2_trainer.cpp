@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -587,6 +588,21 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
              summary.checkpoint.empty() ? std::string("No checkpoint was written in this process")
                                         : "The last checkpoint is " + summary.checkpoint,
              ", metrics are in ", metrics_path.string());
+    if (o.stop_requested && step < max_steps) {  // a stop signal: here, with a checkpoint of this step
+      int64_t stop = o.stop_requested();
+      if (par) stop = par->world_max(stop);
+      if (stop != 0) {
+        if (step % cfg.run.checkpoint_every != 0) checkpoint();
+        if (writer)
+          log::warn("train: stopped by signal ", stop, " (", strsignal(static_cast<int>(stop)), ") after step ", step,
+                    " of ", max_steps, "; checkpoint ", summary.checkpoint, ": continue with --resume");
+        // No rank leaves before rank 0's checkpoint is whole: a launcher that ends the job at the
+        // first non-zero exit (srun --kill-on-bad-exit) would otherwise cut its write short.
+        if (par) par->barrier();
+        summary.stopped_by = static_cast<int>(stop);
+        break;
+      }
+    }
   }
   summary.steps = step;
   summary.skipped = state.get(state.skipped);

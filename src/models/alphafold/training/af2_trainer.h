@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,8 @@ class TrainParallel {
   // Element-wise sum over the dp ranks; the same values (bit for bit) on every rank.
   virtual std::vector<double> sum(const std::vector<double>& values) = 0;
   virtual void barrier() = 0;  // every rank of the world
+  // The largest `value` over every rank of the world; the same on every rank.
+  virtual int64_t world_max(int64_t value) = 0;
   // Model parallelism (DAP / BP, models/alphafold/parallel/model_parallel.h): hands the grid's groups to
   // the model, once, before the first step. Returns true when the model then runs split: its
   // step sums the split stacks' gradients over the groups (ModelParallelGradReducer, in buckets
@@ -102,6 +105,10 @@ struct TrainRunOptions {
   std::string init_from;
   bool init_from_ema = false;
   TrainParallel* parallel = nullptr;  // null: one process
+  // Polled after every step: a non-zero value (a signal's number: apps/stop_signals.h) ends the
+  // run there, with its checkpoint written; with `parallel`, every rank ends after the same step
+  // (the largest value over the ranks). Null: never.
+  std::function<int()> stop_requested;
 };
 
 struct TrainSummary {
@@ -109,6 +116,7 @@ struct TrainSummary {
   int64_t skipped = 0;        // non-finite steps skipped in total
   double last_loss = 0;
   std::string checkpoint;     // path of the last checkpoint written
+  int stopped_by = 0;         // the stop_requested value that ended the run before max_steps, or 0
 };
 
 TrainSummary run_af2_training(const TrainRunOptions& options);
