@@ -41,6 +41,12 @@ bool checkpoint_supported();
 
 void save_checkpoint(const std::string& path, const CheckpointData& data);
 
+// save_checkpoint writes "<path>.tmp.<pid>" and renames it to `path`; a writer killed during the
+// write (SIGKILL, a node lost) leaves that temporary behind, as large as a checkpoint. Removes
+// every such file beside `path` but this process's own and returns their paths. For the one
+// writer of a run folder, when it starts.
+std::vector<std::string> remove_checkpoint_leftovers(const std::string& path);
+
 struct LoadOptions {
   bool allow_extra = false;  // entries in the file that `into` does not name are ignored
   bool params_only = false;  // skip /optimizer entirely (e.g. inference from a training checkpoint)

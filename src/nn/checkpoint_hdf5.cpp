@@ -304,6 +304,23 @@ void check_entries(hid_t file, const std::string& prefix, const TensorMap& expec
 
 }  // namespace
 
+std::vector<std::string> remove_checkpoint_leftovers(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  const std::string prefix = p.filename().string() + ".tmp.", own = prefix + std::to_string(::getpid());
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0 || name == own) continue;
+    if (name.find_first_not_of("0123456789", prefix.size()) != std::string::npos) continue;
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) removed.push_back(it->path().string());
+  }
+  return removed;
+}
+
 void save_checkpoint(const std::string& path, const CheckpointData& data) {
   with_context("while saving checkpoint '" + path + "'", [&] {
     for (const auto& [name, t] : data.params) check_name(name, "parameter", true);

@@ -94,10 +94,19 @@ TEST(Train, KilledAndResumedRunLogsTheSameLosses) {
   ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it could be killed (logged " << logged << " steps)";
   ASSERT_GE(logged, 2u);
   ASSERT_LT(logged, static_cast<size_t>(kSteps));
+  // What a kill during a checkpoint write leaves (nn::save_checkpoint's temporary): removed on resume,
+  // unlike a file that only looks similar.
+  const fs::path leftover = run / "checkpoint.h5.tmp.4194301", lookalike = run / "checkpoint.h5.tmp.notes";
+  std::ofstream(leftover) << "partial";
+  std::ofstream(lookalike) << "kept";
 
   const RunResult resumed = run_foldcore(train_args(config, store, run, kSteps) + " --resume");
   ASSERT_EQ(resumed.status, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed"), std::string::npos) << resumed.output;
+  EXPECT_FALSE(fs::exists(leftover));
+  EXPECT_NE(resumed.output.find("removed " + leftover.string()), std::string::npos) << resumed.output;
+  EXPECT_TRUE(fs::exists(lookalike));
+  fs::remove(lookalike);
   const std::vector<std::string> got = nonempty_lines(run / "metrics.jsonl");
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(without_timing(got[i]), without_timing(expected[i])) << "step " << i + 1;
@@ -335,6 +344,12 @@ TEST(Train, ConfigErrorsNameTheKey) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("device 'cuda:1023'"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "run"));
+  // A run folder that cannot be made (under a file) is named with the option.
+  const fs::path under_file = dir.path() / "ok.yaml" / "run";
+  r = run_foldcore(train_args(tiny_train_config(dir.path(), "ok.yaml", {}), real_store, under_file, 1));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot create the run folder (--out_dir) " + under_file.string()), std::string::npos)
+      << r.output;
 }
 
 TEST(Train, NonFiniteStepsAreSkippedThenStop) {

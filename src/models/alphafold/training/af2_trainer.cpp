@@ -357,7 +357,11 @@ TrainSummary run_af2_training(const TrainRunOptions& o) {
   // Created only now: a run that fails on its inputs (store, device, checkpoint) writes nothing.
   std::ofstream metrics;
   if (writer) {
-    fs::create_directories(out_dir);
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    FC_CHECK(!ec, "train: cannot create the run folder (--out_dir) ", out_dir.string(), ": ", ec.message());
+    for (const std::string& left : nn::remove_checkpoint_leftovers(ckpt_path.string()))
+      log::warn("train: removed ", left, ", a checkpoint write that did not finish (its process was killed)");
     metrics.open(metrics_path, std::ios::app);
     FC_CHECK(metrics.good(), "train: cannot open ", metrics_path.string());
   }
