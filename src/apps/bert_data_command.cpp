@@ -72,6 +72,7 @@ void add_bert_data_command(CLI::App& app) {
       "bert_data", "Write synthetic BERT pre-training shards in MLPerf's HDF5 format (random or learnable)");
   auto a = std::make_shared<BertDataArgs>();
   sub->add_option("--out_dir", a->out_dir, "output folder (part-SSSSS-of-KKKKK.hdf5, eval-... with --eval)")
+      ->check(folder_to_write())
       ->required();
   sub->add_option("--kind", a->kind, "random (throughput) or learnable (synthetic grammar)")
       ->check(CLI::IsMember({"random", "learnable"}))

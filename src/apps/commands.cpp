@@ -40,6 +40,22 @@ CLI::Validator file_to_write() {
       "FILE");
 }
 
+CLI::Validator folder_to_write() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        fs::path p = fs::absolute(fs::path(path), ec);
+        if (ec) return "'" + path + "': " + ec.message();
+        if (fs::exists(p, ec) && !fs::is_directory(p, ec)) return "'" + path + "' is a file, not a folder";
+        while (!fs::exists(p, ec) && p.has_parent_path() && p.parent_path() != p) p = p.parent_path();
+        if (!fs::is_directory(p, ec)) return "'" + path + "' cannot be created: '" + p.string() + "' is not a folder";
+        if (::access(p.c_str(), W_OK) != 0) return "'" + path + "' cannot be created: '" + p.string() + "' is not writable";
+        return {};
+      },
+      "DIR");
+}
+
 CLI::Validator at_least(double min) {
   std::ostringstream bound;
   bound << min;

@@ -38,6 +38,11 @@ void set_action(CLI::App* sub, std::function<int()> action);
 // (a training step, a prediction) does not do its work and then fail to write its result.
 CLI::Validator file_to_write();
 
+// The check of an option that names a folder the command creates (where missing) and writes into:
+// the path is a folder or does not exist yet, and its nearest existing ancestor is a writable
+// folder. Checked when the command line is read, like file_to_write.
+CLI::Validator folder_to_write();
+
 // The check of a numeric option with a lower bound: "--max_steps: must be at least 1, got 0" (CLI11's
 // own PositiveNumber / NonNegativeNumber print the whole range of a double).
 CLI::Validator at_least(double min);

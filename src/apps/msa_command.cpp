@@ -96,7 +96,9 @@ void add_msa_command(CLI::App& app) {
       ->required()
       ->delimiter(',')
       ->check(CLI::ExistingFile);
-  sub->add_option("--output_dir", a->output_dir, "results go to <output_dir>/<fasta name>/msas/")->required();
+  sub->add_option("--output_dir", a->output_dir, "results go to <output_dir>/<fasta name>/msas/")
+      ->required()
+      ->check(folder_to_write());
   sub->add_option("--data_dir", a->data_dir, "AlphaFold's database folder (uniref90/, mgnify/, bfd/, pdb70/, ...)")
       ->required();
   sub->add_option("--db_preset", a->db_preset, "full_dbs (BFD + UniRef30 via hhblits) or reduced_dbs (small BFD)")

@@ -88,7 +88,9 @@ void add_predict_command(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   sub->add_option("--fasta_paths", a->fasta_paths, "comma-separated FASTA files, one protein chain each")->required();
-  sub->add_option("--output_dir", a->output_dir, "output folder (one sub-folder per FASTA file stem)")->required();
+  sub->add_option("--output_dir", a->output_dir, "output folder (one sub-folder per FASTA file stem)")
+      ->required()
+      ->check(folder_to_write());
   sub->add_option("--data_dir", a->data_dir, "folder holding params/params_<model>.npz");
   sub->add_option("--model_names", a->model_names, "comma-separated model names (default model_1_ptm)");
   sub->add_flag("--use_precomputed_msas", a->use_precomputed_msas,

@@ -179,7 +179,9 @@ void add_serve_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("serve", "Web prediction service: REST API, job queue and a page (docs/serve.md)");
   auto a = std::make_shared<ServeArgs>();
   sub->add_option("--data_dir", a->data_dir, "folder holding params/params_<model>.npz");
-  sub->add_option("--jobs_dir", a->jobs_dir, "job database (jobs.db) and per-job files")->required();
+  sub->add_option("--jobs_dir", a->jobs_dir, "job database (jobs.db) and per-job files")
+      ->required()
+      ->check(folder_to_write());
   sub->add_option("--host", a->host, "address to listen on (default 127.0.0.1: this machine only)");
   sub->add_option("--port", a->port, "TCP port (default 8080; 0: any free port, printed at start)");
   sub->add_option("--device", a->device, "cpu or cuda:<i>");

@@ -149,7 +149,9 @@ void add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   sub->add_option("--config", a->config, "training YAML (configs/train/{tiny,initial,finetune}.yaml)")->required();
   sub->add_option("--store", a->store, "HDF5 feature store written by foldcore preprocess")->required();
-  sub->add_option("--out_dir", a->out_dir, "run folder: metrics.jsonl, checkpoint.h5")->required();
+  sub->add_option("--out_dir", a->out_dir, "run folder: metrics.jsonl, checkpoint.h5")
+      ->required()
+      ->check(folder_to_write());
   sub->add_option("--max_steps", a->max_steps, "stop after this many steps in total (default: the config's)")
       ->check(at_least(1));
   sub->add_option("--device", a->device, "cpu or cuda[:index] (with --dp etc.: cuda = the GPU of the local rank)");

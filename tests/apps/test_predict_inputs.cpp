@@ -128,6 +128,22 @@ TEST(PredictInputs, UnusableDeviceRefusedFirst) {
   EXPECT_FALSE(fs::exists(tmp.path() / "out"));
 }
 
+// An output folder that cannot be made (under a file) is refused when the command line is read; it
+// used to be found after the prediction, when the first target's folder was made.
+TEST(PredictInputs, OutputFolderThatCannotBeMadeRefusedFirst) {
+  TempDir tmp;
+  const fs::path fasta = tmp.path() / "q.fasta";
+  std::ofstream(fasta) << ">q\n" << kQuery73 << "\n";
+  const fs::path out = fasta / "out";
+  const PredictRun r = predict("--fasta_paths " + fasta.string() + " --output_dir " + out.string(), tmp.path());
+  EXPECT_NE(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("--output_dir: '" + out.string() + "' cannot be created: '" + fasta.string() +
+                          "' is not a folder"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("mean pLDDT"), std::string::npos) << "the prediction ran:\n" << r.output;
+}
+
 // --chunk_size auto: a 73-residue target fits without chunking here, the log says what was
 // chosen and the prediction completes; a chunk that is neither a count nor auto is refused.
 TEST(PredictInputs, ChunkSizeAuto) {

@@ -344,11 +344,11 @@ TEST(Train, ConfigErrorsNameTheKey) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("device 'cuda:1023'"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "run"));
-  // A run folder that cannot be made (under a file) is named with the option.
+  // A run folder that cannot be made (under a file) is refused with the option's name.
   const fs::path under_file = dir.path() / "ok.yaml" / "run";
   r = run_foldcore(train_args(tiny_train_config(dir.path(), "ok.yaml", {}), real_store, under_file, 1));
-  EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find("cannot create the run folder (--out_dir) " + under_file.string()), std::string::npos)
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--out_dir: '" + under_file.string() + "' cannot be created"), std::string::npos)
       << r.output;
 }
 
