@@ -304,11 +304,19 @@ void check_entries(hid_t file, const std::string& prefix, const TensorMap& expec
 
 }  // namespace
 
+namespace {
+// save_checkpoint's temporary for `path`: "<path>.tmp.<pid>", this process's (the leftovers of others
+// are recognised by the same name).
+constexpr const char* kTemporaryInfix = ".tmp.";
+std::string own_temporary(const std::string& path) { return path + kTemporaryInfix + std::to_string(::getpid()); }
+}  // namespace
+
 std::vector<std::string> remove_checkpoint_leftovers(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path p(path);
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
-  const std::string prefix = p.filename().string() + ".tmp.", own = prefix + std::to_string(::getpid());
+  const std::string prefix = p.filename().string() + kTemporaryInfix;
+  const std::string own = fs::path(own_temporary(path)).filename().string();
   std::vector<std::string> removed;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -329,7 +337,7 @@ void save_checkpoint(const std::string& path, const CheckpointData& data) {
       for (const auto& [name, t] : tensors) check_name(name, "optimizer entry", true);
     }
     const QuietHdf5 quiet;
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    const std::string tmp = own_temporary(path);
     try {
       write_file(tmp, data);
       fsync_path(tmp, false);
